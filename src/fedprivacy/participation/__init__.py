@@ -1,0 +1,1 @@
+"""Who participates in each round, and what the server can learn from the aggregates it sees."""

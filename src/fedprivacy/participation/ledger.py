@@ -1,0 +1,169 @@
+"""The participation ledger: the sets of users whose updates the server actually aggregated."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from fedprivacy._validation import require_binary_matrix, require_int
+from fedprivacy.errors import ParameterError
+from fedprivacy.files import atomic_write_text
+
+
+class ParticipationLedger:
+    """Record of the users aggregated in each round (the server's view).
+
+    A skipped round is recorded as an empty set, i.e. an all-zero row of the participation matrix.
+    The ledger stores index sets, so it scales to millions of users; :meth:`matrix` materialises the
+    dense 0/1 participation matrix ``P`` (rounds x users) on demand.
+
+    Parameters
+    ----------
+    num_users : int
+        Number of users ``N``.
+    user_ids : sequence of str, optional
+        Display names of the users (for example a CSV header). Defaults to ``"0" .. "N-1"``.
+
+    Examples
+    --------
+    >>> ledger = ParticipationLedger(3)
+    >>> ledger.record([0, 1]); ledger.record([]); ledger.record([1, 2])
+    >>> ledger.matrix().tolist()
+    [[1, 1, 0], [0, 0, 0], [0, 1, 1]]
+    >>> ledger.frequency.tolist()
+    [1, 2, 1]
+    """
+
+    def __init__(self, num_users: int, user_ids: Sequence[str] | None = None) -> None:
+        self.num_users = require_int("num_users", num_users, minimum=1)
+        if user_ids is not None:
+            ids = [str(u) for u in user_ids]
+            if len(ids) != self.num_users:
+                raise ParameterError("user_ids", f"needs {self.num_users} names, got {len(ids)}")
+            if len(set(ids)) != len(ids):
+                raise ParameterError("user_ids", "names must be distinct")
+            self.user_ids = ids
+        else:
+            self.user_ids = [str(i) for i in range(self.num_users)]
+        self._sets: list[NDArray[np.intp]] = []
+        self._frequency = np.zeros(self.num_users, dtype=np.int64)
+
+    # ------------------------------------------------------------------ recording
+    def record(self, selected: ArrayLike) -> None:
+        """Append one round: the indices of the users whose updates were aggregated.
+
+        Raises
+        ------
+        ParameterError
+            If an index is out of range or repeated.
+        """
+        idx = np.asarray(selected, dtype=np.intp).ravel()
+        if idx.size:
+            if idx.min() < 0 or idx.max() >= self.num_users:
+                raise ParameterError(
+                    "selected", f"user indices must lie in [0, {self.num_users - 1}]"
+                )
+            idx = np.sort(idx)
+            if np.any(idx[1:] == idx[:-1]):
+                raise ParameterError("selected", "a user appears twice in one round")
+        self._sets.append(idx)
+        self._frequency[idx] += 1
+
+    # ------------------------------------------------------------------ views
+    @property
+    def rounds(self) -> int:
+        """Number of recorded rounds, skipped ones included."""
+        return len(self._sets)
+
+    @property
+    def frequency(self) -> NDArray[np.int64]:
+        """How many times each user was aggregated so far (a copy)."""
+        return self._frequency.copy()
+
+    @property
+    def cardinalities(self) -> NDArray[np.int64]:
+        """Number of aggregated users in each round (0 for skipped rounds)."""
+        return np.fromiter((s.size for s in self._sets), dtype=np.int64, count=len(self._sets))
+
+    def selected(self, round_index: int) -> NDArray[np.intp]:
+        """The sorted user indices aggregated in round ``round_index``."""
+        return self._sets[round_index].copy()
+
+    def __iter__(self) -> Iterable[NDArray[np.intp]]:  # pragma: no cover - trivial
+        return iter(s.copy() for s in self._sets)
+
+    def matrix(self, start: int = 0, stop: int | None = None) -> NDArray[np.uint8]:
+        """Dense participation matrix of rounds ``start .. stop-1`` (shape rounds x users)."""
+        sets = self._sets[start:stop]
+        out = np.zeros((len(sets), self.num_users), dtype=np.uint8)
+        for r, s in enumerate(sets):
+            out[r, s] = 1
+        return out
+
+    # ------------------------------------------------------------------ construction / IO
+    @classmethod
+    def from_matrix(cls, matrix: ArrayLike,
+                    user_ids: Sequence[str] | None = None) -> ParticipationLedger:
+        """Build a ledger from a 0/1 participation matrix (rounds x users)."""
+        arr = require_binary_matrix("matrix", matrix)
+        if arr.shape[1] == 0:
+            raise ParameterError("matrix", "needs at least one user column")
+        ledger = cls(arr.shape[1], user_ids)
+        for row in arr:
+            ledger.record(np.flatnonzero(row))
+        return ledger
+
+    @classmethod
+    def from_csv(cls, path: str | os.PathLike[str]) -> ParticipationLedger:
+        """Read a CSV with one row per round and one 0/1 column per user.
+
+        A first row that is not made of 0/1 values is taken as a header of user ids; otherwise the
+        users are the 0-based column indices.
+
+        Raises
+        ------
+        ParameterError
+            If the file is empty, ragged, or holds a value other than 0 and 1.
+        """
+        text = Path(path).read_text()
+        rows = [r for r in csv.reader(io.StringIO(text)) if r and any(c.strip() for c in r)]
+        if not rows:
+            raise ParameterError("file", f"{path} holds no rows")
+        header: list[str] | None = None
+        if any(c.strip() not in {"0", "1"} for c in rows[0]):
+            header = [c.strip() for c in rows[0]]
+            rows = rows[1:]
+        width = len(header) if header is not None else len(rows[0]) if rows else 0
+        data = np.zeros((len(rows), width), dtype=np.uint8)
+        for r, row in enumerate(rows):
+            if len(row) != width:
+                raise ParameterError(
+                    "file", f"{path}: round {r} has {len(row)} columns, expected {width}"
+                )
+            for c, cell in enumerate(row):
+                v = cell.strip()
+                if v not in {"0", "1"}:
+                    raise ParameterError(
+                        "file", f"{path}: round {r}, column {c} is {cell!r}; expected 0 or 1"
+                    )
+                data[r, c] = v == "1"
+        if width == 0:
+            raise ParameterError("file", f"{path} has no user columns")
+        return cls.from_matrix(data, header)
+
+    def to_csv(self, path: str | os.PathLike[str], *, header: bool = True) -> None:
+        """Write the participation matrix as CSV (atomically: a crash never leaves half a file)."""
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        if header:
+            writer.writerow(self.user_ids)
+        for row in self.matrix():
+            writer.writerow(row.tolist())
+        atomic_write_text(path, buf.getvalue())
+
