@@ -1,0 +1,540 @@
+"""Exact weak multi-round privacy ``T_weak`` of a participation matrix.
+
+``T_weak(P)`` (Remark 1 of the Multi-RoundSecAgg paper, the metric of its Fig. 3a) is the smallest
+number of users that appear with a nonzero coefficient in a linear combination ``zᵀP`` of the
+aggregates the server saw: the minimum support of a nonzero vector in the row space of ``P``. In
+matroid terms it is the cogirth (smallest cocircuit) of the column matroid of ``P``; computing it is
+NP-hard in general. The paper's own code reports the smallest row support of ``rref(P)``, which is
+only an upper bound. Here it is computed exactly, as a certified interval ``[lower, upper]``:
+
+* ``upper`` is always attained by an integer witness ``z`` (verified in exact arithmetic);
+* ``lower`` comes from exhaustive search over small supports and from a mixed-integer programme
+  (HiGHS through :func:`scipy.optimize.milp`); the interval collapses to the exact value whenever the
+  search finishes within the time budget.
+
+Facts used (each is a theorem, not a heuristic):
+
+1. Users with identical columns always receive the same coefficient, so the problem is solved on
+   the distinct nonzero columns, each weighted by its multiplicity. Never-aggregated users (zero
+   columns) are never in a support.
+2. Only the row space matters, so ``P`` is replaced by its pivot rows (an exact basis).
+3. A set ``S`` of distinct columns contains the support of a nonzero row-space vector iff the
+   principal submatrix ``N[S, S]`` of the projector ``N`` onto the null space of ``P`` is singular.
+   Sets of size 1, 2 and 3 are tested exhaustively this way; every set of more than
+   ``nullity(P)`` columns is dependent.
+4. The mixed-integer programme needs no big-M constant: fixing the anchor ``a`` where ``|v|`` is
+   largest and normalising ``v_a = 1`` bounds every ``|v_j|`` by 1, so ``|v_j| <= y_j`` with binary
+   ``y_j`` is exact. Running it for every anchor covers every vector.
+5. ``T_weak`` is non-increasing over rounds and only changes when the rank of ``P`` grows, so a
+   curve needs at most ``rank(P)`` evaluations, and a bound proved at a later round holds for all
+   earlier ones (see :func:`t_weak_curve`).
+
+The lower bounds rely on floating-point linear algebra (float64 projectors with a relative
+tolerance of 1e-9) and on the MILP solver's tolerances; the upper bounds and witnesses are exact.
+Both are validated against brute force on every tested matrix with at most 10 users.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import flint
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.linalg import qr
+from scipy.optimize import Bounds, LinearConstraint, milp
+
+from fedprivacy._validation import require_binary_matrix
+from fedprivacy.errors import ParameterError
+from fedprivacy.linalg import integer_combination, left_null_vector, pivot_rows
+
+_SINGULAR_TOL = 1e-9
+_MAX_TRIPLES = 3_000_000
+
+
+@dataclass(frozen=True)
+class TWeakResult:
+    """Certified weak multi-round privacy of a participation matrix.
+
+    Attributes
+    ----------
+    lower, upper : int or None
+        ``lower <= T_weak <= upper``. Both are ``None`` when nobody was ever aggregated (the server
+        has learned nothing, ``T_weak`` is infinite).
+    witness : tuple of int
+        Integer coefficients ``z``, one per round of the input matrix, with ``|supp(zᵀP)| ==
+        upper``. Empty when ``upper`` is None.
+    support : tuple of int
+        The users in ``supp(zᵀP)``.
+    official_upper : int or None
+        What the paper's code reports: the smallest row support of ``rref(P)``. Always
+        ``>= upper``.
+    rank : int
+        Rank of ``P`` over the rationals.
+    seconds : float
+        Wall-clock time spent.
+    """
+
+    lower: int | None
+    upper: int | None
+    witness: tuple[int, ...] = ()
+    support: tuple[int, ...] = ()
+    official_upper: int | None = None
+    rank: int = 0
+    seconds: float = 0.0
+
+    @property
+    def exact(self) -> bool:
+        """Whether the interval collapsed to a single value."""
+        return self.lower == self.upper
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-friendly form: ``{"lower", "upper", "exact", ...}``."""
+        return {
+            "lower": self.lower,
+            "upper": self.upper,
+            "exact": self.exact,
+            "official_rref_upper": self.official_upper,
+            "rank": self.rank,
+            "witness": list(self.witness),
+            "support": list(self.support),
+            "seconds": round(self.seconds, 4),
+        }
+
+
+@dataclass
+class _Reduced:
+    """A participation matrix reduced to its basis rows and distinct nonzero columns."""
+
+    pivots: list[int]  # rows of the original matrix forming a basis of its row space
+    matrix: NDArray[np.int64]  # rank x D: basis rows restricted to distinct columns
+    weights: NDArray[np.int64]  # multiplicity of each distinct column
+    members: list[NDArray[np.intp]]  # original users of each distinct column
+    num_rounds: int
+    num_users: int
+    _null_projector: NDArray[np.float64] | None = field(default=None, repr=False)
+    _row_basis: NDArray[np.float64] | None = field(default=None, repr=False)
+
+    @property
+    def rank(self) -> int:
+        return int(self.matrix.shape[0])
+
+    @property
+    def num_columns(self) -> int:
+        return int(self.matrix.shape[1])
+
+    def row_basis(self) -> NDArray[np.float64]:
+        """Orthonormal basis (D x rank) of the row space, in column-space-of-Aᵀ form."""
+        if self._row_basis is None:
+            q, _ = qr(self.matrix.T.astype(np.float64), mode="economic")
+            self._row_basis = np.ascontiguousarray(q[:, : self.rank])
+        return self._row_basis
+
+    def null_projector(self) -> NDArray[np.float64]:
+        """Orthogonal projector (D x D) onto the null space of the reduced matrix."""
+        if self._null_projector is None:
+            q = self.row_basis()
+            self._null_projector = np.eye(self.num_columns) - q @ q.T
+        return self._null_projector
+
+
+def _reduce(p: NDArray[np.uint8], pivots: Sequence[int] | None = None) -> _Reduced:
+    piv = list(pivot_rows(p)) if pivots is None else list(pivots)
+    basis = p[piv].astype(np.int64)
+    used = np.flatnonzero(basis.any(axis=0))
+    if used.size == 0:
+        return _Reduced(piv, np.zeros((0, 0), np.int64), np.zeros(0, np.int64), [], *p.shape)
+    cols, inverse, counts = np.unique(
+        basis[:, used].T, axis=0, return_inverse=True, return_counts=True
+    )
+    inverse = np.asarray(inverse).ravel()
+    order = np.argsort(inverse, kind="stable")
+    splits = np.cumsum(counts)[:-1]
+    members = [used[g] for g in np.split(order, splits)]
+    return _Reduced(piv, cols.T.copy(), counts.astype(np.int64), members, *p.shape)
+
+
+class _Search:
+    """Best witness found so far for one reduced matrix, kept exact."""
+
+    def __init__(self, red: _Reduced) -> None:
+        self.red = red
+        self.upper: int | None = None
+        self.z: list[int] | None = None  # coefficients on the basis rows
+        self.columns: NDArray[np.intp] = np.zeros(0, np.intp)
+        self.official: int | None = None  # the paper code's rref bound, once computed
+
+    def offer_support(self, columns: ArrayLike) -> bool:
+        """Try a set of distinct columns; keep it if a row-space vector lives inside it."""
+        cols = np.unique(np.asarray(columns, dtype=np.intp))
+        if cols.size == 0:
+            return False
+        rest = np.setdiff1d(np.arange(self.red.num_columns), cols)
+        z = left_null_vector(self.red.matrix[:, rest])
+        if z is None:
+            return False
+        return self.offer_coefficients(z)
+
+    def offer_coefficients(self, z: Sequence[int]) -> bool:
+        """Keep ``zᵀA`` if it is nonzero and lighter than the current best (exact check)."""
+        v = integer_combination(z, self.red.matrix)
+        support = np.flatnonzero(np.asarray([x != 0 for x in v], dtype=bool))
+        if support.size == 0:
+            return False
+        weight = int(self.red.weights[support].sum())
+        if self.upper is None or weight < self.upper:
+            self.upper, self.z, self.columns = weight, list(z), support
+            return True
+        return False
+
+
+def _smallest_dependent_sets(red: _Reduced, search: _Search, max_size: int) -> int:
+    """Exhaustively test supports of at most ``max_size`` distinct columns.
+
+    Returns the largest ``s`` such that every set of at most ``s`` columns was tested.
+    """
+    nproj = red.null_projector()
+    d = red.num_columns
+    diag = np.clip(np.diag(nproj).copy(), 0.0, None)
+    # size 1: coloops (e_j in the row space)
+    for j in np.flatnonzero(diag <= _SINGULAR_TOL):
+        search.offer_support([j])
+    if max_size < 2 or d < 2:
+        return min(max_size, d)
+    # size 2: det N[{i,j}] = N_ii N_jj - N_ij^2 relative to N_ii N_jj
+    iu, ju = np.triu_indices(d, 1)
+    prod = diag[iu] * diag[ju]
+    det2 = prod - nproj[iu, ju] ** 2
+    hits = np.flatnonzero((det2 <= _SINGULAR_TOL * np.maximum(prod, 1e-300)) & (prod > 0))
+    for h in _cheapest(hits, red.weights[iu] + red.weights[ju], search):
+        search.offer_support([iu[h], ju[h]])
+    if max_size < 3 or d < 3 or math.comb(d, 3) > _MAX_TRIPLES:
+        return 2
+    trip = _triples(d)
+    a, b, c = trip[:, 0], trip[:, 1], trip[:, 2]
+    naa, nbb, ncc = diag[a], diag[b], diag[c]
+    nab, nac, nbc = nproj[a, b], nproj[a, c], nproj[b, c]
+    det3 = naa * (nbb * ncc - nbc**2) - nab * (nab * ncc - nbc * nac) + nac * (nab * nbc - nbb * nac)
+    scale = naa * nbb * ncc
+    hits = np.flatnonzero((det3 <= _SINGULAR_TOL * np.maximum(scale, 1e-300)) & (scale > 0))
+    weights3 = red.weights[a] + red.weights[b] + red.weights[c]
+    for h in _cheapest(hits, weights3, search):
+        search.offer_support(trip[h])
+    return 3
+
+
+@functools.lru_cache(maxsize=8)
+def _triples(d: int) -> NDArray[np.intp]:
+    """All increasing index triples of ``range(d)`` (cached: the curve reuses a few sizes)."""
+    out = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(d), 3)),
+                      dtype=np.intp, count=3 * math.comb(d, 3)).reshape(-1, 3)
+    out.setflags(write=False)
+    return out
+
+
+def _cheapest(hits: NDArray[np.intp], weights: NDArray[np.int64], search: _Search,
+              limit: int = 64) -> list[int]:
+    """The lightest candidate sets first, at most ``limit`` of them, that can still improve."""
+    if hits.size == 0:
+        return []
+    order = hits[np.argsort(weights[hits], kind="stable")]
+    if search.upper is not None:
+        order = order[weights[order] < search.upper]
+    return [int(h) for h in order[:limit]]
+
+
+def _rref_supports(red: _Reduced) -> list[NDArray[np.intp]]:
+    """Supports of the rows of ``rref(P)`` (exact), lightest first."""
+    reduced, rank = flint.fmpq_mat(red.rank, red.num_columns,
+                                   red.matrix.ravel().tolist()).rref()
+    supports = [np.array([j for j in range(red.num_columns) if reduced[i, j] != 0], np.intp)
+                for i in range(int(rank))]
+    return sorted(supports, key=lambda sup: int(red.weights[sup].sum()))
+
+
+def _official_rref_upper(red: _Reduced) -> int | None:
+    """Smallest support of a row of rref(P): the upper bound reported by the paper's code."""
+    if red.rank == 0:
+        return None
+    return int(red.weights[_rref_supports(red)[0]].sum())
+
+
+def _nullity_candidate(red: _Reduced, search: _Search) -> None:
+    """Any ``nullity + 1`` columns carry a row-space vector: take the lightest ones."""
+    nullity = red.num_columns - red.rank
+    order = np.argsort(red.weights, kind="stable")[: nullity + 1]
+    if search.upper is None or int(red.weights[order].sum()) < search.upper:
+        search.offer_support(order)
+
+
+def _milp_anchor(red: _Reduced, anchor: int, cutoff: int,
+                 time_limit: float) -> tuple[str, float, NDArray[np.intp] | None]:
+    """Lightest row-space vector whose largest entry (in magnitude) sits at ``anchor``.
+
+    Solves ``min Σ w_j y_j`` over ``v = Q x`` with ``v_anchor = 1``, ``-y <= v <= y``, binary
+    ``y`` and ``Σ w_j y_j <= cutoff``. Returns ``(status, bound, support)``, status one of
+    ``"optimal"``, ``"infeasible"`` (no vector within the cutoff) or ``"timeout"``; ``bound`` is a
+    valid lower bound on the anchor's optimum.
+    """
+    q = red.row_basis()
+    d, r = q.shape
+    w = red.weights.astype(np.float64)
+    eye = np.eye(d)
+    zeros_r = np.zeros(r)
+    cons = [
+        LinearConstraint(np.hstack([q, -eye]), -np.inf, 0.0),
+        LinearConstraint(np.hstack([q, eye]), 0.0, np.inf),
+        LinearConstraint(np.concatenate([q[anchor], np.zeros(d)])[None, :], 1.0, 1.0),
+        LinearConstraint(np.concatenate([zeros_r, w])[None, :], -np.inf, float(cutoff)),
+    ]
+    lb = np.concatenate([np.full(r, -np.inf), np.zeros(d)])
+    ub = np.concatenate([np.full(r, np.inf), np.ones(d)])
+    lb[r + anchor] = 1.0
+    integrality = np.concatenate([np.zeros(r), np.ones(d)])
+    res = milp(np.concatenate([zeros_r, w]), constraints=cons, bounds=Bounds(lb, ub),
+               integrality=integrality,
+               options={"time_limit": max(time_limit, 1e-3), "disp": False})
+    support = None
+    if res.x is not None:
+        support = np.flatnonzero(res.x[r:] > 0.5)
+    if res.status == 0:
+        return "optimal", float(res.fun), support
+    if res.status == 2:
+        return "infeasible", float(cutoff) + 1.0, None
+    bound = getattr(res, "mip_dual_bound", None)
+    if bound is None or not np.isfinite(bound):
+        bound = 0.0
+    return "timeout", float(bound), support
+
+
+def _solve(red: _Reduced, *, time_limit: float, hint_upper: Sequence[int] | None,
+           hint_lower: int | None) -> tuple[int, _Search]:
+    """Certified lower bound and best exact witness for a reduced matrix."""
+    deadline = time.perf_counter() + time_limit
+    search = _Search(red)
+    if hint_upper is not None:
+        search.offer_coefficients(hint_upper)
+    weights_sorted = np.sort(red.weights)
+    supports = _rref_supports(red)
+    search.official = int(red.weights[supports[0]].sum())
+    search.offer_support(supports[0])  # rows of rref(P) are row-space vectors
+    _nullity_candidate(red, search)
+    tested = _smallest_dependent_sets(red, search, 3)
+    assert search.upper is not None  # the rref rows always give a candidate
+    # every set of more than `tested` columns weighs at least the `tested + 1` lightest weights
+    lower = int(weights_sorted[: tested + 1].sum()) if tested < red.num_columns else search.upper
+    if hint_lower is not None:
+        lower = max(lower, hint_lower)
+    lower = min(lower, search.upper)
+    if lower >= search.upper:
+        return search.upper, search
+    # exact search: one MILP per anchor column
+    anchor_bounds: list[float] = []
+    order = np.argsort(-red.weights, kind="stable")
+    for idx, anchor in enumerate(order):
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            anchor_bounds.extend([float(lower)] * (len(order) - idx))
+            break
+        if red.weights[anchor] >= search.upper:
+            continue  # a support containing this column is never lighter than the best
+        status, bound, support = _milp_anchor(red, int(anchor), search.upper - 1, remaining)
+        if support is not None and support.size:
+            search.offer_support(support)
+        if status == "optimal":
+            anchor_bounds.append(bound)
+        elif status == "infeasible":
+            anchor_bounds.append(float(search.upper))
+        else:
+            anchor_bounds.append(max(bound, float(lower)))
+    if anchor_bounds:
+        proved = math.ceil(min(anchor_bounds) - 1e-6)
+        lower = max(lower, min(proved, search.upper))
+    else:
+        lower = search.upper
+    return min(lower, search.upper), search
+
+
+def _result(red: _Reduced, lower: int, search: _Search, p: NDArray[np.uint8],
+            official: int | None, started: float) -> TWeakResult:
+    assert search.z is not None and search.upper is not None
+    z_full = [0] * red.num_rounds
+    for row, coeff in zip(red.pivots, search.z, strict=True):
+        z_full[row] = int(coeff)
+    combo = integer_combination(z_full, p)
+    support = tuple(int(i) for i, x in enumerate(combo) if x != 0)
+    if len(support) != search.upper:  # pragma: no cover - guarded by exact arithmetic
+        raise AssertionError("witness does not attain the reported upper bound")
+    return TWeakResult(lower=lower, upper=search.upper, witness=tuple(z_full), support=support,
+                       official_upper=official, rank=red.rank,
+                       seconds=time.perf_counter() - started)
+
+
+def t_weak(participation: ArrayLike, *, time_limit: float = 10.0) -> TWeakResult:
+    """Certified weak multi-round privacy ``T_weak`` of a participation matrix.
+
+    Parameters
+    ----------
+    participation : array_like, shape (rounds, users)
+        0/1 participation matrix ``P`` of the sets actually aggregated (all-zero rows for skipped
+        rounds).
+    time_limit : float
+        Seconds allowed for the exact search; the interval is returned as it stands when they run
+        out.
+
+    Returns
+    -------
+    TWeakResult
+
+    Raises
+    ------
+    ParameterError
+        If ``participation`` is not a 0/1 matrix or ``time_limit`` is not positive.
+
+    Examples
+    --------
+    The three-round example of Section 3.2: every user is exposed.
+
+    >>> r = t_weak([[1, 1, 0], [0, 1, 1], [1, 0, 1]])
+    >>> (r.lower, r.upper, r.exact)
+    (1, 1, True)
+    """
+    started = time.perf_counter()
+    p = require_binary_matrix("participation", participation)
+    if not (time_limit > 0):
+        raise ParameterError("time_limit", f"must be positive, got {time_limit!r}")
+    red = _reduce(p)
+    if red.rank == 0:
+        return TWeakResult(None, None, seconds=time.perf_counter() - started)
+    lower, search = _solve(red, time_limit=time_limit, hint_upper=None, hint_lower=None)
+    return _result(red, lower, search, p, search.official, started)
+
+
+@dataclass(frozen=True)
+class TWeakCurve:
+    """``T_weak`` after every round, as certified intervals.
+
+    Attributes
+    ----------
+    lower, upper : ndarray of float, shape (rounds,)
+        Bounds after each round (NaN before the first aggregate).
+    official_upper : ndarray of float, shape (rounds,)
+        The paper code's bound (smallest row support of ``rref(P)``) after each round.
+    change_rounds : list of int
+        Rounds at which the rank of ``P`` grew (the only rounds where ``T_weak`` can change).
+    evaluations : dict of int to TWeakResult
+        The results at the change rounds that were evaluated, keyed by round.
+    seconds : float
+        Wall-clock time spent.
+    """
+
+    lower: NDArray[np.float64]
+    upper: NDArray[np.float64]
+    official_upper: NDArray[np.float64]
+    change_rounds: list[int]
+    evaluations: dict[int, TWeakResult]
+    seconds: float
+
+    @property
+    def exact(self) -> bool:
+        """Whether every round's interval collapsed."""
+        mask = ~np.isnan(self.lower)
+        return bool(np.all(self.lower[mask] == self.upper[mask]))
+
+    @property
+    def final(self) -> TWeakResult | None:
+        """The evaluation at the last change round (``T_weak`` of the whole matrix)."""
+        if not self.change_rounds:
+            return None
+        return self.evaluations.get(self.change_rounds[-1])
+
+
+def t_weak_curve(participation: ArrayLike, *, time_limit: float = 60.0,
+                 point_time_limit: float = 5.0,
+                 progress: Callable[[int], None] | None = None) -> TWeakCurve:
+    """``T_weak`` of every prefix ``P[:t+1]`` of a participation matrix.
+
+    ``T_weak`` only changes at rounds where the rank of ``P`` grows, and it never increases. The
+    curve is filled by bisection over those change rounds: when the lower bound proved at a later
+    change round equals the upper bound attained at an earlier one, every round in between is
+    settled without evaluation.
+
+    Parameters
+    ----------
+    participation : array_like, shape (rounds, users)
+        0/1 participation matrix.
+    time_limit : float
+        Total seconds for the whole curve.
+    point_time_limit : float
+        Seconds for the exact search at one change round.
+    progress : callable, optional
+        Called with 1 after each evaluation.
+
+    Returns
+    -------
+    TWeakCurve
+    """
+    started = time.perf_counter()
+    p = require_binary_matrix("participation", participation)
+    if not (time_limit > 0 and point_time_limit > 0):
+        raise ParameterError("time_limit", "time limits must be positive")
+    deadline = started + time_limit
+    pivots = pivot_rows(p)
+    rank = len(pivots)
+    lo: dict[int, int] = {}
+    hi: dict[int, int] = {}
+    hints: dict[int, list[int]] = {}  # z on the first k basis rows attaining hi[k]
+    evals: dict[int, TWeakResult] = {}
+
+    def evaluate(k: int, lower_hint: int | None, upper_hint: list[int] | None) -> None:
+        t0 = time.perf_counter()
+        budget = max(min(point_time_limit, deadline - t0), 1e-3)
+        prefix = p[: pivots[k - 1] + 1]
+        red = _reduce(prefix, pivots[:k])
+        hint = None if upper_hint is None else upper_hint + [0] * (k - len(upper_hint))
+        lower, search = _solve(red, time_limit=budget, hint_upper=hint, hint_lower=lower_hint)
+        assert search.z is not None and search.upper is not None
+        lo[k], hi[k], hints[k] = lower, search.upper, list(search.z)
+        evals[pivots[k - 1]] = _result(red, lower, search, prefix, search.official, t0)
+        if progress is not None:
+            progress(1)
+
+    def fill(a: int, b: int) -> None:
+        # invariant: a < b evaluated; T(k) for a < k < b lies in [lo[b], hi[a]]
+        if b - a <= 1 or lo[b] >= hi[a]:
+            return
+        mid = (a + b) // 2
+        evaluate(mid, lo[b], hints[a])
+        fill(a, mid)
+        fill(mid, b)
+
+    if rank:
+        evaluate(1, None, None)
+        if rank > 1:
+            evaluate(rank, None, hints[1])
+            fill(1, rank)
+    rounds = p.shape[0]
+    lower = np.full(rounds, np.nan)
+    upper = np.full(rounds, np.nan)
+    official = np.full(rounds, np.nan)
+    # propagate by monotonicity: T(k) <= hi[a] for a <= k, T(k) >= lo[b] for b >= k
+    known = sorted(lo)
+    for k in range(1, rank + 1):
+        up = min(hi[a] for a in known if a <= k)
+        low = max(lo[b] for b in known if b >= k)
+        start = pivots[k - 1]
+        stop = pivots[k] if k < rank else rounds
+        lower[start:stop] = min(low, up)
+        upper[start:stop] = up
+        res = evals.get(start)
+        if res is not None:
+            official[start:stop] = res.official_upper
+        else:
+            official[start:stop] = _official_rref_upper(_reduce(p[:stop], pivots[:k]))
+    return TWeakCurve(lower, upper, official, [int(x) for x in pivots], evals,
+                      time.perf_counter() - started)
