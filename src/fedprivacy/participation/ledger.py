@@ -87,6 +87,16 @@ class ParticipationLedger:
         return self._frequency.copy()
 
     @property
+    def frequency_view(self) -> NDArray[np.int64]:
+        """How many times each user was aggregated so far, as a read-only view (no copy).
+
+        The view tracks later calls to :meth:`record`; copy it to keep a snapshot.
+        """
+        view = self._frequency.view()
+        view.flags.writeable = False
+        return view
+
+    @property
     def cardinalities(self) -> NDArray[np.int64]:
         """Number of aggregated users in each round (0 for skipped rounds)."""
         return np.fromiter((s.size for s in self._sets), dtype=np.int64, count=len(self._sets))

@@ -313,7 +313,7 @@ def _milp_anchor(red: _Reduced, anchor: int, cutoff: int,
 
 
 def _solve(red: _Reduced, *, time_limit: float, hint_upper: Sequence[int] | None,
-           hint_lower: int | None) -> tuple[int, _Search]:
+           hint_lower: int | None, search_exact: bool = True) -> tuple[int, _Search]:
     """Certified lower bound and best exact witness for a reduced matrix."""
     deadline = time.perf_counter() + time_limit
     search = _Search(red)
@@ -331,8 +331,8 @@ def _solve(red: _Reduced, *, time_limit: float, hint_upper: Sequence[int] | None
     if hint_lower is not None:
         lower = max(lower, hint_lower)
     lower = min(lower, search.upper)
-    if lower >= search.upper:
-        return search.upper, search
+    if lower >= search.upper or not search_exact:
+        return min(lower, search.upper), search
     # exact search: one MILP per anchor column
     anchor_bounds: list[float] = []
     order = np.argsort(-red.weights, kind="stable")
@@ -455,7 +455,7 @@ class TWeakCurve:
 
 
 def t_weak_curve(participation: ArrayLike, *, time_limit: float = 60.0,
-                 point_time_limit: float = 5.0,
+                 point_time_limit: float = 5.0, search_exact: bool = True,
                  progress: Callable[[int], None] | None = None) -> TWeakCurve:
     """``T_weak`` of every prefix ``P[:t+1]`` of a participation matrix.
 
@@ -472,6 +472,9 @@ def t_weak_curve(participation: ArrayLike, *, time_limit: float = 60.0,
         Total seconds for the whole curve.
     point_time_limit : float
         Seconds for the exact search at one change round.
+    search_exact : bool
+        If False, only the fast bounds are computed (rref rows, small supports, nullity): the
+        intervals stay certified but may be wider.
     progress : callable, optional
         Called with 1 after each evaluation.
 
@@ -497,7 +500,8 @@ def t_weak_curve(participation: ArrayLike, *, time_limit: float = 60.0,
         prefix = p[: pivots[k - 1] + 1]
         red = _reduce(prefix, pivots[:k])
         hint = None if upper_hint is None else upper_hint + [0] * (k - len(upper_hint))
-        lower, search = _solve(red, time_limit=budget, hint_upper=hint, hint_lower=lower_hint)
+        lower, search = _solve(red, time_limit=budget, hint_upper=hint, hint_lower=lower_hint,
+                               search_exact=search_exact)
         assert search.z is not None and search.upper is not None
         lo[k], hi[k], hints[k] = lower, search.upper, list(search.z)
         evals[pivots[k - 1]] = _result(red, lower, search, prefix, search.official, t0)

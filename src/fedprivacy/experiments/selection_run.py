@@ -1,0 +1,226 @@
+"""One participant-selection run: selection over many rounds and the server-side metrics."""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fedprivacy._validation import require_int
+from fedprivacy.errors import ParameterError
+from fedprivacy.files import atomic_write_json, atomic_write_text
+from fedprivacy.participation.availability import AvailabilityModel, make_availability
+from fedprivacy.participation.ledger import ParticipationLedger
+from fedprivacy.participation.metrics import exposed_users, t_strong
+from fedprivacy.participation.privacy import TWeakCurve, t_weak_curve
+from fedprivacy.participation.selectors import SCHEMES, Selector, make_selector
+
+MetricsMode = Literal["exact", "bounds", "none"]
+METRICS_MODES: tuple[str, ...] = ("exact", "bounds", "none")
+# a dense participation matrix of more cells than this is not built for the privacy metric
+MAX_DENSE_CELLS = 50_000_000
+
+
+@dataclass(frozen=True)
+class SelectionConfig:
+    """Parameters of one selection run (what ``fedprivacy simulate`` takes)."""
+
+    scheme: str
+    users: int
+    per_round: int
+    rounds: int
+    seed: int = 0
+    target_privacy: int | None = None
+    dropout: str | float = "heterogeneous"
+    fairness: bool = False
+    metrics: str = "exact"
+    time_limit: float = 60.0
+    point_time_limit: float = 2.0
+
+    def validate(self) -> None:
+        """Check every field; raise :class:`ParameterError` naming the first bad one."""
+        if self.scheme not in SCHEMES:
+            raise ParameterError("scheme", f"must be one of {', '.join(SCHEMES)}, got {self.scheme!r}")
+        require_int("users", self.users, minimum=1)
+        require_int("per_round", self.per_round, minimum=1, maximum=self.users)
+        require_int("rounds", self.rounds, minimum=1)
+        require_int("seed", self.seed, minimum=0)
+        if self.metrics not in METRICS_MODES:
+            raise ParameterError("metrics", f"must be one of {', '.join(METRICS_MODES)}")
+        if not self.time_limit > 0 or not self.point_time_limit > 0:
+            raise ParameterError("time_limit", "must be positive")
+        if self.metrics != "none" and self.rounds * self.users > MAX_DENSE_CELLS:
+            raise ParameterError(
+                "metrics",
+                f"the privacy metric needs a dense {self.rounds} x {self.users} matrix "
+                f"(> {MAX_DENSE_CELLS:,} cells); use --metrics none for runs of this size",
+            )
+
+    @property
+    def label(self) -> str:
+        """Human-readable name of the scheme."""
+        names = {"random": "Random", "weighted-random": "Weighted random",
+                 "partition": "User partition"}
+        if self.scheme == "multiround":
+            return f"Multi-RoundSecAgg (T={self.target_privacy})"
+        return names[self.scheme]
+
+
+@dataclass
+class SelectionResult:
+    """What a selection run produced."""
+
+    config: SelectionConfig
+    ledger: ParticipationLedger
+    dropout: NDArray[np.float64] | None
+    fairness_gap: NDArray[np.float64]  # F^(t)
+    cardinality: NDArray[np.float64]  # C^(t)
+    t_weak: TWeakCurve | None
+    t_strong: int | None
+    exposed: NDArray[np.intp]
+    seconds_selection: float
+    seconds_metrics: float
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, object]:
+        """The JSON object printed by ``fedprivacy simulate --json``."""
+        tw: dict[str, object] | None = None
+        if self.t_weak is not None:
+            final = self.t_weak.final
+            if final is None:
+                tw = {"lower": None, "upper": None, "exact": True}
+            else:
+                tw = {"lower": int(self.t_weak.lower[-1]), "upper": int(self.t_weak.upper[-1]),
+                      "exact": bool(self.t_weak.lower[-1] == self.t_weak.upper[-1]),
+                      "official_rref_upper": final.official_upper,
+                      "first_round_exposed": _first_round_at_most(self.t_weak, 1),
+                      "curve_exact": self.t_weak.exact}
+        return {
+            "config": asdict(self.config),
+            "rounds": self.ledger.rounds,
+            "skipped_rounds": int((self.ledger.cardinalities == 0).sum()),
+            "average_cardinality": float(self.cardinality[-1]),
+            "fairness_gap": float(self.fairness_gap[-1]),
+            "t_weak": tw,
+            "t_strong": self.t_strong,
+            "exposed_users": None if self.t_weak is None else [int(i) for i in self.exposed],
+            "seconds": {"selection": round(self.seconds_selection, 3),
+                        "metrics": round(self.seconds_metrics, 3)},
+            **self.extra,
+        }
+
+
+def _first_round_at_most(curve: TWeakCurve, value: int) -> int | None:
+    hit = np.flatnonzero(curve.upper <= value)
+    return int(hit[0]) if hit.size else None
+
+
+def build(config: SelectionConfig,
+          rng: np.random.Generator) -> tuple[Selector, AvailabilityModel]:
+    """The selector and availability model of a configuration."""
+    config.validate()
+    selector = make_selector(config.scheme, config.users, config.per_round,
+                             target_privacy=config.target_privacy, fairness=config.fairness)
+    availability = make_availability(config.users, config.dropout, rng)
+    return selector, availability
+
+
+def run_selection_experiment(
+    config: SelectionConfig,
+    *,
+    availability: AvailabilityModel | None = None,
+    progress: Callable[[int], None] | None = None,
+    metric_progress: Callable[[int], None] | None = None,
+) -> SelectionResult:
+    """Run the selection for ``config.rounds`` rounds and compute F, C and the privacy metrics.
+
+    Parameters
+    ----------
+    config : SelectionConfig
+        The run.
+    availability : AvailabilityModel, optional
+        Overrides the model built from ``config.dropout`` (to share one draw of heterogeneous
+        dropout probabilities between schemes).
+    progress, metric_progress : callable, optional
+        Called with 1 per simulated round / per ``T_weak`` evaluation.
+    """
+    rng = np.random.default_rng(config.seed)
+    selector, built = build(config, rng)
+    model = built if availability is None else availability
+    if model.num_users != config.users:
+        raise ParameterError("availability", f"has {model.num_users} users, config {config.users}")
+    ledger = ParticipationLedger(config.users)
+    gap = np.empty(config.rounds)
+    started = time.perf_counter()
+    sel_rng = np.random.default_rng([config.seed, 1])
+    for t in range(config.rounds):
+        available = model.sample(t, sel_rng)
+        chosen = selector.select(available, ledger.frequency_view, sel_rng)
+        ledger.record(chosen)
+        freq = ledger.frequency_view
+        gap[t] = (int(freq.max()) - int(freq.min())) / (t + 1)
+        if progress is not None:
+            progress(1)
+    seconds_selection = time.perf_counter() - started
+    cardinality = np.cumsum(ledger.cardinalities) / np.arange(1, config.rounds + 1)
+    started = time.perf_counter()
+    curve: TWeakCurve | None = None
+    strong: int | None = None
+    exposed = np.zeros(0, np.intp)
+    if config.metrics != "none":
+        p = ledger.matrix()
+        curve = t_weak_curve(p, time_limit=config.time_limit,
+                             point_time_limit=config.point_time_limit,
+                             search_exact=config.metrics == "exact", progress=metric_progress)
+        strong = t_strong(p)
+        exposed = exposed_users(p)
+    dropout = getattr(model, "dropout", None)
+    return SelectionResult(config, ledger, None if dropout is None else np.asarray(dropout),
+                           gap, cardinality, curve, strong, exposed, seconds_selection,
+                           time.perf_counter() - started)
+
+
+def per_round_csv(result: SelectionResult) -> str:
+    """Per-round metrics as CSV text."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["round", "aggregated", "average_cardinality", "fairness_gap",
+                     "t_weak_lower", "t_weak_upper", "official_rref_upper"])
+    card = result.ledger.cardinalities
+    for t in range(result.ledger.rounds):
+        row: list[object] = [t, int(card[t]), f"{result.cardinality[t]:.6g}",
+                             f"{result.fairness_gap[t]:.6g}"]
+        if result.t_weak is None:
+            row += ["", "", ""]
+        else:
+            row += [_fmt(result.t_weak.lower[t]), _fmt(result.t_weak.upper[t]),
+                    _fmt(result.t_weak.official_upper[t])]
+        writer.writerow(row)
+    return buf.getvalue()
+
+
+def _fmt(x: float) -> str:
+    return "" if np.isnan(x) else str(int(x))
+
+
+def write_outputs(result: SelectionResult, out_dir: str | Path) -> list[Path]:
+    """Write ``metrics.csv``, ``summary.json``, ``participation.csv`` and plots into ``out_dir``."""
+    from fedprivacy.experiments import plots
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "metrics.csv", out / "summary.json"]
+    atomic_write_text(written[0], per_round_csv(result))
+    atomic_write_json(written[1], result.summary())
+    if result.config.users * result.config.rounds <= MAX_DENSE_CELLS:
+        result.ledger.to_csv(out / "participation.csv")
+        written.append(out / "participation.csv")
+    written += plots.plot_run(result, out)
+    return written

@@ -1,0 +1,186 @@
+"""The materialised privacy-preserving family ``B`` of Multi-RoundSecAgg (Algorithms 1 and 2).
+
+:func:`generate_family` is Algorithm 1 of the paper, building the explicit ``R_BP x N`` matrix
+``B``; :class:`ExplicitFamilySelector` is Algorithm 2 run literally on that matrix, as the paper's
+official code does ("materialised codebook"). Both are exponential in ``K/T`` and serve as the
+small-case reference and the benchmark baseline for the implicit
+:class:`~fedprivacy.participation.selectors.BatchPartitionSelector`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import ClassVar
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from fedprivacy._validation import require_binary_matrix, require_int
+from fedprivacy.errors import ParameterError
+from fedprivacy.participation.selectors import (
+    Selector,
+    _check_available,
+    validate_batch_parameters,
+)
+
+
+def family_rows(num_users: int, per_round: int, target_privacy: int) -> int:
+    """Size of the batch-partitioning family, ``R_BP = C(N/T, K/T)`` (equation (8)), exactly.
+
+    For ``N = 120`` and ``K = 12`` this is 10 (``T = 12``), 190 (``T = 6``), 4,060 (``T = 4``) and
+    91,390 (``T = 3``; Table 1 of the paper prints 91,389) and about ``1.06e16`` for ``T = 1``.
+
+    Raises
+    ------
+    ParameterError
+        If ``N``, ``K``, ``T`` violate the conditions of
+        :func:`~fedprivacy.participation.selectors.validate_batch_parameters`.
+
+    Examples
+    --------
+    >>> family_rows(8, 4, 2)
+    6
+
+    """
+    n, k, t = validate_batch_parameters(num_users, per_round, target_privacy)
+    return math.comb(n // t, k // t)
+
+
+def generate_family(
+    num_users: int, per_round: int, target_privacy: int, max_rows: int = 2_000_000
+) -> NDArray[np.uint8]:
+    """Algorithm 1: the explicit privacy-preserving family ``B`` (``R_BP x N``, entries 0/1).
+
+    The users are partitioned into ``N/T`` batches of ``T`` consecutive users; each row of ``B``
+    is the characteristic vector of the union of ``K/T`` batches, in
+    :func:`itertools.combinations` order over the batch indices.
+
+    Parameters
+    ----------
+    num_users, per_round, target_privacy : int
+        ``N``, ``K`` and ``T``.
+    max_rows : int
+        Refuse to build a family with more rows than this (``R_BP`` is about ``1e16`` for
+        ``N = 120, K = 12, T = 1``).
+
+    Raises
+    ------
+    ParameterError
+        If the sizes are invalid or ``R_BP`` exceeds ``max_rows``.
+
+    Examples
+    --------
+    >>> generate_family(4, 2, 1).tolist()
+    [[1, 1, 0, 0], [1, 0, 1, 0], [1, 0, 0, 1], [0, 1, 1, 0], [0, 1, 0, 1], [0, 0, 1, 1]]
+
+    """
+    n, k, t = validate_batch_parameters(num_users, per_round, target_privacy)
+    limit = require_int("max_rows", max_rows, minimum=1)
+    rows = math.comb(n // t, k // t)
+    if rows > limit:
+        raise ParameterError(
+            "max_rows",
+            f"the family has C({n // t}, {k // t}) = {rows} rows, more than max_rows = {limit}",
+        )
+    per = k // t
+    combos = np.fromiter(
+        itertools.chain.from_iterable(itertools.combinations(range(n // t), per)),
+        dtype=np.intp,
+        count=rows * per,
+    ).reshape(rows, per)
+    users = (combos[:, :, None] * t + np.arange(t, dtype=np.intp)).reshape(rows, k)
+    family = np.zeros((rows, n), dtype=np.uint8)
+    family[np.arange(rows)[:, None], users] = 1
+    return family
+
+
+class ExplicitFamilySelector(Selector):
+    """Algorithm 2 (available batch selection) run literally on a materialised family ``B``.
+
+    Each round keeps the rows ``B^(t)`` of ``B`` whose support lies inside the available set and
+    skips the round if there are none. Uniform mode (``lambda = 0``) returns a uniform row of
+    ``B^(t)``. Fairness-aware mode (``lambda = 1``) draws ``l_min`` uniformly among the users of
+    minimum frequency among the users covered by ``B^(t)`` (an available user covered by no row of
+    ``B^(t)`` cannot be served), then returns a uniform row of ``B^(t)`` containing ``l_min``.
+
+    Works for any family with rows of equal weight ``K``; build the batch-partitioning family of
+    the paper with :meth:`batch_partition`. Memory and time per round are ``O(R x N)``.
+
+    Parameters
+    ----------
+    family : array_like
+        The 0/1 matrix ``B`` (rows x users); every row must have the same weight ``K >= 1``.
+    fairness : bool
+        Fairness-aware selection (``lambda = 1``) instead of uniform selection (``lambda = 0``).
+
+    Raises
+    ------
+    ParameterError
+        If ``family`` is not a non-empty 0/1 matrix with rows of equal, non-zero weight.
+
+    """
+
+    name: ClassVar[str] = "multiround-explicit"
+
+    def __init__(self, family: ArrayLike, fairness: bool = False) -> None:
+        arr = require_binary_matrix("family", family)
+        if arr.shape[0] == 0 or arr.shape[1] == 0:
+            raise ParameterError(
+                "family", f"must have at least one row and column, got {arr.shape}"
+            )
+        weights = arr.sum(axis=1, dtype=np.int64)
+        if weights[0] == 0 or np.any(weights != weights[0]):
+            raise ParameterError("family", "every row must have the same non-zero weight K")
+        super().__init__(int(arr.shape[1]), int(weights[0]))
+        arr.flags.writeable = False
+        self._family = arr
+        self._mask = arr.astype(np.bool_)
+        self.fairness = bool(fairness)
+
+    @classmethod
+    def batch_partition(
+        cls,
+        num_users: int,
+        per_round: int,
+        target_privacy: int,
+        fairness: bool = False,
+        max_rows: int = 2_000_000,
+    ) -> ExplicitFamilySelector:
+        """Build the selector over :func:`generate_family` ``(N, K, T)``."""
+        return cls(generate_family(num_users, per_round, target_privacy, max_rows), fairness)
+
+    @property
+    def family(self) -> NDArray[np.uint8]:
+        """The materialised family ``B`` (a read-only view)."""
+        return self._family
+
+    @property
+    def num_rows(self) -> int:
+        """Number of rows ``R`` of ``B``."""
+        return int(self._family.shape[0])
+
+    def available_rows(self, available: ArrayLike) -> NDArray[np.intp]:
+        """Return the indices of the rows of ``B`` inside the available set (``B^(t)``)."""
+        avail = _check_available(available, self.num_users)
+        return np.flatnonzero(~self._mask[:, ~avail].any(axis=1))
+
+    def select(
+        self,
+        available: NDArray[np.bool_],
+        frequency: NDArray[np.int64],
+        rng: np.random.Generator,
+    ) -> NDArray[np.intp]:
+        """Select one row of ``B^(t)`` by Algorithm 2; see :meth:`Selector.select`."""
+        avail, freq = self._inputs(available, frequency)
+        rows = np.flatnonzero(~self._mask[:, ~avail].any(axis=1))
+        if rows.size == 0:
+            return np.empty(0, dtype=np.intp)
+        if self.fairness:
+            covered = np.flatnonzero(self._mask[rows].any(axis=0))
+            f = freq[covered]
+            ties = covered[f == f.min()]
+            l_min = int(ties[rng.integers(ties.size)])
+            rows = rows[self._mask[rows, l_min]]
+        row = int(rows[rng.integers(rows.size)])
+        return np.flatnonzero(self._mask[row]).astype(np.intp, copy=False)

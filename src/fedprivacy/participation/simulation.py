@@ -1,0 +1,76 @@
+"""Run a user selection strategy against an availability model for many rounds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from fedprivacy._validation import require_int
+from fedprivacy.errors import ParameterError
+from fedprivacy.participation.availability import AvailabilityModel
+from fedprivacy.participation.ledger import ParticipationLedger
+from fedprivacy.participation.selectors import Selector
+
+
+def run_selection(
+    selector: Selector,
+    availability: AvailabilityModel,
+    rounds: int,
+    rng: np.random.Generator,
+    ledger: ParticipationLedger | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ParticipationLedger:
+    """Simulate ``rounds`` rounds of user selection and record who was aggregated.
+
+    In each round the availability vector is sampled, the selector picks users given the
+    participation frequencies recorded so far, and the selection (empty for a skipped round) is
+    appended to the ledger.
+
+    Parameters
+    ----------
+    selector : Selector
+        The user selection strategy.
+    availability : AvailabilityModel
+        Source of the availability vector of each round. Round indices continue from the number of
+        rounds already in ``ledger``, so a trace can be resumed.
+    rounds : int
+        Number of rounds to simulate (at least 0).
+    rng : numpy.random.Generator
+        Source of randomness for both availability and selection.
+    ledger : ParticipationLedger, optional
+        Ledger to extend (its frequencies steer fairness-aware selectors); a new one by default.
+    progress : callable, optional
+        Called as ``progress(1)`` after each round (for example ``tqdm.update``).
+
+    Returns
+    -------
+    ParticipationLedger
+        The ledger, with ``rounds`` more rows.
+
+    Raises
+    ------
+    ParameterError
+        If ``rounds`` is negative or the selector, availability model and ledger disagree on the
+        number of users.
+
+    """
+    count = require_int("rounds", rounds, minimum=0)
+    n = selector.num_users
+    if availability.num_users != n:
+        raise ParameterError(
+            "availability",
+            f"has {availability.num_users} users but the selector has {n}",
+        )
+    if ledger is None:
+        ledger = ParticipationLedger(n)
+    elif ledger.num_users != n:
+        raise ParameterError("ledger", f"has {ledger.num_users} users but the selector has {n}")
+    start = ledger.rounds
+    frequency = ledger.frequency_view  # a live read-only view: record() updates it in place
+    for r in range(start, start + count):
+        available = availability.sample(r, rng)
+        ledger.record(selector.select(available, frequency, rng))
+        if progress is not None:
+            progress(1)
+    return ledger
