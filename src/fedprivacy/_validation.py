@@ -10,8 +10,9 @@ from numpy.typing import ArrayLike, NDArray
 from fedprivacy.errors import ParameterError
 
 
-def require_int(name: str, value: object, minimum: int | None = None,
-                maximum: int | None = None) -> int:
+def require_int(
+    name: str, value: object, minimum: int | None = None, maximum: int | None = None
+) -> int:
     """Return ``value`` as an ``int`` after checking it is an integer in ``[minimum, maximum]``.
 
     Raises
@@ -29,8 +30,9 @@ def require_int(name: str, value: object, minimum: int | None = None,
     return out
 
 
-def require_probability_vector(name: str, value: ArrayLike, size: int,
-                               *, allow_one: bool = False) -> NDArray[np.float64]:
+def require_probability_vector(
+    name: str, value: ArrayLike, size: int, *, allow_one: bool = False
+) -> NDArray[np.float64]:
     """Broadcast ``value`` to a float vector of length ``size`` with entries in ``[0, 1)``.
 
     Parameters

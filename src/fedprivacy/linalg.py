@@ -8,12 +8,13 @@ row bases and null vectors exactly with FLINT (``python-flint``), on integer mat
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import flint
 import numpy as np
 from numpy.typing import NDArray
 
-IntMatrix = NDArray[np.integer] | NDArray[np.bool_]
+IntMatrix = NDArray[Any]
 
 
 def _fmpz(matrix: IntMatrix) -> flint.fmpz_mat:
@@ -79,7 +80,7 @@ def pivot_rows(matrix: IntMatrix) -> list[int]:
 
 
 def left_null_vector(matrix: IntMatrix) -> list[int] | None:
-    """A nonzero integer vector ``z`` with ``z @ matrix == 0``, or ``None`` if the rows are independent.
+    """A nonzero integer ``z`` with ``z @ matrix == 0``; ``None`` if the rows are independent.
 
     Parameters
     ----------

@@ -26,7 +26,9 @@ def brute_force_t_weak(p: np.ndarray) -> int | None:
     raise AssertionError("unreachable: removing every column drops the rank")
 
 
-def random_matrix(rng: np.random.Generator, max_users: int = 10, max_rounds: int = 10) -> np.ndarray:
+def random_matrix(
+    rng: np.random.Generator, max_users: int = 10, max_rounds: int = 10
+) -> np.ndarray:
     n = int(rng.integers(1, max_users + 1))
     t = int(rng.integers(1, max_rounds + 1))
     density = rng.uniform(0.1, 0.9)

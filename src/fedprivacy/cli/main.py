@@ -14,7 +14,7 @@ from fedprivacy.errors import FedPrivacyError
 
 
 def _progress_factory(enabled: bool) -> Callable[[str, int], Callable[[int], None]] | None:
-    """tqdm bars on stderr, or None when progress is off."""
+    """Tqdm bars on stderr, or None when progress is off."""
     if not enabled:
         return None
     from tqdm import tqdm
@@ -49,9 +49,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     )
 
     config = SelectionConfig(
-        scheme=args.scheme, users=args.users, per_round=args.per_round, rounds=args.rounds,
-        seed=args.seed, target_privacy=args.target_privacy, dropout=args.dropout,
-        fairness=args.fairness, metrics=args.metrics, time_limit=args.time_limit,
+        scheme=args.scheme,
+        users=args.users,
+        per_round=args.per_round,
+        rounds=args.rounds,
+        seed=args.seed,
+        target_privacy=args.target_privacy,
+        dropout=args.dropout,
+        fairness=args.fairness,
+        metrics=args.metrics,
+        time_limit=args.time_limit,
         point_time_limit=min(args.time_limit, 2.0),
     )
     config.validate()
@@ -69,15 +76,20 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
         return 0
     tw = summary["t_weak"]
-    print(f"{config.label}: N={config.users}, K={config.per_round}, {config.rounds} rounds, "
-          f"dropout={config.dropout}")
+    print(
+        f"{config.label}: N={config.users}, K={config.per_round}, {config.rounds} rounds, "
+        f"dropout={config.dropout}"
+    )
     print(f"  skipped rounds            {summary['skipped_rounds']}")
     print(f"  average cardinality C     {summary['average_cardinality']:.4f}")
     print(f"  fairness gap F            {summary['fairness_gap']:.4f}")
     if isinstance(tw, dict):
         lo, hi = tw["lower"], tw["upper"]
-        span = "infinite (nothing aggregated)" if lo is None else (
-            f"{lo}" if lo == hi else f"in [{lo}, {hi}] (time limit reached)")
+        span = (
+            "infinite (nothing aggregated)"
+            if lo is None
+            else (f"{lo}" if lo == hi else f"in [{lo}, {hi}] (time limit reached)")
+        )
         print(f"  T_weak                    {span}")
         print(f"  paper-code RREF bound     {tw.get('official_rref_upper')}")
         print(f"  T_strong                  {summary['t_strong']}")
@@ -109,35 +121,47 @@ def cmd_audit(args: argparse.Namespace) -> int:
         "t_weak": result.to_dict(),
         "t_strong": strong,
         "exposed_users": exposed,
-        "witness": {"z": list(result.witness),
-                    "support_users": [ledger.user_ids[i] for i in result.support]},
+        "witness": {
+            "z": list(result.witness),
+            "support_users": [ledger.user_ids[i] for i in result.support],
+        },
     }
     if args.json:
         print(json.dumps(report))
         return 0
-    print(f"Participation log {args.file}: {ledger.rounds} rounds, {ledger.num_users} users "
-          f"({report['aggregated_users']} ever aggregated), rank {result.rank}")
+    print(
+        f"Participation log {args.file}: {ledger.rounds} rounds, {ledger.num_users} users "
+        f"({report['aggregated_users']} ever aggregated), rank {result.rank}"
+    )
     if result.upper is None:
         print("Nobody was ever aggregated: the server has learned nothing.")
         return 0
     if result.exact:
-        print(f"T_weak = {result.upper}: the smallest number of users in any linear combination "
-              "of the aggregates the server saw.")
+        print(
+            f"T_weak = {result.upper}: the smallest number of users in any linear combination "
+            "of the aggregates the server saw."
+        )
     else:
-        print(f"T_weak in [{result.lower}, {result.upper}] (time limit {args.time_limit}s; "
-              "raise --time-limit to narrow it).")
+        print(
+            f"T_weak in [{result.lower}, {result.upper}] (time limit {args.time_limit}s; "
+            "raise --time-limit to narrow it)."
+        )
     if result.official_upper is not None and result.official_upper > result.upper:
         print(f"  (the RREF bound of the paper's code would report {result.official_upper})")
     print(f"T_strong = {strong}: the smallest group of users that always participated together.")
     if exposed:
-        print(f"EXPOSED: {len(exposed)} user(s) whose individual update the server can "
-              f"compute exactly: {', '.join(exposed[:20])}{' ...' if len(exposed) > 20 else ''}")
+        print(
+            f"EXPOSED: {len(exposed)} user(s) whose individual update the server can "
+            f"compute exactly: {', '.join(exposed[:20])}{' ...' if len(exposed) > 20 else ''}"
+        )
     else:
         print("No user's individual update is a linear combination of the aggregates.")
     nonzero = [(r, c) for r, c in enumerate(result.witness) if c != 0]
     shown = ", ".join(f"{c:+d} x round {r}" for r, c in nonzero[:8])
-    print(f"Witness: {shown}{' ...' if len(nonzero) > 8 else ''} isolates users "
-          f"{', '.join(ledger.user_ids[i] for i in result.support)}")
+    print(
+        f"Witness: {shown}{' ...' if len(nonzero) > 8 else ''} isolates users "
+        f"{', '.join(ledger.user_ids[i] for i in result.support)}"
+    )
     return 0
 
 
@@ -147,8 +171,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     cfg = DemoConfig(rounds=args.rounds, seed=args.seed, time_limit=args.time_limit)
     started = time.perf_counter()
-    print(f"fedprivacy demo: N={cfg.users}, K={cfg.per_round}, {cfg.rounds} rounds, "
-          f"heterogeneous dropout, seed {cfg.seed} -> {args.out}")
+    print(
+        f"fedprivacy demo: N={cfg.users}, K={cfg.per_round}, {cfg.rounds} rounds, "
+        f"heterogeneous dropout, seed {cfg.seed} -> {args.out}"
+    )
     run_demo(cfg, args.out, progress_factory=_progress_factory(not args.quiet))
     out = Path(args.out)
     print()
@@ -168,56 +194,92 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     sim = sub.add_parser(
-        "simulate", help="run a participant-selection scheme and measure T, F and C",
+        "simulate",
+        help="run a participant-selection scheme and measure T, F and C",
         description="Simulate participant selection over many rounds and report the multi-round "
-                    "privacy T_weak (exact, certified), T_strong, the fairness gap F and the "
-                    "average cardinality C.")
-    sim.add_argument("--scheme", required=True,
-                     choices=["random", "weighted-random", "partition", "multiround"])
+        "privacy T_weak (exact, certified), T_strong, the fairness gap F and the "
+        "average cardinality C.",
+    )
+    sim.add_argument(
+        "--scheme", required=True, choices=["random", "weighted-random", "partition", "multiround"]
+    )
     sim.add_argument("--users", "-N", type=int, required=True, help="number of users N")
-    sim.add_argument("--per-round", "-K", type=int, required=True,
-                     help="users selected per round K")
-    sim.add_argument("--target-privacy", "-T", type=int, default=None,
-                     help="batch size T of Multi-RoundSecAgg (required for multiround)")
-    sim.add_argument("--dropout", type=_dropout, default=0.0,
-                     help="per-round dropout probability, or 'heterogeneous' (p_i uniform in "
-                          "{0.1,...,0.5}); default 0")
-    sim.add_argument("--fairness", action="store_true",
-                     help="fairness-aware selection (lambda = 1) for multiround")
+    sim.add_argument(
+        "--per-round", "-K", type=int, required=True, help="users selected per round K"
+    )
+    sim.add_argument(
+        "--target-privacy",
+        "-T",
+        type=int,
+        default=None,
+        help="batch size T of Multi-RoundSecAgg (required for multiround)",
+    )
+    sim.add_argument(
+        "--dropout",
+        type=_dropout,
+        default=0.0,
+        help="per-round dropout probability, or 'heterogeneous' (p_i uniform in "
+        "{0.1,...,0.5}); default 0",
+    )
+    sim.add_argument(
+        "--fairness",
+        action="store_true",
+        help="fairness-aware selection (lambda = 1) for multiround",
+    )
     sim.add_argument("--rounds", "-R", type=int, required=True)
     sim.add_argument("--seed", type=int, default=0)
-    sim.add_argument("--metrics", choices=["exact", "bounds", "none"], default="exact",
-                     help="privacy metric: exact search, fast certified bounds, or none "
-                          "(for very large runs)")
-    sim.add_argument("--time-limit", type=float, default=60.0,
-                     help="seconds for the T_weak curve (default 60)")
+    sim.add_argument(
+        "--metrics",
+        choices=["exact", "bounds", "none"],
+        default="exact",
+        help="privacy metric: exact search, fast certified bounds, or none (for very large runs)",
+    )
+    sim.add_argument(
+        "--time-limit", type=float, default=60.0, help="seconds for the T_weak curve (default 60)"
+    )
     sim.add_argument("--json", action="store_true", help="print one JSON object")
-    sim.add_argument("--out", type=Path, default=None,
-                     help="folder for metrics.csv, summary.json, participation.csv, metrics.png")
+    sim.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for metrics.csv, summary.json, participation.csv, metrics.png",
+    )
     sim.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
     sim.set_defaults(func=cmd_simulate)
 
     aud = sub.add_parser(
-        "audit", help="privacy report for a participation log (CSV)",
+        "audit",
+        help="privacy report for a participation log (CSV)",
         description="FILE: CSV with one row per round and one 0/1 column per user (a header "
-                    "row of user ids is optional). Reports T_weak with a witness, T_strong and "
-                    "the users whose individual update the server can compute.")
+        "row of user ids is optional). Reports T_weak with a witness, T_strong and "
+        "the users whose individual update the server can compute.",
+    )
     aud.add_argument("file", type=Path)
-    aud.add_argument("--time-limit", type=float, default=30.0,
-                     help="seconds for the exact T_weak search (default 30)")
+    aud.add_argument(
+        "--time-limit",
+        type=float,
+        default=30.0,
+        help="seconds for the exact T_weak search (default 30)",
+    )
     aud.add_argument("--json", action="store_true", help="print one JSON object")
     aud.set_defaults(func=cmd_audit)
 
     demo = sub.add_parser(
-        "demo", help="the paper's six-scheme comparison (Fig. 3, Fig. 4, attack); no download",
+        "demo",
+        help="the paper's six-scheme comparison (Fig. 3, Fig. 4, attack); no download",
         description="N=120, K=12, heterogeneous dropout: random, weighted random, partition and "
-                    "Multi-RoundSecAgg T=6, 4, 3. Writes Fig. 3a-c and Fig. 4 as PNG, "
-                    "summary.md/json, per-scheme CSVs.")
+        "Multi-RoundSecAgg T=6, 4, 3. Writes Fig. 3a-c and Fig. 4 as PNG, "
+        "summary.md/json, per-scheme CSVs.",
+    )
     demo.add_argument("--out", type=Path, default=Path("results/demo"))
     demo.add_argument("--rounds", type=int, default=2000)
     demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--time-limit", type=float, default=25.0,
-                      help="seconds for each scheme's T_weak curve (default 25)")
+    demo.add_argument(
+        "--time-limit",
+        type=float,
+        default=25.0,
+        help="seconds for each scheme's T_weak curve (default 25)",
+    )
     demo.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
     demo.set_defaults(func=cmd_demo)
     return parser

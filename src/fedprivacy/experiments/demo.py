@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +28,14 @@ from fedprivacy.participation.availability import BernoulliDropout
 from fedprivacy.participation.metrics import batch_partition_cardinality, family_size
 
 # the family sizes printed in Table 1 of the paper (T = 3 is misprinted: C(40, 4) = 91,390)
-PAPER_FAMILY_SIZES = {"random": "~1e16", "weighted-random": "~1e16", "partition": "10",
-                      "multiround-6": "190", "multiround-4": "4060", "multiround-3": "91389"}
+PAPER_FAMILY_SIZES = {
+    "random": "~1e16",
+    "weighted-random": "~1e16",
+    "partition": "10",
+    "multiround-6": "190",
+    "multiround-4": "4060",
+    "multiround-3": "91389",
+}
 
 
 @dataclass(frozen=True)
@@ -58,15 +64,20 @@ class AttackRow:
 
 def scheme_configs(cfg: DemoConfig) -> list[SelectionConfig]:
     """The six schemes of the paper's Section 6."""
-    common = {"users": cfg.users, "per_round": cfg.per_round, "rounds": cfg.rounds,
-              "seed": cfg.seed, "dropout": "heterogeneous", "time_limit": cfg.time_limit,
-              "point_time_limit": cfg.point_time_limit}
-    out = [SelectionConfig(scheme="random", **common),  # type: ignore[arg-type]
-           SelectionConfig(scheme="weighted-random", **common),  # type: ignore[arg-type]
-           SelectionConfig(scheme="partition", **common)]  # type: ignore[arg-type]
-    out += [SelectionConfig(scheme="multiround", target_privacy=t, fairness=True,
-                            **common)  # type: ignore[arg-type]
-            for t in cfg.targets]
+    base = SelectionConfig(
+        scheme="random",
+        users=cfg.users,
+        per_round=cfg.per_round,
+        rounds=cfg.rounds,
+        seed=cfg.seed,
+        dropout="heterogeneous",
+        time_limit=cfg.time_limit,
+        point_time_limit=cfg.point_time_limit,
+    )
+    out = [base, replace(base, scheme="weighted-random"), replace(base, scheme="partition")]
+    out += [
+        replace(base, scheme="multiround", target_privacy=t, fairness=True) for t in cfg.targets
+    ]
     return out
 
 
@@ -88,13 +99,17 @@ def least_squares_attack(result: SelectionResult, updates: np.ndarray, window: i
     aggregates = simulate_aggregates(p, updates)
     rec = least_squares_reconstruction(p, aggregates, true_updates=updates)
     errors = rec.errors
-    return AttackRow(float(np.nanmean(errors)), int(np.sum(errors < 1e-6)),
-                     int(np.sum(rec.identifiable)))
+    return AttackRow(
+        float(np.nanmean(errors)), int(np.sum(errors < 1e-6)), int(np.sum(rec.identifiable))
+    )
 
 
-def run_demo(cfg: DemoConfig, out_dir: str | Path,
-             progress_factory: Callable[[str, int], Callable[[int], None]] | None = None,
-             log: Callable[[str], None] = print) -> dict[str, object]:
+def run_demo(
+    cfg: DemoConfig,
+    out_dir: str | Path,
+    progress_factory: Callable[[str, int], Callable[[int], None]] | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, object]:
     """Run the six schemes, write figures and tables into ``out_dir``; return the summary."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -104,51 +119,69 @@ def run_demo(cfg: DemoConfig, out_dir: str | Path,
     results: list[SelectionResult] = []
     rows: list[dict[str, object]] = []
     for conf in scheme_configs(cfg):
-        tick = progress_factory(f"{conf.label}: selection", conf.rounds) if progress_factory \
-            else None
-        tick_m = progress_factory(f"{conf.label}: T_weak", conf.users) if progress_factory \
-            else None
-        res = run_selection_experiment(conf, availability=availability, progress=tick,
-                                       metric_progress=tick_m)
+        tick = (
+            progress_factory(f"{conf.label}: selection", conf.rounds) if progress_factory else None
+        )
+        tick_m = progress_factory(f"{conf.label}: T_weak", conf.users) if progress_factory else None
+        res = run_selection_experiment(
+            conf, availability=availability, progress=tick, metric_progress=tick_m
+        )
         results.append(res)
         atomic_write_text(out / f"metrics_{_key(conf)}.csv", per_round_csv(res))
         attack = least_squares_attack(res, updates, cfg.attack_window)
         level = _privacy_level(conf)
-        exact_c = batch_partition_cardinality(cfg.users, cfg.per_round, level,
-                                              availability.dropout)
+        exact_c = batch_partition_cardinality(cfg.users, cfg.per_round, level, availability.dropout)
         summary = res.summary()
         tw = summary["t_weak"]
         assert isinstance(tw, dict)
-        rows.append({
-            "scheme": conf.label,
-            "family_size": family_size(cfg.users, cfg.per_round, level),
-            "family_size_paper": PAPER_FAMILY_SIZES.get(_key(conf), ""),
-            "t_weak_lower": tw["lower"], "t_weak_upper": tw["upper"],
-            "t_weak_curve_exact": tw["curve_exact"],
-            "official_rref_upper": tw["official_rref_upper"],
-            "first_round_t_weak_1": tw["first_round_exposed"],
-            "t_strong": res.t_strong,
-            "exposed_users": len(res.exposed),
-            "average_cardinality": summary["average_cardinality"],
-            "average_cardinality_exact": exact_c,
-            "fairness_gap": summary["fairness_gap"],
-            "ls_mean_error": attack.mean_error,
-            "ls_users_reconstructed": attack.reconstructed,
-            "seconds_metrics": res.seconds_metrics,
-        })
-        log(f"  {conf.label:<28} T_weak in [{tw['lower']}, {tw['upper']}]  "
+        rows.append(
+            {
+                "scheme": conf.label,
+                "family_size": family_size(cfg.users, cfg.per_round, level),
+                "family_size_paper": PAPER_FAMILY_SIZES.get(_key(conf), ""),
+                "t_weak_lower": tw["lower"],
+                "t_weak_upper": tw["upper"],
+                "t_weak_curve_exact": tw["curve_exact"],
+                "official_rref_upper": tw["official_rref_upper"],
+                "first_round_t_weak_1": tw["first_round_exposed"],
+                "t_strong": res.t_strong,
+                "exposed_users": len(res.exposed),
+                "average_cardinality": summary["average_cardinality"],
+                "average_cardinality_exact": exact_c,
+                "fairness_gap": summary["fairness_gap"],
+                "ls_mean_error": attack.mean_error,
+                "ls_users_reconstructed": attack.reconstructed,
+                "seconds_metrics": res.seconds_metrics,
+            }
+        )
+        log(
+            f"  {conf.label:<28} T_weak in [{tw['lower']}, {tw['upper']}]  "
             f"C = {summary['average_cardinality']:.2f} (exact {exact_c:.2f})  "
-            f"F = {summary['fairness_gap']:.4f}  LS error {attack.mean_error:.3g}")
+            f"F = {summary['fairness_gap']:.4f}  LS error {attack.mean_error:.3g}"
+        )
     figures = plots.plot_fig3(results, out)
-    theory = [(t, batch_partition_cardinality(cfg.users, cfg.per_round, t, availability.dropout))
-              for t in range(1, cfg.per_round + 1)
-              if cfg.per_round % t == 0 and cfg.users % t == 0]
-    points = [(r.config.label, float(r.t_weak.lower[-1]), float(r.t_weak.upper[-1]),
-               float(r.cardinality[-1])) for r in results if r.t_weak is not None]
+    theory = [
+        (t, batch_partition_cardinality(cfg.users, cfg.per_round, t, availability.dropout))
+        for t in range(1, cfg.per_round + 1)
+        if cfg.per_round % t == 0 and cfg.users % t == 0
+    ]
+    points = [
+        (
+            r.config.label,
+            float(r.t_weak.lower[-1]),
+            float(r.t_weak.upper[-1]),
+            float(r.cardinality[-1]),
+        )
+        for r in results
+        if r.t_weak is not None
+    ]
     figures.append(plots.plot_fig4(points, theory, out))
-    report = {"config": cfg.__dict__ | {"targets": list(cfg.targets)},
-              "dropout": availability.dropout.tolist(), "schemes": rows,
-              "figures": [p.name for p in figures]}
+    report = {
+        "config": cfg.__dict__ | {"targets": list(cfg.targets)},
+        "dropout": availability.dropout.tolist(),
+        "schemes": rows,
+        "figures": [p.name for p in figures],
+    }
     atomic_write_json(out / "summary.json", report)
     atomic_write_text(out / "summary.md", summary_markdown(cfg, rows))
     return report

@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from fedprivacy.files import atomic_write_bytes  # noqa: E402
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from fedprivacy.experiments.selection_run import SelectionResult
 
 
-def _save(fig: plt.Figure, path: Path) -> Path:
+def _save(fig: Figure, path: Path) -> Path:
     import io
 
     buf = io.BytesIO()
@@ -37,8 +38,15 @@ def _t_weak_axes(ax: Axes, results: Sequence[SelectionResult]) -> None:
         (line,) = ax.step(rounds, res.t_weak.upper, where="post", label=res.config.label)
         gap = res.t_weak.lower < res.t_weak.upper
         if np.any(gap):
-            ax.fill_between(rounds, res.t_weak.lower, res.t_weak.upper, step="post",
-                            color=line.get_color(), alpha=0.15, linewidth=0)
+            ax.fill_between(
+                rounds,
+                res.t_weak.lower,
+                res.t_weak.upper,
+                step="post",
+                color=line.get_color(),
+                alpha=0.15,
+                linewidth=0,
+            )
     ax.set_xscale("log")
     ax.set_xlabel("round")
     ax.set_ylabel(r"$T_{weak}$ (line: attained; band: certified interval)")
@@ -46,8 +54,9 @@ def _t_weak_axes(ax: Axes, results: Sequence[SelectionResult]) -> None:
     ax.grid(alpha=0.3)
 
 
-def _curve_axes(ax: Axes, results: Sequence[SelectionResult], attr: str, title: str,
-                ylabel: str) -> None:
+def _curve_axes(
+    ax: Axes, results: Sequence[SelectionResult], attr: str, title: str, ylabel: str
+) -> None:
     for res in results:
         rounds = np.arange(1, res.ledger.rounds + 1)
         ax.plot(rounds, getattr(res, attr), label=res.config.label)
@@ -62,8 +71,9 @@ def plot_run(result: SelectionResult, out: Path) -> list[Path]:
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     _t_weak_axes(axes[0], [result])
     _curve_axes(axes[1], [result], "fairness_gap", "(b) aggregation fairness gap", "$F^{(t)}$")
-    _curve_axes(axes[2], [result], "cardinality", "(c) average aggregation cardinality",
-                "$C^{(t)}$")
+    _curve_axes(
+        axes[2], [result], "cardinality", "(c) average aggregation cardinality", "$C^{(t)}$"
+    )
     axes[1].set_yscale("log")
     fig.suptitle(result.config.label)
     return [_save(fig, out / "metrics.png")]
@@ -72,23 +82,27 @@ def plot_run(result: SelectionResult, out: Path) -> list[Path]:
 def plot_fig3(results: Sequence[SelectionResult], out: Path) -> list[Path]:
     """The paper's Fig. 3 (a, b, c) as three PNG files."""
     paths = []
-    for name, draw in (
-        ("fig3a_t_weak.png", lambda ax: _t_weak_axes(ax, results)),
-        ("fig3b_fairness_gap.png", lambda ax: (
-            _curve_axes(ax, results, "fairness_gap", "(b) aggregation fairness gap",
-                        "$F^{(t)}$"), ax.set_yscale("log"))),
-        ("fig3c_cardinality.png", lambda ax: _curve_axes(
-            ax, results, "cardinality", "(c) average aggregation cardinality", "$C^{(t)}$")),
-    ):
+    for name in ("fig3a_t_weak.png", "fig3b_fairness_gap.png", "fig3c_cardinality.png"):
         fig, ax = plt.subplots(figsize=(6.4, 4.4))
-        draw(ax)
+        if name.startswith("fig3a"):
+            _t_weak_axes(ax, results)
+        elif name.startswith("fig3b"):
+            _curve_axes(ax, results, "fairness_gap", "(b) aggregation fairness gap", "$F^{(t)}$")
+            ax.set_yscale("log")
+        else:
+            _curve_axes(
+                ax, results, "cardinality", "(c) average aggregation cardinality", "$C^{(t)}$"
+            )
         ax.legend(fontsize=8)
         paths.append(_save(fig, out / name))
     return paths
 
 
-def plot_fig4(points: Sequence[tuple[str, float, float, float]],
-              theory: Sequence[tuple[int, float]], out: Path) -> Path:
+def plot_fig4(
+    points: Sequence[tuple[str, float, float, float]],
+    theory: Sequence[tuple[int, float]],
+    out: Path,
+) -> Path:
     """Fig. 4: final T_weak (interval) against average cardinality, with the exact C(T) curve.
 
     Parameters
@@ -102,7 +116,7 @@ def plot_fig4(points: Sequence[tuple[str, float, float, float]],
     ts, cs = zip(*theory, strict=True) if theory else ((), ())
     ax.plot(ts, cs, "k--", marker="o", mfc="none", label="batch partitioning, exact C(T)")
     for label, lo, hi, c in points:
-        ax.errorbar([hi], [c], xerr=[[hi - lo], [0]], fmt="s", capsize=3, label=label)
+        ax.errorbar([hi], [c], xerr=np.array([[hi - lo], [0.0]]), fmt="s", capsize=3, label=label)
     ax.set_xlabel(r"multi-round privacy $T_{weak}$ after the last round")
     ax.set_ylabel("average aggregation cardinality $C$")
     ax.set_title("Trade-off between multi-round privacy and cardinality")

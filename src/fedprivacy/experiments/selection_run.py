@@ -47,7 +47,9 @@ class SelectionConfig:
     def validate(self) -> None:
         """Check every field; raise :class:`ParameterError` naming the first bad one."""
         if self.scheme not in SCHEMES:
-            raise ParameterError("scheme", f"must be one of {', '.join(SCHEMES)}, got {self.scheme!r}")
+            raise ParameterError(
+                "scheme", f"must be one of {', '.join(SCHEMES)}, got {self.scheme!r}"
+            )
         require_int("users", self.users, minimum=1)
         require_int("per_round", self.per_round, minimum=1, maximum=self.users)
         require_int("rounds", self.rounds, minimum=1)
@@ -66,8 +68,11 @@ class SelectionConfig:
     @property
     def label(self) -> str:
         """Human-readable name of the scheme."""
-        names = {"random": "Random", "weighted-random": "Weighted random",
-                 "partition": "User partition"}
+        names = {
+            "random": "Random",
+            "weighted-random": "Weighted random",
+            "partition": "User partition",
+        }
         if self.scheme == "multiround":
             return f"Multi-RoundSecAgg (T={self.target_privacy})"
         return names[self.scheme]
@@ -97,11 +102,14 @@ class SelectionResult:
             if final is None:
                 tw = {"lower": None, "upper": None, "exact": True}
             else:
-                tw = {"lower": int(self.t_weak.lower[-1]), "upper": int(self.t_weak.upper[-1]),
-                      "exact": bool(self.t_weak.lower[-1] == self.t_weak.upper[-1]),
-                      "official_rref_upper": final.official_upper,
-                      "first_round_exposed": _first_round_at_most(self.t_weak, 1),
-                      "curve_exact": self.t_weak.exact}
+                tw = {
+                    "lower": int(self.t_weak.lower[-1]),
+                    "upper": int(self.t_weak.upper[-1]),
+                    "exact": bool(self.t_weak.lower[-1] == self.t_weak.upper[-1]),
+                    "official_rref_upper": final.official_upper,
+                    "first_round_exposed": _first_round_at_most(self.t_weak, 1),
+                    "curve_exact": self.t_weak.exact,
+                }
         return {
             "config": asdict(self.config),
             "rounds": self.ledger.rounds,
@@ -111,8 +119,10 @@ class SelectionResult:
             "t_weak": tw,
             "t_strong": self.t_strong,
             "exposed_users": None if self.t_weak is None else [int(i) for i in self.exposed],
-            "seconds": {"selection": round(self.seconds_selection, 3),
-                        "metrics": round(self.seconds_metrics, 3)},
+            "seconds": {
+                "selection": round(self.seconds_selection, 3),
+                "metrics": round(self.seconds_metrics, 3),
+            },
             **self.extra,
         }
 
@@ -122,12 +132,16 @@ def _first_round_at_most(curve: TWeakCurve, value: int) -> int | None:
     return int(hit[0]) if hit.size else None
 
 
-def build(config: SelectionConfig,
-          rng: np.random.Generator) -> tuple[Selector, AvailabilityModel]:
+def build(config: SelectionConfig, rng: np.random.Generator) -> tuple[Selector, AvailabilityModel]:
     """The selector and availability model of a configuration."""
     config.validate()
-    selector = make_selector(config.scheme, config.users, config.per_round,
-                             target_privacy=config.target_privacy, fairness=config.fairness)
+    selector = make_selector(
+        config.scheme,
+        config.users,
+        config.per_round,
+        target_privacy=config.target_privacy,
+        fairness=config.fairness,
+    )
     availability = make_availability(config.users, config.dropout, rng)
     return selector, availability
 
@@ -176,32 +190,61 @@ def run_selection_experiment(
     exposed = np.zeros(0, np.intp)
     if config.metrics != "none":
         p = ledger.matrix()
-        curve = t_weak_curve(p, time_limit=config.time_limit,
-                             point_time_limit=config.point_time_limit,
-                             search_exact=config.metrics == "exact", progress=metric_progress)
+        curve = t_weak_curve(
+            p,
+            time_limit=config.time_limit,
+            point_time_limit=config.point_time_limit,
+            search_exact=config.metrics == "exact",
+            progress=metric_progress,
+        )
         strong = t_strong(p)
         exposed = exposed_users(p)
     dropout = getattr(model, "dropout", None)
-    return SelectionResult(config, ledger, None if dropout is None else np.asarray(dropout),
-                           gap, cardinality, curve, strong, exposed, seconds_selection,
-                           time.perf_counter() - started)
+    return SelectionResult(
+        config,
+        ledger,
+        None if dropout is None else np.asarray(dropout),
+        gap,
+        cardinality,
+        curve,
+        strong,
+        exposed,
+        seconds_selection,
+        time.perf_counter() - started,
+    )
 
 
 def per_round_csv(result: SelectionResult) -> str:
     """Per-round metrics as CSV text."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["round", "aggregated", "average_cardinality", "fairness_gap",
-                     "t_weak_lower", "t_weak_upper", "official_rref_upper"])
+    writer.writerow(
+        [
+            "round",
+            "aggregated",
+            "average_cardinality",
+            "fairness_gap",
+            "t_weak_lower",
+            "t_weak_upper",
+            "official_rref_upper",
+        ]
+    )
     card = result.ledger.cardinalities
     for t in range(result.ledger.rounds):
-        row: list[object] = [t, int(card[t]), f"{result.cardinality[t]:.6g}",
-                             f"{result.fairness_gap[t]:.6g}"]
+        row: list[object] = [
+            t,
+            int(card[t]),
+            f"{result.cardinality[t]:.6g}",
+            f"{result.fairness_gap[t]:.6g}",
+        ]
         if result.t_weak is None:
             row += ["", "", ""]
         else:
-            row += [_fmt(result.t_weak.lower[t]), _fmt(result.t_weak.upper[t]),
-                    _fmt(result.t_weak.official_upper[t])]
+            row += [
+                _fmt(result.t_weak.lower[t]),
+                _fmt(result.t_weak.upper[t]),
+                _fmt(result.t_weak.official_upper[t]),
+            ]
         writer.writerow(row)
     return buf.getvalue()
 

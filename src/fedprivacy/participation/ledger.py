@@ -118,8 +118,9 @@ class ParticipationLedger:
 
     # ------------------------------------------------------------------ construction / IO
     @classmethod
-    def from_matrix(cls, matrix: ArrayLike,
-                    user_ids: Sequence[str] | None = None) -> ParticipationLedger:
+    def from_matrix(
+        cls, matrix: ArrayLike, user_ids: Sequence[str] | None = None
+    ) -> ParticipationLedger:
         """Build a ledger from a 0/1 participation matrix (rounds x users)."""
         arr = require_binary_matrix("matrix", matrix)
         if arr.shape[1] == 0:
@@ -176,4 +177,3 @@ class ParticipationLedger:
         for row in self.matrix():
             writer.writerow(row.tolist())
         atomic_write_text(path, buf.getvalue())
-

@@ -8,9 +8,9 @@ NP-hard in general. The paper's own code reports the smallest row support of ``r
 only an upper bound. Here it is computed exactly, as a certified interval ``[lower, upper]``:
 
 * ``upper`` is always attained by an integer witness ``z`` (verified in exact arithmetic);
-* ``lower`` comes from exhaustive search over small supports and from a mixed-integer programme
-  (HiGHS through :func:`scipy.optimize.milp`); the interval collapses to the exact value whenever the
-  search finishes within the time budget.
+* ``lower`` comes from exhaustive search over small supports and from a mixed-integer
+  programme (HiGHS through :func:`scipy.optimize.milp`); the interval collapses to the exact
+  value whenever the search finishes within the time budget.
 
 Facts used (each is a theorem, not a heuristic):
 
@@ -219,7 +219,9 @@ def _smallest_dependent_sets(red: _Reduced, search: _Search, max_size: int) -> i
     a, b, c = trip[:, 0], trip[:, 1], trip[:, 2]
     naa, nbb, ncc = diag[a], diag[b], diag[c]
     nab, nac, nbc = nproj[a, b], nproj[a, c], nproj[b, c]
-    det3 = naa * (nbb * ncc - nbc**2) - nab * (nab * ncc - nbc * nac) + nac * (nab * nbc - nbb * nac)
+    det3 = (
+        naa * (nbb * ncc - nbc**2) - nab * (nab * ncc - nbc * nac) + nac * (nab * nbc - nbb * nac)
+    )
     scale = naa * nbb * ncc
     hits = np.flatnonzero((det3 <= _SINGULAR_TOL * np.maximum(scale, 1e-300)) & (scale > 0))
     weights3 = red.weights[a] + red.weights[b] + red.weights[c]
@@ -231,14 +233,18 @@ def _smallest_dependent_sets(red: _Reduced, search: _Search, max_size: int) -> i
 @functools.lru_cache(maxsize=8)
 def _triples(d: int) -> NDArray[np.intp]:
     """All increasing index triples of ``range(d)`` (cached: the curve reuses a few sizes)."""
-    out = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(d), 3)),
-                      dtype=np.intp, count=3 * math.comb(d, 3)).reshape(-1, 3)
+    out = np.fromiter(
+        itertools.chain.from_iterable(itertools.combinations(range(d), 3)),
+        dtype=np.intp,
+        count=3 * math.comb(d, 3),
+    ).reshape(-1, 3)
     out.setflags(write=False)
     return out
 
 
-def _cheapest(hits: NDArray[np.intp], weights: NDArray[np.int64], search: _Search,
-              limit: int = 64) -> list[int]:
+def _cheapest(
+    hits: NDArray[np.intp], weights: NDArray[np.int64], search: _Search, limit: int = 64
+) -> list[int]:
     """The lightest candidate sets first, at most ``limit`` of them, that can still improve."""
     if hits.size == 0:
         return []
@@ -250,10 +256,11 @@ def _cheapest(hits: NDArray[np.intp], weights: NDArray[np.int64], search: _Searc
 
 def _rref_supports(red: _Reduced) -> list[NDArray[np.intp]]:
     """Supports of the rows of ``rref(P)`` (exact), lightest first."""
-    reduced, rank = flint.fmpq_mat(red.rank, red.num_columns,
-                                   red.matrix.ravel().tolist()).rref()
-    supports = [np.array([j for j in range(red.num_columns) if reduced[i, j] != 0], np.intp)
-                for i in range(int(rank))]
+    reduced, rank = flint.fmpq_mat(red.rank, red.num_columns, red.matrix.ravel().tolist()).rref()
+    supports = [
+        np.array([j for j in range(red.num_columns) if reduced[i, j] != 0], np.intp)
+        for i in range(int(rank))
+    ]
     return sorted(supports, key=lambda sup: int(red.weights[sup].sum()))
 
 
@@ -272,8 +279,9 @@ def _nullity_candidate(red: _Reduced, search: _Search) -> None:
         search.offer_support(order)
 
 
-def _milp_anchor(red: _Reduced, anchor: int, cutoff: int,
-                 time_limit: float) -> tuple[str, float, NDArray[np.intp] | None]:
+def _milp_anchor(
+    red: _Reduced, anchor: int, cutoff: int, time_limit: float
+) -> tuple[str, float, NDArray[np.intp] | None]:
     """Lightest row-space vector whose largest entry (in magnitude) sits at ``anchor``.
 
     Solves ``min Σ w_j y_j`` over ``v = Q x`` with ``v_anchor = 1``, ``-y <= v <= y``, binary
@@ -296,9 +304,13 @@ def _milp_anchor(red: _Reduced, anchor: int, cutoff: int,
     ub = np.concatenate([np.full(r, np.inf), np.ones(d)])
     lb[r + anchor] = 1.0
     integrality = np.concatenate([np.zeros(r), np.ones(d)])
-    res = milp(np.concatenate([zeros_r, w]), constraints=cons, bounds=Bounds(lb, ub),
-               integrality=integrality,
-               options={"time_limit": max(time_limit, 1e-3), "disp": False})
+    res = milp(
+        np.concatenate([zeros_r, w]),
+        constraints=cons,
+        bounds=Bounds(lb, ub),
+        integrality=integrality,
+        options={"time_limit": max(time_limit, 1e-3), "disp": False},
+    )
     support = None
     if res.x is not None:
         support = np.flatnonzero(res.x[r:] > 0.5)
@@ -312,8 +324,14 @@ def _milp_anchor(red: _Reduced, anchor: int, cutoff: int,
     return "timeout", float(bound), support
 
 
-def _solve(red: _Reduced, *, time_limit: float, hint_upper: Sequence[int] | None,
-           hint_lower: int | None, search_exact: bool = True) -> tuple[int, _Search]:
+def _solve(
+    red: _Reduced,
+    *,
+    time_limit: float,
+    hint_upper: Sequence[int] | None,
+    hint_lower: int | None,
+    search_exact: bool = True,
+) -> tuple[int, _Search]:
     """Certified lower bound and best exact witness for a reduced matrix."""
     deadline = time.perf_counter() + time_limit
     search = _Search(red)
@@ -360,8 +378,14 @@ def _solve(red: _Reduced, *, time_limit: float, hint_upper: Sequence[int] | None
     return min(lower, search.upper), search
 
 
-def _result(red: _Reduced, lower: int, search: _Search, p: NDArray[np.uint8],
-            official: int | None, started: float) -> TWeakResult:
+def _result(
+    red: _Reduced,
+    lower: int,
+    search: _Search,
+    p: NDArray[np.uint8],
+    official: int | None,
+    started: float,
+) -> TWeakResult:
     assert search.z is not None and search.upper is not None
     z_full = [0] * red.num_rounds
     for row, coeff in zip(red.pivots, search.z, strict=True):
@@ -370,9 +394,15 @@ def _result(red: _Reduced, lower: int, search: _Search, p: NDArray[np.uint8],
     support = tuple(int(i) for i, x in enumerate(combo) if x != 0)
     if len(support) != search.upper:  # pragma: no cover - guarded by exact arithmetic
         raise AssertionError("witness does not attain the reported upper bound")
-    return TWeakResult(lower=lower, upper=search.upper, witness=tuple(z_full), support=support,
-                       official_upper=official, rank=red.rank,
-                       seconds=time.perf_counter() - started)
+    return TWeakResult(
+        lower=lower,
+        upper=search.upper,
+        witness=tuple(z_full),
+        support=support,
+        official_upper=official,
+        rank=red.rank,
+        seconds=time.perf_counter() - started,
+    )
 
 
 def t_weak(participation: ArrayLike, *, time_limit: float = 10.0) -> TWeakResult:
@@ -454,9 +484,14 @@ class TWeakCurve:
         return self.evaluations.get(self.change_rounds[-1])
 
 
-def t_weak_curve(participation: ArrayLike, *, time_limit: float = 60.0,
-                 point_time_limit: float = 5.0, search_exact: bool = True,
-                 progress: Callable[[int], None] | None = None) -> TWeakCurve:
+def t_weak_curve(
+    participation: ArrayLike,
+    *,
+    time_limit: float = 60.0,
+    point_time_limit: float = 5.0,
+    search_exact: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> TWeakCurve:
     """``T_weak`` of every prefix ``P[:t+1]`` of a participation matrix.
 
     ``T_weak`` only changes at rounds where the rank of ``P`` grows, and it never increases. The
@@ -500,8 +535,13 @@ def t_weak_curve(participation: ArrayLike, *, time_limit: float = 60.0,
         prefix = p[: pivots[k - 1] + 1]
         red = _reduce(prefix, pivots[:k])
         hint = None if upper_hint is None else upper_hint + [0] * (k - len(upper_hint))
-        lower, search = _solve(red, time_limit=budget, hint_upper=hint, hint_lower=lower_hint,
-                               search_exact=search_exact)
+        lower, search = _solve(
+            red,
+            time_limit=budget,
+            hint_upper=hint,
+            hint_lower=lower_hint,
+            search_exact=search_exact,
+        )
         assert search.z is not None and search.upper is not None
         lo[k], hi[k], hints[k] = lower, search.upper, list(search.z)
         evals[pivots[k - 1]] = _result(red, lower, search, prefix, search.official, t0)
@@ -540,5 +580,6 @@ def t_weak_curve(participation: ArrayLike, *, time_limit: float = 60.0,
             official[start:stop] = res.official_upper
         else:
             official[start:stop] = _official_rref_upper(_reduce(p[:stop], pivots[:k]))
-    return TWeakCurve(lower, upper, official, [int(x) for x in pivots], evals,
-                      time.perf_counter() - started)
+    return TWeakCurve(
+        lower, upper, official, [int(x) for x in pivots], evals, time.perf_counter() - started
+    )

@@ -1,0 +1,164 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedprivacy.cli.main import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
+    for sub in ("simulate", "audit", "demo"):
+        with pytest.raises(SystemExit) as exc:
+            main([sub, "--help"])
+        assert exc.value.code == 0
+        assert "usage" in capsys.readouterr().out
+
+
+def test_simulate_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, _ = run(
+        capsys,
+        "simulate",
+        "--scheme",
+        "multiround",
+        "--users",
+        "60",
+        "--per-round",
+        "12",
+        "--target-privacy",
+        "4",
+        "--dropout",
+        "heterogeneous",
+        "--fairness",
+        "--rounds",
+        "300",
+        "--seed",
+        "2",
+        "--json",
+        "--out",
+        str(tmp_path),
+    )
+    assert code == 0
+    data = json.loads(out)
+    for key in ("average_cardinality", "fairness_gap", "t_weak", "t_strong"):
+        assert key in data
+    assert data["t_weak"]["lower"] >= 4 and data["t_weak"]["exact"]
+    assert data["t_strong"] == 4
+    assert (tmp_path / "metrics.png").exists() and (tmp_path / "metrics.csv").exists()
+
+
+def test_simulate_random_exposes_users(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "simulate", "--scheme", "random", "-N", "20", "-K", "4", "--rounds", "200", "--json"
+    )
+    data = json.loads(out)
+    assert code == 0
+    assert data["t_weak"] == {**data["t_weak"], "lower": 1, "upper": 1, "exact": True}
+    assert len(data["exposed_users"]) == 20
+
+
+def test_simulate_text_output(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys,
+        "simulate",
+        "--scheme",
+        "partition",
+        "-N",
+        "40",
+        "-K",
+        "10",
+        "--rounds",
+        "50",
+        "--dropout",
+        "0.05",
+        "--quiet",
+    )
+    assert code == 0 and "T_weak" in out and "10" in out
+
+
+def test_simulate_bad_parameters_name_the_parameter(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(
+        capsys,
+        "simulate",
+        "--scheme",
+        "multiround",
+        "-N",
+        "100",
+        "-K",
+        "12",
+        "-T",
+        "5",
+        "--rounds",
+        "10",
+    )
+    assert code == 2 and "per_round" in err or "target_privacy" in err
+    code, _, err = run(
+        capsys, "simulate", "--scheme", "random", "-N", "10", "-K", "20", "--rounds", "10"
+    )
+    assert code == 2 and "per_round" in err
+    with pytest.raises(SystemExit):
+        main(
+            [
+                "simulate",
+                "--scheme",
+                "random",
+                "-N",
+                "10",
+                "-K",
+                "2",
+                "--rounds",
+                "5",
+                "--dropout",
+                "lots",
+            ]
+        )
+    code, _, err = run(
+        capsys,
+        "simulate",
+        "--scheme",
+        "random",
+        "-N",
+        "10",
+        "-K",
+        "2",
+        "--rounds",
+        "5",
+        "--dropout",
+        "1.5",
+    )
+    assert code == 2 and "dropout" in err
+
+
+def test_audit_with_and_without_header(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    log = tmp_path / "log.csv"
+    log.write_text("alice,bob,carol\n1,1,0\n0,1,1\n1,0,1\n")
+    code, out, _ = run(capsys, "audit", str(log), "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert (data["rounds"], data["users"]) == (3, 3)
+    assert data["t_weak"]["upper"] == 1 and data["t_weak"]["exact"]
+    assert data["exposed_users"] == ["alice", "bob", "carol"]
+    z = np.array(data["witness"]["z"])
+    p = np.array([[1, 1, 0], [0, 1, 1], [1, 0, 1]])
+    assert np.count_nonzero(z @ p) == 1
+    bare = tmp_path / "bare.csv"
+    bare.write_text("1,1,0,0\n0,0,1,1\n")
+    code, out, _ = run(capsys, "audit", str(bare))
+    assert code == 0 and "T_weak = 2" in out and "No user" in out
+
+
+def test_audit_rejects_malformed_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("1,0\n1,2\n")
+    code, _, err = run(capsys, "audit", str(bad))
+    assert code == 2 and "expected 0 or 1" in err
+    code, _, err = run(capsys, "audit", str(tmp_path / "missing.csv"))
+    assert code == 2
