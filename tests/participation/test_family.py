@@ -12,20 +12,20 @@ from scipy import stats
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.family import (
     ExplicitFamilySelector,
-    family_rows,
     generate_family,
 )
+from fedprivacy.participation.metrics import family_size
 from fedprivacy.participation.selectors import BatchPartitionSelector, Selector
 
 
 def test_family_rows_table_1() -> None:
     # Table 1 of the paper (N = 120, K = 12). The paper prints 91,389 for T = 3; the exact
     # value C(40, 4) is 91,390.
-    assert family_rows(120, 12, 12) == 10
-    assert family_rows(120, 12, 6) == 190
-    assert family_rows(120, 12, 4) == 4060
-    assert family_rows(120, 12, 3) == 91_390
-    assert family_rows(120, 12, 1) == math.comb(120, 12)  # ~1.06e16, "~10^16" in Table 1
+    assert family_size(120, 12, 12) == 10
+    assert family_size(120, 12, 6) == 190
+    assert family_size(120, 12, 4) == 4060
+    assert family_size(120, 12, 3) == 91_390
+    assert family_size(120, 12, 1) == math.comb(120, 12)  # ~1.06e16, "~10^16" in Table 1
 
 
 def test_example_1_of_the_paper() -> None:
@@ -55,7 +55,7 @@ def test_example_1_of_the_paper() -> None:
 )
 def test_generate_family_structure(n: int, k: int, t: int) -> None:
     family = generate_family(n, k, t)
-    rows = family_rows(n, k, t)
+    rows = family_size(n, k, t)
     assert family.shape == (rows, n)
     assert np.all(family.sum(axis=1) == k)
     assert len({row.tobytes() for row in family}) == rows
@@ -97,7 +97,7 @@ def test_generate_family_refuses_huge_families() -> None:
 )
 def test_family_validation(args: tuple[int, int, int], name: str) -> None:
     with pytest.raises(ParameterError) as info:
-        family_rows(*args)
+        family_size(*args)
     assert info.value.name == name
     with pytest.raises(ParameterError) as info:
         generate_family(*args)

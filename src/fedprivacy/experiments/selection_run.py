@@ -21,6 +21,7 @@ from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.privacy import TWeakCurve, t_weak_curve
 from fedprivacy.participation.selectors import SCHEMES, Selector, make_selector
+from fedprivacy.participation.simulation import run_selection
 
 MetricsMode = Literal["exact", "bounds", "none"]
 METRICS_MODES: tuple[str, ...] = ("exact", "bounds", "none")
@@ -172,16 +173,23 @@ def run_selection_experiment(
         raise ParameterError("availability", f"has {model.num_users} users, config {config.users}")
     ledger = ParticipationLedger(config.users)
     gap = np.empty(config.rounds)
-    started = time.perf_counter()
-    sel_rng = np.random.default_rng([config.seed, 1])
-    for t in range(config.rounds):
-        available = model.sample(t, sel_rng)
-        chosen = selector.select(available, ledger.frequency_view, sel_rng)
-        ledger.record(chosen)
-        freq = ledger.frequency_view
-        gap[t] = (int(freq.max()) - int(freq.min())) / (t + 1)
+    freq = ledger.frequency_view
+
+    def after_round(_: int) -> None:
+        t = ledger.rounds
+        gap[t - 1] = (int(freq.max()) - int(freq.min())) / t
         if progress is not None:
             progress(1)
+
+    started = time.perf_counter()
+    run_selection(
+        selector,
+        model,
+        config.rounds,
+        np.random.default_rng([config.seed, 1]),
+        ledger=ledger,
+        progress=after_round,
+    )
     seconds_selection = time.perf_counter() - started
     cardinality = np.cumsum(ledger.cardinalities) / np.arange(1, config.rounds + 1)
     started = time.perf_counter()

@@ -25,28 +25,6 @@ from fedprivacy.participation.selectors import (
 )
 
 
-def family_rows(num_users: int, per_round: int, target_privacy: int) -> int:
-    """Size of the batch-partitioning family, ``R_BP = C(N/T, K/T)`` (equation (8)), exactly.
-
-    For ``N = 120`` and ``K = 12`` this is 10 (``T = 12``), 190 (``T = 6``), 4,060 (``T = 4``) and
-    91,390 (``T = 3``; Table 1 of the paper prints 91,389) and about ``1.06e16`` for ``T = 1``.
-
-    Raises
-    ------
-    ParameterError
-        If ``N``, ``K``, ``T`` violate the conditions of
-        :func:`~fedprivacy.participation.selectors.validate_batch_parameters`.
-
-    Examples
-    --------
-    >>> family_rows(8, 4, 2)
-    6
-
-    """
-    n, k, t = validate_batch_parameters(num_users, per_round, target_privacy)
-    return math.comb(n // t, k // t)
-
-
 def generate_family(
     num_users: int, per_round: int, target_privacy: int, max_rows: int = 2_000_000
 ) -> NDArray[np.uint8]:

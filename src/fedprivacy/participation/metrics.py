@@ -24,11 +24,11 @@ from scipy import stats
 
 from fedprivacy._validation import (
     require_binary_matrix,
-    require_int,
     require_probability_vector,
 )
 from fedprivacy.errors import ParameterError
 from fedprivacy.linalg import exact_rank, pivot_rows
+from fedprivacy.participation.selectors import validate_batch_parameters
 
 __all__ = [
     "batch_partition_cardinality",
@@ -278,19 +278,6 @@ def exposed_users(participation: ArrayLike) -> NDArray[np.intp]:
 # ---------------------------------------------------------------------------------------------
 # Closed forms of Multi-RoundSecAgg (eq. (8), Theorem 1)
 # ---------------------------------------------------------------------------------------------
-def _check_nkt(
-    num_users: object, per_round: object, target_privacy: object
-) -> tuple[int, int, int]:
-    n = require_int("num_users", num_users, minimum=1)
-    k = require_int("per_round", per_round, minimum=1, maximum=n)
-    t = require_int("target_privacy", target_privacy, minimum=1, maximum=k)
-    if n % t:
-        raise ParameterError("target_privacy", f"must divide num_users={n}, got {t}")
-    if k % t:
-        raise ParameterError("target_privacy", f"must divide per_round={k}, got {t}")
-    return n, k, t
-
-
 def _require_probability(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ParameterError(name, f"must be a real number in [0, 1), got {value!r}")
@@ -329,7 +316,7 @@ def family_size(num_users: int, per_round: int, target_privacy: int) -> int:
     (91390, 4060, 6)
 
     """
-    n, k, t = _check_nkt(num_users, per_round, target_privacy)
+    n, k, t = validate_batch_parameters(num_users, per_round, target_privacy)
     return math.comb(n // t, k // t)
 
 
@@ -363,7 +350,7 @@ def theorem1_cardinality(
     1.046875
 
     """
-    n, k, t = _check_nkt(num_users, per_round, target_privacy)
+    n, k, t = validate_batch_parameters(num_users, per_round, target_privacy)
     p = _require_probability("dropout", dropout)
     batches, needed = n // t, k // t
     q = -math.expm1(t * math.log1p(-p))
@@ -408,7 +395,7 @@ def batch_partition_cardinality(
     1.0
 
     """
-    n, k, t = _check_nkt(num_users, per_round, target_privacy)
+    n, k, t = validate_batch_parameters(num_users, per_round, target_privacy)
     p = require_probability_vector("dropout", dropout, n)
     batches, needed = n // t, k // t
     avail = np.exp(np.log1p(-p).reshape(batches, t).sum(axis=1))
