@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from fedprivacy import __version__
 from fedprivacy.errors import FedPrivacyError
@@ -19,12 +20,23 @@ def _progress_factory(enabled: bool) -> Callable[[str, int], Callable[[int], Non
         return None
     from tqdm import tqdm
 
-    bars: list[object] = []
+    open_bars: list[Any] = []
 
     def factory(desc: str, total: int) -> Callable[[int], None]:
-        bar = tqdm(total=total, desc=desc, leave=False, file=sys.stderr, dynamic_ncols=True)
-        bars.append(bar)
-        return bar.update  # type: ignore[no-any-return]
+        # the bar opens at its first update and closes the previous one, so bars never stack
+        state: dict[str, Any] = {}
+
+        def update(n: int) -> None:
+            if "bar" not in state:
+                while open_bars:
+                    open_bars.pop().close()
+                state["bar"] = tqdm(
+                    total=total, desc=desc, leave=False, file=sys.stderr, dynamic_ncols=True
+                )
+                open_bars.append(state["bar"])
+            state["bar"].update(n)
+
+        return update
 
     return factory
 
