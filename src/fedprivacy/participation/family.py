@@ -140,7 +140,9 @@ class ExplicitFamilySelector(Selector):
 
     def available_rows(self, available: ArrayLike) -> NDArray[np.intp]:
         """Return the indices of the rows of ``B`` inside the available set (``B^(t)``)."""
-        avail = _check_available(available, self.num_users)
+        return self._rows_inside(_check_available(available, self.num_users))
+
+    def _rows_inside(self, avail: NDArray[np.bool_]) -> NDArray[np.intp]:
         return np.flatnonzero(~self._mask[:, ~avail].any(axis=1))
 
     def select(
@@ -151,7 +153,7 @@ class ExplicitFamilySelector(Selector):
     ) -> NDArray[np.intp]:
         """Select one row of ``B^(t)`` by Algorithm 2; see :meth:`Selector.select`."""
         avail, freq = self._inputs(available, frequency)
-        rows = np.flatnonzero(~self._mask[:, ~avail].any(axis=1))
+        rows = self._rows_inside(avail)
         if rows.size == 0:
             return np.empty(0, dtype=np.intp)
         if self.fairness:

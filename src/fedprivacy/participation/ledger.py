@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -104,9 +104,6 @@ class ParticipationLedger:
     def selected(self, round_index: int) -> NDArray[np.intp]:
         """The sorted user indices aggregated in round ``round_index``."""
         return self._sets[round_index].copy()
-
-    def __iter__(self) -> Iterable[NDArray[np.intp]]:  # pragma: no cover - trivial
-        return iter(s.copy() for s in self._sets)
 
     def matrix(self, start: int = 0, stop: int | None = None) -> NDArray[np.uint8]:
         """Dense participation matrix of rounds ``start .. stop-1`` (shape rounds x users)."""

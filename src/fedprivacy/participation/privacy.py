@@ -166,7 +166,6 @@ class _Search:
         self.red = red
         self.upper: int | None = None
         self.z: list[int] | None = None  # coefficients on the basis rows
-        self.columns: NDArray[np.intp] = np.zeros(0, np.intp)
         self.official: int | None = None  # the paper code's rref bound, once computed
 
     def offer_support(self, columns: ArrayLike) -> bool:
@@ -188,7 +187,7 @@ class _Search:
             return False
         weight = int(self.red.weights[support].sum())
         if self.upper is None or weight < self.upper:
-            self.upper, self.z, self.columns = weight, list(z), support
+            self.upper, self.z = weight, list(z)
             return True
         return False
 
