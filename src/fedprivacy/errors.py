@@ -21,3 +21,23 @@ class ParameterError(FedPrivacyError, ValueError):
     def __init__(self, name: str, message: str) -> None:
         self.name = name
         super().__init__(f"{name}: {message}")
+
+
+class CryptoError(FedPrivacyError):
+    """A cryptographic operation failed or was given invalid material."""
+
+
+class AuthenticationError(CryptoError):
+    """A ciphertext or message failed authentication (wrong key, tampered bytes or context)."""
+
+
+class InvalidKeyError(CryptoError):
+    """A key has the wrong length or is not a valid key of its kind."""
+
+
+class ShamirError(CryptoError):
+    """Secret shares are too few, duplicated or inconsistent, so no secret can be recovered."""
+
+
+class OverflowRiskError(ParameterError):
+    """A fixed-point encoding could wrap around its modulus when the inputs are summed."""

@@ -162,3 +162,61 @@ def test_audit_rejects_malformed_files(capsys: pytest.CaptureFixture[str], tmp_p
     assert code == 2 and "expected 0 or 1" in err
     code, _, err = run(capsys, "audit", str(tmp_path / "missing.csv"))
     assert code == 2
+
+
+def test_simulate_secagg_json_and_audit_of_its_ledger(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    common = ["simulate", "--scheme", "multiround", "-N", "24", "-K", "8", "-T", "4", "-R", "30"]
+    common += ["--dropout", "0", "--secagg", "--dimension", "16", "--protocol-dropout", "0.2"]
+    common += ["--seed", "2", "--json"]
+    reports = {}
+    for policy in ("atomic", "partial"):
+        out_dir = tmp_path / policy
+        code, out, _ = run(capsys, *common, "--batch-policy", policy, "--out", str(out_dir))
+        assert code == 0
+        summary = json.loads(out)
+        secagg = summary["secagg"]
+        assert len(secagg["client_seconds"]) == len(secagg["server_seconds"]) == 30
+        assert 0 < secagg["rounds_aggregated"] <= 30
+        assert secagg["max_abs_error"] < 1e-6
+        assert (out_dir / "secagg.csv").read_text().count("\n") == 31
+        code, out, _ = run(capsys, "audit", str(out_dir / "participation.csv"), "--json")
+        assert code == 0
+        reports[policy] = json.loads(out)
+    assert reports["atomic"]["t_weak"]["upper"] == 4
+    assert reports["partial"]["t_weak"]["upper"] < 4
+
+
+def test_protocol_options_need_secagg(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(
+        capsys,
+        "simulate",
+        "--scheme",
+        "random",
+        "-N",
+        "10",
+        "-K",
+        "3",
+        "-R",
+        "5",
+        "--protocol-dropout",
+        "0.1",
+    )
+    assert code == 2 and "secagg" in err
+    code, _, err = run(
+        capsys,
+        "simulate",
+        "--scheme",
+        "random",
+        "-N",
+        "10",
+        "-K",
+        "3",
+        "-R",
+        "5",
+        "--secagg",
+        "--dimension",
+        "0",
+    )
+    assert code == 2 and "dimension" in err

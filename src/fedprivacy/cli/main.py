@@ -72,6 +72,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         metrics=args.metrics,
         time_limit=args.time_limit,
         point_time_limit=min(args.time_limit, 2.0),
+        secagg=args.secagg,
+        dimension=args.dimension,
+        protocol_dropout=args.protocol_dropout,
+        batch_policy=args.batch_policy,
+        secagg_degree=args.secagg_degree,
     )
     config.validate()
     factory = _progress_factory(not args.json and not args.quiet)
@@ -108,6 +113,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         exposed = summary["exposed_users"]
         assert isinstance(exposed, list)
         print(f"  exposed users             {len(exposed)}")
+    secure = summary.get("secagg")
+    if isinstance(secure, dict):
+        print(
+            f"  secure aggregation        {secure['rounds_aggregated']} rounds aggregated, "
+            f"{secure['rounds_aborted']} aborted, max |error| {secure['max_abs_error']:.3g}, "
+            f"mean {secure['mean_client_seconds'] * 1e3:.2f} ms/client, "
+            f"{secure['mean_server_seconds'] * 1e3:.2f} ms/server per round"
+        )
     print(f"  seconds                   {summary['seconds']}")
     if args.out:
         print(f"  results in                {args.out}")
@@ -248,6 +261,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument(
         "--time-limit", type=float, default=60.0, help="seconds for the T_weak curve (default 60)"
+    )
+    sim.add_argument(
+        "--secagg",
+        action="store_true",
+        help="run the real secure aggregation protocol every round on synthetic updates",
+    )
+    sim.add_argument(
+        "--dimension", type=int, default=1000, help="update length with --secagg (default 1000)"
+    )
+    sim.add_argument(
+        "--protocol-dropout",
+        type=float,
+        default=0.0,
+        help="with --secagg: probability that a selected user drops during the protocol, at a "
+        "random stage (default 0)",
+    )
+    sim.add_argument(
+        "--batch-policy",
+        choices=["atomic", "round", "partial"],
+        default=None,
+        help="with --secagg: aggregate only whole batches (atomic, default for multiround), the "
+        "whole selection or nothing (round), or whoever submitted (partial, default otherwise)",
+    )
+    sim.add_argument(
+        "--secagg-degree",
+        type=int,
+        default=None,
+        help="with --secagg: SecAgg+ neighbours per user (default: complete graph, SecAgg)",
     )
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     sim.add_argument(

@@ -22,6 +22,11 @@ from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.privacy import TWeakCurve, t_weak_curve
 from fedprivacy.participation.selectors import SCHEMES, Selector, make_selector
 from fedprivacy.participation.simulation import run_selection
+from fedprivacy.secagg.multiround import (
+    SecureSelectionConfig,
+    SecureSelectionReport,
+    run_secure_selection,
+)
 
 MetricsMode = Literal["exact", "bounds", "none"]
 METRICS_MODES: tuple[str, ...] = ("exact", "bounds", "none")
@@ -44,6 +49,26 @@ class SelectionConfig:
     metrics: str = "exact"
     time_limit: float = 60.0
     point_time_limit: float = 2.0
+    secagg: bool = False
+    dimension: int = 1000
+    protocol_dropout: float = 0.0
+    batch_policy: str | None = None
+    secagg_degree: int | None = None
+
+    def secure_config(self) -> SecureSelectionConfig:
+        """Protocol settings of a ``--secagg`` run (batch-atomic by default for multiround)."""
+        multiround = self.scheme == "multiround"
+        policy = self.batch_policy or ("atomic" if multiround else "partial")
+        batch = int(self.target_privacy or 1) if multiround else 1
+        if self.scheme == "partition":  # the whole group is the unit
+            batch = self.per_round
+        return SecureSelectionConfig(
+            dimension=self.dimension,
+            protocol_dropout=self.protocol_dropout,
+            batch_policy=policy,
+            batch_size=batch,
+            degree=self.secagg_degree,
+        )
 
     def validate(self) -> None:
         """Check every field; raise :class:`ParameterError` naming the first bad one."""
@@ -64,6 +89,12 @@ class SelectionConfig:
                 "metrics",
                 f"the privacy metric needs a dense {self.rounds} x {self.users} matrix "
                 f"(> {MAX_DENSE_CELLS:,} cells); use --metrics none for runs of this size",
+            )
+        if self.secagg:
+            self.secure_config().validate()
+        elif self.protocol_dropout or self.batch_policy:
+            raise ParameterError(
+                "secagg", "--protocol-dropout and --batch-policy need --secagg (the real protocol)"
             )
 
     @property
@@ -94,6 +125,7 @@ class SelectionResult:
     seconds_selection: float
     seconds_metrics: float
     extra: dict[str, object] = field(default_factory=dict)
+    secure: SecureSelectionReport | None = None
 
     def summary(self) -> dict[str, object]:
         """The JSON object printed by ``fedprivacy simulate --json``."""
@@ -182,14 +214,28 @@ def run_selection_experiment(
             progress(1)
 
     started = time.perf_counter()
-    run_selection(
-        selector,
-        model,
-        config.rounds,
-        np.random.default_rng([config.seed, 1]),
-        ledger=ledger,
-        progress=after_round,
-    )
+    extra: dict[str, object] = {}
+    secure: SecureSelectionReport | None = None
+    if config.secagg:
+        _, secure = run_secure_selection(
+            selector,
+            model,
+            config.rounds,
+            np.random.default_rng([config.seed, 1]),
+            config.secure_config(),
+            ledger=ledger,
+            progress=after_round,
+        )
+        extra["secagg"] = secure.summary()
+    else:
+        run_selection(
+            selector,
+            model,
+            config.rounds,
+            np.random.default_rng([config.seed, 1]),
+            ledger=ledger,
+            progress=after_round,
+        )
     seconds_selection = time.perf_counter() - started
     cardinality = np.cumsum(ledger.cardinalities) / np.arange(1, config.rounds + 1)
     started = time.perf_counter()
@@ -219,6 +265,8 @@ def run_selection_experiment(
         exposed,
         seconds_selection,
         time.perf_counter() - started,
+        extra,
+        secure,
     )
 
 
@@ -270,6 +318,9 @@ def write_outputs(result: SelectionResult, out_dir: str | Path) -> list[Path]:
     written = [out / "metrics.csv", out / "summary.json"]
     atomic_write_text(written[0], per_round_csv(result))
     atomic_write_json(written[1], result.summary())
+    if result.secure is not None:
+        written.append(out / "secagg.csv")
+        atomic_write_text(written[-1], result.secure.to_csv())
     if result.config.users * result.config.rounds <= MAX_DENSE_CELLS:
         result.ledger.to_csv(out / "participation.csv")
         written.append(out / "participation.csv")

@@ -1,0 +1,350 @@
+"""The client's state machine (Bonawitz et al. 2017, Fig. 4, honest-but-curious variant)."""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from enum import IntEnum
+
+import numpy as np
+
+from fedprivacy.crypto.aead import open_sealed, seal
+from fedprivacy.crypto.keys import agree, generate_keypair, load_public_key, private_key_bytes
+from fedprivacy.crypto.prg import MaskExpander, reduce
+from fedprivacy.crypto.shamir import Share, split_secret
+from fedprivacy.errors import ParameterError, ShamirError
+from fedprivacy.secagg.derivation import (
+    pairwise_mask_key,
+    seed_commitment,
+    self_mask_key,
+    share_associated_data,
+    share_encryption_key,
+)
+from fedprivacy.secagg.errors import (
+    DuplicateMessageError,
+    MalformedMessageError,
+    OutOfOrderError,
+    ProtocolViolationError,
+    RoundAbortedError,
+    UnknownSenderError,
+    WrongRoundError,
+)
+from fedprivacy.secagg.messages import (
+    SERVER,
+    AdvertiseKeys,
+    Header,
+    KeyRoster,
+    MaskedInput,
+    Message,
+    MessageKind,
+    ShareDelivery,
+    ShareKeys,
+    ShareKind,
+    UnmaskRequest,
+    UnmaskResponse,
+    decode_message,
+)
+from fedprivacy.secagg.params import SecAggParameters
+
+SEED_BYTES = 32
+
+
+class ClientStage(IntEnum):
+    """Where a client is in the round; each message moves it one stage on."""
+
+    NEW = 0
+    ADVERTISED = 1
+    SHARED = 2
+    MASKED = 3
+    DONE = 4
+
+
+# The server message each stage expects, and the stage it leads to.
+_EXPECTED = {
+    ClientStage.ADVERTISED: MessageKind.KEY_ROSTER,
+    ClientStage.SHARED: MessageKind.SHARE_DELIVERY,
+    ClientStage.MASKED: MessageKind.UNMASK_REQUEST,
+}
+_ORDER = [MessageKind.KEY_ROSTER, MessageKind.SHARE_DELIVERY, MessageKind.UNMASK_REQUEST]
+
+
+def encode_share_plaintext(
+    sender: int, receiver: int, seed_share: Share, key_share: Share
+) -> bytes:
+    """Plaintext of one encrypted share: ids, then the two length-prefixed shares."""
+    a, b = seed_share.to_bytes(), key_share.to_bytes()
+    return struct.pack(">IIH", sender, receiver, len(a)) + a + struct.pack(">H", len(b)) + b
+
+
+def decode_share_plaintext(data: bytes) -> tuple[int, int, Share, Share]:
+    """Inverse of :func:`encode_share_plaintext`; :class:`MalformedMessageError` on bad bytes."""
+    try:
+        sender, receiver, la = struct.unpack_from(">IIH", data)
+        a = data[10 : 10 + la]
+        (lb,) = struct.unpack_from(">H", data, 10 + la)
+        b = data[12 + la : 12 + la + lb]
+        if len(a) != la or len(b) != lb or 12 + la + lb != len(data):
+            raise MalformedMessageError("share plaintext has the wrong length")
+        return sender, receiver, Share.from_bytes(a), Share.from_bytes(b)
+    except (struct.error, ShamirError) as exc:
+        raise MalformedMessageError(f"bad share plaintext: {exc}") from exc
+
+
+class SecAggClient:
+    """One user's side of a secure aggregation round.
+
+    The client is driven by the messages it receives: :meth:`advertise_keys` starts it, and
+    :meth:`share_keys`, :meth:`masked_input` and :meth:`unmask` each take the server's message
+    (typed or as bytes) and return the reply. Anything from another session or round, from
+    someone other than the server, addressed to someone else, for another stage or for a stage
+    already answered is rejected with a typed error and leaves the state unchanged.
+
+    Parameters
+    ----------
+    params : SecAggParameters
+        The public parameters of the round.
+    user : int
+        This client's id; must be one of ``params.participants``.
+
+    """
+
+    def __init__(self, params: SecAggParameters, user: int) -> None:
+        if user not in params.participants:
+            raise ParameterError("user", f"{user} is not a participant of this round")
+        self.params = params
+        self.user = int(user)
+        self.stage = ClientStage.NEW
+        self._enc = generate_keypair()
+        self._mask = generate_keypair()
+        self._seed = os.urandom(SEED_BYTES)
+        self._neighbour_keys: dict[int, tuple[bytes, bytes]] = {}
+        self._held: dict[int, tuple[Share, Share]] = {}
+        self.seconds: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ helpers
+    def _header(self, kind: MessageKind) -> Header:
+        p = self.params
+        return Header(kind, p.session_id, p.round_index, self.user, SERVER)
+
+    def _accept(self, message: Message | bytes, kind: MessageKind) -> Message:
+        msg = decode_message(message) if isinstance(message, bytes | bytearray) else message
+        h = msg.header
+        if h.session_id != self.params.session_id or h.round_index != self.params.round_index:
+            raise WrongRoundError(
+                f"message for round {h.round_index} of another session or round; this client is "
+                f"in round {self.params.round_index}"
+            )
+        if h.sender != SERVER:
+            raise UnknownSenderError(f"client messages come only from the server, not {h.sender}")
+        if h.recipient != self.user:
+            raise UnknownSenderError(f"message addressed to {h.recipient}, not to {self.user}")
+        expected = _EXPECTED.get(self.stage)
+        if h.kind is not kind or expected is not kind:
+            if (
+                h.kind in _ORDER
+                and expected in _ORDER
+                and _ORDER.index(h.kind) < _ORDER.index(expected)
+            ):
+                raise DuplicateMessageError(f"{h.kind.name} was already handled")
+            if self.stage is ClientStage.DONE and h.kind in _ORDER:
+                raise DuplicateMessageError(f"{h.kind.name} after the round finished")
+            raise OutOfOrderError(
+                f"got {h.kind.name} while in stage {self.stage.name}"
+                + (f" (expecting {expected.name})" if expected else "")
+            )
+        return msg
+
+    def _timed(self, name: str, start: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+
+    # ------------------------------------------------------------------ stages
+    def advertise_keys(self) -> AdvertiseKeys:
+        """Stage 0: publish the two public keys and the commitment to the self-mask seed.
+
+        Returns
+        -------
+        AdvertiseKeys
+            The message for the server.
+
+        """
+        if self.stage is not ClientStage.NEW:
+            raise OutOfOrderError("keys were already advertised")
+        start = time.perf_counter()
+        msg = AdvertiseKeys(
+            self._header(MessageKind.ADVERTISE_KEYS),
+            self._enc.public_bytes,
+            self._mask.public_bytes,
+            seed_commitment(self._seed, self.params, self.user),
+        )
+        self.stage = ClientStage.ADVERTISED
+        self._timed("advertise_keys", start)
+        return msg
+
+    def share_keys(self, roster: KeyRoster | bytes) -> ShareKeys:
+        """Stage 1: Shamir-share ``b_u`` and ``s_sk_u`` among the neighbours that advertised.
+
+        Parameters
+        ----------
+        roster : KeyRoster or bytes
+            The server's list of advertised public keys.
+
+        Returns
+        -------
+        ShareKeys
+            One AES-GCM ciphertext per neighbour, to be relayed by the server.
+
+        """
+        start = time.perf_counter()
+        msg = self._accept(roster, MessageKind.KEY_ROSTER)
+        assert isinstance(msg, KeyRoster)
+        p = self.params
+        mine = p.neighbours[self.user]
+        keys: dict[int, tuple[bytes, bytes]] = {}
+        for user, c_pk, s_pk in msg.keys:
+            if user in keys:
+                raise MalformedMessageError(f"user {user} appears twice in the key roster")
+            if user not in p.participants:
+                raise UnknownSenderError(f"roster lists {user}, who is not a participant")
+            load_public_key(c_pk)
+            load_public_key(s_pk)
+            keys[user] = (c_pk, s_pk)
+        if keys.get(self.user) != (self._enc.public_bytes, self._mask.public_bytes):
+            raise ProtocolViolationError("the roster does not carry this client's own keys")
+        all_keys = [k for pair in keys.values() for k in pair]
+        if len(set(all_keys)) != len(all_keys):
+            raise ProtocolViolationError("two advertised public keys are equal")
+        peers = {v: kv for v, kv in keys.items() if v in mine}
+        if len(peers) < p.threshold:
+            raise RoundAbortedError(
+                f"only {len(peers)} neighbours advertised keys; the threshold is {p.threshold}"
+            )
+        holders = [p.share_point(v) for v in sorted(peers)]
+        seed_shares = split_secret(self._seed, holders, p.threshold)
+        key_shares = split_secret(private_key_bytes(self._mask.private), holders, p.threshold)
+        cts = []
+        for v in sorted(peers):
+            x = p.share_point(v)
+            plaintext = encode_share_plaintext(self.user, v, seed_shares[x], key_shares[x])
+            key = share_encryption_key(agree(self._enc.private, peers[v][0]), p, self.user, v)
+            cts.append((v, seal(key, plaintext, share_associated_data(p, self.user, v))))
+        self._neighbour_keys = peers
+        self.stage = ClientStage.SHARED
+        self._timed("share_keys", start)
+        return ShareKeys(self._header(MessageKind.SHARE_KEYS), tuple(cts))
+
+    def masked_input(
+        self,
+        delivery: ShareDelivery | bytes,
+        update: np.ndarray,
+        *,
+        weight: float | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> MaskedInput:
+        """Stage 2: decrypt the received shares and send the masked, encoded update.
+
+        Parameters
+        ----------
+        delivery : ShareDelivery or bytes
+            The ciphertexts other clients addressed to this one.
+        update : numpy.ndarray
+            The update vector, shape ``(params.dimension,)``, entries within the codec's clip
+            (times ``1 / weight`` when weighted).
+        weight : float, optional
+            Required when ``params.weighted``: the vector sent is ``[weight * update, weight]``.
+        rng : numpy.random.Generator, optional
+            Randomness of the stochastic rounding (not secret); fresh from the OS by default.
+
+        Returns
+        -------
+        MaskedInput
+            ``encode(x) + PRG(b_u) + sum_v +-PRG(s_uv)`` modulo ``2**bits``.
+
+        """
+        start = time.perf_counter()
+        p = self.params
+        values = np.asarray(update, dtype=np.float64)
+        if values.shape != (p.dimension,):
+            raise ParameterError("update", f"must have shape ({p.dimension},), got {values.shape}")
+        if p.weighted:
+            if weight is None or not np.isfinite(weight) or weight < 0:
+                raise ParameterError("weight", "a finite non-negative weight is required")
+            values = np.append(values * weight, weight)
+        elif weight is not None:
+            raise ParameterError("weight", "this round is not weighted")
+        msg = self._accept(delivery, MessageKind.SHARE_DELIVERY)
+        assert isinstance(msg, ShareDelivery)
+        held: dict[int, tuple[Share, Share]] = {}
+        for sender, ct in msg.ciphertexts:
+            if sender not in self._neighbour_keys or sender == self.user:
+                raise UnknownSenderError(f"share from {sender}, who is not a neighbour")
+            if sender in held:
+                raise DuplicateMessageError(f"two shares from {sender}")
+            key = share_encryption_key(
+                agree(self._enc.private, self._neighbour_keys[sender][0]), p, sender, self.user
+            )
+            plain = open_sealed(key, ct, share_associated_data(p, sender, self.user))
+            u, v, seed_share, key_share = decode_share_plaintext(plain)
+            x = p.share_point(self.user)
+            if (u, v) != (sender, self.user) or seed_share.x != x or key_share.x != x:
+                raise ProtocolViolationError(f"share from {sender} names the wrong users")
+            held[sender] = (seed_share, key_share)
+        if len(held) < p.threshold:
+            raise RoundAbortedError(
+                f"only {len(held)} neighbours shared their keys; the threshold is {p.threshold}"
+            )
+        encoded = p.codec.encode(values, rng if rng is not None else np.random.default_rng())
+        expander = MaskExpander(p.vector_length, p.codec.bits)
+        masked = encoded.astype(expander.dtype, copy=True)
+        expander.add_into(masked, self_mask_key(self._seed, p, self.user))
+        for v in sorted(held):
+            agreement = agree(self._mask.private, self._neighbour_keys[v][1])
+            key = pairwise_mask_key(agreement, p, self.user, v)
+            if self.user < v:
+                expander.add_into(masked, key)
+            else:
+                expander.subtract_from(masked, key)
+        reduce(masked, p.codec.bits)
+        self._held = held
+        self.stage = ClientStage.MASKED
+        self._timed("masked_input", start)
+        return MaskedInput(self._header(MessageKind.MASKED_INPUT), masked)
+
+    def unmask(self, request: UnmaskRequest | bytes) -> UnmaskResponse:
+        """Stage 3: reveal, for each neighbour, the share of ``b_v`` or of ``s_sk_v``, never both.
+
+        Parameters
+        ----------
+        request : UnmaskRequest or bytes
+            The set of users whose inputs the server aggregates.
+
+        Returns
+        -------
+        UnmaskResponse
+            Shares of ``b_v`` for aggregated neighbours, of ``s_sk_v`` for the others.
+
+        """
+        start = time.perf_counter()
+        msg = self._accept(request, MessageKind.UNMASK_REQUEST)
+        assert isinstance(msg, UnmaskRequest)
+        p = self.params
+        aggregated = set(msg.aggregated)
+        if len(aggregated) != len(msg.aggregated):
+            raise MalformedMessageError("the aggregated set lists a user twice")
+        if not aggregated <= set(p.participants):
+            raise UnknownSenderError("the aggregated set lists non-participants")
+        if len(aggregated) < p.threshold:
+            raise RoundAbortedError(
+                f"only {len(aggregated)} inputs to aggregate; the threshold is {p.threshold}"
+            )
+        shares: list[tuple[int, ShareKind, bytes]] = []
+        for v in sorted(self._held):
+            seed_share, key_share = self._held[v]
+            if v in aggregated:
+                shares.append((v, ShareKind.SELF_MASK_SEED, seed_share.to_bytes()))
+            else:
+                shares.append((v, ShareKind.MASK_KEY, key_share.to_bytes()))
+        self._held = {}
+        self.stage = ClientStage.DONE
+        self._timed("unmask", start)
+        return UnmaskResponse(self._header(MessageKind.UNMASK_RESPONSE), tuple(shares))

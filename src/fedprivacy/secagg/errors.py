@@ -1,0 +1,42 @@
+"""Typed errors of the secure aggregation protocol.
+
+Every message that cannot be accepted raises one of these (or
+:class:`fedprivacy.errors.AuthenticationError` for a ciphertext that fails its tag) before any
+state changes, so a rejected message never influences the aggregate.
+"""
+
+from __future__ import annotations
+
+from fedprivacy.errors import FedPrivacyError
+
+
+class SecAggError(FedPrivacyError):
+    """Base class of the protocol's errors."""
+
+
+class MalformedMessageError(SecAggError):
+    """A message does not parse, or a field has the wrong size or an impossible value."""
+
+
+class WrongRoundError(SecAggError):
+    """A message belongs to another session or round (a replay from elsewhere)."""
+
+
+class UnknownSenderError(SecAggError):
+    """A message comes from, or is addressed to, someone who is not a participant here."""
+
+
+class DuplicateMessageError(SecAggError):
+    """A participant sent a second message for a stage it has already answered (a replay)."""
+
+
+class OutOfOrderError(SecAggError):
+    """A message arrived for a stage that is not the current one."""
+
+
+class ProtocolViolationError(SecAggError):
+    """A peer asked for something the protocol forbids (for example, both shares of one user)."""
+
+
+class RoundAbortedError(SecAggError):
+    """Too few participants remain to continue the round; no aggregate is produced."""

@@ -1,0 +1,294 @@
+"""Typed protocol messages and their byte encoding.
+
+Every message starts with the same header::
+
+    magic "FPSA" | version (1) | kind (1) | session id (16) | round (8) | sender (4) | recipient (4)
+
+all integers big-endian, followed by a kind-specific body. The server's id is ``SERVER``.
+Parsing is strict: a wrong magic or version, an unknown kind, a field of the wrong size or bytes
+left over raise :class:`MalformedMessageError`. Whether a well-formed message is acceptable *now*
+(its round, sender and stage) is the receiving state machine's decision.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+from fedprivacy.secagg.errors import MalformedMessageError
+
+MAGIC = b"FPSA"
+VERSION = 1
+SERVER = 0xFFFFFFFF
+PUBLIC_KEY_BYTES = 32
+COMMITMENT_BYTES = 32
+_HEADER = struct.Struct(">4sBB16sQII")
+_MAX_ENTRIES = 1 << 24
+
+
+class MessageKind(IntEnum):
+    """The seven messages of the four stages (Bonawitz et al., Fig. 4)."""
+
+    ADVERTISE_KEYS = 1
+    KEY_ROSTER = 2
+    SHARE_KEYS = 3
+    SHARE_DELIVERY = 4
+    MASKED_INPUT = 5
+    UNMASK_REQUEST = 6
+    UNMASK_RESPONSE = 7
+
+
+class ShareKind(IntEnum):
+    """Which secret a revealed share belongs to."""
+
+    SELF_MASK_SEED = 1  # b_u: revealed for users whose input is aggregated
+    MASK_KEY = 2  # s_sk_u: revealed for users whose input is not aggregated
+
+
+@dataclass(frozen=True)
+class Header:
+    """Routing and binding fields common to every message."""
+
+    kind: MessageKind
+    session_id: bytes
+    round_index: int
+    sender: int
+    recipient: int
+
+
+@dataclass(frozen=True)
+class AdvertiseKeys:
+    """Stage 0, client to server: the public keys ``c_pk``, ``s_pk`` and a commitment to ``b_u``."""
+
+    header: Header
+    encryption_key: bytes
+    masking_key: bytes
+    seed_commitment: bytes
+
+
+@dataclass(frozen=True)
+class KeyRoster:
+    """Stage 0 reply, server to client: the public keys of every user that advertised."""
+
+    header: Header
+    keys: tuple[tuple[int, bytes, bytes], ...]  # (user, c_pk, s_pk)
+
+
+@dataclass(frozen=True)
+class ShareKeys:
+    """Stage 1, client to server: encrypted shares for each neighbour, to be relayed."""
+
+    header: Header
+    ciphertexts: tuple[tuple[int, bytes], ...]  # (receiver, AES-GCM ciphertext)
+
+
+@dataclass(frozen=True)
+class ShareDelivery:
+    """Stage 1 reply, server to client: the ciphertexts addressed to this client."""
+
+    header: Header
+    ciphertexts: tuple[tuple[int, bytes], ...]  # (sender, AES-GCM ciphertext)
+
+
+@dataclass(frozen=True)
+class MaskedInput:
+    """Stage 2, client to server: the masked, encoded vector."""
+
+    header: Header
+    vector: np.ndarray
+
+
+@dataclass(frozen=True)
+class UnmaskRequest:
+    """Stage 2 reply, server to client: the users whose inputs will be aggregated."""
+
+    header: Header
+    aggregated: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class UnmaskResponse:
+    """Stage 3, client to server: one share per neighbour, of ``b`` or of ``s_sk``, never both."""
+
+    header: Header
+    shares: tuple[tuple[int, ShareKind, bytes], ...]  # (owner, kind, serialised Share)
+
+
+Message = (
+    AdvertiseKeys
+    | KeyRoster
+    | ShareKeys
+    | ShareDelivery
+    | MaskedInput
+    | UnmaskRequest
+    | UnmaskResponse
+)
+
+
+class _Reader:
+    """Strict cursor over a byte string."""
+
+    def __init__(self, data: bytes, offset: int) -> None:
+        self.data = data
+        self.offset = offset
+
+    def take(self, size: int, what: str) -> bytes:
+        end = self.offset + size
+        if size < 0 or end > len(self.data):
+            raise MalformedMessageError(f"message truncated while reading {what}")
+        chunk = self.data[self.offset : end]
+        self.offset = end
+        return chunk
+
+    def u8(self, what: str) -> int:
+        return self.take(1, what)[0]
+
+    def u16(self, what: str) -> int:
+        value: int = struct.unpack(">H", self.take(2, what))[0]
+        return value
+
+    def u32(self, what: str) -> int:
+        value: int = struct.unpack(">I", self.take(4, what))[0]
+        return value
+
+    def count(self, what: str) -> int:
+        n = self.u32(what)
+        if n > _MAX_ENTRIES:
+            raise MalformedMessageError(f"{what} count {n} exceeds {_MAX_ENTRIES}")
+        return n
+
+    def finish(self) -> None:
+        if self.offset != len(self.data):
+            raise MalformedMessageError(f"{len(self.data) - self.offset} trailing bytes")
+
+
+def _header_bytes(h: Header) -> bytes:
+    return _HEADER.pack(
+        MAGIC, VERSION, int(h.kind), h.session_id, h.round_index, h.sender, h.recipient
+    )
+
+
+def encode_message(message: Message) -> bytes:
+    """Serialise a message to bytes.
+
+    Parameters
+    ----------
+    message : Message
+        Any of the protocol's messages.
+
+    Returns
+    -------
+    bytes
+        The wire encoding, parsed back by :func:`decode_message`.
+
+    """
+    parts = [_header_bytes(message.header)]
+    if isinstance(message, AdvertiseKeys):
+        parts += [message.encryption_key, message.masking_key, message.seed_commitment]
+    elif isinstance(message, KeyRoster):
+        parts.append(struct.pack(">I", len(message.keys)))
+        for user, c_pk, s_pk in message.keys:
+            parts += [struct.pack(">I", user), c_pk, s_pk]
+    elif isinstance(message, ShareKeys | ShareDelivery):
+        parts.append(struct.pack(">I", len(message.ciphertexts)))
+        for peer, ct in message.ciphertexts:
+            parts += [struct.pack(">II", peer, len(ct)), ct]
+    elif isinstance(message, MaskedInput):
+        vec = message.vector
+        little = vec.astype(vec.dtype.newbyteorder("<"), copy=False)
+        parts += [struct.pack(">BI", vec.dtype.itemsize, vec.size), little.tobytes()]
+    elif isinstance(message, UnmaskRequest):
+        parts.append(struct.pack(">I", len(message.aggregated)))
+        parts += [struct.pack(">I", u) for u in message.aggregated]
+    else:
+        parts.append(struct.pack(">I", len(message.shares)))
+        for owner, kind, share in message.shares:
+            parts += [struct.pack(">IBH", owner, int(kind), len(share)), share]
+    return b"".join(parts)
+
+
+def decode_message(data: bytes) -> Message:
+    """Parse bytes produced by :func:`encode_message`.
+
+    Parameters
+    ----------
+    data : bytes
+        One whole message.
+
+    Returns
+    -------
+    Message
+        The typed message.
+
+    Raises
+    ------
+    MalformedMessageError
+        On any deviation from the format.
+
+    """
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise MalformedMessageError(f"expected bytes, got {type(data).__name__}")
+    data = bytes(data)
+    if len(data) < _HEADER.size:
+        raise MalformedMessageError("message shorter than its header")
+    magic, version, kind_code, session_id, round_index, sender, recipient = _HEADER.unpack_from(
+        data
+    )
+    if magic != MAGIC:
+        raise MalformedMessageError("bad magic: not a fedprivacy secure aggregation message")
+    if version != VERSION:
+        raise MalformedMessageError(f"unsupported version {version}")
+    try:
+        kind = MessageKind(kind_code)
+    except ValueError:
+        raise MalformedMessageError(f"unknown message kind {kind_code}") from None
+    header = Header(kind, session_id, round_index, sender, recipient)
+    r = _Reader(data, _HEADER.size)
+    message: Message
+    if kind is MessageKind.ADVERTISE_KEYS:
+        message = AdvertiseKeys(
+            header,
+            r.take(PUBLIC_KEY_BYTES, "c_pk"),
+            r.take(PUBLIC_KEY_BYTES, "s_pk"),
+            r.take(COMMITMENT_BYTES, "seed commitment"),
+        )
+    elif kind is MessageKind.KEY_ROSTER:
+        keys = tuple(
+            (r.u32("user"), r.take(PUBLIC_KEY_BYTES, "c_pk"), r.take(PUBLIC_KEY_BYTES, "s_pk"))
+            for _ in range(r.count("roster"))
+        )
+        message = KeyRoster(header, keys)
+    elif kind in (MessageKind.SHARE_KEYS, MessageKind.SHARE_DELIVERY):
+        cts = []
+        for _ in range(r.count("ciphertext")):
+            peer = r.u32("peer")
+            cts.append((peer, r.take(r.u32("ciphertext length"), "ciphertext")))
+        cls = ShareKeys if kind is MessageKind.SHARE_KEYS else ShareDelivery
+        message = cls(header, tuple(cts))
+    elif kind is MessageKind.MASKED_INPUT:
+        itemsize = r.u8("word size")
+        if itemsize not in (4, 8):
+            raise MalformedMessageError(f"word size {itemsize} is not 4 or 8")
+        length = r.u32("vector length")
+        raw = r.take(itemsize * length, "vector")
+        dtype = np.dtype(f"<u{itemsize}")
+        vector = np.frombuffer(raw, dtype=dtype).astype(dtype.newbyteorder("="))
+        message = MaskedInput(header, vector)
+    elif kind is MessageKind.UNMASK_REQUEST:
+        message = UnmaskRequest(header, tuple(r.u32("user") for _ in range(r.count("users"))))
+    else:
+        shares = []
+        for _ in range(r.count("shares")):
+            owner = r.u32("owner")
+            code = r.u8("share kind")
+            try:
+                share_kind = ShareKind(code)
+            except ValueError:
+                raise MalformedMessageError(f"unknown share kind {code}") from None
+            shares.append((owner, share_kind, r.take(r.u16("share length"), "share")))
+        message = UnmaskResponse(header, tuple(shares))
+    r.finish()
+    return message

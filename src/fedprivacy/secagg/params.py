@@ -1,0 +1,225 @@
+"""Public parameters of one secure aggregation round, and the SecAgg+ neighbour graph."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from fedprivacy._validation import require_int
+from fedprivacy.crypto.fixed_point import FixedPointCodec
+from fedprivacy.crypto.shamir import PRIME
+from fedprivacy.errors import ParameterError
+
+SESSION_ID_BYTES = 16
+MAX_USER_ID = PRIME - 2  # a user's Shamir evaluation point is its id + 1, which must be < PRIME
+DEFAULT_VECTOR_NAME = "update"
+
+
+def default_degree(num_users: int) -> int:
+    """Neighbour count of the SecAgg+ graph for ``num_users`` users.
+
+    Bell et al. (CCS 2020) need k = O(log n) neighbours per user; we use the even number
+    ``2 * ceil(log2(n))`` (at least 4), capped at ``n - 1`` (then the graph is complete).
+
+    Parameters
+    ----------
+    num_users : int
+        Number of participants of the round.
+
+    Returns
+    -------
+    int
+        The degree k.
+
+    """
+    n = require_int("num_users", num_users, minimum=2)
+    k = max(4, 2 * math.ceil(math.log2(n)))
+    return min(k, n - 1)
+
+
+def harary_neighbours(
+    participants: Sequence[int], degree: int, seed: bytes
+) -> dict[int, frozenset[int]]:
+    """Random Harary graph H(k, n) of SecAgg+ over ``participants``.
+
+    The participants are placed on a ring in a random order and each is joined to the
+    ``k/2`` nearest on both sides (for odd ``k`` also to the opposite node when ``n`` is even,
+    as in Harary's construction). The order is a public function of ``seed`` (chosen by the
+    server, honest-but-curious as in the paper), so every party computes the same graph.
+
+    Parameters
+    ----------
+    participants : sequence of int
+        Distinct user ids.
+    degree : int
+        Neighbours per user, ``1 <= degree <= n - 1``.
+    seed : bytes
+        Public randomness fixing the ring order.
+
+    Returns
+    -------
+    dict of int to frozenset of int
+        The neighbours of each participant (symmetric, never containing the user itself).
+
+    """
+    n = len(participants)
+    k = require_int("degree", degree, minimum=1, maximum=max(1, n - 1))
+    order_seed = int.from_bytes(hashlib.sha256(b"fedprivacy/secagg+/graph" + seed).digest(), "big")
+    ring = [participants[i] for i in np.random.default_rng(order_seed).permutation(n)]
+    neighbours: dict[int, set[int]] = {u: set() for u in participants}
+    half = k // 2
+    for pos, u in enumerate(ring):
+        for step in range(1, half + 1):
+            v = ring[(pos + step) % n]
+            neighbours[u].add(v)
+            neighbours[v].add(u)
+        if k % 2 == 1 and n % 2 == 0:
+            v = ring[(pos + n // 2) % n]
+            neighbours[u].add(v)
+            neighbours[v].add(u)
+    if k == n - 1:
+        return {u: frozenset(set(participants) - {u}) for u in participants}
+    return {u: frozenset(vs) for u, vs in neighbours.items()}
+
+
+@dataclass(frozen=True)
+class SecAggParameters:
+    """Everything the parties of one round agree on before it starts (all public).
+
+    Parameters
+    ----------
+    session_id : bytes
+        16 random bytes naming the training session; bound into every key and message.
+    round_index : int
+        The training round; bound into every key and message, so nothing replays across rounds.
+    participants : sequence of int
+        The users asked to take part (the selection of this round), distinct ids in
+        ``[0, 2**31 - 3]``.
+    threshold : int
+        Shares needed to recover a secret (t of Bonawitz et al.). Must not exceed the number of
+        share holders of a user (``n - 1``, or the degree with SecAgg+).
+    dimension : int
+        Length of each user's update vector.
+    codec : FixedPointCodec
+        Fixed-point encoding; its capacity must cover ``len(participants)`` summands.
+    weighted : bool
+        If true each user also submits a weight ``w`` and the masked vector is ``[w * x, w]``,
+        so the server learns only the weighted sum and the total weight.
+    degree : int or None
+        ``None`` for the complete graph of SecAgg; otherwise the SecAgg+ neighbour count.
+    graph_seed : bytes
+        Public randomness of the SecAgg+ graph (ignored for the complete graph).
+    vector_name : str
+        Name of the aggregated vector, bound into the mask keys.
+
+    """
+
+    session_id: bytes
+    round_index: int
+    participants: tuple[int, ...]
+    threshold: int
+    dimension: int
+    codec: FixedPointCodec
+    weighted: bool = False
+    degree: int | None = None
+    graph_seed: bytes = b""
+    vector_name: str = DEFAULT_VECTOR_NAME
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.session_id, bytes) or len(self.session_id) != SESSION_ID_BYTES:
+            raise ParameterError("session_id", f"must be {SESSION_ID_BYTES} bytes")
+        require_int("round_index", self.round_index, minimum=0, maximum=2**63 - 1)
+        users = tuple(int(u) for u in self.participants)
+        if len(users) < 2:
+            raise ParameterError("participants", "need at least 2 users to aggregate securely")
+        if len(set(users)) != len(users):
+            raise ParameterError("participants", "contains duplicate user ids")
+        if min(users) < 0 or max(users) > MAX_USER_ID:
+            raise ParameterError("participants", f"user ids must lie in [0, {MAX_USER_ID}]")
+        object.__setattr__(self, "participants", tuple(sorted(users)))
+        require_int("dimension", self.dimension, minimum=1)
+        if self.degree is not None:
+            require_int("degree", self.degree, minimum=1, maximum=len(users) - 1)
+        holders = self.min_holders
+        require_int("threshold", self.threshold, minimum=1, maximum=holders)
+        self.codec.check_capacity(len(users))
+        if not self.vector_name:
+            raise ParameterError("vector_name", "must not be empty")
+
+    @classmethod
+    def create(
+        cls,
+        session_id: bytes,
+        round_index: int,
+        participants: Sequence[int],
+        dimension: int,
+        codec: FixedPointCodec,
+        *,
+        threshold: int | None = None,
+        weighted: bool = False,
+        degree: int | None = None,
+        graph_seed: bytes = b"",
+    ) -> SecAggParameters:
+        """Parameters with the default threshold: a strict majority of each user's share holders.
+
+        Parameters
+        ----------
+        session_id, round_index, participants, dimension, codec, weighted, degree, graph_seed
+            As in the class.
+        threshold : int, optional
+            Defaults to ``floor(h / 2) + 1`` where ``h`` is the number of share holders per user.
+
+        Returns
+        -------
+        SecAggParameters
+            The validated parameters.
+
+        """
+        n = len(set(participants))
+        holders = (n - 1) if degree is None else degree
+        t = threshold if threshold is not None else max(1, holders // 2 + 1)
+        return cls(
+            session_id=session_id,
+            round_index=round_index,
+            participants=tuple(participants),
+            threshold=t,
+            dimension=dimension,
+            codec=codec,
+            weighted=weighted,
+            degree=degree,
+            graph_seed=graph_seed,
+        )
+
+    @property
+    def num_users(self) -> int:
+        """Number of participants."""
+        return len(self.participants)
+
+    @property
+    def vector_length(self) -> int:
+        """Length of the masked vector (``dimension``, plus one for the weight if weighted)."""
+        return self.dimension + (1 if self.weighted else 0)
+
+    @property
+    def min_holders(self) -> int:
+        """Share holders per user (``n - 1`` for the complete graph, ``degree`` or more else)."""
+        if self.degree is None:
+            return self.num_users - 1
+        return min(len(vs) for vs in self.neighbours.values())
+
+    @cached_property
+    def neighbours(self) -> dict[int, frozenset[int]]:
+        """Each participant's neighbours: the users it exchanges shares and pairwise masks with."""
+        if self.degree is None:
+            everyone = frozenset(self.participants)
+            return {u: everyone - {u} for u in self.participants}
+        return harary_neighbours(self.participants, self.degree, self.graph_seed)
+
+    def share_point(self, user: int) -> int:
+        """The Shamir evaluation point of ``user`` (its id plus one)."""
+        return user + 1

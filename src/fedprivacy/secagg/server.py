@@ -1,0 +1,441 @@
+"""The server's state machine: collects each stage, relays, and removes the masks."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import numpy as np
+
+from fedprivacy.crypto.keys import agree, keypair_from_private_bytes, load_public_key
+from fedprivacy.crypto.prg import MaskExpander, reduce
+from fedprivacy.crypto.shamir import Share, combine_shares
+from fedprivacy.errors import ParameterError, ShamirError
+from fedprivacy.secagg.derivation import pairwise_mask_key, seed_commitment, self_mask_key
+from fedprivacy.secagg.errors import (
+    DuplicateMessageError,
+    MalformedMessageError,
+    OutOfOrderError,
+    ProtocolViolationError,
+    RoundAbortedError,
+    UnknownSenderError,
+    WrongRoundError,
+)
+from fedprivacy.secagg.messages import (
+    SERVER,
+    AdvertiseKeys,
+    Header,
+    KeyRoster,
+    MaskedInput,
+    Message,
+    MessageKind,
+    ShareDelivery,
+    ShareKeys,
+    ShareKind,
+    UnmaskRequest,
+    UnmaskResponse,
+    decode_message,
+)
+from fedprivacy.secagg.params import SecAggParameters
+
+AggregationPolicy = Callable[[frozenset[int]], frozenset[int]]
+"""Maps the users whose masked inputs arrived to the subset the server may aggregate."""
+
+
+class ServerStage(IntEnum):
+    """The message kind the server is collecting."""
+
+    KEYS = 0
+    SHARES = 1
+    INPUTS = 2
+    UNMASK = 3
+    DONE = 4
+    ABORTED = 5
+
+
+_STAGE_OF = {
+    MessageKind.ADVERTISE_KEYS: ServerStage.KEYS,
+    MessageKind.SHARE_KEYS: ServerStage.SHARES,
+    MessageKind.MASKED_INPUT: ServerStage.INPUTS,
+    MessageKind.UNMASK_RESPONSE: ServerStage.UNMASK,
+}
+
+
+@dataclass(frozen=True)
+class AggregationResult:
+    """What the server learns from one round.
+
+    Attributes
+    ----------
+    aggregated : tuple of int
+        The users whose inputs are in the sum (sorted).
+    field_sum : numpy.ndarray
+        The sum of their encoded vectors modulo ``2**bits``.
+    total : numpy.ndarray
+        ``field_sum`` decoded to floats (length ``vector_length``).
+    weighted : bool
+        Whether the last entry of ``total`` is the total weight.
+    seconds : dict of str to float
+        Server time per stage.
+
+    """
+
+    aggregated: tuple[int, ...]
+    field_sum: np.ndarray
+    total: np.ndarray
+    weighted: bool
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def sum(self) -> np.ndarray:
+        """Sum of the updates (weighted by the users' weights when weighted)."""
+        return self.total[:-1] if self.weighted else self.total
+
+    @property
+    def total_weight(self) -> float:
+        """Sum of the weights (the number of users when unweighted)."""
+        return float(self.total[-1]) if self.weighted else float(len(self.aggregated))
+
+    @property
+    def mean(self) -> np.ndarray:
+        """The (weighted) average update; :class:`ParameterError` if the total weight is 0."""
+        weight = self.total_weight
+        if weight <= 0:
+            raise ParameterError("total_weight", "is not positive; the average is undefined")
+        return self.sum / weight
+
+
+class SecAggServer:
+    """The server's side of a round, for an honest-but-curious server.
+
+    Feed every client message to :meth:`receive`; close each stage with the matching
+    ``finish_*`` method (a real deployment calls it when all expected messages arrived or a
+    timeout expired), which returns the messages to send on. Users who send nothing in a stage
+    are dropouts from then on. When fewer than ``threshold`` users remain, the stage raises
+    :class:`RoundAbortedError` and the server is left in the ``ABORTED`` stage with no aggregate.
+
+    Parameters
+    ----------
+    params : SecAggParameters
+        The public parameters of the round.
+
+    """
+
+    def __init__(self, params: SecAggParameters) -> None:
+        self.params = params
+        self.stage = ServerStage.KEYS
+        self._keys: dict[int, AdvertiseKeys] = {}
+        self._shares: dict[int, ShareKeys] = {}
+        self._inputs: dict[int, np.ndarray] = {}
+        self._responses: dict[int, UnmaskResponse] = {}
+        self._aggregated: frozenset[int] = frozenset()
+        self._asked: frozenset[int] = frozenset()
+        self.seconds: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def advertised(self) -> frozenset[int]:
+        """U1: users whose keys arrived."""
+        return frozenset(self._keys)
+
+    @property
+    def shared(self) -> frozenset[int]:
+        """U2: users whose encrypted shares arrived."""
+        return frozenset(self._shares)
+
+    @property
+    def submitted(self) -> frozenset[int]:
+        """U3: users whose masked inputs arrived."""
+        return frozenset(self._inputs)
+
+    def _timed(self, name: str, start: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+
+    def _header(self, kind: MessageKind, recipient: int) -> Header:
+        p = self.params
+        return Header(kind, p.session_id, p.round_index, SERVER, recipient)
+
+    def _abort(self, reason: str) -> RoundAbortedError:
+        self.stage = ServerStage.ABORTED
+        self._inputs = {}
+        return RoundAbortedError(f"round {self.params.round_index} aborted: {reason}")
+
+    def _need(self, count: int, what: str) -> None:
+        if count < self.params.threshold:
+            raise self._abort(f"only {count} {what}; the threshold is {self.params.threshold}")
+
+    # ------------------------------------------------------------------ receiving
+    def receive(self, message: Message | bytes) -> None:
+        """Validate a client message and store it for the current stage.
+
+        Parameters
+        ----------
+        message : Message or bytes
+            A client's message.
+
+        Raises
+        ------
+        SecAggError
+            ``WrongRoundError``, ``UnknownSenderError``, ``DuplicateMessageError``,
+            ``OutOfOrderError``, ``MalformedMessageError`` or ``ProtocolViolationError``; the
+            message is then ignored and the state is unchanged.
+
+        """
+        start = time.perf_counter()
+        msg = decode_message(message) if isinstance(message, bytes | bytearray) else message
+        h = msg.header
+        p = self.params
+        if h.session_id != p.session_id or h.round_index != p.round_index:
+            raise WrongRoundError(
+                f"message for round {h.round_index} of another session or round; the server is "
+                f"in round {p.round_index}"
+            )
+        if h.recipient != SERVER:
+            raise UnknownSenderError(f"message addressed to {h.recipient}, not to the server")
+        if h.sender not in p.participants:
+            raise UnknownSenderError(f"{h.sender} is not a participant of this round")
+        stage = _STAGE_OF.get(h.kind)
+        if stage is None:
+            raise OutOfOrderError(f"{h.kind.name} is a server message")
+        store = (self._keys, self._shares, self._inputs, self._responses)[stage]
+        if h.sender in store:
+            raise DuplicateMessageError(f"{h.kind.name} from {h.sender} was already received")
+        if stage != self.stage:
+            raise OutOfOrderError(
+                f"{h.kind.name} from {h.sender} while the server is in stage {self.stage.name}"
+            )
+        if isinstance(msg, AdvertiseKeys):
+            load_public_key(msg.encryption_key)
+            load_public_key(msg.masking_key)
+            self._keys[h.sender] = msg
+        elif isinstance(msg, ShareKeys):
+            self._check_share_keys(msg)
+            self._shares[h.sender] = msg
+        elif isinstance(msg, MaskedInput):
+            self._inputs[h.sender] = self._check_masked_input(msg)
+        elif isinstance(msg, UnmaskResponse):
+            self._check_unmask_response(msg)
+            self._responses[h.sender] = msg
+        self._timed(f"receive_{stage.name.lower()}", start)
+
+    def _check_share_keys(self, msg: ShareKeys) -> None:
+        sender = msg.header.sender
+        if sender not in self._keys:
+            raise UnknownSenderError(f"{sender} sent shares without having advertised keys")
+        receivers = [v for v, _ in msg.ciphertexts]
+        expected = self.params.neighbours[sender] & self._keys.keys()
+        if len(set(receivers)) != len(receivers) or set(receivers) != expected:
+            raise ProtocolViolationError(
+                f"{sender} must send exactly one share to each advertised neighbour"
+            )
+
+    def _check_masked_input(self, msg: MaskedInput) -> np.ndarray:
+        sender = msg.header.sender
+        if sender not in self._shares:
+            raise UnknownSenderError(f"{sender} sent an input without having shared its keys")
+        p = self.params
+        vec = msg.vector
+        if vec.dtype != p.codec.dtype or vec.shape != (p.vector_length,):
+            raise MalformedMessageError(
+                f"masked input of {sender} has dtype {vec.dtype} and shape {vec.shape}; expected "
+                f"{p.codec.dtype} and ({p.vector_length},)"
+            )
+        if p.codec.bits < 8 * vec.dtype.itemsize and int(vec.max()) >> p.codec.bits:
+            raise MalformedMessageError(f"masked input of {sender} exceeds 2**{p.codec.bits}")
+        return vec
+
+    def _check_unmask_response(self, msg: UnmaskResponse) -> None:
+        sender = msg.header.sender
+        if sender not in self._asked:
+            raise UnknownSenderError(f"{sender} was not asked to unmask")
+        p = self.params
+        expected = {
+            v: ShareKind.SELF_MASK_SEED if v in self._aggregated else ShareKind.MASK_KEY
+            for v in p.neighbours[sender] & self._shares.keys()
+        }
+        got = {}
+        for owner, kind, raw in msg.shares:
+            if owner in got:
+                raise MalformedMessageError(f"{sender} sent two shares of {owner}")
+            if expected.get(owner) is not kind:
+                raise ProtocolViolationError(
+                    f"{sender} revealed a {kind.name} share of {owner}; expected "
+                    f"{expected[owner].name if owner in expected else 'none'}"
+                )
+            try:
+                share = Share.from_bytes(raw)
+            except ShamirError as exc:
+                raise MalformedMessageError(f"bad share from {sender}: {exc}") from exc
+            if share.x != p.share_point(sender):
+                raise ProtocolViolationError(f"{sender} sent a share with another user's point")
+            got[owner] = share
+        if got.keys() != expected.keys():
+            raise ProtocolViolationError(f"{sender} did not send one share per neighbour")
+
+    # ------------------------------------------------------------------ closing stages
+    def finish_keys(self) -> dict[int, KeyRoster]:
+        """Close stage 0 and build each advertiser's roster of its neighbours' public keys.
+
+        Returns
+        -------
+        dict of int to KeyRoster
+            The message for each user in U1.
+
+        """
+        self._expect(ServerStage.KEYS)
+        start = time.perf_counter()
+        self._need(len(self._keys), "users advertised keys")
+        rosters = {}
+        for u in sorted(self._keys):
+            visible = sorted((self.params.neighbours[u] | {u}) & self._keys.keys())
+            entries = tuple(
+                (v, self._keys[v].encryption_key, self._keys[v].masking_key) for v in visible
+            )
+            rosters[u] = KeyRoster(self._header(MessageKind.KEY_ROSTER, u), entries)
+        self.stage = ServerStage.SHARES
+        self._timed("finish_keys", start)
+        return rosters
+
+    def finish_shares(self) -> dict[int, ShareDelivery]:
+        """Close stage 1 and route the ciphertexts of U2 to their receivers in U2.
+
+        Returns
+        -------
+        dict of int to ShareDelivery
+            The message for each user in U2.
+
+        """
+        self._expect(ServerStage.SHARES)
+        start = time.perf_counter()
+        self._need(len(self._shares), "users shared their keys")
+        inbox: dict[int, list[tuple[int, bytes]]] = {u: [] for u in self._shares}
+        for sender in sorted(self._shares):
+            for receiver, ct in self._shares[sender].ciphertexts:
+                if receiver in inbox:
+                    inbox[receiver].append((sender, ct))
+        self.stage = ServerStage.INPUTS
+        self._timed("finish_shares", start)
+        return {
+            u: ShareDelivery(self._header(MessageKind.SHARE_DELIVERY, u), tuple(cts))
+            for u, cts in inbox.items()
+        }
+
+    def finish_inputs(self, policy: AggregationPolicy | None = None) -> dict[int, UnmaskRequest]:
+        """Close stage 2, fix the aggregated set and ask U3 for the shares that unmask it.
+
+        Parameters
+        ----------
+        policy : callable, optional
+            Chooses the aggregated subset of U3 (for example whole batches only). Users left out
+            are treated exactly like dropouts: their self-mask seeds are never reconstructed, so
+            their inputs stay hidden. By default all of U3 is aggregated.
+
+        Returns
+        -------
+        dict of int to UnmaskRequest
+            The message for each user in U3.
+
+        """
+        self._expect(ServerStage.INPUTS)
+        start = time.perf_counter()
+        submitted = frozenset(self._inputs)
+        chosen = submitted if policy is None else frozenset(policy(submitted))
+        if not chosen <= submitted:
+            raise ParameterError("policy", "returned users whose inputs did not arrive")
+        self._need(len(chosen), "inputs to aggregate")
+        self._aggregated = chosen
+        self._asked = submitted
+        ordered = tuple(sorted(chosen))
+        self.stage = ServerStage.UNMASK
+        self._timed("finish_inputs", start)
+        return {
+            u: UnmaskRequest(self._header(MessageKind.UNMASK_REQUEST, u), ordered)
+            for u in sorted(submitted)
+        }
+
+    def finish_unmask(self) -> AggregationResult:
+        """Close stage 3: reconstruct the secrets, remove the masks and decode the sum.
+
+        Returns
+        -------
+        AggregationResult
+            The aggregate of the users chosen in :meth:`finish_inputs`.
+
+        Raises
+        ------
+        RoundAbortedError
+            If fewer than ``threshold`` users answered, or some secret has fewer than
+            ``threshold`` shares among them.
+        ProtocolViolationError
+            If a reconstructed secret does not match its public key or commitment (a corrupted
+            share); no aggregate is produced.
+
+        """
+        self._expect(ServerStage.UNMASK)
+        start = time.perf_counter()
+        p = self.params
+        self._need(len(self._responses), "users answered the unmask request")
+        pieces: dict[tuple[int, ShareKind], list[Share]] = {}
+        for response in self._responses.values():
+            for owner, kind, raw in response.shares:
+                pieces.setdefault((owner, kind), []).append(Share.from_bytes(raw))
+        aggregated = sorted(self._aggregated)
+        dropped = sorted(
+            v for v in self._shares.keys() - self._aggregated if p.neighbours[v] & self._aggregated
+        )
+        seeds = {u: self._recover(u, ShareKind.SELF_MASK_SEED, pieces) for u in aggregated}
+        mask_keys = {v: self._recover(v, ShareKind.MASK_KEY, pieces) for v in dropped}
+        for u, seed in seeds.items():
+            if seed_commitment(seed, p, u) != self._keys[u].seed_commitment:
+                raise self._abort_violation(f"the recovered seed of {u} fails its commitment")
+        private = {}
+        for v, raw in mask_keys.items():
+            pair = keypair_from_private_bytes(raw)
+            if pair.public_bytes != self._keys[v].masking_key:
+                raise self._abort_violation(f"the recovered key of {v} fails its public key")
+            private[v] = pair.private
+        self._timed("reconstruct", start)
+        start = time.perf_counter()
+        expander = MaskExpander(p.vector_length, p.codec.bits)
+        acc = np.zeros(p.vector_length, dtype=expander.dtype)
+        for u in aggregated:
+            np.add(acc, self._inputs[u], out=acc)
+            expander.subtract_from(acc, self_mask_key(seeds[u], p, u))
+        for v in dropped:
+            for u in sorted(p.neighbours[v] & self._aggregated):
+                agreement = agree(private[v], self._keys[u].masking_key)
+                key = pairwise_mask_key(agreement, p, u, v)
+                if u < v:  # u added this mask
+                    expander.subtract_from(acc, key)
+                else:
+                    expander.add_into(acc, key)
+        reduce(acc, p.codec.bits)
+        total = p.codec.decode_sum(acc, len(aggregated))
+        self._timed("unmask", start)
+        self._inputs = {}
+        self.stage = ServerStage.DONE
+        return AggregationResult(tuple(aggregated), acc, total, p.weighted, dict(self.seconds))
+
+    def _recover(
+        self, owner: int, kind: ShareKind, pieces: dict[tuple[int, ShareKind], list[Share]]
+    ) -> bytes:
+        shares = pieces.get((owner, kind), [])
+        if len(shares) < self.params.threshold:
+            raise self._abort(
+                f"only {len(shares)} shares of the {kind.name} of user {owner}; the threshold is "
+                f"{self.params.threshold}"
+            )
+        try:
+            return combine_shares(sorted(shares, key=lambda s: s.x), self.params.threshold)
+        except ShamirError as exc:
+            raise self._abort_violation(f"shares of user {owner} are inconsistent: {exc}") from exc
+
+    def _abort_violation(self, reason: str) -> ProtocolViolationError:
+        self._abort(reason)
+        return ProtocolViolationError(reason)
+
+    def _expect(self, stage: ServerStage) -> None:
+        if self.stage is not stage:
+            raise OutOfOrderError(f"cannot close stage {stage.name} in stage {self.stage.name}")
