@@ -7,10 +7,12 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fedprivacy.crypto.fixed_point import FixedPointCodec
 from fedprivacy.crypto.shamir import Share
-from fedprivacy.errors import AuthenticationError, ParameterError
+from fedprivacy.errors import AuthenticationError, FedPrivacyError, ParameterError
 from fedprivacy.secagg import (
     DuplicateMessageError,
     MalformedMessageError,
@@ -283,3 +285,35 @@ def test_decode_round_trip_of_every_message_kind() -> None:
         assert encode_message(message) == data
     assert len(kinds) == 7
     assert decode_message(seen[0]).header.recipient == SERVER
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=200))
+def test_random_bytes_raise_only_typed_errors(data: bytes) -> None:
+    try:
+        decode_message(data)
+    except MalformedMessageError:
+        pass
+
+
+def test_bit_flips_in_real_messages_raise_only_typed_errors() -> None:
+    r = Round()
+    keys = r.keys()
+    shares = r.shares()
+    rng = np.random.default_rng(0)
+    accepted = 0
+    for data in [*keys.values(), *shares.values()]:
+        for _ in range(40):
+            pos = int(rng.integers(0, len(data)))
+            bent = (
+                data[:pos] + bytes([data[pos] ^ (1 << int(rng.integers(0, 8)))]) + data[pos + 1 :]
+            )
+            fresh = Round(session=r.params.session_id)
+            try:
+                decoded = decode_message(bent)
+                fresh.server.receive(decoded)
+                accepted += 1
+            except FedPrivacyError:
+                pass
+    # most flips hit key bytes or ciphertexts, which parse; none may raise an untyped error
+    assert accepted > 0
