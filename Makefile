@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck check bench clean
+.PHONY: install demo test lint typecheck check bench bench-flower clean
 
 install: $(STAMP)
 
@@ -31,6 +31,12 @@ check: lint typecheck test
 
 bench: install
 	$(BIN)/python benchmarks/selection.py
+	$(BIN)/python benchmarks/secagg.py
+
+# secure aggregation side by side with Flower's SecAgg+ (flwr only in .venv-bench)
+bench-flower:
+	test -x .venv-bench/bin/python || benchmarks/setup_bench_env.sh
+	.venv-bench/bin/python benchmarks/secagg.py --grid all
 
 clean:
 	rm -rf $(VENV) results .pytest_cache .mypy_cache .ruff_cache

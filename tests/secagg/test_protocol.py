@@ -192,3 +192,12 @@ def test_aborted_server_produces_nothing() -> None:
 
     with pytest.raises(OutOfOrderError):
         server.finish_unmask()
+
+
+def test_unrecoverable_secret_aborts_before_asking_for_shares() -> None:
+    params = make_params(10, 5, degree=4)
+    assert params.threshold == 3
+    victim = params.participants[0]
+    gone = sorted(params.neighbours[victim])[:2]
+    with pytest.raises(RoundAbortedError, match=f"holders of the shares of user {victim}"):
+        run(params, dict.fromkeys(gone, Stage.MASKED_INPUT), 0)

@@ -312,4 +312,13 @@ class FixedPointCodec:
             If ``v`` does not hold integers.
         """
         self.check_capacity(summands)
-        return self.decode_integers(v).astype(np.float64) / self.scale
+        arr = _require_integer_array("v", v)
+        width = 8 * arr.dtype.itemsize
+        if arr.dtype.kind == "u" and width == self.bits and width in (32, 64):
+            # fast path: the two's-complement view of a full-width word is the signed residue
+            signed = arr.view(np.int32 if width == 32 else np.int64)
+            out = signed.astype(np.float64)
+        else:
+            out = self.decode_integers(arr).astype(np.float64)
+        out /= self.scale
+        return out

@@ -143,6 +143,12 @@ class _Reader:
         self.offset = end
         return chunk
 
+    def take_view(self, size: int, what: str) -> None:
+        """Skip ``size`` bytes after checking they are there (the caller views them in place)."""
+        if size < 0 or self.offset + size > len(self.data):
+            raise MalformedMessageError(f"message truncated while reading {what}")
+        self.offset += size
+
     def u8(self, what: str) -> int:
         return self.take(1, what)[0]
 
@@ -273,9 +279,12 @@ def decode_message(data: bytes) -> Message:
         if itemsize not in (4, 8):
             raise MalformedMessageError(f"word size {itemsize} is not 4 or 8")
         length = r.u32("vector length")
-        raw = r.take(itemsize * length, "vector")
+        start = r.offset
+        r.take_view(itemsize * length, "vector")
         dtype = np.dtype(f"<u{itemsize}")
-        vector = np.frombuffer(raw, dtype=dtype).astype(dtype.newbyteorder("="))
+        # a read-only view of the message bytes, no copy (byte-swapped only on big-endian hosts)
+        vector = np.frombuffer(data, dtype=dtype, count=length, offset=start)
+        vector = vector.astype(dtype.newbyteorder("="), copy=False)
         message = MaskedInput(header, vector)
     elif kind is MessageKind.UNMASK_REQUEST:
         message = UnmaskRequest(header, tuple(r.u32("user") for _ in range(r.count("users"))))

@@ -345,6 +345,17 @@ class SecAggServer:
         if not chosen <= submitted:
             raise ParameterError("policy", "returned users whose inputs did not arrive")
         self._need(len(chosen), "inputs to aggregate")
+        # every secret the unmasking needs must have t potential holders among U3, or the round
+        # cannot finish: abort now instead of after the clients' work
+        p = self.params
+        for v in sorted(self._shares):
+            if v in chosen or p.neighbours[v] & chosen:
+                holders = len(p.neighbours[v] & submitted)
+                if holders < p.threshold:
+                    raise self._abort(
+                        f"only {holders} holders of the shares of user {v} remain; the "
+                        f"threshold is {p.threshold}"
+                    )
         self._aggregated = chosen
         self._asked = submitted
         ordered = tuple(sorted(chosen))
