@@ -69,6 +69,8 @@ def harary_neighbours(
     """
     n = len(participants)
     k = require_int("degree", degree, minimum=1, maximum=max(1, n - 1))
+    if k == n - 1:
+        return {u: frozenset(set(participants) - {u}) for u in participants}
     order_seed = int.from_bytes(hashlib.sha256(b"fedprivacy/secagg+/graph" + seed).digest(), "big")
     ring = [participants[i] for i in np.random.default_rng(order_seed).permutation(n)]
     neighbours: dict[int, set[int]] = {u: set() for u in participants}
@@ -82,8 +84,6 @@ def harary_neighbours(
             v = ring[(pos + n // 2) % n]
             neighbours[u].add(v)
             neighbours[v].add(u)
-    if k == n - 1:
-        return {u: frozenset(set(participants) - {u}) for u in participants}
     return {u: frozenset(vs) for u, vs in neighbours.items()}
 
 

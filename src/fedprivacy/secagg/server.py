@@ -129,7 +129,7 @@ class SecAggServer:
         self._keys: dict[int, AdvertiseKeys] = {}
         self._shares: dict[int, ShareKeys] = {}
         self._inputs: dict[int, np.ndarray] = {}
-        self._responses: dict[int, UnmaskResponse] = {}
+        self._responses: dict[int, dict[int, Share]] = {}  # responder -> owner -> parsed share
         self._aggregated: frozenset[int] = frozenset()
         self._asked: frozenset[int] = frozenset()
         self.seconds: dict[str, float] = {}
@@ -216,8 +216,7 @@ class SecAggServer:
         elif isinstance(msg, MaskedInput):
             self._inputs[h.sender] = self._check_masked_input(msg)
         elif isinstance(msg, UnmaskResponse):
-            self._check_unmask_response(msg)
-            self._responses[h.sender] = msg
+            self._responses[h.sender] = self._check_unmask_response(msg)
         self._timed(f"receive_{stage.name.lower()}", start)
 
     def _check_share_keys(self, msg: ShareKeys) -> None:
@@ -246,7 +245,7 @@ class SecAggServer:
             raise MalformedMessageError(f"masked input of {sender} exceeds 2**{p.codec.bits}")
         return vec
 
-    def _check_unmask_response(self, msg: UnmaskResponse) -> None:
+    def _check_unmask_response(self, msg: UnmaskResponse) -> dict[int, Share]:
         sender = msg.header.sender
         if sender not in self._asked:
             raise UnknownSenderError(f"{sender} was not asked to unmask")
@@ -273,6 +272,7 @@ class SecAggServer:
             got[owner] = share
         if got.keys() != expected.keys():
             raise ProtocolViolationError(f"{sender} did not send one share per neighbour")
+        return got
 
     # ------------------------------------------------------------------ closing stages
     def finish_keys(self) -> dict[int, KeyRoster]:
@@ -389,9 +389,10 @@ class SecAggServer:
         p = self.params
         self._need(len(self._responses), "users answered the unmask request")
         pieces: dict[tuple[int, ShareKind], list[Share]] = {}
-        for response in self._responses.values():
-            for owner, kind, raw in response.shares:
-                pieces.setdefault((owner, kind), []).append(Share.from_bytes(raw))
+        for shares in self._responses.values():
+            for owner, share in shares.items():
+                kind = ShareKind.SELF_MASK_SEED if owner in self._aggregated else ShareKind.MASK_KEY
+                pieces.setdefault((owner, kind), []).append(share)
         aggregated = sorted(self._aggregated)
         dropped = sorted(
             v for v in self._shares.keys() - self._aggregated if p.neighbours[v] & self._aggregated
