@@ -41,3 +41,11 @@ class ShamirError(CryptoError):
 
 class OverflowRiskError(ParameterError):
     """A fixed-point encoding could wrap around its modulus when the inputs are summed."""
+
+
+class DataNotFoundError(FedPrivacyError):
+    """A data directory or data file is missing; the message says where to get it."""
+
+
+class ChecksumError(FedPrivacyError):
+    """A data file exists but its content is not the published one (corrupt or different copy)."""

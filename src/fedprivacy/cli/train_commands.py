@@ -1,0 +1,233 @@
+"""The ``train`` and ``reproduce`` subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fedprivacy.errors import ParameterError
+
+# option -> TrainConfig field, for the options that map one to one
+_OPTIONS: dict[str, dict[str, Any]] = {
+    "dataset": {"help": "digits (bundled, default), mnist, cifar10, cifar100"},
+    "model": {"help": "mlp, mnist-cnn, lenet, vgg11 (default: the dataset's)"},
+    "partition": {"help": "iid, shards, dirichlet, data-sharing"},
+    "scheme": {"help": "random, weighted-random, partition, multiround"},
+    "target_privacy": {"type": int, "flags": ("-T",), "help": "T for multiround"},
+    "users": {"type": int, "flags": ("-N",), "help": "number of users N"},
+    "per_round": {"type": int, "flags": ("-K",), "help": "users selected per round K"},
+    "rounds": {"type": int, "flags": ("-R",), "help": "number of rounds"},
+    "seed": {"type": int},
+    "dropout": {"help": "'heterogeneous' (paper) or a probability in [0, 1)"},
+    "epochs": {"type": int, "flags": ("-E",), "help": "local epochs E"},
+    "batch_size": {"type": int, "help": "local mini-batch size"},
+    "lr": {"type": float, "help": "learning rate of local SGD"},
+    "lr_decay": {"type": float, "help": "factor applied at each milestone"},
+    "momentum": {"type": float},
+    "beta": {"type": float, "help": "Dirichlet concentration (partition dirichlet)"},
+    "shared": {"type": int, "help": "globally shared samples (partition data-sharing)"},
+    "update_clip": {"type": float, "help": "entry-wise clip of weighted updates (fixed point)"},
+    "bits": {"type": int, "help": "fixed-point modulus 2^bits of the aggregation"},
+    "secagg_degree": {"type": int, "help": "SecAgg+ neighbours (default: complete graph)"},
+    "protocol_dropout": {"type": float, "help": "with --secagg: dropout during the protocol"},
+    "batch_policy": {"help": "with --secagg: atomic, round or partial"},
+    "eval_every": {"type": int, "help": "evaluate every this many rounds"},
+    "checkpoint_every": {"type": int, "help": "checkpoint every this many rounds"},
+    "trainer": {"help": "auto (default: loop for CNNs on CPU), vectorised or loop"},
+    "chunk_size": {"type": int, "help": "most clients per vectorised call"},
+    "metrics": {"help": "T_weak: exact, bounds or none"},
+    "metrics_time_limit": {"type": float, "help": "seconds for the T_weak curve"},
+}
+
+
+def _print_err(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def cmd_train(
+    args: argparse.Namespace,
+    progress_factory: Callable[[bool], Callable[[str, int], Callable[[int], None]] | None],
+) -> int:
+    """Train one configuration (flags override the config file)."""
+    from fedprivacy.experiments.training_config import TrainConfig
+    from fedprivacy.experiments.training_run import resume_config, run_training
+
+    overrides = {name: getattr(args, name) for name in _OPTIONS}
+    overrides["lr_milestones"] = (
+        None
+        if args.lr_milestones is None
+        else tuple(int(x) for x in args.lr_milestones.split(",") if x)
+    )
+    for flag in ("fairness", "secagg"):
+        if getattr(args, flag):
+            overrides[flag] = True
+    if isinstance(overrides["dropout"], str) and overrides["dropout"] != "heterogeneous":
+        try:
+            overrides["dropout"] = float(overrides["dropout"])
+        except ValueError:
+            raise ParameterError("dropout", "must be 'heterogeneous' or a number") from None
+    out = args.out
+    if args.resume is not None:
+        if args.config is not None:
+            raise ParameterError("resume", "takes the configuration from the run directory")
+        changed = [k for k, v in overrides.items() if v is not None and k != "rounds"]
+        if changed:
+            raise ParameterError("resume", f"only --rounds may change on resume, not {changed}")
+        config = resume_config(args.resume, overrides["rounds"])
+        out = args.resume
+    else:
+        base = TrainConfig() if args.config is None else TrainConfig.from_toml(args.config)
+        config = base.with_overrides(**overrides)
+    config = config.with_overrides(data_dir=args.data_dir).validate()
+    factory = progress_factory(not args.json and not args.quiet)
+    result = run_training(
+        config,
+        out,
+        resume=args.resume is not None,
+        progress=factory("training", config.rounds) if factory else None,
+        metric_progress=factory("T_weak", config.users) if factory else None,
+        stop_after_rounds=args.stop_after,
+    )
+    summary = result.summary()
+    if out is not None:
+        summary["run_dir"] = str(out)
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    from fedprivacy.experiments.training_run import summary_markdown
+
+    print(summary_markdown(result))
+    if out is not None:
+        print(f"Run directory: {out}")
+    return 0
+
+
+def cmd_reproduce(
+    args: argparse.Namespace,
+    progress_factory: Callable[[bool], Callable[[str, int], Callable[[int], None]] | None],
+) -> int:
+    """Run a bundled experiment and print the comparison with the paper."""
+    from fedprivacy.experiments.reproduce import (
+        comparison_markdown,
+        experiment_names,
+        load_experiment,
+        run_experiment,
+    )
+
+    if args.name == "list":
+        for name in experiment_names():
+            print(f"{name:28s} {load_experiment(name).title}")
+        return 0
+    experiment = load_experiment(args.name)
+    if args.print_config:
+        for run in experiment.runs:
+            print(f"# run {run.name}")
+            print(run.config.to_toml())
+        return 0
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    if experiment.kind == "attack":
+        from fedprivacy.experiments.reproduce import run_attack_experiment
+
+        outcomes = run_attack_experiment(
+            experiment,
+            args.out,
+            seed=seeds[0],
+            t0=args.t0,
+            window=args.window,
+            data_dir=args.data_dir,
+            progress_factory=progress_factory(not args.json and not args.quiet),
+        )
+        report = [{"scheme": o.label, "mean_error": o.mean_error} for o in outcomes]
+        if args.json:
+            print(json.dumps(report))
+        else:
+            print((args.out / experiment.name / "attack.md").read_text())
+        return 0
+    only = None if args.only is None else [s for s in args.only.split(",") if s]
+    factory = progress_factory(not args.json and not args.quiet)
+    rows = run_experiment(
+        experiment,
+        args.out,
+        seeds=seeds,
+        rounds=args.rounds,
+        only=only,
+        data_dir=args.data_dir,
+        progress_factory=factory,
+        log=None if args.json else _print_err,
+    )
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {"run": r.run, "scheme": r.label, "accuracy": r.mean, "paper": r.paper_value}
+                    for r in rows
+                ]
+            )
+        )
+        return 0
+    print(comparison_markdown(experiment, rows, ""))
+    print(f"Results in {args.out / experiment.name}")
+    return 0
+
+
+def add_train_parsers(
+    sub: Any,
+    progress_factory: Callable[[bool], Callable[[str, int], Callable[[int], None]] | None],
+) -> None:
+    """Add ``train`` and ``reproduce`` to the subcommand parser ``sub``."""
+    train = sub.add_parser(
+        "train",
+        help="federated training with a participant-selection scheme (FedAvg, eq. 2)",
+        description="Train a model with FedAvg under partial participation: availability -> "
+        "selection -> vectorised local training -> plaintext or secure aggregation -> ledger. "
+        "Options override the --config file; the defaults train a small MLP on scikit-learn's "
+        "bundled digits (no download).",
+    )
+    train.add_argument("--config", type=Path, default=None, help="a TOML file of TrainConfig keys")
+    for name, spec in _OPTIONS.items():
+        flags = (f"--{name.replace('_', '-')}", *spec.get("flags", ()))
+        train.add_argument(
+            *flags, dest=name, type=spec.get("type", str), default=None, help=spec.get("help")
+        )
+    train.add_argument("--lr-milestones", default=None, help="comma-separated decay rounds")
+    train.add_argument("--fairness", action="store_true", help="fairness-aware multiround")
+    train.add_argument(
+        "--secagg", action="store_true", help="aggregate with the real SecAgg protocol"
+    )
+    train.add_argument("--data-dir", default=None, help="data folder (else $FEDPRIVACY_DATA)")
+    train.add_argument("--out", type=Path, default=None, help="run directory")
+    train.add_argument(
+        "--resume", type=Path, default=None, help="continue the run in this directory"
+    )
+    train.add_argument(
+        "--stop-after", type=int, default=None, help="stop after this many rounds (checkpointed)"
+    )
+    train.add_argument("--json", action="store_true", help="print one JSON object")
+    train.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+    train.set_defaults(func=lambda a: cmd_train(a, progress_factory))
+
+    rep = sub.add_parser(
+        "reproduce",
+        help="reproduce a table of the papers ('reproduce list' names them)",
+        description="Run every scheme of a bundled experiment (or an experiment TOML file) and "
+        "write the comparison with the paper's numbers. Finished runs are reused and "
+        "checkpointed runs resumed.",
+    )
+    rep.add_argument("name", help="experiment name, 'list', or a path to an experiment .toml")
+    rep.add_argument("--out", type=Path, default=Path("results/reproduce"))
+    rep.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
+    rep.add_argument(
+        "--rounds", type=int, default=None, help="override the rounds (fewer than the paper)"
+    )
+    rep.add_argument("--only", default=None, help="comma-separated run names")
+    rep.add_argument("--t0", type=int, default=None, help="attack experiments: first round")
+    rep.add_argument("--window", type=int, default=None, help="attack experiments: rounds")
+    rep.add_argument("--data-dir", default=None, help="data folder (else $FEDPRIVACY_DATA)")
+    rep.add_argument("--print-config", action="store_true", help="print the runs' TOML and exit")
+    rep.add_argument("--json", action="store_true", help="print one JSON list")
+    rep.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+    rep.set_defaults(func=lambda a: cmd_reproduce(a, progress_factory))

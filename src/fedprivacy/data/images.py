@@ -1,0 +1,557 @@
+"""Image classification datasets: scikit-learn digits, MNIST, CIFAR-10 and CIFAR-100.
+
+Every loader returns an :class:`ImageDataset` of read-only ``float32`` arrays in ``(n, C, H, W)``
+layout, normalised with fixed constants, and ``int64`` labels. Files are read from a data
+directory (see :func:`fedprivacy.data.sources.resolve_data_dir`) and checked against their
+published digests first; nothing is downloaded.
+
+Results are memoised per process on ``(name, data directory, size and mtime of the files read)``,
+so repeated calls return the same object. The arrays are read-only so that sharing is safe; copy
+them before modifying.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import io
+import os
+import pickle
+import tarfile
+import tempfile
+import warnings
+import zipfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fedprivacy.data import sources
+from fedprivacy.data.sources import cache_dir, file_digest, resolve_data_dir, verify_known_file
+from fedprivacy.errors import ChecksumError, DataNotFoundError, ParameterError
+
+#: Names accepted by :func:`load_dataset`.
+DATASETS: tuple[str, ...] = ("digits", "mnist", "cifar10", "cifar100")
+
+#: CIFAR-10 class names in label order (label ``k`` is ``CIFAR10_CLASSES[k]``).
+CIFAR10_CLASSES: tuple[str, ...] = (
+    "airplane",
+    "automobile",
+    "bird",
+    "cat",
+    "deer",
+    "dog",
+    "frog",
+    "horse",
+    "ship",
+    "truck",
+)
+
+#: Per-channel normalisation constants ``(mean, std)`` applied after scaling pixels to [0, 1].
+MNIST_MEAN_STD: tuple[tuple[float, ...], tuple[float, ...]] = ((0.1307,), (0.3081,))
+CIFAR10_MEAN_STD: tuple[tuple[float, ...], tuple[float, ...]] = (
+    (0.4914, 0.4822, 0.4465),
+    (0.2470, 0.2435, 0.2616),
+)
+CIFAR100_MEAN_STD: tuple[tuple[float, ...], tuple[float, ...]] = (
+    (0.5071, 0.4865, 0.4409),
+    (0.2673, 0.2564, 0.2762),
+)
+
+#: Fraction of each class of the digits data held out as test set, and the seed of its split.
+DIGITS_TEST_FRACTION = 0.2
+DIGITS_SPLIT_SEED = 0
+
+MNIST_FILES: tuple[str, ...] = (
+    "mnist/train-images-idx3-ubyte.gz",
+    "mnist/train-labels-idx1-ubyte.gz",
+    "mnist/t10k-images-idx3-ubyte.gz",
+    "mnist/t10k-labels-idx1-ubyte.gz",
+)
+CIFAR10_TARBALL = "cifar-10-python.tar.gz"
+CIFAR10_JPEG_TARBALL = "cifar10_jpeg/CIFAR-10-images.tar.gz"
+CIFAR100_TARBALL = "cifar-100-python.tar.gz"
+
+SOURCE_DIGITS = "scikit-learn digits (bundled, 8x8)"
+SOURCE_MNIST = "MNIST (original IDX files, checksums verified)"
+SOURCE_CIFAR10 = "CIFAR-10 (original python tarball)"
+SOURCE_CIFAR10_JPEG = "CIFAR-10 (lossy JPEG copy, quality 75 - not the original pixels)"
+SOURCE_CIFAR100 = "CIFAR-100 (original python tarball)"
+
+_JPEG_CACHE_VERSION = 1
+
+_U8 = NDArray[np.uint8]
+_I64 = NDArray[np.int64]
+_F32 = NDArray[np.float32]
+
+
+@dataclass(frozen=True, eq=False)
+class ImageDataset:
+    """An image classification dataset split into training and test sets.
+
+    Instances compare and hash by identity (the fields are arrays).
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`DATASETS`.
+    source : str
+        Human-readable provenance, e.g. whether the lossy JPEG copy of CIFAR-10 was used. Any
+        result computed on the data should carry this label.
+    train_x, test_x : numpy.ndarray
+        ``float32`` images, shape ``(n, C, H, W)``, normalised, C-contiguous, read-only.
+    train_y, test_y : numpy.ndarray
+        ``int64`` labels in ``[0, num_classes)``, shape ``(n,)``, read-only.
+    num_classes : int
+        Number of classes.
+
+    Raises
+    ------
+    ParameterError
+        If the arrays have the wrong dtype, rank or length, or a label is out of range.
+    """
+
+    name: str
+    source: str
+    train_x: _F32
+    train_y: _I64
+    test_x: _F32
+    test_y: _I64
+    num_classes: int
+
+    def __post_init__(self) -> None:
+        for split in ("train", "test"):
+            x = getattr(self, f"{split}_x")
+            y = getattr(self, f"{split}_y")
+            if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim != 4:
+                raise ParameterError(f"{split}_x", "must be a 4-D float32 array (n, C, H, W)")
+            if not isinstance(y, np.ndarray) or y.dtype != np.int64 or y.ndim != 1:
+                raise ParameterError(f"{split}_y", "must be a 1-D int64 array")
+            if len(x) != len(y):
+                raise ParameterError(
+                    f"{split}_y", f"has {len(y)} labels for {len(x)} {split} images"
+                )
+            if len(y) and (int(y.min()) < 0 or int(y.max()) >= self.num_classes):
+                raise ParameterError(f"{split}_y", f"labels must lie in [0, {self.num_classes})")
+        if self.train_x.shape[1:] != self.test_x.shape[1:]:
+            raise ParameterError("test_x", "train and test images have different shapes")
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        """Shape ``(C, H, W)`` of one image."""
+        c, h, w = self.train_x.shape[1:]
+        return int(c), int(h), int(w)
+
+    @property
+    def num_train(self) -> int:
+        """Number of training images."""
+        return int(self.train_x.shape[0])
+
+    @property
+    def num_test(self) -> int:
+        """Number of test images."""
+        return int(self.test_x.shape[0])
+
+
+def load_dataset(name: str, data_dir: str | os.PathLike[str] | None = None) -> ImageDataset:
+    """Load an image dataset by name.
+
+    Parameters
+    ----------
+    name : {"digits", "mnist", "cifar10", "cifar100"}
+        Which dataset:
+
+        - ``"digits"``: scikit-learn's bundled 8x8 digits (1,797 images, no data directory
+          needed). Pixels scaled to ``x / 16 - 0.5``. Deterministic stratified split: within
+          each class (in label order) the images are permuted by ``numpy.random.default_rng(0)``
+          and the first ``round(0.2 * n_class)`` go to the test set; both sets keep the original
+          order of the images.
+        - ``"mnist"``: ``mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz`` (IDX format),
+          normalised as ``(x / 255 - 0.1307) / 0.3081``.
+        - ``"cifar10"``: the original ``cifar-10-python.tar.gz`` if present, else the lossy JPEG
+          copy ``cifar10_jpeg/CIFAR-10-images.tar.gz`` (``source`` says which). Per-channel
+          normalisation with mean ``(0.4914, 0.4822, 0.4465)`` and std
+          ``(0.2470, 0.2435, 0.2616)``.
+        - ``"cifar100"``: ``cifar-100-python.tar.gz`` (fine labels, 100 classes), mean
+          ``(0.5071, 0.4865, 0.4409)``, std ``(0.2673, 0.2564, 0.2762)``.
+    data_dir : str or os.PathLike or None
+        Data directory; ``None`` uses ``$FEDPRIVACY_DATA``. Ignored for ``"digits"``.
+
+    Returns
+    -------
+    ImageDataset
+        The dataset, memoised per process (same object for the same name, directory and files).
+
+    Raises
+    ------
+    ParameterError
+        If ``name`` is not one of :data:`DATASETS`.
+    DataNotFoundError
+        If the data directory or a needed file is missing.
+    ChecksumError
+        If a file is not the published version (or cannot be parsed).
+    """
+    if not isinstance(name, str) or name not in DATASETS:
+        raise ParameterError("dataset", f"must be one of {', '.join(DATASETS)}; got {name!r}")
+    if name == "digits":
+        return _load_digits()
+    root = resolve_data_dir(data_dir)
+    return _load_from_dir(name, str(root), _fingerprint(root, _candidate_files(name)))
+
+
+def clear_dataset_cache() -> None:
+    """Forget the datasets memoised by :func:`load_dataset` (frees their memory)."""
+    _load_digits.cache_clear()
+    _load_from_dir.cache_clear()
+
+
+def _candidate_files(name: str) -> tuple[str, ...]:
+    if name == "mnist":
+        return MNIST_FILES
+    if name == "cifar10":
+        return (CIFAR10_TARBALL, CIFAR10_JPEG_TARBALL)
+    return (CIFAR100_TARBALL,)
+
+
+def _fingerprint(root: Path, relpaths: tuple[str, ...]) -> tuple[tuple[str, int, int], ...]:
+    out = []
+    for rel in relpaths:
+        try:
+            st = (root / rel).stat()
+        except OSError:
+            out.append((rel, -1, -1))
+        else:
+            out.append((rel, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_from_dir(
+    name: str, root: str, fingerprint: tuple[tuple[str, int, int], ...]
+) -> ImageDataset:
+    del fingerprint  # part of the memoisation key only
+    path = Path(root)
+    if name == "mnist":
+        return _load_mnist(path)
+    if name == "cifar10":
+        return _load_cifar10(path)
+    return _load_cifar100(path)
+
+
+def _readonly(a: NDArray[Any]) -> NDArray[Any]:
+    a.flags.writeable = False
+    return a
+
+
+def _normalise(
+    images: _U8, mean_std: tuple[tuple[float, ...], tuple[float, ...]]
+) -> NDArray[np.float32]:
+    """Scale ``uint8`` images ``(n, C, H, W)`` to [0, 1] and standardise each channel."""
+    mean = np.asarray(mean_std[0], dtype=np.float32).reshape(1, -1, 1, 1)
+    std = np.asarray(mean_std[1], dtype=np.float32).reshape(1, -1, 1, 1)
+    x = np.ascontiguousarray(images, dtype=np.float32)
+    x /= np.float32(255.0)
+    x -= mean
+    x /= std
+    return x
+
+
+def _make(
+    name: str,
+    source: str,
+    train: tuple[_U8, _I64],
+    test: tuple[_U8, _I64],
+    num_classes: int,
+    mean_std: tuple[tuple[float, ...], tuple[float, ...]],
+) -> ImageDataset:
+    return ImageDataset(
+        name=name,
+        source=source,
+        train_x=_readonly(_normalise(train[0], mean_std)),
+        train_y=_readonly(np.ascontiguousarray(train[1], dtype=np.int64)),
+        test_x=_readonly(_normalise(test[0], mean_std)),
+        test_y=_readonly(np.ascontiguousarray(test[1], dtype=np.int64)),
+        num_classes=num_classes,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# digits
+
+
+@functools.lru_cache(maxsize=1)
+def _load_digits() -> ImageDataset:
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    images = np.asarray(bunch.images, dtype=np.float64)  # (1797, 8, 8), values 0..16
+    labels = np.asarray(bunch.target, dtype=np.int64)
+    num_classes = int(labels.max()) + 1
+    rng = np.random.default_rng(DIGITS_SPLIT_SEED)
+    is_test = np.zeros(len(labels), dtype=bool)
+    for c in range(num_classes):
+        idx = rng.permutation(np.flatnonzero(labels == c))
+        is_test[idx[: round(DIGITS_TEST_FRACTION * len(idx))]] = True
+    x = (images / 16.0 - 0.5).astype(np.float32)[:, None, :, :]
+
+    def part(mask: NDArray[np.bool_]) -> tuple[_F32, _I64]:
+        return (
+            _readonly(np.ascontiguousarray(x[mask])),
+            _readonly(np.ascontiguousarray(labels[mask])),
+        )
+
+    train_x, train_y = part(~is_test)
+    test_x, test_y = part(is_test)
+    return ImageDataset("digits", SOURCE_DIGITS, train_x, train_y, test_x, test_y, num_classes)
+
+
+# ---------------------------------------------------------------------------------------------
+# MNIST
+
+_IDX_IMAGES_MAGIC = 2051
+_IDX_LABELS_MAGIC = 2049
+
+
+def _read_idx(path: Path, magic: int, ndim: int) -> _U8:
+    """Parse a gzipped IDX file of unsigned bytes with ``ndim`` dimensions."""
+    try:
+        with gzip.open(path, "rb") as fh:
+            data = fh.read()
+    except (OSError, EOFError) as exc:
+        raise ChecksumError(f"{str(path)!r} is not a valid gzip file ({exc})") from exc
+    header = 4 + 4 * ndim
+    if len(data) < header:
+        raise ChecksumError(f"{str(path)!r}: truncated IDX header")
+    found = int.from_bytes(data[:4], "big")
+    if found != magic:
+        raise ChecksumError(f"{str(path)!r}: IDX magic number is {found}, expected {magic}")
+    dims = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
+    expected = header + int(np.prod(dims, dtype=np.int64))
+    if len(data) != expected:
+        raise ChecksumError(
+            f"{str(path)!r}: IDX header announces dimensions {dims} ({expected} bytes), "
+            f"file has {len(data)} bytes"
+        )
+    return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(dims)
+
+
+def _load_mnist(root: Path) -> ImageDataset:
+    paths = [verify_known_file(root, rel) for rel in MNIST_FILES]
+    splits = []
+    for img_path, lab_path in ((paths[0], paths[1]), (paths[2], paths[3])):
+        images = _read_idx(img_path, _IDX_IMAGES_MAGIC, 3)
+        labels = _read_idx(lab_path, _IDX_LABELS_MAGIC, 1)
+        if images.shape[1:] != (28, 28):
+            raise ChecksumError(f"{str(img_path)!r}: images are {images.shape[1:]}, not 28x28")
+        if len(images) != len(labels):
+            raise ChecksumError(
+                f"{str(img_path)!r} holds {len(images)} images but {str(lab_path)!r} holds "
+                f"{len(labels)} labels"
+            )
+        if len(labels) and int(labels.max()) > 9:
+            raise ChecksumError(f"{str(lab_path)!r}: label {int(labels.max())} is not a digit")
+        splits.append((images[:, None, :, :], labels.astype(np.int64)))
+    return _make("mnist", SOURCE_MNIST, splits[0], splits[1], 10, MNIST_MEAN_STD)
+
+
+# ---------------------------------------------------------------------------------------------
+# CIFAR, original python tarballs
+
+
+def _numpy_core_module(module: str) -> str:
+    core = "numpy._core" if hasattr(np, "_core") else "numpy.core"
+    for prefix in ("numpy._core", "numpy.core"):
+        if module == prefix or module.startswith(prefix + "."):
+            return core + module[len(prefix) :]
+    return module
+
+
+class _ArrayUnpickler(pickle.Unpickler):
+    """Unpickler that only builds plain containers and numpy arrays (no arbitrary code)."""
+
+    _ALLOWED = frozenset(
+        {
+            ("_codecs", "encode"),
+            ("numpy", "ndarray"),
+            ("numpy", "dtype"),
+            ("numpy.core.multiarray", "_reconstruct"),
+            ("numpy._core.multiarray", "_reconstruct"),
+            ("numpy.core.numeric", "_frombuffer"),
+            ("numpy._core.numeric", "_frombuffer"),
+        }
+    )
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in self._ALLOWED:
+            raise pickle.UnpicklingError(f"forbidden global {module}.{name} in a CIFAR batch")
+        return super().find_class(_numpy_core_module(module), name)
+
+
+def _read_cifar_batches(
+    path: Path, folder: str, members: tuple[str, ...], label_key: bytes
+) -> tuple[_U8, _I64]:
+    xs: list[_U8] = []
+    ys: list[_I64] = []
+    try:
+        with tarfile.open(path, "r:gz") as tf:
+            for member in members:
+                try:
+                    fh = tf.extractfile(f"{folder}/{member}")
+                except KeyError:
+                    fh = None
+                if fh is None:
+                    raise ChecksumError(f"{str(path)!r} has no file {folder}/{member}")
+                with fh:
+                    batch = _ArrayUnpickler(fh, encoding="bytes").load()
+                if not isinstance(batch, dict) or b"data" not in batch or label_key not in batch:
+                    raise ChecksumError(
+                        f"{str(path)!r}: {folder}/{member} lacks the keys data / {label_key!r}"
+                    )
+                data = np.asarray(batch[b"data"], dtype=np.uint8)
+                labels = np.asarray(batch[label_key], dtype=np.int64)
+                if data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or labels.shape != (len(data),):
+                    raise ChecksumError(
+                        f"{str(path)!r}: {folder}/{member} holds data of shape {data.shape} and "
+                        f"{labels.shape} labels, expected (n, 3072) and (n,)"
+                    )
+                xs.append(data.reshape(-1, 3, 32, 32))
+                ys.append(labels)
+    except (tarfile.TarError, OSError, EOFError, pickle.UnpicklingError) as exc:
+        raise ChecksumError(f"cannot read {str(path)!r}: {exc}") from exc
+    return np.concatenate(xs), np.concatenate(ys)
+
+
+def _load_cifar10_original(root: Path) -> ImageDataset:
+    path = verify_known_file(root, CIFAR10_TARBALL)
+    folder = "cifar-10-batches-py"
+    train = _read_cifar_batches(
+        path, folder, tuple(f"data_batch_{i}" for i in range(1, 6)), b"labels"
+    )
+    test = _read_cifar_batches(path, folder, ("test_batch",), b"labels")
+    return _make("cifar10", SOURCE_CIFAR10, train, test, 10, CIFAR10_MEAN_STD)
+
+
+def _load_cifar100(root: Path) -> ImageDataset:
+    path = verify_known_file(root, CIFAR100_TARBALL)
+    folder = "cifar-100-python"
+    train = _read_cifar_batches(path, folder, ("train",), b"fine_labels")
+    test = _read_cifar_batches(path, folder, ("test",), b"fine_labels")
+    return _make("cifar100", SOURCE_CIFAR100, train, test, 100, CIFAR100_MEAN_STD)
+
+
+def _load_cifar10(root: Path) -> ImageDataset:
+    if (root / CIFAR10_TARBALL).is_file():
+        return _load_cifar10_original(root)
+    if (root / CIFAR10_JPEG_TARBALL).is_file():
+        return _load_cifar10_jpeg(root)
+    known = sources.KNOWN_FILES[CIFAR10_TARBALL]
+    raise DataNotFoundError(
+        f"CIFAR-10 not found: expected {str(root / CIFAR10_TARBALL)!r} (the original python "
+        f"version, download it from {known.url}) or the lossy JPEG copy "
+        f"{str(root / CIFAR10_JPEG_TARBALL)!r}."
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# CIFAR-10, lossy JPEG copy
+
+
+def _decode_cifar10_jpeg(path: Path) -> tuple[tuple[_U8, _I64], tuple[_U8, _I64]]:
+    """Decode every ``<split>/<class>/<file>.jpg`` of the tarball, in (class, filename) order."""
+    from PIL import Image
+
+    class_index = {c: i for i, c in enumerate(CIFAR10_CLASSES)}
+    found: dict[str, list[tuple[int, str, _U8]]] = {"train": [], "test": []}
+    try:
+        # Decompress once and slice members out of memory: much faster than tarfile's reader.
+        with gzip.open(path, "rb") as gz:
+            raw = gz.read()
+        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as tf:
+            for member in tf:
+                if not member.isreg() or member.issparse():
+                    continue
+                parts = PurePosixPath(member.name).parts
+                if (
+                    len(parts) < 3
+                    or not parts[-1].lower().endswith(".jpg")
+                    or parts[-3] not in found
+                    or parts[-2] not in class_index
+                ):
+                    continue
+                blob = raw[member.offset_data : member.offset_data + member.size]
+                with Image.open(io.BytesIO(blob)) as im:
+                    rgb = im if im.mode == "RGB" else im.convert("RGB")
+                    arr = np.asarray(rgb, dtype=np.uint8)
+                if arr.shape != (32, 32, 3):
+                    raise ChecksumError(f"{str(path)!r}: {member.name} is not a 32x32 image")
+                found[parts[-3]].append((class_index[parts[-2]], parts[-1], arr))
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        raise ChecksumError(f"cannot read {str(path)!r}: {exc}") from exc
+    out = []
+    for split in ("train", "test"):
+        items = sorted(found[split], key=lambda t: (t[0], t[1]))
+        if not items:
+            raise ChecksumError(f"{str(path)!r} holds no {split}/<class>/*.jpg image")
+        x = np.stack([t[2] for t in items]).transpose(0, 3, 1, 2)
+        y = np.array([t[0] for t in items], dtype=np.int64)
+        out.append((np.ascontiguousarray(x), y))
+    return out[0], out[1]
+
+
+def _jpeg_cache_path(sha256: str) -> Path:
+    return cache_dir() / f"cifar10_jpeg-{sha256[:16]}-v{_JPEG_CACHE_VERSION}.npz"
+
+
+def _read_jpeg_cache(path: Path) -> tuple[tuple[_U8, _I64], tuple[_U8, _I64]] | None:
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in ("train_x", "train_y", "test_x", "test_y")}
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        return None
+    for split in ("train", "test"):
+        x, y = arrays[f"{split}_x"], arrays[f"{split}_y"]
+        if (
+            x.dtype != np.uint8
+            or x.shape[1:] != (3, 32, 32)
+            or y.dtype != np.int64
+            or y.shape != (len(x),)
+        ):
+            return None
+    return (arrays["train_x"], arrays["train_y"]), (arrays["test_x"], arrays["test_y"])
+
+
+def _write_jpeg_cache(path: Path, train: tuple[_U8, _I64], test: tuple[_U8, _I64]) -> None:
+    """Write the decoded arrays atomically; a cache that cannot be written is only a warning."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, train_x=train[0], train_y=train[1], test_x=test[0], test_y=test[1])
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        warnings.warn(
+            f"could not write the decoded CIFAR-10 cache {str(path)!r}: {exc}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def _load_cifar10_jpeg(root: Path) -> ImageDataset:
+    path = verify_known_file(root, CIFAR10_JPEG_TARBALL)
+    digest = file_digest(path, "sha256")
+    assert digest is not None
+    cache = _jpeg_cache_path(digest)
+    arrays = _read_jpeg_cache(cache)
+    if arrays is None:
+        arrays = _decode_cifar10_jpeg(path)
+        _write_jpeg_cache(cache, *arrays)
+    return _make("cifar10", SOURCE_CIFAR10_JPEG, arrays[0], arrays[1], 10, CIFAR10_MEAN_STD)

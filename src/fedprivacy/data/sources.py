@@ -1,0 +1,382 @@
+"""Where the data files live, and checks that they are the published ones.
+
+The loaders never download anything. A user points them at a data directory (the ``--data-dir``
+option of the command line, the ``data_dir`` argument of :func:`fedprivacy.data.load_dataset` or
+the environment variable ``FEDPRIVACY_DATA``) holding files laid out as in
+:data:`EXPECTED_LAYOUT`, and every file is checked against the digest published for it (table
+:data:`KNOWN_FILES`) before it is read.
+
+Digests are cached per process on ``(path, size, mtime)``, so a large tarball is hashed once per
+process, and again only if it changes.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import os
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from fedprivacy.errors import ChecksumError, DataNotFoundError, ParameterError
+
+#: Environment variable naming the data directory when no directory is passed explicitly.
+DATA_ENV = "FEDPRIVACY_DATA"
+
+#: Environment variable naming the cache directory (decoded image arrays).
+CACHE_ENV = "FEDPRIVACY_CACHE"
+
+MNIST_URL = (
+    "http://yann.lecun.com/exdb/mnist/ (mirror: https://ossci-datasets.s3.amazonaws.com/mnist/)"
+)
+CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar.html"
+
+#: The layout of a data directory, as shown in error messages.
+EXPECTED_LAYOUT = f"""\
+<data-dir>/
+    mnist/train-images-idx3-ubyte.gz      MNIST, the four original IDX files
+    mnist/train-labels-idx1-ubyte.gz
+    mnist/t10k-images-idx3-ubyte.gz
+    mnist/t10k-labels-idx1-ubyte.gz
+    cifar-10-python.tar.gz                CIFAR-10, original python version (preferred)
+    cifar10_jpeg/CIFAR-10-images.tar.gz   CIFAR-10, lossy JPEG copy (used when the above is absent)
+    cifar-100-python.tar.gz               CIFAR-100, original python version
+MNIST: {MNIST_URL}
+CIFAR: {CIFAR_URL}"""
+
+_CHUNK = 1 << 20
+_ALGORITHMS = ("sha256", "md5")
+
+
+@dataclass(frozen=True)
+class KnownFile:
+    """A data file and the digests that identify its published content.
+
+    A file is accepted when *any* of the given digests matches.
+
+    Parameters
+    ----------
+    relpath : str
+        Path relative to the data directory, with ``/`` separators.
+    what : str
+        Human description used in error messages.
+    url : str
+        Where a user can download the file.
+    sha256 : str or None
+        SHA-256 of the file itself.
+    md5 : str or None
+        MD5 of the file itself (the CIFAR tarballs publish only MD5).
+    gzip_content_sha256 : str or None
+        SHA-256 of the decompressed content of a ``.gz`` file, so a recompressed copy of the same
+        content is accepted as well.
+    """
+
+    relpath: str
+    what: str
+    url: str
+    sha256: str | None = None
+    md5: str | None = None
+    gzip_content_sha256: str | None = None
+
+
+#: Every file the loaders read, keyed by path relative to the data directory. Module-level and
+#: mutable on purpose: tests replace entries to load small synthetic copies.
+KNOWN_FILES: dict[str, KnownFile] = {
+    f.relpath: f
+    for f in (
+        # Train files: byte-identical to the originals. The content digest (official raw SHA-256)
+        # also accepts a recompressed copy.
+        KnownFile(
+            "mnist/train-images-idx3-ubyte.gz",
+            "MNIST training images",
+            MNIST_URL,
+            sha256="440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+            gzip_content_sha256="ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+        ),
+        KnownFile(
+            "mnist/train-labels-idx1-ubyte.gz",
+            "MNIST training labels",
+            MNIST_URL,
+            sha256="3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+            gzip_content_sha256="65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+        ),
+        # t10k files in /work/shared/data are recompressions: only their decompressed content is
+        # the published one, so they are verified by content.
+        KnownFile(
+            "mnist/t10k-images-idx3-ubyte.gz",
+            "MNIST test images",
+            MNIST_URL,
+            gzip_content_sha256="0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+        ),
+        KnownFile(
+            "mnist/t10k-labels-idx1-ubyte.gz",
+            "MNIST test labels",
+            MNIST_URL,
+            gzip_content_sha256="ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+        ),
+        KnownFile(
+            "cifar-10-python.tar.gz",
+            "CIFAR-10 (original python version)",
+            CIFAR_URL,
+            md5="c58f30108f718f92721af3b95e74349a",
+        ),
+        KnownFile(
+            "cifar-100-python.tar.gz",
+            "CIFAR-100 (original python version)",
+            CIFAR_URL,
+            md5="eb9058c3a382ffc7106e4002c42a8d85",
+        ),
+        KnownFile(
+            "cifar10_jpeg/CIFAR-10-images.tar.gz",
+            "CIFAR-10 (lossy JPEG copy, quality 75)",
+            "no public download (a JPEG conversion shipped with this project's shared data); "
+            "prefer the original cifar-10-python.tar.gz from " + CIFAR_URL,
+            sha256="198278ba60862eb4ab4d57972e9c667f14813e308db4072f4e3ce236a0424fcd",
+        ),
+    )
+}
+
+
+def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path:
+    """Return the data directory: ``data_dir`` if given, else ``$FEDPRIVACY_DATA``.
+
+    Parameters
+    ----------
+    data_dir : str or os.PathLike or None
+        Explicit data directory; ``None`` falls back to the environment variable
+        ``FEDPRIVACY_DATA`` (an empty value counts as unset).
+
+    Returns
+    -------
+    pathlib.Path
+        The absolute, resolved directory.
+
+    Raises
+    ------
+    DataNotFoundError
+        If neither is given, or the directory does not exist or is not a directory. The message
+        explains both ways of naming the directory and the expected layout.
+    """
+    if data_dir is not None:
+        origin = "the data_dir argument (--data-dir)"
+        raw = os.fspath(data_dir)
+    else:
+        env = os.environ.get(DATA_ENV, "")
+        if not env:
+            raise DataNotFoundError(
+                f"no data directory given: pass --data-dir DIR (data_dir= in Python) or set the "
+                f"environment variable {DATA_ENV}=DIR. Expected layout:\n{EXPECTED_LAYOUT}"
+            )
+        origin = f"the environment variable {DATA_ENV}"
+        raw = env
+    path = Path(raw).expanduser()
+    if not path.exists():
+        raise DataNotFoundError(
+            f"data directory {str(path)!r} (from {origin}) does not exist. Expected layout:\n"
+            f"{EXPECTED_LAYOUT}"
+        )
+    if not path.is_dir():
+        raise DataNotFoundError(
+            f"data directory {str(path)!r} (from {origin}) is not a directory. Expected layout:\n"
+            f"{EXPECTED_LAYOUT}"
+        )
+    return path.resolve()
+
+
+def cache_dir() -> Path:
+    """Return the cache directory: ``$FEDPRIVACY_CACHE`` if set, else ``~/.cache/fedprivacy``.
+
+    The directory is not created here.
+
+    Returns
+    -------
+    pathlib.Path
+        The cache directory.
+    """
+    env = os.environ.get(CACHE_ENV, "")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "fedprivacy"
+
+
+def _hash_stream(read: Callable[[int], bytes], algorithm: str) -> str:
+    h = hashlib.new(algorithm)
+    while True:
+        chunk = read(_CHUNK)
+        if not chunk:
+            break
+        h.update(chunk)
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_digest(
+    path: str, size: int, mtime_ns: int, algorithm: str, gzip_content: bool
+) -> str | None:
+    # size and mtime_ns are part of the cache key only: a changed file is hashed again.
+    del size, mtime_ns
+    if gzip_content:
+        try:
+            with gzip.open(path, "rb") as fh:
+                return _hash_stream(fh.read, algorithm)
+        except (OSError, EOFError, zlib.error):
+            return None  # not a valid gzip file: cannot match any content digest
+    with open(path, "rb") as fh:
+        return _hash_stream(fh.read, algorithm)
+
+
+def file_digest(path: Path, algorithm: str = "sha256", *, gzip_content: bool = False) -> str | None:
+    """Return the hex digest of a file (streaming, cached on path, size and mtime).
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file.
+    algorithm : {"sha256", "md5"}
+        Hash algorithm.
+    gzip_content : bool
+        Hash the decompressed content of a gzip file instead of the file itself.
+
+    Returns
+    -------
+    str or None
+        The lowercase hex digest; ``None`` only when ``gzip_content`` is set and the file is not a
+        valid gzip stream.
+
+    Raises
+    ------
+    ParameterError
+        If ``algorithm`` is not supported.
+    OSError
+        If the file cannot be read.
+    """
+    if algorithm not in _ALGORITHMS:
+        raise ParameterError("algorithm", f"must be one of {_ALGORITHMS}, got {algorithm!r}")
+    p = Path(path).resolve()
+    st = p.stat()
+    return _cached_digest(str(p), st.st_size, st.st_mtime_ns, algorithm, gzip_content)
+
+
+def sha256_file(path: Path) -> str:
+    """Return the SHA-256 hex digest of a file, read in 1 MiB chunks.
+
+    Results are cached per process on ``(path, size, mtime)``.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file.
+
+    Returns
+    -------
+    str
+        Lowercase hex digest.
+    """
+    digest = file_digest(path, "sha256")
+    assert digest is not None
+    return digest
+
+
+def _missing_message(path: Path, what: str, url: str | None) -> str:
+    where = f" Download it from {url}." if url else ""
+    return f"{what} not found: expected the file {str(path)!r}.{where}"
+
+
+def verify_file(path: Path, expected_sha256: str, *, what: str, url: str | None = None) -> None:
+    """Check that ``path`` exists and its SHA-256 equals ``expected_sha256``.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file to check.
+    expected_sha256 : str
+        Expected hex digest (case-insensitive).
+    what : str
+        Human description of the file, used in error messages.
+    url : str or None
+        Where to download the file, named in the message when it is missing; when ``None`` and
+        the file name is one of :data:`KNOWN_FILES`, that entry's address is used.
+
+    Raises
+    ------
+    DataNotFoundError
+        If the file does not exist (or is not a regular file).
+    ChecksumError
+        If its digest differs.
+    """
+    path = Path(path)
+    if url is None:
+        url = _url_for_name(path.name)
+    if not path.is_file():
+        raise DataNotFoundError(_missing_message(path, what, url))
+    actual = sha256_file(path)
+    if actual != expected_sha256.lower():
+        raise ChecksumError(
+            f"{what}: checksum mismatch for {str(path)!r}: SHA-256 is {actual}, expected "
+            f"{expected_sha256.lower()}. The file is corrupt or not the published version; "
+            f"download it again" + (f" from {url}." if url else ".")
+        )
+
+
+def _url_for_name(name: str) -> str | None:
+    for known in KNOWN_FILES.values():
+        if known.relpath.rsplit("/", 1)[-1] == name:
+            return known.url
+    return None
+
+
+def verify_known_file(data_dir: Path, relpath: str) -> Path:
+    """Locate a file of :data:`KNOWN_FILES` under ``data_dir`` and check its digests.
+
+    Parameters
+    ----------
+    data_dir : pathlib.Path
+        The data directory (see :func:`resolve_data_dir`).
+    relpath : str
+        Key of :data:`KNOWN_FILES`, e.g. ``"mnist/train-images-idx3-ubyte.gz"``.
+
+    Returns
+    -------
+    pathlib.Path
+        The verified file.
+
+    Raises
+    ------
+    DataNotFoundError
+        If the file is missing; the message names the file and where to download it.
+    ChecksumError
+        If none of the published digests of the file matches.
+    """
+    known = KNOWN_FILES[relpath]
+    path = Path(data_dir) / relpath
+    if not path.is_file():
+        raise DataNotFoundError(_missing_message(path, known.what, known.url))
+    checks: list[tuple[str, str, bool, str]] = []
+    if known.sha256 is not None:
+        checks.append(("sha256", known.sha256, False, "SHA-256"))
+    if known.md5 is not None:
+        checks.append(("md5", known.md5, False, "MD5"))
+    if known.gzip_content_sha256 is not None:
+        checks.append(
+            ("sha256", known.gzip_content_sha256, True, "SHA-256 of the gunzipped content")
+        )
+    if not checks:
+        raise ValueError(f"KNOWN_FILES[{relpath!r}] lists no digest")
+    found: list[str] = []
+    for algorithm, expected, gz, label in checks:
+        actual = file_digest(path, algorithm, gzip_content=gz)
+        if actual == expected.lower():
+            return path
+        found.append(f"{label} {actual or '(not a valid gzip file)'} (expected {expected.lower()})")
+    raise ChecksumError(
+        f"{known.what}: checksum mismatch for {str(path)!r}: " + "; ".join(found) + ". The file "
+        f"is corrupt or not the published version; download it again from {known.url}."
+    )
+
+
+def clear_digest_cache() -> None:
+    """Forget every cached digest (for tests, or after a file was replaced in place)."""
+    _cached_digest.cache_clear()

@@ -1,0 +1,307 @@
+"""``fedprivacy reproduce NAME``: the paper's tables as sets of training runs.
+
+Each experiment is a TOML file in ``fedprivacy/experiments/configs/``: a ``[base]`` training
+configuration, one ``[[runs]]`` entry per scheme (with the paper's value when it reports one),
+a title and the paper's source. Runs are written to ``OUT/NAME/RUN-seedS``; a run that finished is
+reused and one with a checkpoint is resumed, so a long reproduction can be done in pieces.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedprivacy.data.images import ImageDataset, load_dataset
+from fedprivacy.errors import ParameterError
+from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.experiments.training_plots import plot_accuracy_comparison
+from fedprivacy.experiments.training_run import CHECKPOINT, run_training
+from fedprivacy.files import atomic_write_json, atomic_write_text
+
+
+@dataclass(frozen=True)
+class ExperimentRun:
+    """One scheme of an experiment."""
+
+    name: str
+    config: TrainConfig
+    paper_value: float | None
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A named reproduction: several runs that differ in the scheme."""
+
+    name: str
+    title: str
+    paper: str
+    note: str
+    runs: tuple[ExperimentRun, ...]
+    kind: str = "table"  # "table": compare accuracies; "attack": Appendix G.2 reconstruction
+    t0: int = 0
+    window: int = 0
+
+
+def experiment_names() -> list[str]:
+    """Names of the bundled experiments."""
+    folder = resources.files("fedprivacy.experiments") / "configs"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def parse_experiment(name: str, text: str) -> Experiment:
+    """Parse an experiment file (see the module docstring)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ParameterError("experiment", f"{name} is not valid TOML: {exc}") from None
+    base = dict(data.get("base", {}))
+    runs = []
+    for entry in data.get("runs", []):
+        entry = dict(entry)
+        run_name = str(entry.pop("name"))
+        paper_value = entry.pop("paper_value", None)
+        config = TrainConfig.from_mapping({**base, **entry}).validate()
+        runs.append(ExperimentRun(run_name, config, None if paper_value is None else paper_value))
+    if not runs:
+        raise ParameterError("experiment", f"{name} has no [[runs]]")
+    kind = str(data.get("kind", "table"))
+    if kind not in ("table", "attack"):
+        raise ParameterError("experiment", f"{name}: kind must be 'table' or 'attack'")
+    return Experiment(
+        name,
+        str(data.get("title", name)),
+        str(data.get("paper", "")),
+        str(data.get("note", "")),
+        tuple(runs),
+        kind,
+        int(data.get("t0", 0)),
+        int(data.get("window", 0)),
+    )
+
+
+def load_experiment(name: str) -> Experiment:
+    """A bundled experiment by name, or a path to an experiment TOML file."""
+    path = Path(name)
+    if path.suffix == ".toml" and path.is_file():
+        return parse_experiment(path.stem, path.read_text())
+    if name not in experiment_names():
+        raise ParameterError(
+            "experiment", f"unknown experiment {name!r}; known: {', '.join(experiment_names())}"
+        )
+    folder = resources.files("fedprivacy.experiments") / "configs"
+    return parse_experiment(name, (folder / f"{name}.toml").read_text())
+
+
+@dataclass
+class ReproductionRow:
+    """One run of a reproduction, as reported."""
+
+    run: str
+    label: str
+    seeds: list[int]
+    accuracies: list[float]
+    paper_value: float | None
+    rounds: int
+    t_weak: list[int | None] = field(default_factory=list)
+    average_cardinality: list[float] = field(default_factory=list)
+    fairness_gap: list[float] = field(default_factory=list)
+
+    @property
+    def mean(self) -> float:
+        """Mean accuracy in percent over the seeds."""
+        return 100 * float(np.mean(self.accuracies)) if self.accuracies else math.nan
+
+    @property
+    def std(self) -> float:
+        """Sample standard deviation in percent (0 for one seed)."""
+        return 100 * float(np.std(self.accuracies, ddof=1)) if len(self.accuracies) > 1 else 0.0
+
+
+def _finished(run_dir: Path, config: TrainConfig) -> dict[str, Any] | None:
+    summary = run_dir / "summary.json"
+    if not summary.is_file():
+        return None
+    data: dict[str, Any] = json.loads(summary.read_text())
+    return data if data.get("rounds") == config.rounds else None
+
+
+def run_experiment(
+    experiment: Experiment,
+    out: Path,
+    *,
+    seeds: Sequence[int] = (0,),
+    rounds: int | None = None,
+    only: Sequence[str] | None = None,
+    data_dir: str | None = None,
+    progress_factory: Callable[[str, int], Callable[[int], None]] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> list[ReproductionRow]:
+    """Run (or reuse, or resume) every run of ``experiment`` and write the comparison."""
+    selected = [r for r in experiment.runs if only is None or r.name in only]
+    if only is not None:
+        unknown = set(only) - {r.name for r in experiment.runs}
+        if unknown:
+            raise ParameterError("only", f"unknown runs {sorted(unknown)} in {experiment.name}")
+    dataset: ImageDataset | None = None
+    rows: list[ReproductionRow] = []
+    curves: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for run in selected:
+        row: ReproductionRow | None = None
+        for seed in seeds:
+            config = run.config.with_overrides(seed=seed, rounds=rounds, data_dir=data_dir)
+            config.validate()
+            run_dir = out / experiment.name / f"{run.name}-seed{seed}"
+            summary = _finished(run_dir, config)
+            if summary is None:
+                if dataset is None:
+                    dataset = load_dataset(config.dataset, data_dir)
+                resume = (run_dir / CHECKPOINT).is_file()
+                if log is not None:
+                    state = "resuming" if resume else "running"
+                    log(f"{experiment.name}/{run.name} seed {seed}: {state}")
+                bar = (
+                    None if progress_factory is None else progress_factory(run.name, config.rounds)
+                )
+                result = run_training(config, run_dir, resume=resume, dataset=dataset, progress=bar)
+                summary = result.summary()
+            if row is None:
+                row = ReproductionRow(
+                    run.name, config.label, [], [], run.paper_value, config.rounds
+                )
+            row.seeds.append(seed)
+            row.accuracies.append(float(summary["test_accuracy"]))
+            row.t_weak.append(summary.get("t_weak"))
+            row.average_cardinality.append(float(summary["average_cardinality"]))
+            row.fairness_gap.append(float(summary["fairness_gap"]))
+            if seed == seeds[0]:
+                curves[config.label] = _curve(run_dir / "metrics.csv")
+        assert row is not None
+        rows.append(row)
+    folder = out / experiment.name
+    folder.mkdir(parents=True, exist_ok=True)
+    source = "" if dataset is None else dataset.source
+    atomic_write_text(folder / "comparison.md", comparison_markdown(experiment, rows, source))
+    atomic_write_text(folder / "comparison.csv", comparison_csv(rows))
+    atomic_write_json(
+        folder / "comparison.json",
+        [
+            {
+                "run": r.run,
+                "scheme": r.label,
+                "accuracy_mean": r.mean,
+                "accuracy_std": r.std,
+                "seeds": r.seeds,
+                "rounds": r.rounds,
+                "paper": r.paper_value,
+                "t_weak": r.t_weak,
+                "average_cardinality": r.average_cardinality,
+                "fairness_gap": r.fairness_gap,
+            }
+            for r in rows
+        ],
+    )
+    plot_accuracy_comparison(curves, folder / "accuracy.png", experiment.title)
+    return rows
+
+
+def run_attack_experiment(
+    experiment: Experiment,
+    out: Path,
+    *,
+    seed: int = 0,
+    t0: int | None = None,
+    window: int | None = None,
+    data_dir: str | None = None,
+    progress_factory: Callable[[str, int], Callable[[int], None]] | None = None,
+) -> list[Any]:
+    """Run the Appendix G.2 attack for every run of an ``attack`` experiment."""
+    from fedprivacy.experiments.training_attack import run_training_attack, write_attack_outputs
+
+    start = experiment.t0 if t0 is None else t0
+    length = experiment.window if window is None else window
+    if start < 1 or length < 1:
+        raise ParameterError("t0", "the attack needs t0 >= 1 and window >= 1")
+    outcomes = []
+    dataset: ImageDataset | None = None
+    for run in experiment.runs:
+        config = run.config.with_overrides(seed=seed, data_dir=data_dir)
+        if dataset is None:
+            dataset = load_dataset(config.dataset, data_dir)
+        bar = None if progress_factory is None else progress_factory(run.name, start + length)
+        outcomes.append(run_training_attack(config, start, length, dataset, progress=bar))
+    assert dataset is not None
+    base = experiment.runs[0].config
+    meta = {
+        "setting": f"{base.model_name} on {dataset.source}, {base.partition}, N = {base.users}, "
+        f"K = {base.per_round}, dropout {base.dropout}, seed {seed}; aggregates of rounds "
+        f"{start} .. {start + length - 1} (t0 = {start}, t1 = {start + length})",
+        "paper": {r.config.label: r.paper_value for r in experiment.runs},
+        "t0": start,
+        "window": length,
+    }
+    write_attack_outputs(outcomes, out / experiment.name, meta)
+    return outcomes
+
+
+def _curve(metrics: Path) -> tuple[np.ndarray, np.ndarray]:
+    xs, ys = [], []
+    with metrics.open() as fh:
+        for rec in csv.DictReader(fh):
+            if rec["test_accuracy"]:
+                xs.append(int(rec["round"]) + 1)
+                ys.append(float(rec["test_accuracy"]))
+    return np.asarray(xs), np.asarray(ys)
+
+
+def comparison_markdown(
+    experiment: Experiment, rows: Sequence[ReproductionRow], source: str
+) -> str:
+    """The reproduced numbers next to the paper's."""
+    lines = [
+        f"# {experiment.title}",
+        "",
+        f"Paper: {experiment.paper}. {experiment.note}.",
+        f"Data: {source or 'see the run directories'}.",
+        "",
+        "| scheme | rounds | seeds | test accuracy (ours) | paper | T_weak | C | F |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        paper = "-" if r.paper_value is None else f"{r.paper_value:.2f} %"
+        ours = f"{r.mean:.2f} %" + (f" ± {r.std:.2f}" if len(r.seeds) > 1 else "")
+        t = ", ".join("-" if v is None else str(v) for v in r.t_weak)
+        lines.append(
+            f"| {r.label} | {r.rounds} | {','.join(map(str, r.seeds))} | {ours} | {paper} | {t} | "
+            f"{np.mean(r.average_cardinality):.2f} | {np.mean(r.fairness_gap):.3f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def comparison_csv(rows: Sequence[ReproductionRow]) -> str:
+    """One line per run: accuracy (ours, paper) and the participation metrics."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["run", "scheme", "rounds", "seeds", "accuracy_mean", "accuracy_std", "paper"])
+    for r in rows:
+        w.writerow(
+            [
+                r.run,
+                r.label,
+                r.rounds,
+                " ".join(map(str, r.seeds)),
+                f"{r.mean:.3f}",
+                f"{r.std:.3f}",
+                "" if r.paper_value is None else r.paper_value,
+            ]
+        )
+    return buf.getvalue()

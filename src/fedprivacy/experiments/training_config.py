@@ -1,0 +1,210 @@
+"""The configuration of a training run (``fedprivacy train`` and its TOML files)."""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from fedprivacy._validation import require_int
+from fedprivacy.data.images import DATASETS
+from fedprivacy.data.partition import PARTITIONS
+from fedprivacy.errors import ParameterError
+from fedprivacy.fl.models import MODELS
+from fedprivacy.participation.selectors import SCHEMES
+from fedprivacy.secagg.multiround import BatchPolicy
+
+DEFAULT_MODELS = {"digits": "mlp", "mnist": "mnist-cnn", "cifar10": "lenet", "cifar100": "vgg11"}
+METRICS_MODES = ("exact", "bounds", "none")
+TRAINERS = ("auto", "vectorised", "loop")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One federated training run. Every field is also a TOML key and a ``train`` option.
+
+    The defaults are a small run on scikit-learn's bundled digits that needs no download.
+    """
+
+    dataset: str = "digits"
+    model: str = ""  # "" = the dataset's default model (DEFAULT_MODELS)
+    partition: str = "iid"
+    scheme: str = "random"
+    target_privacy: int | None = None
+    fairness: bool = False
+    users: int = 20
+    per_round: int = 4
+    rounds: int = 30
+    seed: int = 0
+    dropout: str | float = "heterogeneous"
+    epochs: int = 1
+    batch_size: int = 20
+    lr: float = 0.1
+    lr_decay: float = 1.0
+    lr_milestones: tuple[int, ...] = ()
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    beta: float = 0.5
+    shared: int = 200
+    shards_per_user: int = 1
+    secagg: bool = False
+    bits: int = 32
+    update_clip: float = 1.0
+    secagg_degree: int | None = None
+    protocol_dropout: float = 0.0
+    batch_policy: str = "atomic"
+    eval_every: int = 1
+    checkpoint_every: int = 10
+    trainer: str = "auto"
+    chunk_size: int | None = None
+    metrics: str = "exact"
+    metrics_time_limit: float = 60.0
+    data_dir: str | None = field(default=None, compare=False)
+
+    @property
+    def model_name(self) -> str:
+        """The model, with the dataset's default resolved."""
+        return self.model or DEFAULT_MODELS.get(self.dataset, "")
+
+    @property
+    def label(self) -> str:
+        """Human-readable scheme name."""
+        names = {
+            "random": "Random selection",
+            "weighted-random": "Weighted random selection",
+            "partition": "User partition",
+        }
+        if self.scheme == "multiround":
+            return f"Multi-RoundSecAgg, T={self.target_privacy}"
+        return names.get(self.scheme, self.scheme)
+
+    def validate(self) -> TrainConfig:
+        """Check every field; return ``self``. :class:`ParameterError` names the first bad one."""
+        _one_of("dataset", self.dataset, DATASETS)
+        _one_of("model", self.model_name, MODELS)
+        _one_of("partition", self.partition, PARTITIONS)
+        _one_of("scheme", self.scheme, SCHEMES)
+        _one_of("metrics", self.metrics, METRICS_MODES)
+        _one_of("trainer", self.trainer, TRAINERS)
+        _one_of("batch_policy", self.batch_policy, tuple(p.value for p in BatchPolicy))
+        users = require_int("users", self.users, minimum=2)
+        require_int("per_round", self.per_round, minimum=1, maximum=users)
+        require_int("rounds", self.rounds, minimum=1)
+        require_int("seed", self.seed, minimum=0)
+        require_int("epochs", self.epochs, minimum=1)
+        require_int("batch_size", self.batch_size, minimum=1)
+        require_int("shared", self.shared, minimum=0)
+        require_int("shards_per_user", self.shards_per_user, minimum=1)
+        require_int("bits", self.bits, minimum=16, maximum=64)
+        require_int("eval_every", self.eval_every, minimum=1)
+        require_int("checkpoint_every", self.checkpoint_every, minimum=1)
+        if self.chunk_size is not None:
+            require_int("chunk_size", self.chunk_size, minimum=1)
+        if self.secagg_degree is not None:
+            require_int("secagg_degree", self.secagg_degree, minimum=1)
+        if self.scheme == "multiround":
+            if self.target_privacy is None:
+                raise ParameterError("target_privacy", "is required for the multiround scheme")
+            require_int("target_privacy", self.target_privacy, minimum=1, maximum=self.per_round)
+        for name in ("lr", "update_clip", "beta", "metrics_time_limit"):
+            _positive(name, getattr(self, name))
+        _positive("lr_decay", self.lr_decay)
+        if not 0.0 <= self.momentum < 1.0:
+            raise ParameterError("momentum", f"must lie in [0, 1), got {self.momentum}")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ParameterError("weight_decay", f"must be >= 0, got {self.weight_decay}")
+        for m in self.lr_milestones:
+            require_int("lr_milestones", m, minimum=1)
+        if isinstance(self.dropout, str) and self.dropout != "heterogeneous":
+            raise ParameterError(
+                "dropout", f"must be 'heterogeneous' or a number in [0, 1), got {self.dropout!r}"
+            )
+        if not isinstance(self.dropout, str) and not 0.0 <= float(self.dropout) < 1.0:
+            raise ParameterError("dropout", f"must lie in [0, 1), got {self.dropout}")
+        if not 0.0 <= self.protocol_dropout < 1.0:
+            raise ParameterError("protocol_dropout", "must lie in [0, 1)")
+        if self.protocol_dropout and not self.secagg:
+            raise ParameterError("protocol_dropout", "needs secagg = true (the real protocol)")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """TOML-ready mapping (``None`` values left out, tuples as lists)."""
+        out: dict[str, Any] = {}
+        for k, v in asdict(self).items():
+            if v is None:
+                continue
+            out[k] = list(v) if isinstance(v, tuple) else v
+        out["model"] = self.model_name
+        return out
+
+    def to_toml(self) -> str:
+        """The configuration as TOML text (``data_dir`` omitted: it is not part of the run)."""
+        data = self.to_dict()
+        data.pop("data_dir", None)
+        return tomli_w.dumps(data)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> TrainConfig:
+        """Build from a mapping with the field names (dashes accepted); unknown keys are errors."""
+        known = {f.name: f for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for key, value in data.items():
+            name = key.replace("-", "_")
+            if name not in known:
+                close = ", ".join(sorted(known))
+                raise ParameterError("config", f"unknown key {key!r}; known keys: {close}")
+            values[name] = _coerce(name, value)
+        return cls(**values)
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> TrainConfig:
+        """Read a TOML file (the keys of :meth:`from_mapping`, at top level)."""
+        p = Path(path)
+        try:
+            data = tomllib.loads(p.read_text())
+        except FileNotFoundError:
+            raise ParameterError("config", f"file not found: {p}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ParameterError("config", f"{p} is not valid TOML: {exc}") from None
+        return cls.from_mapping(data)
+
+    def with_overrides(self, **changes: Any) -> TrainConfig:
+        """A copy with the given (non-None) fields replaced."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def _coerce(name: str, value: Any) -> Any:
+    if name == "lr_milestones":
+        if not isinstance(value, list | tuple):
+            raise ParameterError(name, f"must be a list of rounds, got {value!r}")
+        return tuple(value)
+    if name == "dropout" and isinstance(value, str) and value != "heterogeneous":
+        try:
+            return float(value)
+        except ValueError:
+            raise ParameterError(
+                name, f"must be 'heterogeneous' or a number, got {value!r}"
+            ) from None
+    floats = ("lr", "lr_decay", "momentum", "weight_decay", "beta", "update_clip")
+    if name in floats + ("protocol_dropout", "metrics_time_limit"):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ParameterError(name, f"must be a number, got {value!r}")
+        return float(value)
+    return value
+
+
+def _one_of(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ParameterError(name, f"must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def _positive(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ParameterError(name, f"must be a number, got {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise ParameterError(name, f"must be a finite positive number, got {value!r}")

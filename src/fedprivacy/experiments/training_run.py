@@ -1,0 +1,379 @@
+"""Run a training configuration into a run directory, with checkpoints and ``--resume``.
+
+A run directory holds::
+
+    config.toml         the resolved configuration
+    checkpoint.pt       the state after the last checkpoint (every ``checkpoint_every`` rounds)
+    metrics.csv         one row per round: accuracy, loss, aggregated set size, T, F, C, seconds
+    participation.csv   the ledger (who was aggregated in each round)
+    summary.json / summary.md / accuracy.png / participation.png
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedprivacy.data.images import ImageDataset, load_dataset
+from fedprivacy.data.partition import make_partition
+from fedprivacy.errors import ParameterError
+from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.files import atomic_write_bytes, atomic_write_json, atomic_write_text
+from fedprivacy.fl.aggregation import make_aggregator
+from fedprivacy.fl.engine import (
+    FederatedTraining,
+    LearningRateSchedule,
+    RoundRecord,
+    summarise_records,
+)
+from fedprivacy.fl.local_training import LocalTrainingSpec
+from fedprivacy.fl.models import build_model, count_parameters
+from fedprivacy.participation.availability import make_availability
+from fedprivacy.participation.metrics import exposed_users
+from fedprivacy.participation.privacy import TWeakCurve, t_weak_curve
+from fedprivacy.participation.selectors import make_selector
+
+CHECKPOINT = "checkpoint.pt"
+CONFIG = "config.toml"
+_FORMAT = 1
+
+
+def build_training(
+    config: TrainConfig, dataset: ImageDataset | None = None, **hooks: Any
+) -> FederatedTraining:
+    """Assemble data, partition, model, selector, availability and aggregator of ``config``.
+
+    Parameters
+    ----------
+    config : TrainConfig
+        The run (validated here).
+    dataset : ImageDataset, optional
+        Already loaded data (else loaded from ``config.data_dir`` / ``$FEDPRIVACY_DATA``).
+    **hooks
+        Passed to :class:`~fedprivacy.fl.engine.FederatedTraining` (``on_aggregate``).
+    """
+    config.validate()
+    data = dataset if dataset is not None else load_dataset(config.dataset, config.data_dir)
+    partition = make_partition(
+        config.partition,
+        data.train_y,
+        config.users,
+        np.random.default_rng([config.seed, 11]),
+        beta=config.beta,
+        shared=config.shared,
+        shards_per_user=config.shards_per_user,
+    )
+    model = build_model(config.model_name, data.input_shape, data.num_classes, seed=config.seed)
+    selector = make_selector(
+        config.scheme,
+        config.users,
+        config.per_round,
+        target_privacy=config.target_privacy,
+        fairness=config.fairness,
+    )
+    availability = make_availability(
+        config.users, config.dropout, np.random.default_rng([config.seed, 12])
+    )
+    aggregator = make_aggregator(
+        config.secagg,
+        clip=config.update_clip,
+        per_round=config.per_round,
+        bits=config.bits,
+        seed=config.seed,
+        degree=config.secagg_degree,
+        protocol_dropout=config.protocol_dropout,
+        batch_policy=config.batch_policy,
+    )
+    return FederatedTraining(
+        model=model,
+        spec=LocalTrainingSpec(
+            epochs=config.epochs,
+            batch_size=config.batch_size,
+            lr=config.lr,
+            momentum=config.momentum,
+            weight_decay=config.weight_decay,
+        ),
+        dataset=data,
+        partition=partition,
+        selector=selector,
+        availability=availability,
+        aggregator=aggregator,
+        schedule=LearningRateSchedule(config.lr, config.lr_decay, tuple(config.lr_milestones)),
+        seed=config.seed,
+        eval_every=config.eval_every,
+        trainer=config.trainer,
+        chunk_size=config.chunk_size,
+        **hooks,
+    )
+
+
+@dataclass
+class TrainingResult:
+    """A finished (or resumed and finished) run."""
+
+    config: TrainConfig
+    training: FederatedTraining
+    curve: TWeakCurve | None
+    seconds: float
+    exposed: list[int] = field(default_factory=list)
+
+    @property
+    def records(self) -> list[RoundRecord]:
+        """Per-round records."""
+        return self.training.records
+
+    def summary(self) -> dict[str, Any]:
+        """The ``--json`` output and ``summary.json``."""
+        tr = self.training
+        base = summarise_records(tr.records)
+        card = tr.ledger.cardinalities
+        freq = tr.ledger.frequency
+        rounds = tr.ledger.rounds
+        final = None if self.curve is None else self.curve.final
+        out: dict[str, Any] = {
+            "dataset": self.config.dataset,
+            "data_source": tr.dataset.source,
+            "model": self.config.model_name,
+            "parameters": count_parameters(tr.model),
+            "partition": self.config.partition,
+            "scheme": self.config.label,
+            "users": self.config.users,
+            "per_round": self.config.per_round,
+            "rounds": rounds,
+            "seed": self.config.seed,
+            "aggregation": "secagg" if self.config.secagg else "plaintext",
+            "test_accuracy": base["test_accuracy"],
+            "test_loss": base["test_loss"],
+            "t_weak": None if final is None else final.upper,
+            "t_weak_lower": None if final is None else final.lower,
+            "t_weak_exact": None if final is None else final.exact,
+            "exposed_users": len(self.exposed) if self.curve is not None else None,
+            "fairness_gap": float((freq.max() - freq.min()) / rounds) if rounds else 0.0,
+            "average_cardinality": float(card.mean()) if rounds else 0.0,
+            "skipped_rounds": int(np.count_nonzero(card == 0)),
+            "aborted_rounds": sum(1 for r in tr.records if r.aborted),
+            "clipped_entries": sum(r.clipped_entries for r in tr.records),
+            "mean_train_seconds": base["mean_train_seconds"],
+            "mean_aggregate_seconds": base["mean_aggregate_seconds"],
+            "seconds": self.seconds,
+            "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+        }
+        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
+
+
+def _save_checkpoint(path: Path, config: TrainConfig, training: FederatedTraining) -> None:
+    buf = io.BytesIO()
+    torch.save({"format": _FORMAT, "config": config.to_dict(), **training.state_dict()}, buf)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def _load_checkpoint(path: Path) -> dict[str, Any]:
+    try:
+        state = torch.load(path, weights_only=True)
+    except Exception as exc:  # torch raises many kinds here
+        raise ParameterError("resume", f"cannot read the checkpoint {path}: {exc}") from None
+    if not isinstance(state, dict) or state.get("format") != _FORMAT:
+        raise ParameterError("resume", f"{path} is not a fedprivacy checkpoint of this version")
+    return state
+
+
+def resume_config(run_dir: str | Path, rounds: int | None = None) -> TrainConfig:
+    """The configuration stored in a run directory (``rounds`` may be raised to extend it)."""
+    path = Path(run_dir) / CONFIG
+    if not path.is_file():
+        raise ParameterError("resume", f"{run_dir} has no {CONFIG}; is it a run directory?")
+    config = TrainConfig.from_toml(path)
+    if rounds is not None:
+        config = config.with_overrides(rounds=rounds)
+    return config
+
+
+def run_training(
+    config: TrainConfig,
+    out_dir: str | Path | None,
+    *,
+    resume: bool = False,
+    dataset: ImageDataset | None = None,
+    progress: Callable[[int], None] | None = None,
+    metric_progress: Callable[[int], None] | None = None,
+    stop_after_rounds: int | None = None,
+) -> TrainingResult:
+    """Train ``config`` and write the run directory.
+
+    Parameters
+    ----------
+    config : TrainConfig
+        The run.
+    out_dir : str or Path or None
+        The run directory (``None``: nothing is written, no checkpoints).
+    resume : bool
+        Continue from ``out_dir/checkpoint.pt``; the stored configuration must equal ``config``
+        except for ``rounds``, which may grow.
+    dataset : ImageDataset, optional
+        Already loaded data.
+    progress, metric_progress : callable, optional
+        Called with 1 per round / per ``T_weak`` evaluation.
+    stop_after_rounds : int, optional
+        Stop (after a checkpoint) once this many rounds exist, without the final metrics; for
+        running a long job in pieces.
+    """
+    started = time.perf_counter()
+    config.validate()
+    out = None if out_dir is None else Path(out_dir)
+    training = build_training(config, dataset)
+    if resume:
+        if out is None or not (out / CHECKPOINT).is_file():
+            raise ParameterError("resume", f"no {CHECKPOINT} in {out}")
+        state = _load_checkpoint(out / CHECKPOINT)
+        stored = TrainConfig.from_mapping(state["config"]).with_overrides(rounds=config.rounds)
+        mine, theirs = config.to_dict(), stored.to_dict()
+        diff = sorted(
+            k for k in set(mine) | set(theirs) if k != "data_dir" and mine.get(k) != theirs.get(k)
+        )
+        if diff:
+            raise ParameterError(
+                "resume", f"the configuration differs from the checkpoint's in {diff}"
+            )
+        training.load_state_dict(state)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / CONFIG, config.to_toml())
+
+    def after_round(record: RoundRecord) -> None:
+        r = training.round
+        if out is not None and (r % config.checkpoint_every == 0 or r == config.rounds):
+            _save_checkpoint(out / CHECKPOINT, config, training)
+            atomic_write_text(out / "metrics.csv", metrics_csv(training, None))
+
+    target = config.rounds if stop_after_rounds is None else min(config.rounds, stop_after_rounds)
+    training.run(target, progress=progress, after_round=after_round)
+    curve = None
+    exposed: list[int] = []
+    if training.round == config.rounds and config.metrics != "none":
+        p = training.ledger.matrix()
+        curve = t_weak_curve(
+            p,
+            time_limit=config.metrics_time_limit,
+            point_time_limit=min(5.0, config.metrics_time_limit),
+            search_exact=config.metrics == "exact",
+            progress=metric_progress,
+        )
+        exposed = [int(u) for u in exposed_users(p)]
+    result = TrainingResult(config, training, curve, time.perf_counter() - started, exposed)
+    if out is not None:
+        write_outputs(result, out)
+    return result
+
+
+def metrics_csv(training: FederatedTraining, curve: TWeakCurve | None) -> str:
+    """Per-round metrics: accuracy, loss, sizes, C^(t), F^(t), T_weak bounds, seconds."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(
+        [
+            "round",
+            "available",
+            "selected",
+            "aggregated",
+            "lr",
+            "test_accuracy",
+            "test_loss",
+            "average_cardinality",
+            "fairness_gap",
+            "t_weak_lower",
+            "t_weak_upper",
+            "clipped_entries",
+            "train_seconds",
+            "aggregate_seconds",
+            "aborted",
+        ]
+    )
+    counts = np.zeros(training.ledger.num_users, dtype=np.int64)
+    total = 0
+    for t, r in enumerate(training.records):
+        counts[training.ledger.selected(t)] += 1
+        total += r.aggregated
+        gap = (counts.max() - counts.min()) / (t + 1)
+        lo = hi = ""
+        if curve is not None and not math.isnan(curve.lower[t]):
+            lo, hi = str(int(curve.lower[t])), str(int(curve.upper[t]))
+        w.writerow(
+            [
+                t,
+                r.available,
+                r.selected,
+                r.aggregated,
+                f"{r.lr:.6g}",
+                "" if math.isnan(r.test_accuracy) else f"{r.test_accuracy:.6f}",
+                "" if math.isnan(r.test_loss) else f"{r.test_loss:.6f}",
+                f"{total / (t + 1):.6g}",
+                f"{gap:.6g}",
+                lo,
+                hi,
+                r.clipped_entries,
+                f"{r.train_seconds:.4f}",
+                f"{r.aggregate_seconds:.4f}",
+                r.aborted,
+            ]
+        )
+    return buf.getvalue()
+
+
+def summary_markdown(result: TrainingResult) -> str:
+    """A short human-readable report of the run."""
+    s = result.summary()
+    c = result.config
+    acc = s["test_accuracy"]
+    t = s["t_weak"]
+    t_text = "-" if t is None else (str(t) if s["t_weak_exact"] else f"{s['t_weak_lower']}..{t}")
+    lines = [
+        f"# {c.label}: {c.model_name} on {c.dataset} ({c.partition})",
+        "",
+        f"- data: {s['data_source']}",
+        f"- N = {c.users}, K = {c.per_round}, rounds = {s['rounds']}, seed = {c.seed}, "
+        f"dropout = {c.dropout}, E = {c.epochs}, batch = {c.batch_size}, lr = {c.lr}",
+        f"- aggregation: {s['aggregation']} (fixed point, {c.bits} bits, clip {c.update_clip})",
+        f"- model parameters: {s['parameters']:,}",
+        "",
+        "| metric | value |",
+        "|---|---|",
+        f"| test accuracy | {'-' if acc is None else f'{100 * acc:.2f} %'} |",
+        f"| test loss | {s['test_loss'] if s['test_loss'] is None else round(s['test_loss'], 4)} |",
+        f"| multi-round privacy T_weak | {t_text} |",
+        f"| users exposed (individually reconstructible) | {s['exposed_users']} |",
+        f"| fairness gap F | {s['fairness_gap']:.4f} |",
+        f"| average cardinality C | {s['average_cardinality']:.3f} |",
+        f"| skipped / aborted rounds | {s['skipped_rounds']} / {s['aborted_rounds']} |",
+        f"| seconds per round (training / aggregation) | {s['mean_train_seconds']:.3f} / "
+        f"{s['mean_aggregate_seconds']:.3f} |",
+        f"| total seconds | {s['seconds']:.1f} |",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_outputs(result: TrainingResult, out: Path) -> list[Path]:
+    """Write metrics, ledger, summaries and plots into the run directory."""
+    from fedprivacy.experiments.training_plots import plot_training_run
+
+    tr = result.training
+    files = [out / "metrics.csv", out / "summary.json", out / "summary.md"]
+    atomic_write_text(files[0], metrics_csv(tr, result.curve))
+    atomic_write_json(files[1], result.summary())
+    atomic_write_text(files[2], summary_markdown(result))
+    tr.ledger.to_csv(out / "participation.csv")
+    files.append(out / "participation.csv")
+    files += plot_training_run(result, out)
+    return files

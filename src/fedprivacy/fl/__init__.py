@@ -1,0 +1,1 @@
+"""Federated learning: models, flat-parameter helpers, local training and aggregation."""

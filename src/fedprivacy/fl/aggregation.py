@@ -1,0 +1,300 @@
+"""Aggregation of local updates: a plaintext path and the secure aggregation protocol.
+
+Both paths compute the same thing, bit for bit: every aggregated user ``u`` encodes
+``[w_u * delta_u, w_u]`` with the same :class:`~fedprivacy.crypto.fixed_point.FixedPointCodec`
+and the same rounding randomness, the encodings are summed modulo ``2**bits`` and the sum is
+decoded. The plaintext path sums the encodings directly; the secure path runs SecAgg(+) between
+the users and the server (:func:`fedprivacy.secagg.driver.run_round`), so the server only learns
+the sum. The new global model is ``x + sum_u w_u delta_u / sum_u w_u``, which is eq. (2) of the
+Multi-RoundSecAgg paper (the weighted mean of the aggregated local models) written on updates.
+
+Entries of an update beyond ``clip`` are clipped (element-wise) before encoding in both paths,
+and the number of clipped entries is reported.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fedprivacy._validation import require_int
+from fedprivacy.crypto.fixed_point import FixedPointCodec
+from fedprivacy.errors import ParameterError
+from fedprivacy.secagg.driver import run_round
+from fedprivacy.secagg.errors import RoundAbortedError
+from fedprivacy.secagg.multiround import aggregation_policy, sample_dropouts
+from fedprivacy.secagg.params import SecAggParameters
+
+
+@dataclass(frozen=True)
+class AggregateOutcome:
+    """What the server obtained in one round.
+
+    Attributes
+    ----------
+    aggregated : tuple of int
+        The users whose updates are in the aggregate (empty if nothing was aggregated).
+    mean_update : numpy.ndarray or None
+        ``sum_u w_u delta_u / sum_u w_u`` (float64), or ``None`` if nothing was aggregated.
+    weighted_sum : numpy.ndarray or None
+        ``sum_u w_u delta_u``: what the server observes (the input of the reconstruction attack).
+    total_weight : float
+        ``sum_u w_u``.
+    clipped_entries : int
+        Entries clipped to ``[-clip, clip]`` before encoding, over all aggregated users.
+    seconds : float
+        Wall-clock time of the aggregation (encoding, protocol, decoding).
+    aborted : str or None
+        Why the protocol aborted (secure path only).
+    """
+
+    aggregated: tuple[int, ...]
+    mean_update: NDArray[np.float64] | None
+    weighted_sum: NDArray[np.float64] | None
+    total_weight: float
+    clipped_entries: int
+    seconds: float
+    aborted: str | None = None
+
+
+def rounding_rng(seed: int, round_index: int, user: int) -> np.random.Generator:
+    """The stochastic-rounding randomness of ``user`` in ``round_index`` (same on both paths)."""
+    return np.random.default_rng([seed, round_index, user, 0x51A6])
+
+
+class Aggregator(ABC):
+    """Combines the updates of the selected users into the server's aggregate.
+
+    Parameters
+    ----------
+    clip : float
+        Bound on the absolute value of every entry of ``w_u * delta_u``; larger entries are
+        clipped. Weights must lie in ``(0, 1]``.
+    per_round : int
+        ``K``, the most users aggregated in one round (fixes the codec's scale).
+    bits : int
+        The encoding works modulo ``2**bits`` (8 to 64).
+    seed : int
+        Seed of the rounding randomness.
+    """
+
+    def __init__(self, clip: float, per_round: int, bits: int, seed: int) -> None:
+        if not (isinstance(clip, int | float) and np.isfinite(clip) and clip > 0):
+            raise ParameterError("update_clip", f"must be a finite positive number, got {clip!r}")
+        k = require_int("per_round", per_round, minimum=1)
+        self.clip = float(clip)
+        # the weight entry (at most 1) is encoded with the same codec
+        self.codec = FixedPointCodec.for_sum(max(self.clip, 1.0), k, bits)
+        self.seed = int(seed)
+
+    def _prepare(
+        self, deltas: Mapping[int, NDArray[np.floating]], weights: Mapping[int, float]
+    ) -> tuple[dict[int, NDArray[np.float64]], int]:
+        clipped = 0
+        out: dict[int, NDArray[np.float64]] = {}
+        for u, d in deltas.items():
+            w = float(weights[u])
+            if not 0.0 < w <= 1.0:
+                raise ParameterError("weights", f"must lie in (0, 1], user {u} has {w}")
+            v = np.asarray(d, dtype=np.float64)
+            over = np.abs(v * w) > self.clip
+            if over.any():
+                clipped += int(np.count_nonzero(over))
+                # two ulps inside, so that (v / w) * w never rounds above the codec's clip
+                bound = np.nextafter(np.nextafter(self.clip / w, 0.0), 0.0)
+                v = np.clip(v, -bound, bound)
+            out[u] = v
+        return out, clipped
+
+    @abstractmethod
+    def aggregate(
+        self,
+        round_index: int,
+        deltas: Mapping[int, NDArray[np.floating]],
+        weights: Mapping[int, float],
+        *,
+        batch_size: int = 1,
+        rng: np.random.Generator | None = None,
+    ) -> AggregateOutcome:
+        """Aggregate the updates of the users in ``deltas``.
+
+        Parameters
+        ----------
+        round_index : int
+            The round (binds the protocol messages and the rounding randomness).
+        deltas : mapping of int to numpy.ndarray
+            Each selected user's update ``x_u - x`` (all of the same length).
+        weights : mapping of int to float
+            Each user's weight ``w_u`` in ``(0, 1]``.
+        batch_size : int
+            ``T`` of batch partitioning (secure path: only whole batches are aggregated).
+        rng : numpy.random.Generator, optional
+            Simulation randomness of the protocol (dropouts); unused by the plaintext path.
+
+        Returns
+        -------
+        AggregateOutcome
+        """
+
+
+class PlaintextAggregator(Aggregator):
+    """Sums the fixed-point encodings in the clear: the result the secure path decodes."""
+
+    name = "plaintext"
+
+    def aggregate(
+        self,
+        round_index: int,
+        deltas: Mapping[int, NDArray[np.floating]],
+        weights: Mapping[int, float],
+        *,
+        batch_size: int = 1,
+        rng: np.random.Generator | None = None,
+    ) -> AggregateOutcome:
+        """See :meth:`Aggregator.aggregate`."""
+        started = time.perf_counter()
+        users = sorted(deltas)
+        if not users:
+            return AggregateOutcome((), None, None, 0.0, 0, 0.0)
+        values, clipped = self._prepare(deltas, weights)
+        acc: NDArray[np.uint64] | None = None
+        for u in users:
+            w = float(weights[u])
+            enc = self.codec.encode(
+                np.append(values[u] * w, w), rounding_rng(self.seed, round_index, u)
+            ).astype(np.uint64)
+            acc = enc if acc is None else acc + enc  # uint64 wraps modulo 2**64 ⊇ 2**bits
+        assert acc is not None
+        total = self.codec.decode_sum(acc, len(users))
+        return _outcome(tuple(users), total, clipped, time.perf_counter() - started)
+
+
+class SecureAggregator(Aggregator):
+    """Runs the secure aggregation protocol among the selected users every round.
+
+    Parameters
+    ----------
+    clip, per_round, bits, seed
+        As in :class:`Aggregator`.
+    degree : int or None
+        SecAgg+ neighbour count, or ``None`` for the complete graph (SecAgg).
+    protocol_dropout : float
+        Probability that a selected user drops during the protocol (before a uniform stage).
+    batch_policy : str
+        ``atomic``, ``round`` or ``partial`` (see :mod:`fedprivacy.secagg.multiround`).
+    """
+
+    name = "secagg"
+
+    def __init__(
+        self,
+        clip: float,
+        per_round: int,
+        bits: int,
+        seed: int,
+        *,
+        degree: int | None = None,
+        protocol_dropout: float = 0.0,
+        batch_policy: str = "atomic",
+    ) -> None:
+        super().__init__(clip, per_round, bits, seed)
+        if not 0.0 <= protocol_dropout < 1.0:
+            raise ParameterError("protocol_dropout", f"must lie in [0, 1), got {protocol_dropout}")
+        aggregation_policy([], 1, batch_policy)  # validates the name
+        self.degree = degree
+        self.protocol_dropout = float(protocol_dropout)
+        self.batch_policy = batch_policy
+        self.session = os.urandom(16)
+
+    def aggregate(
+        self,
+        round_index: int,
+        deltas: Mapping[int, NDArray[np.floating]],
+        weights: Mapping[int, float],
+        *,
+        batch_size: int = 1,
+        rng: np.random.Generator | None = None,
+    ) -> AggregateOutcome:
+        """See :meth:`Aggregator.aggregate`."""
+        started = time.perf_counter()
+        users = sorted(deltas)
+        if len(users) < 2:  # the protocol needs two users; one user's update would be exposed
+            reason = "fewer than 2 users selected" if users else None
+            return AggregateOutcome((), None, None, 0.0, 0, 0.0, reason)
+        values, clipped = self._prepare(deltas, weights)
+        dim = next(iter(values.values())).shape[0]
+        degree = None if self.degree is None else min(self.degree, len(users) - 1)
+        params = SecAggParameters.create(
+            self.session,
+            round_index,
+            users,
+            dim,
+            self.codec,
+            weighted=True,
+            degree=degree,
+            graph_seed=self.session,
+        )
+        dropouts = (
+            sample_dropouts(users, self.protocol_dropout, rng)
+            if self.protocol_dropout > 0 and rng is not None
+            else {}
+        )
+        try:
+            outcome = run_round(
+                params,
+                values,
+                weights={u: float(weights[u]) for u in users},
+                dropouts=dropouts,
+                policy=aggregation_policy(users, batch_size, self.batch_policy),
+                rngs={u: rounding_rng(self.seed, round_index, u) for u in users},
+            )
+        except RoundAbortedError as exc:
+            return AggregateOutcome((), None, None, 0.0, 0, time.perf_counter() - started, str(exc))
+        result = outcome.result
+        if not result.aggregated:
+            return AggregateOutcome((), None, None, 0.0, clipped, time.perf_counter() - started)
+        total = np.append(result.sum, result.total_weight)
+        return _outcome(tuple(result.aggregated), total, clipped, time.perf_counter() - started)
+
+
+def _outcome(
+    users: Sequence[int], total: NDArray[np.float64], clipped: int, seconds: float
+) -> AggregateOutcome:
+    weight = float(total[-1])
+    s = np.asarray(total[:-1], dtype=np.float64)
+    if weight <= 0:
+        raise ParameterError("weights", "the decoded total weight is not positive")
+    return AggregateOutcome(tuple(int(u) for u in users), s / weight, s, weight, clipped, seconds)
+
+
+def make_aggregator(
+    secure: bool,
+    *,
+    clip: float,
+    per_round: int,
+    bits: int,
+    seed: int,
+    degree: int | None = None,
+    protocol_dropout: float = 0.0,
+    batch_policy: str = "atomic",
+) -> Aggregator:
+    """The plaintext or the secure aggregator (see the module docstring)."""
+    if secure:
+        return SecureAggregator(
+            clip,
+            per_round,
+            bits,
+            seed,
+            degree=degree,
+            protocol_dropout=protocol_dropout,
+            batch_policy=batch_policy,
+        )
+    if protocol_dropout:
+        raise ParameterError("protocol_dropout", "applies to the secure path only (--secagg)")
+    return PlaintextAggregator(clip, per_round, bits, seed)

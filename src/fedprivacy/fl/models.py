@@ -1,0 +1,299 @@
+"""Neural networks of the federated-learning experiments and a seeded factory for them.
+
+Every model is a plain :class:`torch.nn.Module` without BatchNorm or dropout, so that its output
+is a pure function of its parameters and its input. This is what lets
+:class:`fedprivacy.fl.local_training.VectorisedTrainer` train many clients at once with
+:func:`torch.func.vmap` over stacked parameters (no buffers, no train/eval switch, no randomness
+in the forward pass).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from fedprivacy._validation import require_int
+from fedprivacy.errors import ParameterError
+
+#: Names accepted by :func:`build_model`.
+MODELS: tuple[str, ...] = ("mnist-cnn", "lenet", "vgg11", "mlp")
+
+#: VGG-11 ("configuration A") feature extractor: output channels of each 3x3 conv, ``"M"`` = pool.
+VGG11_CONFIG = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
+
+
+class MnistCNN(nn.Module):
+    """The MNIST CNN of McMahan et al. (2017), "Communication-efficient learning of deep networks".
+
+    ``conv5x5(1->32, padding 2) + ReLU + maxpool2 -> conv5x5(32->64, padding 2) + ReLU + maxpool2
+    -> flatten (3136) -> linear(512) + ReLU -> linear(num_classes)``. With ten classes it has
+    exactly 1,663,370 parameters. Input: ``(batch, 1, 28, 28)``.
+
+    Parameters
+    ----------
+    num_classes : int
+        Number of output logits (10 for MNIST).
+
+    """
+
+    def __init__(self, num_classes: int = 10) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, kernel_size=5, padding=2)
+        self.conv2 = nn.Conv2d(32, 64, kernel_size=5, padding=2)
+        self.fc1 = nn.Linear(7 * 7 * 64, 512)
+        self.fc2 = nn.Linear(512, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Return the logits of a batch of images.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            Images of shape ``(batch, 1, 28, 28)``.
+
+        Returns
+        -------
+        torch.Tensor
+            Logits of shape ``(batch, num_classes)``.
+
+        """
+        x = nn.functional.max_pool2d(nn.functional.relu(self.conv1(x)), 2)
+        x = nn.functional.max_pool2d(nn.functional.relu(self.conv2(x)), 2)
+        x = nn.functional.relu(self.fc1(torch.flatten(x, 1)))
+        out: torch.Tensor = self.fc2(x)
+        return out
+
+
+class LeNet5(nn.Module):
+    """The CIFAR-10 LeNet-5 of the federated-learning literature and the PyTorch tutorial.
+
+    ``conv5x5(3->6) + ReLU + maxpool2 -> conv5x5(6->16) + ReLU + maxpool2 -> flatten (400)
+    -> linear(120) + ReLU -> linear(84) + ReLU -> linear(num_classes)``; no padding. With ten
+    classes it has 62,006 parameters. Input: ``(batch, 3, 32, 32)``.
+
+    Parameters
+    ----------
+    num_classes : int
+        Number of output logits (10 for CIFAR-10).
+
+    """
+
+    def __init__(self, num_classes: int = 10) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 6, kernel_size=5)
+        self.conv2 = nn.Conv2d(6, 16, kernel_size=5)
+        self.fc1 = nn.Linear(16 * 5 * 5, 120)
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Return the logits of a batch of images.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            Images of shape ``(batch, 3, 32, 32)``.
+
+        Returns
+        -------
+        torch.Tensor
+            Logits of shape ``(batch, num_classes)``.
+
+        """
+        x = nn.functional.max_pool2d(nn.functional.relu(self.conv1(x)), 2)
+        x = nn.functional.max_pool2d(nn.functional.relu(self.conv2(x)), 2)
+        x = torch.flatten(x, 1)
+        x = nn.functional.relu(self.fc1(x))
+        x = nn.functional.relu(self.fc2(x))
+        out: torch.Tensor = self.fc3(x)
+        return out
+
+
+class VGG11(nn.Module):
+    """VGG-11 for 32x32 images (CIFAR-100), without BatchNorm.
+
+    Feature extractor :data:`VGG11_CONFIG` (3x3 convs with padding 1, each followed by ReLU;
+    ``"M"`` = 2x2 max-pool), which maps ``(3, 32, 32)`` to ``(512, 1, 1)``, then a single
+    ``linear(512 -> num_classes)`` classifier. BatchNorm is deliberately omitted: with it the
+    function would also depend on running statistics (buffers) and on the train/eval mode, whereas
+    here the parameters fully define the function, so clients can be trained with
+    :func:`torch.func.vmap` over their stacked parameters. With 100 classes it has 9,271,780
+    parameters.
+
+    Parameters
+    ----------
+    num_classes : int
+        Number of output logits (100 for CIFAR-100).
+
+    """
+
+    def __init__(self, num_classes: int = 100) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        channels = 3
+        for item in VGG11_CONFIG:
+            if item == "M":
+                layers.append(nn.MaxPool2d(2))
+            else:
+                assert isinstance(item, int)
+                layers.append(nn.Conv2d(channels, item, kernel_size=3, padding=1))
+                layers.append(nn.ReLU())
+                channels = item
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Linear(512, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Return the logits of a batch of images.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            Images of shape ``(batch, 3, 32, 32)``.
+
+        Returns
+        -------
+        torch.Tensor
+            Logits of shape ``(batch, num_classes)``.
+
+        """
+        out: torch.Tensor = self.classifier(torch.flatten(self.features(x), 1))
+        return out
+
+
+class DigitsMLP(nn.Module):
+    """A one-hidden-layer perceptron, e.g. for the scikit-learn digits (``1x8x8`` images).
+
+    ``flatten (in_features) -> linear(hidden) + ReLU -> linear(num_classes)``. For the digits
+    (64 inputs, 128 hidden units, 10 classes) it has 9,610 parameters.
+
+    Parameters
+    ----------
+    in_features : int
+        Number of input features after flattening (64 for the digits).
+    num_classes : int
+        Number of output logits.
+    hidden : int
+        Width of the hidden layer.
+
+    """
+
+    def __init__(self, in_features: int = 64, num_classes: int = 10, hidden: int = 128) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(in_features, hidden)
+        self.fc2 = nn.Linear(hidden, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Return the logits of a batch of inputs.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            Inputs of shape ``(batch, *input_shape)`` with ``prod(input_shape) == in_features``.
+
+        Returns
+        -------
+        torch.Tensor
+            Logits of shape ``(batch, num_classes)``.
+
+        """
+        out: torch.Tensor = self.fc2(nn.functional.relu(self.fc1(torch.flatten(x, 1))))
+        return out
+
+
+#: Input shape each model requires (``None``: any shape, flattened).
+_REQUIRED_SHAPES: dict[str, tuple[int, int, int] | None] = {
+    "mnist-cnn": (1, 28, 28),
+    "lenet": (3, 32, 32),
+    "vgg11": (3, 32, 32),
+    "mlp": None,
+}
+
+
+def build_model(
+    name: str, input_shape: tuple[int, int, int], num_classes: int, *, seed: int
+) -> nn.Module:
+    """Build one of :data:`MODELS` with a deterministic initialisation.
+
+    The parameters are drawn with PyTorch's default initialisers inside
+    :func:`torch.random.fork_rng` seeded with ``seed``, so the same arguments always give the
+    same parameters and the caller's global random state is left untouched.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`MODELS`: ``"mnist-cnn"`` (:class:`MnistCNN`, input ``(1, 28, 28)``),
+        ``"lenet"`` (:class:`LeNet5`, input ``(3, 32, 32)``), ``"vgg11"`` (:class:`VGG11`, input
+        ``(3, 32, 32)``) or ``"mlp"`` (:class:`DigitsMLP`, any input shape, flattened).
+    input_shape : tuple of int
+        Shape ``(channels, height, width)`` of one input sample.
+    num_classes : int
+        Number of classes (at least 2).
+    seed : int
+        Seed of the initialisation (non-negative).
+
+    Returns
+    -------
+    torch.nn.Module
+        The model, in float32 on the CPU.
+
+    Raises
+    ------
+    ParameterError
+        If ``name`` is unknown, ``input_shape`` does not fit the model, or ``num_classes`` or
+        ``seed`` is invalid.
+
+    Examples
+    --------
+    >>> model = build_model("mnist-cnn", (1, 28, 28), 10, seed=0)
+    >>> count_parameters(model)
+    1663370
+
+    """
+    if name not in MODELS:
+        raise ParameterError("model", f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
+    num_classes = require_int("num_classes", num_classes, minimum=2)
+    seed = require_int("seed", seed, minimum=0)
+    try:
+        shape = tuple(require_int("input_shape", d, minimum=1) for d in input_shape)
+    except TypeError as exc:
+        raise ParameterError("input_shape", f"must be a tuple of integers ({exc})") from exc
+    if len(shape) != 3:
+        raise ParameterError(
+            "input_shape", f"must be (channels, height, width), got {tuple(input_shape)!r}"
+        )
+    required = _REQUIRED_SHAPES[name]
+    if required is not None and shape != required:
+        raise ParameterError(
+            "model", f"{name!r} needs input shape {required}, got {shape} (wrong data set?)"
+        )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model: nn.Module
+        if name == "mnist-cnn":
+            model = MnistCNN(num_classes)
+        elif name == "lenet":
+            model = LeNet5(num_classes)
+        elif name == "vgg11":
+            model = VGG11(num_classes)
+        else:
+            model = DigitsMLP(math.prod(shape), num_classes)
+    return model
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Return the number of scalar parameters of ``model``.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Any module.
+
+    Returns
+    -------
+    int
+        Sum of ``numel()`` over ``model.parameters()``.
+
+    """
+    return sum(p.numel() for p in model.parameters())

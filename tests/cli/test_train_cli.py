@@ -1,0 +1,63 @@
+import json
+
+from fedprivacy.cli.main import main
+
+
+def test_train_json_reports_accuracy_parameters_and_t_weak(capsys, tmp_path):
+    code = main(
+        [
+            "train",
+            "-N",
+            "10",
+            "-K",
+            "4",
+            "-R",
+            "3",
+            "--scheme",
+            "multiround",
+            "-T",
+            "2",
+            "--json",
+            "--out",
+            str(tmp_path / "run"),
+        ]
+    )
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["dataset"] == "digits" and out["model"] == "mlp"
+    assert out["parameters"] == 64 * 128 + 128 + 128 * 10 + 10
+    assert 0 <= out["test_accuracy"] <= 1
+    assert out["t_weak"] >= 2
+    assert (tmp_path / "run" / "summary.md").is_file()
+
+
+def test_train_from_config_file_with_override_and_resume(capsys, tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('users = 8\nper_round = 4\nrounds = 4\nmetrics = "none"\n')
+    run = tmp_path / "run"
+    assert main(["train", "--config", str(cfg), "--rounds", "2", "--out", str(run), "-q"]) == 0
+    assert "rounds = 2" in (run / "config.toml").read_text()
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run), "--rounds", "3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rounds"] == 3
+    assert main(["train", "--resume", str(run), "--lr", "0.5"]) == 2
+    assert "only --rounds may change" in capsys.readouterr().err
+
+
+def test_train_invalid_config_is_a_clear_error(capsys, tmp_path):
+    assert main(["train", "--scheme", "multiround", "-q"]) == 2
+    assert "target_privacy" in capsys.readouterr().err
+    bad = tmp_path / "bad.toml"
+    bad.write_text("userz = 3\n")
+    assert main(["train", "--config", str(bad)]) == 2
+    assert "unknown key 'userz'" in capsys.readouterr().err
+    assert main(["train", "--dataset", "mnist", "--data-dir", str(tmp_path), "-q"]) == 2
+    assert "train-images-idx3-ubyte.gz" in capsys.readouterr().err
+
+
+def test_reproduce_list_and_print_config(capsys):
+    assert main(["reproduce", "list"]) == 0
+    assert "table4-mnist-iid" in capsys.readouterr().out
+    assert main(["reproduce", "table4-mnist-iid", "--print-config"]) == 0
+    assert 'dataset = "mnist"' in capsys.readouterr().out
+    assert main(["reproduce", "no-such-table"]) == 2

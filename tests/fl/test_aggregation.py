@@ -1,0 +1,103 @@
+import numpy as np
+import pytest
+
+from fedprivacy.errors import ParameterError
+from fedprivacy.fl.aggregation import (
+    PlaintextAggregator,
+    SecureAggregator,
+    make_aggregator,
+)
+
+
+def _deltas(rng, users, dim, scale=0.1):
+    return {u: rng.normal(0, scale, dim).astype(np.float32) for u in users}
+
+
+@pytest.mark.parametrize("users", [[0, 1], [2, 5, 7, 9], [0, 1, 2, 3, 4, 5]])
+def test_plaintext_and_secure_paths_are_bit_identical(users):
+    rng = np.random.default_rng(len(users))
+    deltas = _deltas(rng, users, 300)
+    weights = {u: float(rng.uniform(0.2, 1.0)) for u in users}
+    plain = PlaintextAggregator(1.0, 6, 32, seed=3).aggregate(7, deltas, weights)
+    secure = SecureAggregator(1.0, 6, 32, seed=3).aggregate(7, deltas, weights)
+    assert plain.aggregated == secure.aggregated == tuple(users)
+    assert plain.mean_update is not None and secure.mean_update is not None
+    assert np.array_equal(plain.mean_update, secure.mean_update)
+    assert plain.total_weight == secure.total_weight
+
+
+def test_mean_update_matches_the_float_weighted_mean_within_the_resolution():
+    rng = np.random.default_rng(0)
+    users = [0, 1, 2, 3]
+    deltas = _deltas(rng, users, 1000)
+    weights = {0: 1.0, 1: 0.5, 2: 0.25, 3: 0.75}
+    out = PlaintextAggregator(1.0, 4, 32, seed=0).aggregate(0, deltas, weights)
+    exact = sum(weights[u] * deltas[u].astype(np.float64) for u in users) / sum(weights.values())
+    resolution = 1.0 / PlaintextAggregator(1.0, 4, 32, seed=0).codec.scale
+    assert np.max(np.abs(out.mean_update - exact)) < 8 * resolution
+    assert np.max(np.abs(out.mean_update - exact)) > 0  # it really is quantised
+
+
+def test_rounding_randomness_depends_on_round_and_seed():
+    rng = np.random.default_rng(1)
+    deltas = _deltas(rng, [0, 1], 500)
+    w = {0: 1.0, 1: 1.0}
+    a = PlaintextAggregator(1.0, 2, 32, seed=0).aggregate(0, deltas, w).mean_update
+    b = PlaintextAggregator(1.0, 2, 32, seed=0).aggregate(0, deltas, w).mean_update
+    c = PlaintextAggregator(1.0, 2, 32, seed=0).aggregate(1, deltas, w).mean_update
+    assert np.array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+def test_entries_beyond_the_clip_are_clipped_and_counted():
+    deltas = {0: np.array([0.5, 3.0, -4.0]), 1: np.array([0.1, 0.2, 0.3])}
+    out = PlaintextAggregator(1.0, 2, 32, seed=0).aggregate(0, deltas, {0: 1.0, 1: 1.0})
+    assert out.clipped_entries == 2
+    assert out.mean_update is not None
+    np.testing.assert_allclose(out.mean_update, [0.3, 0.6, -0.35], atol=1e-7)
+
+
+def test_secure_clipping_matches_plaintext_at_the_clip_boundary():
+    deltas = {0: np.array([10.0, -10.0, 1.0]), 1: np.array([1.0, 1.0, -1.0])}
+    w = {0: 0.3, 1: 1.0}
+    p = PlaintextAggregator(1.0, 2, 32, seed=5).aggregate(2, deltas, w)
+    s = SecureAggregator(1.0, 2, 32, seed=5).aggregate(2, deltas, w)
+    assert np.array_equal(p.mean_update, s.mean_update)
+
+
+def test_empty_and_single_user_rounds():
+    plain = PlaintextAggregator(1.0, 4, 32, seed=0)
+    assert plain.aggregate(0, {}, {}).aggregated == ()
+    secure = SecureAggregator(1.0, 4, 32, seed=0)
+    one = secure.aggregate(0, {3: np.zeros(4)}, {3: 1.0})
+    assert one.aggregated == () and one.mean_update is None and one.aborted
+
+
+def test_atomic_policy_with_protocol_dropout_aggregates_whole_batches_only():
+    rng = np.random.default_rng(2)
+    users = list(range(12))
+    deltas = _deltas(rng, users, 50)
+    w = dict.fromkeys(users, 1.0)
+    agg = SecureAggregator(1.0, 12, 32, seed=0, protocol_dropout=0.3, batch_policy="atomic")
+    seen = 0
+    for r in range(6):
+        out = agg.aggregate(r, deltas, w, batch_size=3, rng=np.random.default_rng(r))
+        batches = {u // 3 for u in out.aggregated}
+        for b in batches:
+            assert {3 * b, 3 * b + 1, 3 * b + 2} <= set(out.aggregated)
+        if out.aggregated:
+            seen += 1
+            exact = np.mean([deltas[u].astype(np.float64) for u in out.aggregated], axis=0)
+            assert np.max(np.abs(out.mean_update - exact)) < 1e-6
+    assert seen > 0
+
+
+def test_invalid_parameters():
+    with pytest.raises(ParameterError, match="update_clip"):
+        PlaintextAggregator(0.0, 2, 32, seed=0)
+    with pytest.raises(ParameterError, match="weights"):
+        PlaintextAggregator(1.0, 2, 32, seed=0).aggregate(0, {0: np.zeros(3)}, {0: 1.5})
+    with pytest.raises(ParameterError, match="protocol_dropout"):
+        make_aggregator(False, clip=1.0, per_round=2, bits=32, seed=0, protocol_dropout=0.1)
+    with pytest.raises(ParameterError, match="batch_policy"):
+        SecureAggregator(1.0, 2, 32, seed=0, batch_policy="sometimes")
