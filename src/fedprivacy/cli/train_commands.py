@@ -41,7 +41,26 @@ _OPTIONS: dict[str, dict[str, Any]] = {
     "chunk_size": {"type": int, "help": "most clients per vectorised call"},
     "metrics": {"help": "T_weak: exact, bounds or none"},
     "metrics_time_limit": {"type": float, "help": "seconds for the T_weak curve"},
+    "encoding": {"help": "fixed-point (default; what SecAgg sums) or float (plaintext only)"},
+    "device": {"help": "cpu (default), cuda or cuda:N"},
 }
+
+
+def parse_settings(items: list[str] | None) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs (values read as TOML, else as strings) for config overrides."""
+    import tomllib
+
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ParameterError("set", f"expected KEY=VALUE, got {item!r}")
+        try:
+            value: Any = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text
+        out[key.strip()] = value
+    return out
 
 
 def _print_err(message: str) -> None:
@@ -156,6 +175,7 @@ def cmd_reproduce(
         rounds=args.rounds,
         only=only,
         data_dir=args.data_dir,
+        overrides=parse_settings(args.set),
         progress_factory=factory,
         log=None if args.json else _print_err,
     )
@@ -227,6 +247,13 @@ def add_train_parsers(
     rep.add_argument("--t0", type=int, default=None, help="attack experiments: first round")
     rep.add_argument("--window", type=int, default=None, help="attack experiments: rounds")
     rep.add_argument("--data-dir", default=None, help="data folder (else $FEDPRIVACY_DATA)")
+    rep.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a configuration key of every run (repeatable), e.g. --set lr=0.03 "
+        "--set device=cuda",
+    )
     rep.add_argument("--print-config", action="store_true", help="print the runs' TOML and exit")
     rep.add_argument("--json", action="store_true", help="print one JSON list")
     rep.add_argument("--quiet", "-q", action="store_true", help="no progress bars")

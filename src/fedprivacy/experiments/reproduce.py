@@ -13,7 +13,7 @@ import io
 import json
 import math
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -25,7 +25,7 @@ from fedprivacy.data.images import ImageDataset, load_dataset
 from fedprivacy.errors import ParameterError
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.experiments.training_plots import plot_accuracy_comparison
-from fedprivacy.experiments.training_run import CHECKPOINT, run_training
+from fedprivacy.experiments.training_run import CHECKPOINT, CONFIG, run_training
 from fedprivacy.files import atomic_write_json, atomic_write_text
 
 
@@ -127,10 +127,33 @@ class ReproductionRow:
         return 100 * float(np.std(self.accuracies, ddof=1)) if len(self.accuracies) > 1 else 0.0
 
 
+def _checked_overrides(overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Validate ``--set`` keys and coerce their values as a config file would."""
+    if not overrides:
+        return {}
+    probe = TrainConfig.from_mapping(dict(overrides))  # unknown keys and types are errors here
+    return {k.replace("-", "_"): getattr(probe, k.replace("-", "_")) for k in overrides}
+
+
 def _finished(run_dir: Path, config: TrainConfig) -> dict[str, Any] | None:
     summary = run_dir / "summary.json"
     if not summary.is_file():
         return None
+    stored = run_dir / CONFIG
+    if stored.is_file():
+        theirs = TrainConfig.from_toml(stored).to_dict()
+        mine = config.to_dict()
+        diff = sorted(
+            k
+            for k in set(mine) | set(theirs)
+            if k not in ("data_dir", "rounds") and mine.get(k) != theirs.get(k)
+        )
+        if diff:
+            raise ParameterError(
+                "out",
+                f"{run_dir} holds a run with a different configuration ({', '.join(diff)}); "
+                "use another --out for these settings",
+            )
     data: dict[str, Any] = json.loads(summary.read_text())
     return data if data.get("rounds") == config.rounds else None
 
@@ -145,8 +168,13 @@ def run_experiment(
     data_dir: str | None = None,
     progress_factory: Callable[[str, int], Callable[[int], None]] | None = None,
     log: Callable[[str], None] | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> list[ReproductionRow]:
-    """Run (or reuse, or resume) every run of ``experiment`` and write the comparison."""
+    """Run (or reuse, or resume) every run of ``experiment`` and write the comparison.
+
+    ``overrides`` replaces configuration keys of every run (``reproduce --set KEY=VALUE``).
+    """
+    changes = _checked_overrides(overrides)
     selected = [r for r in experiment.runs if only is None or r.name in only]
     if only is not None:
         unknown = set(only) - {r.name for r in experiment.runs}
@@ -158,7 +186,9 @@ def run_experiment(
     for run in selected:
         row: ReproductionRow | None = None
         for seed in seeds:
-            config = run.config.with_overrides(seed=seed, rounds=rounds, data_dir=data_dir)
+            config = run.config.with_overrides(**changes).with_overrides(
+                seed=seed, rounds=rounds, data_dir=data_dir
+            )
             config.validate()
             run_dir = out / experiment.name / f"{run.name}-seed{seed}"
             summary = _finished(run_dir, config)

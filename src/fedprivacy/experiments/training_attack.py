@@ -11,7 +11,7 @@ near or above ``1 - 1/T`` when it only learns sums of ``T`` users.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,6 @@ from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.experiments.training_run import build_training
 from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.fl.aggregation import AggregateOutcome
-from fedprivacy.fl.engine import _BATCHES, round_rng
 
 
 @dataclass(frozen=True)
@@ -64,9 +63,8 @@ def run_training_attack(
     )
     training.run(t0, progress=progress)
     users = np.arange(config.users)
-    spec = replace(training.spec, lr=training.schedule(t0))
-    local = training._local_models(users, spec, round_rng(config.seed + 1, t0, _BATCHES))
-    truth = (local - training.global_flat).numpy().astype(np.float64) * training.weights[:, None]
+    updates = training.local_updates(users, t0, seed=config.seed + 1)
+    truth = updates.astype(np.float64) * training.weights[:, None]
     training.run(t0 + window, progress=progress)
     p = np.zeros((window, config.users), dtype=np.uint8)
     agg = np.zeros((window, truth.shape[1]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -15,6 +16,7 @@ from fedprivacy._validation import require_int
 from fedprivacy.data.images import DATASETS
 from fedprivacy.data.partition import PARTITIONS
 from fedprivacy.errors import ParameterError
+from fedprivacy.fl.aggregation import ENCODINGS
 from fedprivacy.fl.models import MODELS
 from fedprivacy.participation.selectors import SCHEMES
 from fedprivacy.secagg.multiround import BatchPolicy
@@ -22,6 +24,7 @@ from fedprivacy.secagg.multiround import BatchPolicy
 DEFAULT_MODELS = {"digits": "mlp", "mnist": "mnist-cnn", "cifar10": "lenet", "cifar100": "vgg11"}
 METRICS_MODES = ("exact", "bounds", "none")
 TRAINERS = ("auto", "vectorised", "loop")
+_DEVICE = re.compile(r"cpu|cuda(:[0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,8 @@ class TrainConfig:
     chunk_size: int | None = None
     metrics: str = "exact"
     metrics_time_limit: float = 60.0
+    encoding: str = "fixed-point"
+    device: str = "cpu"
     data_dir: str | None = field(default=None, compare=False)
 
     @property
@@ -92,6 +97,15 @@ class TrainConfig:
         _one_of("metrics", self.metrics, METRICS_MODES)
         _one_of("trainer", self.trainer, TRAINERS)
         _one_of("batch_policy", self.batch_policy, tuple(p.value for p in BatchPolicy))
+        _one_of("encoding", self.encoding, ENCODINGS)
+        if self.encoding == "float" and self.secagg:
+            raise ParameterError(
+                "encoding", "'float' is plaintext only: the secure path encodes in fixed point"
+            )
+        if not _DEVICE.fullmatch(str(self.device)):
+            raise ParameterError(
+                "device", f"must be 'cpu', 'cuda' or 'cuda:N', got {self.device!r}"
+            )
         users = require_int("users", self.users, minimum=2)
         require_int("per_round", self.per_round, minimum=1, maximum=users)
         require_int("rounds", self.rounds, minimum=1)

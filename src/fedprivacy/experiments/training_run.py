@@ -93,6 +93,7 @@ def build_training(
         degree=config.secagg_degree,
         protocol_dropout=config.protocol_dropout,
         batch_policy=config.batch_policy,
+        encoding=config.encoding,
     )
     return FederatedTraining(
         model=model,
@@ -113,6 +114,7 @@ def build_training(
         eval_every=config.eval_every,
         trainer=config.trainer,
         chunk_size=config.chunk_size,
+        device=config.device,
         **hooks,
     )
 
@@ -152,6 +154,8 @@ class TrainingResult:
             "rounds": rounds,
             "seed": self.config.seed,
             "aggregation": "secagg" if self.config.secagg else "plaintext",
+            "encoding": self.config.encoding,
+            "device": tr.device_name,
             "test_accuracy": base["test_accuracy"],
             "test_loss": base["test_loss"],
             "t_weak": None if final is None else final.upper,
@@ -344,7 +348,9 @@ def summary_markdown(result: TrainingResult) -> str:
         f"- data: {s['data_source']}",
         f"- N = {c.users}, K = {c.per_round}, rounds = {s['rounds']}, seed = {c.seed}, "
         f"dropout = {c.dropout}, E = {c.epochs}, batch = {c.batch_size}, lr = {c.lr}",
-        f"- aggregation: {s['aggregation']} (fixed point, {c.bits} bits, clip {c.update_clip})",
+        f"- aggregation: {s['aggregation']} ("
+        + (f"fixed point, {c.bits} bits" if c.encoding == "fixed-point" else "float64, no encoding")
+        + f", clip {c.update_clip}); device: {s['device']}",
         f"- model parameters: {s['parameters']:,}",
         "",
         "| metric | value |",

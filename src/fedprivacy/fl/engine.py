@@ -122,6 +122,11 @@ class FederatedTraining:
         run about 1.5x slower than plain ones on CPU (``benchmarks/training.py``).
     chunk_size : int or None
         Most clients trained in one vectorised call.
+    device : str
+        ``"cpu"`` or a CUDA device (``"cuda"``, ``"cuda:N"``): where the model, the data and the
+        local training live. Aggregation and the ledger stay on the CPU. On a GPU ``"auto"``
+        picks the vectorised trainer (cuDNN's grouped convolutions are fast). Runs on different
+        devices agree only up to float rounding.
     """
 
     model: nn.Module
@@ -136,6 +141,7 @@ class FederatedTraining:
     eval_every: int = 1
     trainer: str = "auto"
     chunk_size: int | None = None
+    device: str = "cpu"
     on_aggregate: Callable[[int, AggregateOutcome, dict[int, NDArray[np.float32]]], None] | None = (
         None
     )
@@ -153,14 +159,20 @@ class FederatedTraining:
             raise ParameterError(
                 "trainer", f"must be 'vectorised', 'loop' or 'auto', got {self.trainer!r}"
             )
+        self.torch_device = resolve_device(self.device)
         if self.trainer == "auto":
             convolutional = any(isinstance(m, nn.Conv2d) for m in self.model.modules())
-            self.trainer = "loop" if convolutional else "vectorised"
+            on_cpu = self.torch_device.type == "cpu"
+            self.trainer = "loop" if convolutional and on_cpu else "vectorised"
         self.spec.validate()
-        self.features = torch.from_numpy(np.array(self.dataset.train_x, dtype=np.float32))
-        self.labels = torch.from_numpy(np.array(self.dataset.train_y, dtype=np.int64))
-        self.test_features = torch.from_numpy(np.array(self.dataset.test_x, dtype=np.float32))
-        self.test_labels = torch.from_numpy(np.array(self.dataset.test_y, dtype=np.int64))
+        dev = self.torch_device
+        self.model.to(dev)
+        self.features = torch.from_numpy(np.array(self.dataset.train_x, dtype=np.float32)).to(dev)
+        self.labels = torch.from_numpy(np.array(self.dataset.train_y, dtype=np.int64)).to(dev)
+        self.test_features = torch.from_numpy(np.array(self.dataset.test_x, dtype=np.float32)).to(
+            dev
+        )
+        self.test_labels = torch.from_numpy(np.array(self.dataset.test_y, dtype=np.int64)).to(dev)
         sizes = self.partition.sizes()
         if np.any(sizes == 0):
             raise ParameterError("partition", "every user needs at least one training sample")
@@ -176,6 +188,13 @@ class FederatedTraining:
             self.batch_size_t = self.selector.target_privacy
         elif isinstance(self.selector, UserPartitionSelector):
             self.batch_size_t = self.selector.per_round
+
+    @property
+    def device_name(self) -> str:
+        """The device in words (``"cpu"`` or the GPU's name)."""
+        if self.torch_device.type == "cuda":
+            return f"cuda ({torch.cuda.get_device_name(self.torch_device)})"
+        return "cpu"
 
     @property
     def round(self) -> int:
@@ -197,6 +216,26 @@ class FederatedTraining:
             self._trainers[spec.lr] = trainer
         return trainer.train(self.global_flat, self.features, self.labels, indices, plan)
 
+    def local_updates(
+        self, users: NDArray[np.intp], round_index: int, *, seed: int
+    ) -> NDArray[np.float32]:
+        """The updates ``x_u - x`` that ``users`` would send from the current global model.
+
+        Their batches are drawn with ``round_rng(seed, round_index, ...)`` and the learning rate is
+        that of ``round_index``; nothing of the run (model, ledger, records) changes. The attack of
+        Appendix G.2 uses this for the ground truth it compares reconstructions with.
+
+        Returns
+        -------
+        numpy.ndarray
+            Float32 ``(len(users), P)`` on the CPU.
+        """
+        spec = replace(self.spec, lr=self.schedule(round_index))
+        local = self._local_models(
+            np.asarray(users, dtype=np.intp), spec, round_rng(seed, round_index, _BATCHES)
+        )
+        return np.asarray((local - self.global_flat).cpu().numpy())
+
     def step(self) -> RoundRecord:
         """Run one round and return its record."""
         r = self.round
@@ -210,7 +249,8 @@ class FederatedTraining:
             spec = replace(self.spec, lr=lr)
             started = time.perf_counter()
             local = self._local_models(selected, spec, round_rng(self.seed, r, _BATCHES))
-            deltas = {int(u): (local[i] - self.global_flat).numpy() for i, u in enumerate(selected)}
+            diff = (local - self.global_flat).cpu().numpy()
+            deltas = {int(u): diff[i] for i, u in enumerate(selected)}
             train_s = time.perf_counter() - started
             outcome = self.aggregator.aggregate(
                 r,
@@ -223,7 +263,7 @@ class FederatedTraining:
                 self.on_aggregate(r, outcome, deltas)
         self.ledger.record(np.asarray(outcome.aggregated, dtype=np.intp))
         if outcome.mean_update is not None:
-            update = torch.from_numpy(outcome.mean_update.astype(np.float32))
+            update = torch.from_numpy(outcome.mean_update.astype(np.float32)).to(self.torch_device)
             self.global_flat = self.global_flat + update
         accuracy, loss = float("nan"), float("nan")
         if (r + 1) % self.eval_every == 0:
@@ -284,7 +324,7 @@ class FederatedTraining:
         """Everything needed to continue the run bit for bit."""
         return {
             "round": self.round,
-            "global_flat": self.global_flat.clone(),
+            "global_flat": self.global_flat.detach().cpu().clone(),
             "ledger": [self.ledger.selected(t).tolist() for t in range(self.ledger.rounds)],
             "records": [asdict(r) for r in self.records],
         }
@@ -296,12 +336,37 @@ class FederatedTraining:
         flat = state["global_flat"]
         if not isinstance(flat, torch.Tensor) or flat.shape != self.global_flat.shape:
             raise ParameterError("checkpoint", "its model does not match this configuration")
-        self.global_flat = flat.clone()
+        self.global_flat = flat.clone().to(self.torch_device)
         for row in state["ledger"]:
             self.ledger.record(np.asarray(row, dtype=np.intp))
         self.records = [RoundRecord(**r) for r in state["records"]]
         if len(self.records) != self.ledger.rounds or self.ledger.rounds != state["round"]:
             raise ParameterError("checkpoint", "is inconsistent (records and ledger disagree)")
+
+
+def resolve_device(name: str) -> torch.device:
+    """``"cpu"``, ``"cuda"`` or ``"cuda:N"`` as a :class:`torch.device`, checked to exist.
+
+    Raises
+    ------
+    ParameterError
+        If the name is not one of those, or CUDA (or that GPU) is not available.
+    """
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ParameterError("device", f"must be 'cpu', 'cuda' or 'cuda:N', got {name!r}") from None
+    if dev.type == "cpu":
+        return dev
+    if dev.type != "cuda":
+        raise ParameterError("device", f"must be 'cpu', 'cuda' or 'cuda:N', got {name!r}")
+    if not torch.cuda.is_available():
+        raise ParameterError("device", f"{name!r} asked for, but this PyTorch sees no CUDA GPU")
+    if dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ParameterError(
+            "device", f"{name!r} asked for, but only {torch.cuda.device_count()} GPU(s) exist"
+        )
+    return dev
 
 
 def summarise_records(records: Sequence[RoundRecord]) -> dict[str, float]:

@@ -430,7 +430,7 @@ def train_clients_loop(
     num_params = sum(p.numel() for p in model.parameters())
     gidx = _check_inputs(num_params, global_flat, features, labels, client_indices, plan)
     real = np.asarray(plan) >= 0
-    out = torch.empty((gidx.shape[0], num_params), dtype=torch.float32)
+    out = torch.empty((gidx.shape[0], num_params), dtype=torch.float32, device=global_flat.device)
     for c in range(gidx.shape[0]):
         local = copy.deepcopy(model)
         load_flat_(local, global_flat)
@@ -442,7 +442,7 @@ def train_clients_loop(
             batch = gidx[c, s][real[c, s]]
             if batch.size == 0:
                 continue
-            idx = torch.from_numpy(batch)
+            idx = torch.from_numpy(batch).to(features.device)
             opt.zero_grad()
             loss = nn.functional.cross_entropy(local(features[idx]), labels[idx])
             torch.autograd.backward(loss)
