@@ -337,9 +337,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
     demo.set_defaults(func=cmd_demo)
 
+    from fedprivacy.cli.account_command import add_account_parser
     from fedprivacy.cli.train_commands import add_train_parsers
 
     add_train_parsers(sub, _progress_factory)
+    add_account_parser(sub)
     return parser
 
 

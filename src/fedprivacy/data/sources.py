@@ -33,6 +33,11 @@ MNIST_URL = (
     "http://yann.lecun.com/exdb/mnist/ (mirror: https://ossci-datasets.s3.amazonaws.com/mnist/)"
 )
 CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar.html"
+HEART_DISEASE_URL = "https://archive.ics.uci.edu/ml/machine-learning-databases/heart-disease/"
+TCGA_BRCA_URL = (
+    "https://github.com/owkin/FLamby/tree/main/flamby/datasets/fed_tcga_brca "
+    "(train_test_split.csv is in its dataset_creation_scripts/ folder)"
+)
 
 #: The layout of a data directory, as shown in error messages.
 EXPECTED_LAYOUT = f"""\
@@ -128,6 +133,55 @@ KNOWN_FILES: dict[str, KnownFile] = {
             "CIFAR-100 (original python version)",
             CIFAR_URL,
             md5="eb9058c3a382ffc7106e4002c42a8d85",
+        ),
+        # UCI Heart Disease, the four centers of FLamby's Fed-Heart-Disease. The MD5s are the ones
+        # FLamby's download script checks.
+        KnownFile(
+            "heart_disease/processed.cleveland.data",
+            "Heart Disease, Cleveland center (UCI processed.cleveland.data)",
+            HEART_DISEASE_URL + "processed.cleveland.data",
+            sha256="a74b7efa387bc9d108d7d0115d831fe9b414b29ae7124f331b622b4efa0427c8",
+            md5="2d91a8ff69cfd9616aa47b59d6f843db",
+        ),
+        KnownFile(
+            "heart_disease/processed.hungarian.data",
+            "Heart Disease, Hungarian center (UCI processed.hungarian.data)",
+            HEART_DISEASE_URL + "processed.hungarian.data",
+            sha256="d1ad108f785768cd3d7e82dc522e6f5a61eea93cccfb3a46ee8076f73fc3d796",
+            md5="22e96bee155b5973568101c93b3705f6",
+        ),
+        KnownFile(
+            "heart_disease/processed.switzerland.data",
+            "Heart Disease, Switzerland center (UCI processed.switzerland.data)",
+            HEART_DISEASE_URL + "processed.switzerland.data",
+            sha256="834a405ccf5b66ab4056bb77794adc8df0b7125186454c0a1d002d33c6c3b314",
+            md5="9a87f7577310b3917730d06ba9349e20",
+        ),
+        KnownFile(
+            "heart_disease/processed.va.data",
+            "Heart Disease, VA Long Beach center (UCI processed.va.data)",
+            HEART_DISEASE_URL + "processed.va.data",
+            sha256="e7c93d8d0d2acdadfa4c5e8de768e2191e7f618b952e29623f1f0d5949ff6b8f",
+            md5="4249d03ca7711e84f4444768c9426170",
+        ),
+        # FLamby's Fed-TCGA-BRCA (files stored in FLamby's repository).
+        KnownFile(
+            "tcga_brca/brca.csv",
+            "TCGA-BRCA clinical data (FLamby brca.csv)",
+            TCGA_BRCA_URL,
+            sha256="07cb53423f7d579d33cfdbf2cba57b2aee75318b85866c68ce39a75b1f1ba020",
+        ),
+        KnownFile(
+            "tcga_brca/centers.csv",
+            "TCGA-BRCA tissue source sites and regions (FLamby centers.csv)",
+            TCGA_BRCA_URL,
+            sha256="d610df2dae0203ea229c9579747ed3eb8d28e137c5378f55acc6fe6b4632bb1d",
+        ),
+        KnownFile(
+            "tcga_brca/train_test_split.csv",
+            "TCGA-BRCA train/test split per region (FLamby train_test_split.csv)",
+            TCGA_BRCA_URL,
+            sha256="1249c6543a4060ff0fdaf8510fc37017755836db6c9fc5e6af96057c36510990",
         ),
         KnownFile(
             "cifar10_jpeg/CIFAR-10-images.tar.gz",

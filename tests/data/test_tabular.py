@@ -1,0 +1,62 @@
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedprivacy.data.tabular import SiloDataset, load_mnist_pool, load_silo_dataset
+from fedprivacy.errors import ParameterError
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+def _ds(**over):
+    x = np.zeros((4, 3), dtype=np.float32)
+    fields = dict(
+        name="t",
+        source="test",
+        task="binary",
+        silo_names=("a", "b"),
+        train_x=(x, x),
+        train_y=(np.array([0, 1, 0, 1]), np.array([1, 1, 0, 0])),
+        test_x=(x[:2], x[:1]),
+        test_y=(np.array([0, 1]), np.array([1])),
+        feature_names=("f0", "f1", "f2"),
+        num_classes=2,
+        fixed_silos=True,
+    )
+    fields.update(over)
+    return SiloDataset(**fields)
+
+
+def test_validation():
+    ds = _ds()
+    assert ds.num_silos == 2 and ds.train_sizes().tolist() == [4, 4]
+    x, y = ds.pooled_train()
+    assert x.shape == (8, 3) and y.tolist() == [0, 1, 0, 1, 1, 1, 0, 0]
+    with pytest.raises(ParameterError, match="task"):
+        _ds(task="regression")
+    with pytest.raises(ParameterError, match="labels must lie"):
+        _ds(train_y=(np.array([0, 1, 0, 2]), np.array([1, 1, 0, 0])))
+    with pytest.raises(ParameterError, match="feature_names"):
+        _ds(feature_names=("f0",))
+    with pytest.raises(ParameterError, match="one pseudo-silo"):
+        _ds(fixed_silos=False)
+    with pytest.raises(ParameterError, match="train_y"):
+        _ds(train_y=(np.array([0, 1, 0, 1]),))
+
+
+def test_unknown_name():
+    with pytest.raises(ParameterError) as info:
+        load_silo_dataset("cifar10")
+    assert "heart_disease" in str(info.value)
+
+
+def test_mnist_pool_reuses_images():
+    if not (DATA / "mnist").is_dir():
+        pytest.skip("MNIST not available")
+    ds = load_mnist_pool(DATA)
+    assert ds.silo_names == ("pool",) and not ds.fixed_silos
+    assert ds.task == "multiclass" and ds.num_classes == 10 and ds.input_shape == (1, 28, 28)
+    assert ds.train_sizes().tolist() == [60000] and ds.test_sizes().tolist() == [10000]
+    x, _ = ds.pooled_train()
+    assert x is ds.train_x[0]  # no copy
