@@ -61,3 +61,22 @@ def test_reproduce_list_and_print_config(capsys):
     assert main(["reproduce", "table4-mnist-iid", "--print-config"]) == 0
     assert 'dataset = "mnist"' in capsys.readouterr().out
     assert main(["reproduce", "no-such-table"]) == 2
+
+
+def test_reproduce_set_overrides_every_run(capsys, tmp_path):
+    exp_file = tmp_path / "tiny.toml"
+    exp_file.write_text(
+        'title = "tiny"\n[base]\ndataset = "digits"\nusers = 8\nper_round = 4\nrounds = 2\n'
+        '[[runs]]\nname = "random"\nscheme = "random"\n'
+    )
+    args = ["reproduce", str(exp_file), "--out", str(tmp_path / "o"), "-q", "--json"]
+    assert (
+        main([*args, "--set", "metrics=none", "--set", "lr=0.05", "--set", "encoding=float"]) == 0
+    )
+    capsys.readouterr()
+    stored = (tmp_path / "o" / "tiny" / "random-seed0" / "config.toml").read_text()
+    assert "lr = 0.05" in stored and 'encoding = "float"' in stored and 'metrics = "none"' in stored
+    assert main([*args, "--set", "lr"]) == 2
+    assert "KEY=VALUE" in capsys.readouterr().err
+    assert main([*args, "--set", "device=tpu"]) == 2
+    assert "device" in capsys.readouterr().err

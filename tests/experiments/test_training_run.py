@@ -133,3 +133,20 @@ def test_run_experiment_reuses_finished_runs(tmp_path):
     assert again[0].accuracies == rows[0].accuracies
     assert (tmp_path / "out" / "tiny" / "random-seed0" / "summary.json").stat().st_mtime_ns == stamp
     assert np.isfinite(rows[1].mean)
+
+
+def test_run_experiment_overrides_and_refuses_a_finished_run_of_other_settings(tmp_path):
+    exp_file = tmp_path / "tiny.toml"
+    exp_file.write_text(
+        'title = "tiny"\n[base]\ndataset = "digits"\nusers = 8\nper_round = 4\nrounds = 2\n'
+        'metrics = "none"\n[[runs]]\nname = "random"\nscheme = "random"\n'
+    )
+    exp = load_experiment(str(exp_file))
+    rows = run_experiment(exp, tmp_path / "out", overrides={"lr": 0.05, "encoding": "float"})
+    stored = TrainConfig.from_toml(tmp_path / "out" / "tiny" / "random-seed0" / "config.toml")
+    assert stored.lr == 0.05 and stored.encoding == "float"
+    assert len(rows[0].accuracies) == 1
+    with pytest.raises(ParameterError, match="different configuration.*lr"):
+        run_experiment(exp, tmp_path / "out", overrides={"lr": 0.2, "encoding": "float"})
+    with pytest.raises(ParameterError, match="unknown key"):
+        run_experiment(exp, tmp_path / "out", overrides={"learning_rate": 0.2})

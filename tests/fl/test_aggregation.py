@@ -101,3 +101,31 @@ def test_invalid_parameters():
         make_aggregator(False, clip=1.0, per_round=2, bits=32, seed=0, protocol_dropout=0.1)
     with pytest.raises(ParameterError, match="batch_policy"):
         SecureAggregator(1.0, 2, 32, seed=0, batch_policy="sometimes")
+
+
+def test_float_aggregation_is_the_exact_weighted_mean_and_clips_like_the_others():
+    rng = np.random.default_rng(5)
+    users = [1, 4, 6]
+    deltas = _deltas(rng, users, 500)
+    deltas[4][3] = 3.0  # beyond the clip of 1.0 (weight 0.5 -> 1.5 > 1)
+    weights = {1: 1.0, 4: 0.5, 6: 0.8}
+    out = make_aggregator(
+        False, clip=1.0, per_round=3, bits=32, seed=0, encoding="float"
+    ).aggregate(0, deltas, weights)
+    assert out.aggregated == (1, 4, 6) and out.clipped_entries == 1
+    clipped = {
+        u: np.clip(deltas[u].astype(np.float64), -1.0 / weights[u], 1.0 / weights[u]) for u in users
+    }
+    exact = sum(weights[u] * clipped[u] for u in users) / sum(weights.values())
+    assert np.allclose(out.mean_update, exact, rtol=0, atol=1e-12)
+    fixed_path = PlaintextAggregator(1.0, 3, 32, seed=0)
+    fixed = fixed_path.aggregate(0, deltas, weights)
+    # the two paths differ only by the encoding's stochastic rounding
+    assert np.max(np.abs(fixed.mean_update - out.mean_update)) < 8 / fixed_path.codec.scale
+
+
+def test_float_encoding_is_plaintext_only_and_names_are_checked():
+    with pytest.raises(ParameterError, match="encoding"):
+        make_aggregator(True, clip=1.0, per_round=2, bits=32, seed=0, encoding="float")
+    with pytest.raises(ParameterError, match="encoding"):
+        make_aggregator(False, clip=1.0, per_round=2, bits=32, seed=0, encoding="int8")

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from fedprivacy.data.images import load_dataset
+from fedprivacy.errors import ParameterError
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.experiments.training_run import build_training
 from fedprivacy.fl.engine import LearningRateSchedule
@@ -105,3 +106,35 @@ def test_state_dict_round_trip_continues_identically():
     b.run(4)
     assert torch.equal(a.global_flat, b.global_flat)
     assert np.array_equal(a.ledger.matrix(), b.ledger.matrix())
+
+
+def test_local_updates_are_what_the_users_would_send_and_change_nothing():
+    training = build_training(_config(), DIGITS)
+    training.run(2)
+    before = training.global_flat.clone()
+    users = np.array([0, 3, 7])
+    a = training.local_updates(users, 2, seed=9)
+    b = training.local_updates(users, 2, seed=9)
+    assert a.shape == (3, before.numel()) and a.dtype == np.float32
+    assert np.array_equal(a, b) and np.abs(a).max() > 0
+    assert torch.equal(training.global_flat, before) and training.round == 2
+    assert not np.array_equal(a, training.local_updates(users, 2, seed=10))
+
+
+def test_device_must_exist():
+    with pytest.raises(ParameterError, match="device"):
+        build_training(_config(device="cuda:7" if torch.cuda.is_available() else "cuda"), DIGITS)
+    with pytest.raises(ParameterError, match="device"):
+        _config(device="tpu").validate()
+
+
+def test_float_encoding_trains_like_the_fixed_point_path():
+    fixed = build_training(_config(), DIGITS)
+    exact = build_training(_config(encoding="float"), DIGITS)
+    fixed.run(4)
+    exact.run(4)
+    assert [fixed.ledger.selected(t).tolist() for t in range(4)] == [
+        exact.ledger.selected(t).tolist() for t in range(4)
+    ]
+    gap = (fixed.global_flat - exact.global_flat).abs().max().item()
+    assert 0 < gap < 1e-5  # only the encoding's rounding differs
