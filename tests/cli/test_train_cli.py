@@ -80,3 +80,12 @@ def test_reproduce_set_overrides_every_run(capsys, tmp_path):
     assert "KEY=VALUE" in capsys.readouterr().err
     assert main([*args, "--set", "device=tpu"]) == 2
     assert "device" in capsys.readouterr().err
+
+
+def test_reproduce_runs_program_experiments(capsys, tmp_path):
+    assert main(["reproduce", "list"]) == 0
+    assert "uldp-fig2" in capsys.readouterr().out
+    assert main(["reproduce", "uldp-fig2", "--out", str(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["experiment"] == "uldp-fig2"
+    assert (tmp_path / "uldp-fig2" / "group_privacy.csv").is_file()

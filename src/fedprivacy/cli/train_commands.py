@@ -130,6 +130,7 @@ def cmd_reproduce(
     progress_factory: Callable[[bool], Callable[[str, int], Callable[[int], None]] | None],
 ) -> int:
     """Run a bundled experiment and print the comparison with the paper."""
+    from fedprivacy.experiments.catalogue import program_experiments
     from fedprivacy.experiments.reproduce import (
         comparison_markdown,
         experiment_names,
@@ -137,9 +138,27 @@ def cmd_reproduce(
         run_experiment,
     )
 
+    programs = program_experiments()
     if args.name == "list":
         for name in experiment_names():
             print(f"{name:28s} {load_experiment(name).title}")
+        for name, entry in sorted(programs.items()):
+            print(f"{name:28s} {entry.title}")
+        return 0
+    if args.name in programs:
+        options = {
+            "seeds": None if args.seeds is None else [int(s) for s in args.seeds.split(",") if s],
+            "rounds": args.rounds,
+            "data_dir": args.data_dir,
+            "quiet": args.quiet or args.json,
+        }
+        out = args.out / args.name
+        markdown = programs[args.name].run(out, options)
+        if args.json:
+            print(json.dumps({"experiment": args.name, "out": str(out)}))
+        else:
+            print(markdown)
+            print(f"Results in {out}")
         return 0
     experiment = load_experiment(args.name)
     if args.print_config:
@@ -147,7 +166,7 @@ def cmd_reproduce(
             print(f"# run {run.name}")
             print(run.config.to_toml())
         return 0
-    seeds = [int(s) for s in args.seeds.split(",") if s]
+    seeds = [int(s) for s in (args.seeds or "0").split(",") if s]
     if experiment.kind == "attack":
         from fedprivacy.experiments.reproduce import run_attack_experiment
 
@@ -239,7 +258,7 @@ def add_train_parsers(
     )
     rep.add_argument("name", help="experiment name, 'list', or a path to an experiment .toml")
     rep.add_argument("--out", type=Path, default=Path("results/reproduce"))
-    rep.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
+    rep.add_argument("--seeds", default=None, help="comma-separated seeds (default 0)")
     rep.add_argument(
         "--rounds", type=int, default=None, help="override the rounds (fewer than the paper)"
     )

@@ -1,0 +1,63 @@
+"""Reproductions that are programs rather than tables of training runs.
+
+``fedprivacy reproduce NAME`` looks here before the TOML experiments of
+:mod:`fedprivacy.experiments.reproduce`: each entry has a title and a runner that writes its files
+into ``OUT/NAME`` and returns a Markdown report (printed by the command).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ProgramExperiment:
+    """A named reproduction run by a function.
+
+    Attributes
+    ----------
+    name : str
+        What ``fedprivacy reproduce`` calls it.
+    title : str
+        One line for ``reproduce list``.
+    run : callable
+        ``run(out_dir, options) -> markdown``; ``options`` holds the command's generic options
+        (``seeds``, ``rounds``, ``data_dir``, ``quiet``), each ``None`` when not given.
+    """
+
+    name: str
+    title: str
+    run: Callable[[Path, dict[str, Any]], str]
+
+
+def _group_privacy(out_dir: Path, options: dict[str, Any]) -> str:
+    from fedprivacy.experiments.group_privacy_figure import (
+        group_privacy_markdown,
+        run_group_privacy_figure,
+    )
+
+    return group_privacy_markdown(run_group_privacy_figure(out_dir))
+
+
+_ENTRIES: list[ProgramExperiment] = [
+    ProgramExperiment(
+        "uldp-fig2",
+        "ULDP-FL Fig. 2: group privacy of DP-SGD (sigma 5, q 0.01, 1e5 steps), every route",
+        _group_privacy,
+    ),
+]
+
+
+def register(entry: ProgramExperiment) -> None:
+    """Add an entry (names must be unique)."""
+    if any(e.name == entry.name for e in _ENTRIES):
+        raise ValueError(f"experiment {entry.name!r} is already registered")
+    _ENTRIES.append(entry)
+
+
+def program_experiments() -> dict[str, ProgramExperiment]:
+    """Every program experiment by name."""
+    return {e.name: e for e in _ENTRIES}
