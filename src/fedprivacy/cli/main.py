@@ -339,9 +339,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from fedprivacy.cli.account_command import add_account_parser
     from fedprivacy.cli.train_commands import add_train_parsers
+    from fedprivacy.cli.uldp_command import add_uldp_parser
 
     add_train_parsers(sub, _progress_factory)
     add_account_parser(sub)
+    add_uldp_parser(sub)
     return parser
 
 

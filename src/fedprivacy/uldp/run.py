@@ -1,0 +1,379 @@
+"""Run a ULDP-FL experiment from a :class:`~fedprivacy.uldp.config.UldpConfig`.
+
+:func:`run_uldp` loads the dataset, allocates its records to users and silos, builds the
+federation and the initial model, runs the rounds of the method and evaluates the global model
+on the pooled test set, recording after every round the utility metric, the test loss, the
+user-level epsilon from the method's accountant and the round's wall time.
+:func:`write_outputs` writes the per-round CSV, the summary JSON and a plot.
+
+Randomness: one :class:`numpy.random.SeedSequence` of the config's seed is split into four
+streams -- the allocation, the model initialisation, the training (user sampling and
+minibatches; also DP-SGD's sampling and noise seeds for ULDP-GROUP-k) and the Gaussian noise of
+the other methods -- so the same seed gives the same run, and runs of different methods share
+the allocation and the initial model.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedprivacy.data.tabular import SiloDataset, load_silo_dataset
+from fedprivacy.files import atomic_write_json, atomic_write_text
+from fedprivacy.fl.params import flatten_parameters, load_flat_
+from fedprivacy.uldp.allocation import Allocation, allocate_fixed_silos, allocate_pool
+from fedprivacy.uldp.config import UldpConfig
+from fedprivacy.uldp.federation import Federation, build_federation
+from fedprivacy.uldp.methods import MethodRunner, RoundHyper
+from fedprivacy.uldp.per_user_training import LocalSGD
+
+__all__ = ["RoundRecord", "UldpResult", "allocate", "quiet_accounting", "run_uldp", "write_outputs"]
+
+
+@contextmanager
+def quiet_accounting() -> Iterator[None]:
+    """Silence dp-accounting's absl warnings about unconverged fractional orders.
+
+    dp-accounting logs one line per skipped order the first time a ``(sigma, q)`` pair is
+    computed (e.g. ``q = 0.5``); the orders are correctly left out of the epsilon.
+    """
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """The state after one round.
+
+    Attributes
+    ----------
+    round : int
+        Round number, from 1.
+    metric : float
+        Test utility (accuracy or C-index); ``nan`` if the round was not evaluated.
+    loss : float
+        Test loss; ``nan`` if not evaluated.
+    epsilon : float
+        User-level epsilon after this round (``inf`` for DEFAULT).
+    seconds : float
+        Wall time of the round's training and aggregation (evaluation excluded).
+    roc_auc : float or None
+        Test ROC-AUC for binary tasks.
+    clipped_fraction : float
+        Fraction of the contributing updates that were clipped.
+    """
+
+    round: int
+    metric: float
+    loss: float
+    epsilon: float
+    seconds: float
+    roc_auc: float | None = None
+    clipped_fraction: float = math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (non-finite numbers become ``None``)."""
+        return {
+            "round": self.round,
+            "metric": _finite(self.metric),
+            "loss": _finite(self.loss),
+            "epsilon": _finite(self.epsilon),
+            "seconds": self.seconds,
+            "roc_auc": _finite(self.roc_auc),
+            "clipped_fraction": _finite(self.clipped_fraction),
+        }
+
+
+def _finite(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+@dataclass
+class UldpResult:
+    """A finished run.
+
+    Attributes
+    ----------
+    config : UldpConfig
+        The resolved configuration (every hyper-parameter filled in).
+    metric_name : str
+        ``"accuracy"`` or ``"c_index"``.
+    data_source : str
+        The dataset's provenance (``synthetic stand-in`` for generated data).
+    records : list of RoundRecord
+        One per round.
+    initial : dict
+        Test ``metric`` and ``loss`` of the initial model.
+    allocation : dict
+        :meth:`~fedprivacy.uldp.allocation.Allocation.summary`.
+    group_size : int or None
+        ``k`` of ULDP-GROUP-k.
+    seconds : float
+        Total wall time.
+    final_params : torch.Tensor
+        The final global model (flat).
+    """
+
+    config: UldpConfig
+    metric_name: str
+    data_source: str
+    records: list[RoundRecord]
+    initial: dict[str, float]
+    allocation: dict[str, Any]
+    group_size: int | None
+    seconds: float
+    final_params: torch.Tensor = field(repr=False)
+
+    @property
+    def final(self) -> RoundRecord:
+        """The last round's record."""
+        return self.records[-1]
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready summary: ``metric``, ``metric_name``, ``epsilon``, ``method``, ... ."""
+        c = self.config
+        last = self.final
+        return {
+            "metric": _finite(last.metric),
+            "metric_name": self.metric_name,
+            "epsilon": _finite(last.epsilon),
+            "delta": c.delta,
+            "private": c.method != "DEFAULT",
+            "method": c.method,
+            "dataset": c.dataset,
+            "data_source": self.data_source,
+            "rounds": c.rounds,
+            "users": c.users,
+            "silos": c.num_silos,
+            "distribution": c.distribution,
+            "seed": c.seed,
+            "sigma": c.sigma,
+            "sampling_rate": c.sampling_rate,
+            "clip": c.clip,
+            "local_epochs": c.local_epochs,
+            "local_lr": c.local_lr,
+            "global_lr": c.global_lr,
+            "batch_size": c.batch_size,
+            "group_size": self.group_size,
+            "loss": _finite(last.loss),
+            "roc_auc": _finite(last.roc_auc),
+            "initial_metric": _finite(self.initial.get("metric")),
+            "initial_loss": _finite(self.initial.get("loss")),
+            "seconds": round(self.seconds, 3),
+            "allocation": self.allocation,
+        }
+
+    def to_csv(self) -> str:
+        """Per-round CSV: ``round, metric, loss, epsilon, seconds, roc_auc, clipped_fraction``."""
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        cols = ["round", "metric", "loss", "epsilon", "seconds", "roc_auc", "clipped_fraction"]
+        writer.writerow(cols)
+        for r in self.records:
+            d = r.to_dict()
+            writer.writerow(["" if d[k] is None else d[k] for k in cols])
+        return buf.getvalue()
+
+
+def allocate(config: UldpConfig, dataset: SiloDataset, rng: np.random.Generator) -> Allocation:
+    """Allocate the dataset's training records to the config's users (and silos).
+
+    Heart Disease and TCGA-BRCA keep their silos (:func:`allocate_fixed_silos`, at least two
+    records per user and silo for TCGA-BRCA's Cox loss); MNIST and Creditcard get
+    :func:`allocate_pool` with ``config.num_silos`` silos.
+    """
+    if dataset.fixed_silos:
+        return allocate_fixed_silos(
+            dataset.train_sizes(),
+            config.users,
+            config.distribution,
+            rng,
+            user_alpha=config.user_alpha,
+            main_silo_share=config.main_silo_share,
+            min_records_per_user_silo=2 if dataset.task == "survival" else 1,
+        )
+    _, labels = dataset.pooled_train()
+    return allocate_pool(
+        labels,
+        config.users,
+        config.num_silos,
+        config.distribution,
+        rng,
+        user_alpha=config.user_alpha,
+        silo_alpha=config.silo_alpha,
+        max_labels_per_user=config.max_labels_per_user,
+    )
+
+
+def run_uldp(
+    config: UldpConfig,
+    progress: Callable[[int], None] | None = None,
+    *,
+    dataset: SiloDataset | None = None,
+) -> UldpResult:
+    """Run one ULDP-FL experiment.
+
+    Parameters
+    ----------
+    config : UldpConfig
+        The run (validated here; ``None`` hyper-parameters take their defaults).
+    progress : callable, optional
+        Called with ``1`` after every round (e.g. a tqdm ``update``).
+    dataset : SiloDataset, optional
+        An already loaded dataset (must be ``config.dataset``); loaded from
+        ``config.data_dir`` otherwise.
+
+    Returns
+    -------
+    UldpResult
+        Per-round records and the summary.
+
+    Raises
+    ------
+    ParameterError
+        For an invalid configuration.
+    DataNotFoundError, ChecksumError
+        If the data are missing or not the published files.
+    """
+    started = time.perf_counter()
+    cfg = config.validate().resolved()
+    ds = dataset if dataset is not None else _load(cfg)
+    alloc_ss, init_ss, train_ss, noise_ss = np.random.SeedSequence(cfg.seed).spawn(4)
+    allocation = allocate(cfg, ds, np.random.default_rng(alloc_ss))
+    fed = build_federation(ds, allocation, device=cfg.device)
+    model = fed.task.build_model(seed=int(init_ss.generate_state(1)[0]))
+    model.to(fed.device)
+    assert cfg.clip is not None and cfg.global_lr is not None and cfg.local_lr is not None
+    assert cfg.local_epochs is not None and cfg.batch_size is not None
+    hyper = RoundHyper(
+        local=LocalSGD(epochs=cfg.local_epochs, batch_size=cfg.batch_size, lr=cfg.local_lr),
+        global_lr=cfg.global_lr,
+        clip=cfg.clip,
+        sigma=cfg.sigma,
+        sampling_rate=cfg.effective_sampling_rate,
+        naive_noise="paper" if cfg.naive_noise == "paper" else "corrected",
+    )
+    runner = MethodRunner(
+        cfg.method, fed, hyper, delta=cfg.delta, model=model, max_rows=cfg.max_rows
+    )
+    train_rng, noise_rng = np.random.default_rng(train_ss), np.random.default_rng(noise_ss)
+    flat = flatten_parameters(model).to(fed.device)
+    initial = _evaluate(fed, model, flat)
+    records: list[RoundRecord] = []
+    with quiet_accounting():
+        for t in range(1, cfg.rounds + 1):
+            out = runner.run_round(flat, train_rng, noise_rng)
+            flat = out.flat
+            eps = runner.epsilon()
+            ev: dict[str, float] = {}
+            if t % cfg.eval_every == 0 or t == cfg.rounds:
+                ev = _evaluate(fed, model, flat)
+            records.append(
+                RoundRecord(
+                    round=t,
+                    metric=ev.get("metric", math.nan),
+                    loss=ev.get("loss", math.nan),
+                    epsilon=eps,
+                    seconds=out.seconds,
+                    roc_auc=ev.get("roc_auc"),
+                    clipped_fraction=out.clipped / out.groups if out.groups else math.nan,
+                )
+            )
+            if progress is not None:
+                progress(1)
+    return UldpResult(
+        config=cfg,
+        metric_name=fed.task.metric_name,
+        data_source=ds.source,
+        records=records,
+        initial=initial,
+        allocation=allocation.summary(),
+        group_size=runner.group_k,
+        seconds=time.perf_counter() - started,
+        final_params=flat.detach().cpu(),
+    )
+
+
+def _load(cfg: UldpConfig) -> SiloDataset:
+    return load_silo_dataset(
+        cfg.dataset, cfg.data_dir, seed=cfg.seed, creditcard_path=cfg.creditcard_path
+    )
+
+
+def _evaluate(fed: Federation, model: torch.nn.Module, flat: torch.Tensor) -> dict[str, float]:
+    load_flat_(model, flat)
+    return fed.task.evaluate(model, fed.test_x, fed.test_y)
+
+
+def write_outputs(result: UldpResult, out: str | Path) -> list[Path]:
+    """Write ``rounds.csv``, ``summary.json`` and ``uldp.png`` (metric and epsilon per round).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+    """
+    folder = Path(out)
+    files = [folder / "rounds.csv", folder / "summary.json", folder / "uldp.png"]
+    atomic_write_text(files[0], result.to_csv())
+    data = result.summary()
+    data["records"] = [r.to_dict() for r in result.records]
+    atomic_write_json(files[1], data)
+    _plot(result, files[2])
+    return files
+
+
+def _plot(result: UldpResult, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fedprivacy.files import atomic_write_bytes
+
+    rounds = [0] + [r.round for r in result.records]
+    metric = [result.initial.get("metric", math.nan)] + [r.metric for r in result.records]
+    eps = [0.0] + [r.epsilon for r in result.records]
+    c = result.config
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
+    shown = [(x, y) for x, y in zip(rounds, metric, strict=True) if math.isfinite(y)]
+    ax1.plot([x for x, _ in shown], [y for _, y in shown], marker="o", ms=3)
+    ax1.set_xlabel("round")
+    ax1.set_ylabel(f"test {result.metric_name.replace('_', '-')}")
+    ax1.grid(alpha=0.3)
+    if all(math.isfinite(e) for e in eps):
+        ax2.plot(rounds, eps, marker="o", ms=3, color="tab:red")
+        ax2.set_ylabel(f"user-level epsilon (delta={c.delta:g})")
+    else:
+        ax2.text(0.5, 0.5, "not private (epsilon = inf)", ha="center", va="center")
+        ax2.set_xticks([])
+        ax2.set_yticks([])
+    ax2.set_xlabel("round")
+    ax2.grid(alpha=0.3)
+    title = f"{c.method} on {c.dataset} ({c.users} users, {c.distribution})"
+    if "synthetic" in result.data_source:
+        title += " [synthetic stand-in data]"
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())

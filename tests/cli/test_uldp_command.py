@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from fedprivacy.cli.main import main
+from fedprivacy.uldp.methods import METHODS
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture()
+def data_dir() -> Path:
+    if not (DATA / "heart_disease").is_dir():
+        pytest.skip("shared data directory not available")
+    return DATA
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def heart(data_dir: Path, *extra: str) -> tuple[str, ...]:
+    return (
+        "uldp",
+        "--dataset",
+        "heart_disease",
+        "--users",
+        "20",
+        "--rounds",
+        "2",
+        "--data-dir",
+        str(data_dir),
+        *extra,
+    )
+
+
+def test_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["uldp", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "--sampling-rate" in out and "ULDP-AVG-ws" in out
+
+
+def test_json_keys(capsys: pytest.CaptureFixture[str], data_dir: Path) -> None:
+    code, out, err = run(capsys, *heart(data_dir, "--method", "ULDP-AVG-ws", "-q", "0.5", "--json"))
+    assert code == 0
+    data = json.loads(out)
+    for key in ("metric", "metric_name", "epsilon", "method", "dataset", "data_source", "rounds"):
+        assert key in data
+    assert data["metric_name"] == "accuracy" and data["method"] == "ULDP-AVG-ws"
+    assert data["dataset"] == "heart_disease" and data["rounds"] == 2
+    assert data["sampling_rate"] == 0.5 and 0 < data["epsilon"] < 5
+    assert len(data["records"]) == 2
+    assert "rounds:" not in err  # no progress bar with --json
+
+
+def test_human_output_and_files(
+    capsys: pytest.CaptureFixture[str], data_dir: Path, tmp_path: Path
+) -> None:
+    code, out, _ = run(capsys, *heart(data_dir, "--method", "ULDP-SGD", "--out", str(tmp_path)))
+    assert code == 0
+    assert "ULDP-SGD on heart_disease" in out and "epsilon" in out and "final accuracy" in out
+    assert {p.name for p in tmp_path.iterdir()} == {"rounds.csv", "summary.json", "uldp.png"}
+
+
+def test_synthetic_creditcard_is_marked(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = (
+        "uldp",
+        "--dataset",
+        "creditcard-synthetic",
+        "--method",
+        "ULDP-SGD",
+        "--users",
+        "10",
+        "--rounds",
+        "1",
+        "--json",
+    )
+    code, out, _ = run(capsys, *argv)
+    assert code == 0
+    assert "synthetic stand-in" in json.loads(out)["data_source"]
+
+
+def test_config_file_and_override(
+    capsys: pytest.CaptureFixture[str], data_dir: Path, tmp_path: Path
+) -> None:
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('dataset = "heart_disease"\nmethod = "ULDP-NAIVE"\nusers = 15\nrounds = 3\n')
+    argv = ("uldp", "--config", str(cfg), "--rounds", "1", "--data-dir", str(data_dir), "--json")
+    code, out, _ = run(capsys, *argv)
+    assert code == 0
+    data = json.loads(out)
+    assert data["method"] == "ULDP-NAIVE" and data["users"] == 15 and data["rounds"] == 1
+
+
+def test_validation_errors(capsys: pytest.CaptureFixture[str], data_dir: Path) -> None:
+    code, _, err = run(capsys, "uldp", "--dataset", "heart_disease", "--users", "5")
+    assert code == 2 and "--method" in err and "--config" in err
+    code, _, err = run(capsys, *heart(data_dir, "--method", "ULDP-AVG", "--sampling-rate", "0.5"))
+    assert code == 2 and "sampling_rate" in err and "-s" in err
+    code, _, err = run(capsys, *heart(data_dir, "--method", "ULDP-AVG", "--silos", "3"))
+    assert code == 2 and "fixed silos" in err
+    code, _, err = run(capsys, *heart(data_dir, "--method", "ULDP-AVG", "--sigma", "0"))
+    assert code == 2 and "sigma" in err
+    with pytest.raises(SystemExit) as exc:
+        main(["uldp", "--dataset", "heart_disease", "--method", "ULDP-FOO"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert all(name in err for name in METHODS)
+
+
+def test_missing_data_dir(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    argv = (
+        "uldp",
+        "--dataset",
+        "heart_disease",
+        "--method",
+        "ULDP-AVG",
+        "--users",
+        "5",
+        "--rounds",
+        "1",
+        "--data-dir",
+        str(tmp_path / "nothing"),
+    )
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and "does not exist" in err

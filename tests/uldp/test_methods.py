@@ -1,0 +1,217 @@
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from opacus.accountants.analysis.rdp import compute_rdp
+
+from fedprivacy.dp.accounting import DEFAULT_ORDERS, PrivacyAccountant
+from fedprivacy.dp.group_privacy import group_privacy_bounds
+from fedprivacy.errors import ParameterError
+from fedprivacy.fl.params import flatten_parameters, load_flat_
+from fedprivacy.uldp.config import DEFAULT_HYPER
+from fedprivacy.uldp.federation import Federation
+from fedprivacy.uldp.methods import (
+    METHODS,
+    MethodRunner,
+    RoundHyper,
+    method_spec,
+    reference_presum,
+    run_round,
+)
+from fedprivacy.uldp.per_user_training import LocalSGD
+
+
+def hyper_for(method: str, **changes: float) -> RoundHyper:
+    d = DEFAULT_HYPER["heart_disease"][method_spec(method).family]
+    kw: dict[str, float] = dict(global_lr=d.global_lr, clip=d.clip, sigma=5.0, sampling_rate=0.5)
+    kw.update(changes)
+    batch = 16 if method_spec(method).family == "group" else d.batch_size
+    return RoundHyper(LocalSGD(epochs=d.local_epochs, batch_size=batch, lr=d.local_lr), **kw)  # type: ignore[arg-type]
+
+
+def test_method_specs() -> None:
+    assert len(METHODS) == 14
+    assert method_spec("ULDP-AVG-ws") == method_spec("ULDP-AVG-ws")
+    s = method_spec("ULDP-SGD-ws")
+    assert (s.family, s.weighted, s.sampled) == ("sgd", True, True)
+    assert (method_spec("ULDP-AVG-s").weighted, method_spec("ULDP-AVG-s").sampled) == (False, True)
+    assert method_spec("ULDP-AVG-w").weighted and not method_spec("ULDP-AVG-w").sampled
+    assert method_spec("ULDP-GROUP-median").group == "median"
+    assert not method_spec("DEFAULT").private
+    with pytest.raises(ParameterError) as err:
+        method_spec("ULDP-FOO")
+    for name in METHODS:
+        assert name in str(err.value)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_each_method_learns_on_heart_disease(heart_fed: Federation, method: str) -> None:
+    # small noise: this checks the direction and scale of the updates, not the privacy
+    fed = heart_fed
+    runner = MethodRunner(method, fed, hyper_for(method, sigma=0.05))
+    model = fed.task.build_model(0)
+    flat = flatten_parameters(model)
+    before = fed.task.evaluate(model, fed.test_x, fed.test_y)
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        out = runner.run_round(flat, rng)
+        assert torch.isfinite(out.flat).all()
+        flat = out.flat
+    load_flat_(model, flat)
+    after = fed.task.evaluate(model, fed.test_x, fed.test_y)
+    assert after["loss"] < before["loss"] - 0.01
+    assert after["metric"] > before["metric"]
+
+
+def test_sgd_ws_descends(heart_fed: Federation) -> None:
+    fed = heart_fed
+    runner = MethodRunner("ULDP-SGD-ws", fed, hyper_for("ULDP-SGD-ws", sigma=0.01))
+    model = fed.task.build_model(0)
+    flat = flatten_parameters(model)
+    losses = [fed.task.evaluate(model, fed.x, fed.y)["loss"]]
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        out = runner.run_round(flat, rng)
+        # x_{t+1} = x_t - eta_g / (q |U| |S|) * (noisy sum of clipped weighted gradients)
+        step = runner.hyper.global_lr / (0.5 * fed.num_users * fed.num_silos)
+        torch.testing.assert_close(out.flat, flat - step * out.noisy_sum)
+        assert out.sampled is not None and 0 < out.sampled.sum() < fed.num_users
+        flat = out.flat
+        load_flat_(model, flat)
+        losses.append(fed.task.evaluate(model, fed.x, fed.y)["loss"])
+    assert all(b < a for a, b in zip(losses, losses[1:], strict=False))
+
+
+@pytest.mark.parametrize(
+    "method", ["ULDP-AVG", "ULDP-AVG-w", "ULDP-AVG-ws", "ULDP-SGD", "ULDP-SGD-ws"]
+)
+def test_vectorised_round_equals_per_user_loop(heart_fed: Federation, method: str) -> None:
+    fed = heart_fed
+    hp = hyper_for(method, clip=0.3)
+    hp = RoundHyper(LocalSGD(2, 4, 0.2), hp.global_lr, hp.clip, hp.sigma, 0.5)
+    flat = flatten_parameters(fed.task.build_model(3))
+    runner = MethodRunner(method, fed, hp)
+    got = runner.presum(flat, np.random.default_rng(7))
+    expected = reference_presum(method, fed, flat, hp, np.random.default_rng(7))
+    assert float(expected.norm()) > 0.1
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def _run(fed: Federation, method: str, rounds: int, **changes: float) -> list[float]:
+    runner = MethodRunner(method, fed, hyper_for(method, **changes))
+    flat = flatten_parameters(fed.task.build_model(0))
+    rng = np.random.default_rng(0)
+    eps = []
+    for _ in range(rounds):
+        flat = runner.run_round(flat, rng).flat
+        eps.append(runner.epsilon())
+    return eps
+
+
+def test_epsilon_per_round_matches_accountant(heart_fed: Federation) -> None:
+    fed = heart_fed
+    cases = (("ULDP-SGD", 5.0, 1.0), ("ULDP-SGD-s", 5.0, 0.5), ("ULDP-SGD-w", 2.0, 1.0))
+    for method, z, q in cases:
+        eps = _run(fed, method, 3, sigma=z, sampling_rate=0.5)
+        for t, e in enumerate(eps, start=1):
+            ref = PrivacyAccountant("rdp").compose_gaussian(z, t, q).epsilon(1e-5)
+            assert e == pytest.approx(ref, rel=1e-12)
+    # ULDP-NAIVE: noise multiplier sigma of the corrected sensitivity 2|S|C ...
+    eps = _run(fed, "ULDP-NAIVE", 2, sigma=5.0)
+    assert eps[-1] == pytest.approx(PrivacyAccountant().compose_gaussian(5.0, 2).epsilon(1e-5))
+    # ... or sigma / 2 with the paper's noise
+    runner = MethodRunner("ULDP-NAIVE", fed, hyper_for("ULDP-NAIVE"))
+    paper = MethodRunner(
+        "ULDP-NAIVE",
+        fed,
+        RoundHyper(runner.hyper.local, 1.0, 0.1, 5.0, naive_noise="paper"),
+    )
+    assert paper.effective_noise_multiplier == 2.5
+    assert _run(fed, "DEFAULT", 1) == [math.inf]
+
+
+def test_group_epsilon_per_round_from_opacus_history(heart_fed: Federation) -> None:
+    fed = heart_fed
+    hp = RoundHyper(LocalSGD(1, 4, 0.05), global_lr=1.0, clip=1.0, sigma=5.0)
+    runner = MethodRunner("ULDP-GROUP-8", fed, hp)
+    kept = runner.group_fed
+    assert runner.group_k == 8 and kept is not None and runner.group_state is not None
+    assert np.all(kept.records_per_user() <= 8)
+    flat = flatten_parameters(fed.task.build_model(0))
+    rng = np.random.default_rng(0)
+    sizes = np.diff(kept.silo_offsets)
+    steps = [math.ceil(n / 4) for n in sizes]
+    # the RDP of one step of each silo, computed here with Opacus directly
+    one_step = [
+        np.nan_to_num(
+            np.asarray(
+                compute_rdp(q=1.0 / k, noise_multiplier=5.0, steps=1, orders=list(DEFAULT_ORDERS))
+            ),
+            nan=np.inf,
+        )
+        for k in steps
+        if k > 0
+    ]
+    for t in (1, 2):
+        flat = runner.run_round(flat, rng).flat
+        for s, k in enumerate(steps):
+            # one Opacus accountant per silo, stepped at every DP-SGD step at rate 1/k
+            expected = [(5.0, 1.0 / k, t * k)] if k else []
+            assert runner.group_state.history(s) == expected
+        live = [k for k in steps if k > 0]
+        curve = np.max(np.stack([t * k * c for k, c in zip(live, one_step, strict=True)]), axis=0)
+        expected_eps = group_privacy_bounds(DEFAULT_ORDERS, curve, 8, 1e-5).epsilon
+        assert runner.epsilon() == pytest.approx(expected_eps, rel=1e-9)
+
+
+def test_noise_scales(heart_fed: Federation) -> None:
+    fed = heart_fed
+    # ULDP-SGD: N(0, sigma^2 C^2 / |S|) per silo, sigma C in the sum
+    runner = MethodRunner("ULDP-SGD", fed, hyper_for("ULDP-SGD", sigma=3.0, clip=0.5))
+    flat = flatten_parameters(fed.task.build_model(0))
+    rng = np.random.default_rng(0)
+    outs = [runner.run_round(flat, rng) for _ in range(40)]
+    z = torch.cat([o.noisy_sum - o.presum for o in outs])
+    assert float(z.std()) == pytest.approx(3.0 * 0.5, rel=0.12)
+    # ULDP-NAIVE (corrected): N(0, (2 sigma C)^2 |S|) per silo, 2 sigma C |S| in the sum
+    runner = MethodRunner("ULDP-NAIVE", fed, hyper_for("ULDP-NAIVE", sigma=1.0, clip=0.1))
+    outs = [runner.run_round(flat, rng) for _ in range(15)]
+    z = torch.cat([o.noisy_sum - o.presum for o in outs])
+    assert float(z.std()) == pytest.approx(2 * 1.0 * 0.1 * fed.num_silos, rel=0.2)
+
+
+def test_sampled_round_uses_only_sampled_users(heart_fed: Federation) -> None:
+    fed = heart_fed
+    hp = hyper_for("ULDP-AVG-s", sampling_rate=0.5)
+    runner = MethodRunner("ULDP-AVG-s", fed, hp)
+    flat = flatten_parameters(fed.task.build_model(0))
+    out = runner.run_round(flat, np.random.default_rng(4))
+    assert out.sampled is not None
+    pairs = sum(
+        int(np.isin(fed.silo_users[s], np.flatnonzero(out.sampled)).sum())
+        for s in range(fed.num_silos)
+    )
+    assert out.groups == pairs
+    step = hp.global_lr / (0.5 * fed.num_users * fed.num_silos)
+    torch.testing.assert_close(out.flat, flat + step * out.noisy_sum)
+    again = run_round("ULDP-AVG-s", fed, flat, hp, np.random.default_rng(4))
+    assert again.groups == out.groups
+
+
+def test_runner_validation(heart_fed: Federation) -> None:
+    local = LocalSGD(1, 4, 0.1)
+    with pytest.raises(ParameterError, match="clip"):
+        MethodRunner("ULDP-AVG", heart_fed, RoundHyper(local, clip=0.0))
+    with pytest.raises(ParameterError, match="sampling_rate"):
+        MethodRunner("ULDP-AVG-s", heart_fed, RoundHyper(local, sampling_rate=1.5))
+    with pytest.raises(ParameterError, match="method"):
+        MethodRunner("ULDP-GROUP-2", heart_fed, RoundHyper(local)).presum(
+            torch.zeros(14), np.random.default_rng(0)
+        )
+    with pytest.raises(ParameterError, match="method"):
+        reference_presum(
+            "DEFAULT", heart_fed, torch.zeros(14), RoundHyper(local), np.random.default_rng(0)
+        )

@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from fedprivacy.dp.accounting import PrivacyAccountant
+from fedprivacy.uldp.config import UldpConfig
+from fedprivacy.uldp.run import run_uldp, write_outputs
+
+
+def test_run_records_and_determinism(data_dir: Path, tmp_path: Path) -> None:
+    cfg = UldpConfig(
+        dataset="heart_disease", method="ULDP-AVG-w", users=30, rounds=3, data_dir=str(data_dir)
+    )
+    calls: list[int] = []
+    res = run_uldp(cfg, progress=calls.append)
+    assert calls == [1, 1, 1]
+    assert [r.round for r in res.records] == [1, 2, 3]
+    for t, r in enumerate(res.records, start=1):
+        expected = PrivacyAccountant().compose_gaussian(5.0, t).epsilon(1e-5)
+        assert r.epsilon == pytest.approx(expected)
+        assert 0 <= r.metric <= 1 and math.isfinite(r.loss) and r.seconds > 0
+    s = res.summary()
+    assert s["metric_name"] == "accuracy" and s["method"] == "ULDP-AVG-w"
+    assert s["epsilon"] == res.final.epsilon and s["silos"] == 4
+    assert "UCI Heart Disease" in s["data_source"]
+    again = run_uldp(cfg)
+    assert torch.equal(again.final_params, res.final_params)  # same seed, same run
+    files = write_outputs(res, tmp_path / "out")
+    assert [f.name for f in files] == ["rounds.csv", "summary.json", "uldp.png"]
+    rows = list(csv.DictReader((tmp_path / "out" / "rounds.csv").open()))
+    assert len(rows) == 3 and float(rows[-1]["epsilon"]) == pytest.approx(res.final.epsilon)
+    data = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert len(data["records"]) == 3 and data["metric"] == s["metric"]
+    assert (tmp_path / "out" / "uldp.png").stat().st_size > 1000
+
+
+def test_run_tcga_c_index_and_eval_every(data_dir: Path) -> None:
+    cfg = UldpConfig(
+        dataset="tcga_brca",
+        method="ULDP-SGD",
+        users=20,
+        rounds=3,
+        eval_every=2,
+        data_dir=str(data_dir),
+    )
+    res = run_uldp(cfg)
+    assert res.metric_name == "c_index"
+    assert math.isnan(res.records[0].metric) and 0 <= res.records[1].metric <= 1
+    assert 0 <= res.final.metric <= 1  # the last round is always evaluated
+    assert res.allocation["num_silos"] == 6
+
+
+def test_run_default_and_synthetic_creditcard() -> None:
+    cfg = UldpConfig(dataset="creditcard-synthetic", method="DEFAULT", users=20, rounds=1)
+    res = run_uldp(cfg)
+    s = res.summary()
+    assert "synthetic stand-in" in s["data_source"]
+    assert s["epsilon"] is None and s["private"] is False
+    assert s["roc_auc"] is not None and s["silos"] == 5
