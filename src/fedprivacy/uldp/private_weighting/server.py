@@ -1,0 +1,471 @@
+"""The aggregation server's side of Protocol 1 (the party ``A`` of the paper).
+
+What the server sees (Theorem 5): the silos' X25519 public keys, the AES-GCM ciphertexts of the
+seed it relays, the doubly blinded histograms ``B'(n_{s,u})`` (each uniform in ``Z_n`` because of
+the pairwise masks), their sums ``B(N_u) = r_u N_u mod n`` (uniform in ``Z_n^*`` because ``r_u``
+is, whatever ``N_u``), the silos' per-round ciphertexts (which decrypt to values masked by the
+pairwise masks, uniform in ``Z_n``) and the decrypted sum, which is the ULDP-AVG-w aggregate it
+is meant to learn. It chooses the user-level sub-sample itself (as in the paper).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from concurrent.futures import Executor
+from enum import IntEnum
+
+import gmpy2
+import numpy as np
+from gmpy2 import mpz
+from numpy.typing import ArrayLike
+
+from fedprivacy.crypto.aead import NONCE_BYTES, TAG_BYTES
+from fedprivacy.crypto.paillier import PaillierPrivateKey, generate_keypair
+from fedprivacy.errors import ParameterError
+from fedprivacy.uldp.private_weighting.encoding import decode
+from fedprivacy.uldp.private_weighting.errors import (
+    DuplicateMessageError,
+    MalformedMessageError,
+    MissingMessagesError,
+    NotInvertibleError,
+    OutOfOrderError,
+    UnknownSenderError,
+    WrongRoundError,
+    WrongSessionError,
+)
+from fedprivacy.uldp.private_weighting.messages import (
+    SERVER,
+    BlindedHistogram,
+    DhPublicKey,
+    DhRoster,
+    EncryptedWeights,
+    Header,
+    MaskedUpdate,
+    Message,
+    MessageKind,
+    PaillierKeyAnnouncement,
+    SeedDelivery,
+    SeedShares,
+    decode_message,
+    make_header,
+)
+from fedprivacy.uldp.private_weighting.params import PrivateWeightingParameters
+
+__all__ = ["PrivateWeightingServer", "ServerStage"]
+
+_SEED_BYTES = 32
+
+
+class ServerStage(IntEnum):
+    """What the server is collecting."""
+
+    NEW = 0
+    KEYS = 1  # 1(a): silos' X25519 public keys
+    SEED = 2  # 1(c): silo 0's encrypted seeds
+    HISTOGRAMS = 3  # 1(e): blinded histograms
+    READY = 4  # between rounds
+    ROUND = 5  # 2(c): masked updates of the current round
+
+
+_STAGE_OF = {
+    MessageKind.DH_PUBLIC_KEY: ServerStage.KEYS,
+    MessageKind.SEED_SHARES: ServerStage.SEED,
+    MessageKind.BLINDED_HISTOGRAM: ServerStage.HISTOGRAMS,
+    MessageKind.MASKED_UPDATE: ServerStage.ROUND,
+}
+
+
+class PrivateWeightingServer:
+    """The server's state machine.
+
+    Call :meth:`start_setup`, feed every silo message to :meth:`receive`, close each step with
+    the matching ``finish_*`` method (which returns the messages to send on), then for every
+    round :meth:`start_round`, :meth:`receive` the silos' updates and :meth:`finish_round`.
+    A message that cannot be accepted raises a :class:`MessageRejectedError` and changes
+    nothing.
+
+    Parameters
+    ----------
+    params : PrivateWeightingParameters
+        The session's public parameters.
+    private_key : PaillierPrivateKey, optional
+        A key pair to use instead of generating one in :meth:`start_setup` (tests, benchmarks).
+    executor : concurrent.futures.Executor, optional
+        Thread pool for encryption and decryption.
+    """
+
+    def __init__(
+        self,
+        params: PrivateWeightingParameters,
+        *,
+        private_key: PaillierPrivateKey | None = None,
+        executor: Executor | None = None,
+    ) -> None:
+        if private_key is not None and private_key.public_key.bits != params.key_bits:
+            raise ParameterError(
+                "private_key", f"has {private_key.public_key.bits} bits, not {params.key_bits}"
+            )
+        self.params = params
+        self.stage = ServerStage.NEW
+        self.round_index: int | None = None
+        self._key = private_key
+        self._executor = executor
+        self._dh: dict[int, bytes] = {}
+        self._seed_shares: dict[int, bytes] | None = None
+        self._histograms: dict[int, tuple[int, ...]] = {}
+        self._updates: dict[int, list[mpz]] = {}
+        self._inverses: list[mpz] = []
+        self._totals: tuple[int, ...] = ()
+        self._cached_weights: tuple[int, ...] | None = None
+        self._sampled_count = params.n_users
+
+    # ------------------------------------------------------------------ views and helpers
+    @property
+    def private_key(self) -> PaillierPrivateKey:
+        """PaillierPrivateKey: The key pair (after :meth:`start_setup`)."""
+        if self._key is None:
+            raise OutOfOrderError("the server has no key before start_setup()")
+        return self._key
+
+    @property
+    def blinded_totals(self) -> tuple[int, ...]:
+        """The server's setup view: ``B(N_u) = r_u N_u mod n`` for every user."""
+        return self._totals
+
+    def _header(self, kind: MessageKind, recipient: int, round_index: int = 0) -> Header:
+        return make_header(kind, self.params.session_id, round_index, SERVER, recipient)
+
+    def _missing(self, received: Mapping[int, object], what: str) -> None:
+        missing = sorted(set(range(self.params.n_silos)) - set(received))
+        if missing:
+            raise MissingMessagesError(f"no {what} yet from silos {missing[:10]}")
+
+    # ------------------------------------------------------------------ 1(a)
+    def start_setup(self) -> dict[int, PaillierKeyAnnouncement]:
+        """Step 1(a): generate the Paillier key pair and announce the public key.
+
+        Returns
+        -------
+        dict of int to PaillierKeyAnnouncement
+            One announcement per silo.
+
+        Raises
+        ------
+        OutOfOrderError
+            If the setup already started.
+        PlaintextRangeError
+            If the modulus cannot hold the worst-case aggregate.
+        """
+        if self.stage is not ServerStage.NEW:
+            raise OutOfOrderError("the setup has already started")
+        if self._key is None:
+            self._key = generate_keypair(self.params.key_bits)
+        n = self._key.public_key.n
+        self.params.check_modulus(n)
+        self.stage = ServerStage.KEYS
+        return {
+            s: PaillierKeyAnnouncement(self._header(MessageKind.PAILLIER_KEY, s), n)
+            for s in range(self.params.n_silos)
+        }
+
+    # ------------------------------------------------------------------ receiving
+    def receive(self, message: Message | bytes) -> None:
+        """Validate a silo's message and store it for the current step.
+
+        Parameters
+        ----------
+        message : Message or bytes
+            A silo's message (bytes are parsed first).
+
+        Raises
+        ------
+        MessageRejectedError
+            ``MalformedMessageError``, ``WrongSessionError``, ``UnknownSenderError``,
+            ``OutOfOrderError``, ``WrongRoundError`` or ``DuplicateMessageError``; the message is
+            ignored and the state is unchanged.
+        """
+        msg = decode_message(message) if isinstance(message, bytes | bytearray) else message
+        h = msg.header
+        p = self.params
+        if h.session_id != p.session_id:
+            raise WrongSessionError("message from another session")
+        if h.recipient != SERVER:
+            raise UnknownSenderError(f"message addressed to {h.recipient}, not to the server")
+        if not 0 <= h.sender < p.n_silos:
+            raise UnknownSenderError(f"{h.sender} is not a silo of this session")
+        expected = _STAGE_OF.get(h.kind)
+        if expected is None:
+            raise UnknownSenderError(f"only the server sends {h.kind.name} messages")
+        if expected is not self.stage:
+            raise OutOfOrderError(
+                f"{h.kind.name} arrived while the server is in stage {self.stage.name}"
+            )
+        if h.kind is MessageKind.MASKED_UPDATE and h.round_index != self.round_index:
+            raise WrongRoundError(
+                f"update for round {h.round_index}; the server is in round {self.round_index}"
+            )
+        if isinstance(msg, DhPublicKey):
+            if h.sender in self._dh:
+                raise DuplicateMessageError(f"silo {h.sender} already sent its public key")
+            self._dh[h.sender] = msg.public_key
+        elif isinstance(msg, SeedShares):
+            self._receive_seed_shares(msg)
+        elif isinstance(msg, BlindedHistogram):
+            self._receive_histogram(msg)
+        elif isinstance(msg, MaskedUpdate):
+            self._receive_update(msg)
+        else:  # pragma: no cover - excluded by _STAGE_OF
+            raise UnknownSenderError(f"unexpected {h.kind.name}")
+
+    def _receive_seed_shares(self, msg: SeedShares) -> None:
+        sender = msg.header.sender
+        if sender != 0:
+            raise UnknownSenderError(f"only silo 0 distributes the seed, not silo {sender}")
+        if self._seed_shares is not None:
+            raise DuplicateMessageError("silo 0 already sent the encrypted seeds")
+        recipients = [r for r, _ in msg.ciphertexts]
+        if sorted(recipients) != list(range(1, self.params.n_silos)):
+            raise MalformedMessageError("the encrypted seeds must address every other silo once")
+        for _, blob in msg.ciphertexts:
+            if len(blob) != NONCE_BYTES + _SEED_BYTES + TAG_BYTES:
+                raise MalformedMessageError("an encrypted seed has the wrong length")
+        self._seed_shares = dict(msg.ciphertexts)
+
+    def _receive_histogram(self, msg: BlindedHistogram) -> None:
+        n = self.private_key.public_key.n
+        if len(msg.values) != self.params.n_users:
+            raise MalformedMessageError(
+                f"a histogram has {len(msg.values)} entries, not {self.params.n_users}"
+            )
+        if any(not 0 <= v < n for v in msg.values):
+            raise MalformedMessageError("a blinded histogram entry is not in Z_n")
+        if msg.header.sender in self._histograms:
+            raise DuplicateMessageError(f"silo {msg.header.sender} already sent its histogram")
+        self._histograms[msg.header.sender] = msg.values
+
+    def _receive_update(self, msg: MaskedUpdate) -> None:
+        pk = self.private_key.public_key
+        if len(msg.ciphertexts) != self.params.n_params:
+            raise MalformedMessageError(
+                f"an update has {len(msg.ciphertexts)} ciphertexts, not {self.params.n_params}"
+            )
+        values = [mpz(c) for c in msg.ciphertexts]
+        if not all(pk.is_ciphertext(c) for c in values):
+            raise MalformedMessageError("an update entry is not a ciphertext (not in Z_{n^2}^*)")
+        if msg.header.sender in self._updates:
+            raise DuplicateMessageError(f"silo {msg.header.sender} already sent its update")
+        self._updates[msg.header.sender] = values
+
+    # ------------------------------------------------------------------ 1(b), 1(c)
+    def finish_keys(self) -> dict[int, DhRoster]:
+        """Step 1(b): relay every silo's X25519 public key to every silo.
+
+        Returns
+        -------
+        dict of int to DhRoster
+            One roster per silo.
+
+        Raises
+        ------
+        OutOfOrderError
+            If the server is not collecting keys.
+        MissingMessagesError
+            If a silo has not sent its key.
+        """
+        if self.stage is not ServerStage.KEYS:
+            raise OutOfOrderError(f"not collecting keys (stage {self.stage.name})")
+        self._missing(self._dh, "public key")
+        keys = tuple(sorted(self._dh.items()))
+        self.stage = ServerStage.SEED
+        return {
+            s: DhRoster(self._header(MessageKind.DH_ROSTER, s), keys)
+            for s in range(self.params.n_silos)
+        }
+
+    def finish_seed(self) -> dict[int, SeedDelivery]:
+        """Step 1(c): relay silo 0's encrypted seed to every other silo.
+
+        Returns
+        -------
+        dict of int to SeedDelivery
+            One delivery per silo (empty for silo 0, which made the seed).
+
+        Raises
+        ------
+        OutOfOrderError
+            If the server is not relaying the seed.
+        MissingMessagesError
+            If silo 0 has not sent the encrypted seeds.
+        """
+        if self.stage is not ServerStage.SEED:
+            raise OutOfOrderError(f"not relaying the seed (stage {self.stage.name})")
+        if self._seed_shares is None:
+            raise MissingMessagesError("silo 0 has not sent the encrypted seeds")
+        self.stage = ServerStage.HISTOGRAMS
+        kind = MessageKind.SEED_DELIVERY
+        out = {0: SeedDelivery(self._header(kind, 0), ())}
+        for s, blob in self._seed_shares.items():
+            out[s] = SeedDelivery(self._header(kind, s), ((0, blob),))
+        return out
+
+    # ------------------------------------------------------------------ 1(e), 1(f)
+    def finish_histograms(self) -> None:
+        """Steps 1(e)-(f): ``B(N_u) = sum_s B'(n_{s,u}) mod n`` and its inverse modulo ``n``.
+
+        Raises
+        ------
+        OutOfOrderError
+            If the server is not collecting histograms.
+        MissingMessagesError
+            If a silo has not sent its histogram.
+        NotInvertibleError
+            If some ``B(N_u)`` has no inverse: ``N_u = 0`` (a user without records, who has no
+            weight ``n_{s,u} / N_u``) or ``gcd(r_u, n) != 1``.
+        """
+        if self.stage is not ServerStage.HISTOGRAMS:
+            raise OutOfOrderError(f"not collecting histograms (stage {self.stage.name})")
+        self._missing(self._histograms, "blinded histogram")
+        n = self.private_key.public_key.n_mpz
+        totals = [mpz(0)] * self.params.n_users
+        for values in self._histograms.values():
+            totals = [(t + v) % n for t, v in zip(totals, values, strict=True)]
+        inverses = []
+        for u, t in enumerate(totals):
+            if t == 0 or gmpy2.gcd(t, n) != 1:
+                raise NotInvertibleError(
+                    f"B(N_u) of user {u} is not invertible modulo n: the user has no records "
+                    "in any silo (N_u = 0; drop such users) or gcd(r_u, n) != 1"
+                )
+            inverses.append(gmpy2.invert(t, n))
+        self._totals = tuple(int(t) for t in totals)
+        self._inverses = inverses
+        self.stage = ServerStage.READY
+
+    # ------------------------------------------------------------------ 2(a)
+    def start_round(
+        self, round_index: int, sampled: ArrayLike | None = None
+    ) -> dict[int, EncryptedWeights]:
+        """Step 2(a): encrypt ``B_inv(N_u)`` (``0`` for users not sampled) for every user.
+
+        Parameters
+        ----------
+        round_index : int
+            Strictly larger than every earlier round (masks are derived per round; reusing a
+            round would reuse masks).
+        sampled : array_like of bool, optional
+            Users in this round's user-level sub-sample (default: all). Only sessions with
+            ``subsampling=True`` may leave users out.
+
+        Returns
+        -------
+        dict of int to EncryptedWeights
+            The same ciphertexts for every silo.
+
+        Raises
+        ------
+        OutOfOrderError
+            If the setup is not complete or a round is open.
+        WrongRoundError
+            If ``round_index`` does not increase.
+        ParameterError
+            If ``sampled`` has the wrong shape or leaves users out without sub-sampling.
+        """
+        if self.stage is not ServerStage.READY:
+            raise OutOfOrderError(f"cannot start a round in stage {self.stage.name}")
+        if isinstance(round_index, bool) or not isinstance(round_index, int) or round_index < 0:
+            raise ParameterError("round_index", f"must be an integer >= 0, got {round_index!r}")
+        if round_index >= 2**64:
+            raise ParameterError("round_index", "must be below 2**64")
+        if self.round_index is not None and round_index <= self.round_index:
+            raise WrongRoundError(
+                f"round {round_index} does not follow round {self.round_index}; round indices "
+                "must increase (pairwise masks are derived per round)"
+            )
+        mask = self._sampled(sampled)
+        if self.params.subsampling or self._cached_weights is None:
+            plaintexts = [
+                inv if keep else mpz(0) for inv, keep in zip(self._inverses, mask, strict=True)
+            ]
+            weights = tuple(
+                int(c) for c in self.private_key.encrypt_many(plaintexts, self._executor)
+            )
+            if not self.params.subsampling:
+                self._cached_weights = weights
+        else:
+            weights = self._cached_weights
+        self._sampled_count = int(np.count_nonzero(mask))
+        self.round_index = round_index
+        self._updates = {}
+        self.stage = ServerStage.ROUND
+        return {
+            s: EncryptedWeights(
+                self._header(MessageKind.ENCRYPTED_WEIGHTS, s, round_index), weights
+            )
+            for s in range(self.params.n_silos)
+        }
+
+    def _sampled(self, sampled: ArrayLike | None) -> list[bool]:
+        u = self.params.n_users
+        if sampled is None:
+            return [True] * u
+        arr = np.asarray(sampled)
+        if arr.shape != (u,) or arr.dtype != np.bool_:
+            raise ParameterError("sampled", f"must be a bool array of shape ({u},)")
+        if not self.params.subsampling and not bool(arr.all()):
+            raise ParameterError(
+                "sampled",
+                "this session was set up without user-level sub-sampling (its encrypted weights "
+                "are reused every round); create it with subsampling=True to leave users out",
+            )
+        return [bool(x) for x in arr]
+
+    def abort_round(self) -> None:
+        """Close the open round without output (e.g. a silo could not compute its update).
+
+        The round index stays used: the next round needs a larger one.
+
+        Raises
+        ------
+        OutOfOrderError
+            If no round is open.
+        """
+        if self.stage is not ServerStage.ROUND:
+            raise OutOfOrderError(f"no round is open (stage {self.stage.name})")
+        self._updates = {}
+        self.stage = ServerStage.READY
+
+    # ------------------------------------------------------------------ 2(c)
+    def finish_round(self) -> np.ndarray:
+        """Step 2(c): multiply the silos' ciphertexts, decrypt with the CRT and decode.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``float64`` vector of ``n_params``: ``sum_s sum_u w_{s,u} Delta_{s,u} + sum_s z_s``
+            (``w_{s,u} = n_{s,u} / N_u`` for sampled users, 0 for the others) up to the
+            fixed-point precision.
+
+        Raises
+        ------
+        OutOfOrderError
+            If no round is open.
+        MissingMessagesError
+            If a silo has not sent its update (the round stays open).
+        AggregateOutOfRangeError
+            If a decrypted entry is outside the range of every correct aggregate (a violated
+            correctness condition); the round is closed without output.
+        """
+        if self.stage is not ServerStage.ROUND:
+            raise OutOfOrderError(f"no round is open (stage {self.stage.name})")
+        self._missing(self._updates, "update")
+        key = self.private_key
+        n2 = key.public_key.n_square
+        products = [mpz(1)] * self.params.n_params
+        for values in self._updates.values():
+            products = [a * b % n2 for a, b in zip(products, values, strict=True)]
+        self._updates = {}
+        self.stage = ServerStage.READY
+        plain = key.decrypt_many(products, self._executor)
+        p = self.params
+        bound = p.c_lcm * (self._sampled_count * p.delta_max + p.n_silos * p.noise_max)
+        return decode(plain, key.public_key.n, p.precision, p.c_lcm, bound)

@@ -1,0 +1,528 @@
+"""A silo's side of Protocol 1.
+
+What a silo sees (Theorem 5): the Paillier public key, the other silos' X25519 public keys, the
+shared seed ``R`` (hence every ``r_u``, shared by all silos by design), and per round the
+ciphertexts ``Enc(B_inv(N_u))``: fresh Paillier encryptions under the server's key, which reveal
+neither ``N_u`` nor (with sub-sampling) which users are sampled. It never sees another silo's
+``n_{s',u}``, ``B(N_u)`` or the aggregate's components.
+
+The weighting (step 2(b)), derived from the paper: with ``B_inv(N_u) = (r_u N_u)^-1 mod n``,
+
+    Enc(B_inv)^(n_{s,u} r_u C_LCM) = Enc(n_{s,u} C_LCM N_u^-1) = Enc(n_{s,u} (C_LCM / N_u))
+
+because ``N_u | C_LCM`` when ``N_u <= N_max``: the plaintext is the integer
+``n_{s,u} C_LCM / N_u = w_{s,u} C_LCM``, the weight scaled by ``C_LCM`` (an unsampled user's
+weight is ``Enc(0)`` and stays 0). Raising it to the encoded delta ``E = round(Delta / P)``
+multiplies the plaintext by ``E``; summing over users and adding ``Z C_LCM`` (``Z`` the encoded
+noise) gives ``C_LCM (sum_u w_{s,u} E_{s,u} + Z_s)``, which the server decodes by dividing by
+``C_LCM`` and multiplying by ``P``.
+
+How it is computed fast: the scalar ``k_u = n_{s,u} r_u C_LCM mod n`` is fixed at setup, so each
+round needs one full exponentiation ``W_u = Enc(B_inv)^(k_u)`` per user (in parallel threads),
+then only the small exponents ``E`` (``log2(clip / P)`` bits) per parameter, through a fixed-base
+table of ``W_u`` (:class:`fedprivacy.crypto.paillier.FixedBaseTable`) shared by every parameter.
+Negative ``E`` are handled by an offset: ``W_u^(E + 2^b)`` with ``2^b > |E|``, times
+``(prod_u W_u^(2^b))^-1``, one inversion per round. When the server sends the same ciphertexts
+again (sessions without sub-sampling) the ``W_u`` and their tables are reused.
+
+Re-randomisation (not in the paper, on by default): the silo multiplies each output ciphertext by
+a fresh ``r^n mod n^2``. Without it the randomness of the output is ``prod_u rho_u^(k_u E)``,
+a function of the server's own encryption randomness ``rho_u`` and of the secrets ``k_u E``;
+a server that knows ``p`` and ``q`` extracts it and, if it can take discrete logarithms modulo
+``p`` and ``q`` (e.g. a key generated with smooth ``p - 1``, which the silos cannot detect),
+recovers the per-user deltas. The ``r^n`` do not depend on the data, so they are computed ahead
+of the round (:meth:`PrivateWeightingSilo.precompute_randomisers`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Executor
+from enum import IntEnum
+
+import gmpy2
+import numpy as np
+from gmpy2 import mpz
+from numpy.typing import ArrayLike
+
+from fedprivacy.crypto.aead import open_sealed, seal
+from fedprivacy.crypto.keys import agree, generate_keypair
+from fedprivacy.crypto.paillier import (
+    FixedBaseTable,
+    PaillierPublicKey,
+    choose_window,
+    parallel_map,
+    product_of_powers,
+)
+from fedprivacy.errors import CryptoError, InvalidKeyError, ParameterError
+from fedprivacy.uldp.private_weighting.encoding import encode
+from fedprivacy.uldp.private_weighting.errors import (
+    MalformedMessageError,
+    OutOfOrderError,
+    RecordLimitError,
+    UnknownSenderError,
+    WrongRoundError,
+    WrongSessionError,
+)
+from fedprivacy.uldp.private_weighting.messages import (
+    SERVER,
+    BlindedHistogram,
+    DhPublicKey,
+    DhRoster,
+    EncryptedWeights,
+    Header,
+    MaskedUpdate,
+    Message,
+    MessageKind,
+    PaillierKeyAnnouncement,
+    SeedDelivery,
+    SeedShares,
+    decode_message,
+    make_header,
+)
+from fedprivacy.uldp.private_weighting.params import PrivateWeightingParameters
+from fedprivacy.uldp.private_weighting.randomness import (
+    UniformSampler,
+    blind_key,
+    check_unit,
+    histogram_mask_key,
+    pairwise_mask_totals,
+    round_mask_key,
+    seed_associated_data,
+    seed_encryption_key,
+)
+
+__all__ = ["SEED_BYTES", "PrivateWeightingSilo", "SiloStage"]
+
+SEED_BYTES = 32
+"""Length of the shared seed ``R`` drawn by silo 0."""
+
+_VIEW_LENGTH = 16
+
+
+class SiloStage(IntEnum):
+    """The server message a silo waits for next."""
+
+    NEW = 0  # waits for the Paillier key (1(a))
+    KEY_SENT = 1  # waits for the roster (1(b))
+    ROSTER = 2  # waits for the seed delivery (1(c))
+    SEEDED = 3  # knows R; builds its blinded histogram (1(d)-(e))
+    READY = 4  # waits for the encrypted weights of a round (2(a))
+
+
+_EXPECTED = {
+    SiloStage.NEW: MessageKind.PAILLIER_KEY,
+    SiloStage.KEY_SENT: MessageKind.DH_ROSTER,
+    SiloStage.ROSTER: MessageKind.SEED_DELIVERY,
+    SiloStage.READY: MessageKind.ENCRYPTED_WEIGHTS,
+}
+
+
+def _records(value: ArrayLike, n_users: int, n_max: int) -> list[int]:
+    arr = np.asarray(value)
+    if arr.shape != (n_users,):
+        raise ParameterError("records", f"must have shape ({n_users},), got {arr.shape}")
+    if arr.dtype.kind not in "iu":
+        raise ParameterError("records", f"must hold integers, got dtype {arr.dtype}")
+    if arr.size and int(arr.min()) < 0:
+        raise ParameterError("records", "record counts must be >= 0")
+    if arr.size and int(arr.max()) > n_max:
+        u = int(np.argmax(arr))
+        raise RecordLimitError(
+            "records",
+            f"user {u} has {int(arr[u])} records in this silo, more than N_max = {n_max}: "
+            "C_LCM / N_u would not be an integer and the aggregate would be wrong",
+        )
+    return [int(v) for v in arr]
+
+
+class PrivateWeightingSilo:
+    """One silo's state machine.
+
+    Parameters
+    ----------
+    params : PrivateWeightingParameters
+        The session's public parameters.
+    silo : int
+        This silo's id in ``[0, n_silos)``; silo 0 draws the shared seed.
+    records : array_like of int
+        ``n_{s,u}`` for every user (0 for users without records here), each ``<= N_max``.
+    seed_source : callable, optional
+        ``seed_source(k)`` returns ``k`` random bytes (default :func:`os.urandom`); silo 0 draws
+        ``R`` from it. It must be a cryptographic source outside tests.
+    executor : concurrent.futures.Executor, optional
+        Thread pool for the exponentiations.
+    window : int, optional
+        Digit width of the fixed-base tables (default: :func:`choose_window`).
+
+    Attributes
+    ----------
+    received : collections.deque of Message
+        The last 16 server messages this silo accepted: its whole view of the protocol for short
+        sessions (audits and tests).
+
+    Raises
+    ------
+    ParameterError
+        If ``silo`` or ``records`` is invalid.
+    RecordLimitError
+        If some ``n_{s,u} > N_max``.
+    """
+
+    def __init__(
+        self,
+        params: PrivateWeightingParameters,
+        silo: int,
+        records: ArrayLike,
+        *,
+        seed_source: Callable[[int], bytes] = os.urandom,
+        executor: Executor | None = None,
+        window: int | None = None,
+    ) -> None:
+        if isinstance(silo, bool) or not isinstance(silo, int) or not 0 <= silo < params.n_silos:
+            raise ParameterError("silo", f"must be an integer in [0, {params.n_silos})")
+        self.params = params
+        self.silo = silo
+        self._records = _records(records, params.n_users, params.n_max)
+        self._seed_source = seed_source
+        self._executor = executor
+        self._window = (
+            window if window is not None else choose_window(params.exponent_bits, params.n_params)
+        )
+        self.stage = SiloStage.NEW
+        self.last_round: int | None = None
+        self._keypair = generate_keypair()
+        self._public: PaillierPublicKey | None = None
+        self._agreements: dict[int, bytes] = {}
+        self._seed: bytes | None = None
+        self._scalars: list[mpz] = []
+        self._cache: dict[int, tuple[mpz, FixedBaseTable]] = {}
+        self._randomisers: deque[mpz] = deque()
+        # the silo's view: the last accepted server messages (bounded over long trainings)
+        self.received: deque[Message] = deque(maxlen=_VIEW_LENGTH)
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def public_key(self) -> PaillierPublicKey:
+        """PaillierPublicKey: The server's key (after step 1(a))."""
+        if self._public is None:
+            raise OutOfOrderError("the silo has not received the Paillier key")
+        return self._public
+
+    def _header(self, kind: MessageKind, round_index: int = 0) -> Header:
+        return make_header(kind, self.params.session_id, round_index, self.silo, SERVER)
+
+    def _accept(self, message: Message | bytes) -> Message:
+        msg = decode_message(message) if isinstance(message, bytes | bytearray) else message
+        h = msg.header
+        if h.session_id != self.params.session_id:
+            raise WrongSessionError("message from another session")
+        if h.sender != SERVER:
+            raise UnknownSenderError(f"silos only accept messages from the server, not {h.sender}")
+        if h.recipient != self.silo:
+            raise UnknownSenderError(f"message addressed to {h.recipient}, not to silo {self.silo}")
+        expected = _EXPECTED.get(self.stage)
+        if h.kind is not expected:
+            raise OutOfOrderError(
+                f"{h.kind.name} arrived while silo {self.silo} is in stage {self.stage.name}"
+            )
+        if h.kind is MessageKind.ENCRYPTED_WEIGHTS and (
+            self.last_round is not None and h.round_index <= self.last_round
+        ):
+            raise WrongRoundError(
+                f"weights for round {h.round_index}; silo {self.silo} already answered round "
+                f"{self.last_round} (rounds must increase)"
+            )
+        return msg
+
+    # ------------------------------------------------------------------ 1(a)
+    def on_paillier_key(self, message: PaillierKeyAnnouncement | bytes) -> DhPublicKey:
+        """Step 1(a): store the Paillier key, check the range condition, send the X25519 key.
+
+        Parameters
+        ----------
+        message : PaillierKeyAnnouncement or bytes
+            The server's announcement.
+
+        Returns
+        -------
+        DhPublicKey
+            This silo's X25519 public key.
+
+        Raises
+        ------
+        MessageRejectedError
+            If the message is not acceptable now.
+        MalformedMessageError
+            If the modulus is not a valid Paillier modulus.
+        PlaintextRangeError
+            If the modulus cannot hold the worst-case aggregate.
+        """
+        msg = self._accept(message)
+        assert isinstance(msg, PaillierKeyAnnouncement)
+        try:
+            public = PaillierPublicKey(msg.modulus)
+        except InvalidKeyError as exc:
+            raise MalformedMessageError(f"invalid Paillier modulus: {exc}") from exc
+        self.params.check_modulus(public.n)
+        self._public = public
+        self.received.append(msg)
+        self.stage = SiloStage.KEY_SENT
+        return DhPublicKey(self._header(MessageKind.DH_PUBLIC_KEY), self._keypair.public_bytes)
+
+    # ------------------------------------------------------------------ 1(b), 1(c)
+    def on_roster(self, message: DhRoster | bytes) -> SeedShares | None:
+        """Steps 1(b)-(c): agree pairwise keys; silo 0 also encrypts the seed for every silo.
+
+        Parameters
+        ----------
+        message : DhRoster or bytes
+            Every silo's X25519 public key, relayed by the server.
+
+        Returns
+        -------
+        SeedShares or None
+            Silo 0: ``Enc(R)`` under each pairwise key, for the server to relay; others: None.
+
+        Raises
+        ------
+        MessageRejectedError
+            If the message is not acceptable now or the roster is inconsistent.
+        InvalidKeyError
+            If a peer key is a low-order point.
+        """
+        msg = self._accept(message)
+        assert isinstance(msg, DhRoster)
+        roster = dict(msg.keys)
+        if len(roster) != len(msg.keys) or sorted(roster) != list(range(self.params.n_silos)):
+            raise MalformedMessageError("the roster must list every silo exactly once")
+        if roster[self.silo] != self._keypair.public_bytes:
+            raise MalformedMessageError("the roster does not carry this silo's own public key")
+        agreements = {
+            peer: agree(self._keypair.private, pk)
+            for peer, pk in roster.items()
+            if peer != self.silo
+        }
+        self._agreements = agreements
+        self.received.append(msg)
+        self.stage = SiloStage.ROSTER
+        if self.silo != 0:
+            return None
+        seed = self._seed_source(SEED_BYTES)
+        if not isinstance(seed, bytes) or len(seed) != SEED_BYTES:
+            raise ParameterError("seed_source", f"must return {SEED_BYTES} bytes")
+        self._seed = seed
+        session = self.params.session_id
+        sealed = tuple(
+            (
+                peer,
+                seal(
+                    seed_encryption_key(agreement, session, peer),
+                    seed,
+                    seed_associated_data(session, 0, peer),
+                ),
+            )
+            for peer, agreement in sorted(agreements.items())
+        )
+        return SeedShares(self._header(MessageKind.SEED_SHARES), sealed)
+
+    def on_seed_delivery(self, message: SeedDelivery | bytes) -> None:
+        """Step 1(c): decrypt the shared seed ``R`` sent by silo 0 (silo 0 already has it).
+
+        Parameters
+        ----------
+        message : SeedDelivery or bytes
+            ``Enc(R)`` from silo 0 (empty for silo 0).
+
+        Raises
+        ------
+        MessageRejectedError
+            If the message is not acceptable now or has the wrong number of ciphertexts.
+        AuthenticationError
+            If the AES-GCM tag does not verify (tampered or misrouted ciphertext).
+        """
+        msg = self._accept(message)
+        assert isinstance(msg, SeedDelivery)
+        if self.silo == 0:
+            if msg.ciphertexts:
+                raise MalformedMessageError("silo 0 made the seed and receives none")
+            seed = self._seed
+        else:
+            if len(msg.ciphertexts) != 1 or msg.ciphertexts[0][0] != 0:
+                raise MalformedMessageError("expected exactly one encrypted seed, from silo 0")
+            session = self.params.session_id
+            seed = open_sealed(
+                seed_encryption_key(self._agreements[0], session, self.silo),
+                msg.ciphertexts[0][1],
+                seed_associated_data(session, 0, self.silo),
+            )
+            if len(seed) != SEED_BYTES:  # pragma: no cover - authenticated by silo 0
+                raise MalformedMessageError("the shared seed has the wrong length")
+        self._seed = seed
+        self.received.append(msg)
+        self.stage = SiloStage.SEEDED
+
+    # ------------------------------------------------------------------ 1(d), 1(e)
+    def blinded_histogram(self) -> BlindedHistogram:
+        """Steps 1(d)-(e): ``B'(n_{s,u}) = r_u n_{s,u} + sum of pairwise masks mod n``.
+
+        ``r_u`` is uniform in ``Z_n^*`` (rejection sampling from the PRG keyed by ``R``, so every
+        silo draws the same ``r_u``); the masks of all silos cancel in the server's sum.
+
+        Returns
+        -------
+        BlindedHistogram
+            The doubly blinded histogram.
+
+        Raises
+        ------
+        OutOfOrderError
+            If the seed is not known yet or the histogram was already sent.
+        NotInvertibleError
+            If some ``gcd(r_u, n) != 1`` (excluded by the sampling; checked anyway).
+        """
+        if self.stage is not SiloStage.SEEDED or self._seed is None:
+            raise OutOfOrderError(f"silo {self.silo} cannot send its histogram now")
+        pk = self.public_key
+        n = pk.n_mpz
+        session = self.params.session_id
+        blinds = UniformSampler(blind_key(self._seed, session), n, units=True).take(
+            self.params.n_users
+        )
+        for u, r in enumerate(blinds):
+            check_unit(r, n, f"the blind r_u of user {u}")
+        keys = {
+            peer: histogram_mask_key(agreement, session, self.silo, peer)
+            for peer, agreement in self._agreements.items()
+        }
+        masks = pairwise_mask_totals(self.silo, keys, n, self.params.n_users)
+        values = tuple(
+            int((r * c + m) % n) for r, c, m in zip(blinds, self._records, masks, strict=True)
+        )
+        c_lcm = mpz(self.params.c_lcm)
+        self._scalars = [
+            mpz(c) * r % n * c_lcm % n for r, c in zip(blinds, self._records, strict=True)
+        ]
+        self._seed = None  # R is no longer needed; the k_u = n_{s,u} r_u C_LCM are kept
+        self.stage = SiloStage.READY
+        return BlindedHistogram(self._header(MessageKind.BLINDED_HISTOGRAM), values)
+
+    # ------------------------------------------------------------------ offline
+    def precompute_randomisers(self, count: int) -> None:
+        """Compute ``count`` fresh encryptions of zero ahead of a round (data-independent).
+
+        Parameters
+        ----------
+        count : int
+            How many ``r^n mod n^2`` to add to the pool.
+        """
+        self._randomisers.extend(self.public_key.randomisers(count, self._executor))
+
+    @property
+    def randomisers_ready(self) -> int:
+        """int: Precomputed encryptions of zero in the pool."""
+        return len(self._randomisers)
+
+    # ------------------------------------------------------------------ 2(b), 2(c)
+    def on_weights(
+        self, message: EncryptedWeights | bytes, deltas: ArrayLike, noise: ArrayLike
+    ) -> MaskedUpdate:
+        """Steps 2(b)-(c): weight the clipped deltas in the encrypted domain, add noise and masks.
+
+        Parameters
+        ----------
+        message : EncryptedWeights or bytes
+            ``Enc(B_inv(N_u))`` for every user, for this round.
+        deltas : array_like
+            Clipped per-user model deltas, shape ``(n_users, n_params)``, entries within
+            ``clip_bound`` (rows of users without records here are ignored: their weight is 0).
+        noise : array_like
+            This silo's Gaussian noise, shape ``(n_params,)``, entries within ``noise_bound``.
+
+        Returns
+        -------
+        MaskedUpdate
+            ``Enc(C_LCM (sum_u w_{s,u} E_{s,u} + Z_s) + masks)`` for every parameter.
+
+        Raises
+        ------
+        MessageRejectedError
+            If the message is not acceptable now (wrong round, replay, malformed ciphertexts).
+        ParameterError
+            If ``deltas`` or ``noise`` has the wrong shape or exceeds the session's bounds.
+        """
+        msg = self._accept(message)
+        assert isinstance(msg, EncryptedWeights)
+        p = self.params
+        d = np.asarray(deltas, dtype=np.float64)
+        z = np.asarray(noise, dtype=np.float64)
+        if d.shape != (p.n_users, p.n_params):
+            raise ParameterError("deltas", f"must have shape ({p.n_users}, {p.n_params})")
+        if z.shape != (p.n_params,):
+            raise ParameterError("noise", f"must have shape ({p.n_params},)")
+        exps = encode(d, p.precision, p.clip_bound, p.delta_max, "deltas")
+        noise_int = encode(z, p.precision, p.noise_bound, p.noise_max, "noise")
+        pk = self.public_key
+        if len(msg.ciphertexts) != p.n_users:
+            raise MalformedMessageError(f"expected {p.n_users} encrypted weights")
+        weights = [mpz(c) for c in msg.ciphertexts]
+        if not all(pk.is_ciphertext(c) for c in weights):
+            raise MalformedMessageError("an encrypted weight is not in Z_{n^2}^*")
+
+        tables = self._tables(weights)
+        offset_bits = p.offset_bits
+        shifted = (exps + np.int64(1 << offset_bits)).astype(np.uint64)
+        products = product_of_powers(tables, shifted, self._executor)
+        n2, n = pk.n_square, pk.n_mpz
+        # prod_u W_u^(2^b): the digit 2^(b mod w) of window b // w of every table
+        k_top, digit = divmod(offset_bits, self._window)
+        offset = mpz(1)
+        for t in tables:
+            offset = offset * t.rows[k_top][1 << digit] % n2
+        try:
+            offset_inv = gmpy2.invert(offset, n2)
+        except ZeroDivisionError as exc:  # pragma: no cover - a unit times units
+            raise CryptoError("the offset product is not invertible modulo n^2") from exc
+
+        session = p.session_id
+        keys = {
+            peer: round_mask_key(agreement, session, msg.header.round_index, self.silo, peer)
+            for peer, agreement in self._agreements.items()
+        }
+        masks = pairwise_mask_totals(self.silo, keys, n, p.n_params)
+        c_lcm = mpz(p.c_lcm)
+        if p.rerandomise and len(self._randomisers) < p.n_params:
+            self.precompute_randomisers(p.n_params - len(self._randomisers))
+        out = []
+        for j in range(p.n_params):
+            plain = (mpz(int(noise_int[j])) * c_lcm + masks[j]) % n
+            c = products[j] * offset_inv % n2 * (1 + plain * n) % n2
+            if p.rerandomise:
+                c = c * self._randomisers.popleft() % n2
+            out.append(int(c))
+        self.last_round = msg.header.round_index
+        self.received.append(msg)
+        return MaskedUpdate(
+            self._header(MessageKind.MASKED_UPDATE, msg.header.round_index), tuple(out)
+        )
+
+    def _tables(self, weights: list[mpz]) -> list[FixedBaseTable]:
+        """Fixed-base tables of ``W_u = Enc(B_inv(N_u))^(k_u)``, reused while ``c_u`` repeats."""
+        pk = self.public_key
+        n2 = pk.n_square
+        bits = self.params.exponent_bits
+        window = self._window
+        stale = [u for u, c in enumerate(weights) if u not in self._cache or self._cache[u][0] != c]
+        if stale:
+            jobs = [(weights[u], self._scalars[u]) for u in stale]
+
+            def build(job: tuple[mpz, mpz]) -> FixedBaseTable:
+                c, k = job
+                w = gmpy2.powmod_base_list([c], k, n2)[0]
+                return FixedBaseTable(w, n2, bits, window)
+
+            for u, table in zip(stale, parallel_map(build, jobs, self._executor), strict=True):
+                self._cache[u] = (weights[u], table)
+        return [self._cache[u][1] for u in range(self.params.n_users)]
