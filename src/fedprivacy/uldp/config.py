@@ -145,6 +145,11 @@ class UldpConfig:
         Rows per vectorised call of the per-user trainer (memory bound).
     device : str
         ``cpu`` or ``cuda[:N]``.
+    secure_weighting : bool
+        Aggregate through the private weighting protocol (Protocol 1; the ``-w`` methods only):
+        the server learns only the weighted, noised sum, never the per-user histograms.
+    secure_key_bits : int
+        Paillier modulus size of that protocol (3072 by default; smaller only for tests).
     data_dir : str or None
         Data directory (``None``: ``$FEDPRIVACY_DATA``).
     creditcard_path : str or None
@@ -174,6 +179,8 @@ class UldpConfig:
     eval_every: int = 1
     max_rows: int = 1024
     device: str = "cpu"
+    secure_weighting: bool = False
+    secure_key_bits: int = 3072
     data_dir: str | None = field(default=None, compare=False)
     creditcard_path: str | None = field(default=None, compare=False)
 
@@ -232,6 +239,17 @@ class UldpConfig:
         require_int("seed", self.seed, minimum=0)
         require_int("eval_every", self.eval_every, minimum=1)
         require_int("max_rows", self.max_rows, minimum=1)
+        if not isinstance(self.secure_weighting, bool):
+            raise ParameterError(
+                "secure_weighting", f"must be true or false, got {self.secure_weighting!r}"
+            )
+        require_int("secure_key_bits", self.secure_key_bits, minimum=512)
+        if self.secure_weighting and not method_spec(self.method).weighted:
+            raise ParameterError(
+                "secure_weighting",
+                "applies to the weighted methods (ULDP-AVG-w, -AVG-ws, -SGD-w, -SGD-ws), "
+                f"not {self.method}",
+            )
         if self.silos is not None:
             require_int("silos", self.silos, minimum=1)
             fixed = FIXED_SILOS.get(self.dataset)

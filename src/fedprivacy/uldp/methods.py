@@ -57,7 +57,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
@@ -67,6 +67,9 @@ from torch import nn
 from fedprivacy.dp.accounting import PrivacyAccountant
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.federation import Federation
+
+if TYPE_CHECKING:
+    from fedprivacy.uldp.private_weighting import SecureWeighting
 from fedprivacy.uldp.group_dp import (
     SiloDpSgdState,
     dp_sgd_silo,
@@ -263,6 +266,11 @@ class MethodRunner:
         Architecture (default: the task's model).
     max_rows : int
         Rows per vectorised call of the per-user trainer.
+    secure : SecureWeighting, optional
+        Aggregate the ``-w`` methods through the private weighting protocol (Protocol 1):
+        each silo hands its clipped per-user deltas and its noise to the protocol instead of
+        weighting them in the clear; the plaintext aggregate of the same round is still
+        computed, to report the protocol's deviation from it (``secure_log``).
     """
 
     method: str | MethodSpec
@@ -278,6 +286,8 @@ class MethodRunner:
     group_fed: Federation | None = field(init=False, default=None)
     group_state: SiloDpSgdState | None = field(init=False, default=None)
     rounds: int = field(init=False, default=0)
+    secure: SecureWeighting | None = None
+    secure_log: list[dict[str, float]] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
         self.spec = self.method if isinstance(self.method, MethodSpec) else method_spec(self.method)
@@ -292,6 +302,12 @@ class MethodRunner:
         if h.naive_noise not in ("corrected", "paper"):
             raise ParameterError(
                 "naive_noise", f"must be 'corrected' or 'paper', got {h.naive_noise!r}"
+            )
+        if self.secure is not None and not (
+            self.spec.weighted and self.spec.family in ("avg", "sgd")
+        ):
+            raise ParameterError(
+                "secure_weighting", f"applies to the weighted methods only, not {self.spec.name}"
             )
         if self.model is None:
             self.model = self.fed.task.build_model()
@@ -445,6 +461,9 @@ class MethodRunner:
         noisy = torch.zeros_like(global_flat)
         groups = clipped = 0
         norm_total = 0.0
+        secure = self.secure if noise else None
+        silo_deltas: list[NDArray[np.float64]] = []
+        silo_noise: list[NDArray[np.float64]] = []
         for silo in range(s):
             sl = fed.silo_slice(silo)
             x, y = fed.x[sl], fed.y[sl]
@@ -457,17 +476,42 @@ class MethodRunner:
                 chunks = self.trainer.iter_deltas(global_flat, x, y, off, orders, h.local, live)
             else:
                 chunks = self.trainer.iter_gradients(global_flat, x, y, off, live)
+            if secure is not None:
+                chunk_list = list(chunks)
+                silo_deltas.append(
+                    _dense_clipped(chunk_list, users, fed.num_users, global_flat.numel(), h.clip)
+                )
+                chunks = iter(chunk_list)
             part = PerUserTrainer.clipped_sum(
                 chunks, h.clip, w, num_params=global_flat.numel(), device=global_flat.device
             )
             presum += part.total
             noisy += part.total
             if noise:
-                noisy += self._noise(noise_rng, std, global_flat)
+                z = self._noise(noise_rng, std, global_flat)
+                noisy += z
+                if secure is not None:
+                    silo_noise.append(z.detach().cpu().numpy().astype(np.float64))
             groups += part.groups
             clipped += part.clipped
             if part.groups:
                 norm_total += part.mean_norm * part.groups
+        if secure is not None:
+            aggregate, seconds = secure.aggregate(
+                self.rounds + 1, silo_deltas, silo_noise, sampled if spec.sampled else None
+            )
+            reference = secure.plaintext_reference(
+                silo_deltas, silo_noise, sampled if spec.sampled else None
+            )
+            engine = noisy.detach().cpu().numpy().astype(np.float64)
+            self.secure_log.append(
+                {
+                    "max_abs_deviation": float(np.max(np.abs(aggregate - reference))),
+                    "engine_float32_deviation": float(np.max(np.abs(aggregate - engine))),
+                    **seconds,
+                }
+            )
+            noisy = torch.from_numpy(aggregate).to(device=noisy.device, dtype=noisy.dtype)
         step = h.global_lr / (q * fed.num_users * s)
         sign = 1.0 if spec.family == "avg" else -1.0
         flat = global_flat + sign * step * noisy
@@ -501,6 +545,26 @@ class MethodRunner:
         return RoundOutput(
             flat, total, total.clone(), None, fed.num_silos, 0, float(np.mean(norms))
         )
+
+
+def _dense_clipped(
+    chunks: list[tuple[NDArray[np.int64], torch.Tensor]],
+    silo_users: NDArray[np.int64],
+    num_users: int,
+    num_params: int,
+    clip: float,
+) -> NDArray[np.float64]:
+    """The clipped per-user vectors of one silo as a dense ``(num_users, P)`` array.
+
+    Rows of users without records in the silo (or not trained this round) are zero; the
+    private weighting protocol multiplies them by their encrypted weights.
+    """
+    out = np.zeros((num_users, num_params), dtype=np.float64)
+    for ids, vectors in chunks:
+        factors, _ = clip_rows(vectors, clip)
+        clipped = (vectors.to(torch.float64) * factors.to(torch.float64)[:, None]).cpu().numpy()
+        out[np.asarray(silo_users)[np.asarray(ids)]] = clipped
+    return out
 
 
 def run_round(

@@ -30,13 +30,15 @@ import numpy as np
 import torch
 
 from fedprivacy.data.tabular import SiloDataset, load_silo_dataset
+from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.fl.params import flatten_parameters, load_flat_
 from fedprivacy.uldp.allocation import Allocation, allocate_fixed_silos, allocate_pool
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.federation import Federation, build_federation
-from fedprivacy.uldp.methods import MethodRunner, RoundHyper
+from fedprivacy.uldp.methods import MethodRunner, RoundHyper, method_spec
 from fedprivacy.uldp.per_user_training import LocalSGD
+from fedprivacy.uldp.private_weighting import SecureWeighting
 
 __all__ = ["RoundRecord", "UldpResult", "allocate", "quiet_accounting", "run_uldp", "write_outputs"]
 
@@ -141,6 +143,7 @@ class UldpResult:
     group_size: int | None
     seconds: float
     final_params: torch.Tensor = field(repr=False)
+    secure_weighting: dict[str, Any] | None = None
 
     @property
     def final(self) -> RoundRecord:
@@ -179,6 +182,9 @@ class UldpResult:
             "initial_loss": _finite(self.initial.get("loss")),
             "seconds": round(self.seconds, 3),
             "allocation": self.allocation,
+            **(
+                {} if self.secure_weighting is None else {"secure_weighting": self.secure_weighting}
+            ),
         }
 
     def to_csv(self) -> str:
@@ -271,8 +277,18 @@ def run_uldp(
         sampling_rate=cfg.effective_sampling_rate,
         naive_noise="paper" if cfg.naive_noise == "paper" else "corrected",
     )
+    secure: SecureWeighting | None = None
+    setup_seconds: dict[str, float] = {}
+    if cfg.secure_weighting:
+        secure, setup_seconds = _secure_weighting(cfg, fed, model)
     runner = MethodRunner(
-        cfg.method, fed, hyper, delta=cfg.delta, model=model, max_rows=cfg.max_rows
+        cfg.method,
+        fed,
+        hyper,
+        delta=cfg.delta,
+        model=model,
+        max_rows=cfg.max_rows,
+        secure=secure,
     )
     train_rng, noise_rng = np.random.default_rng(train_ss), np.random.default_rng(noise_ss)
     flat = flatten_parameters(model).to(fed.device)
@@ -299,6 +315,10 @@ def run_uldp(
             )
             if progress is not None:
                 progress(1)
+    secure_report = None
+    if secure is not None:
+        secure_report = _secure_report(setup_seconds, runner.secure_log, cfg.secure_key_bits)
+        secure.close()
     return UldpResult(
         config=cfg,
         metric_name=fed.task.metric_name,
@@ -309,7 +329,61 @@ def run_uldp(
         group_size=runner.group_k,
         seconds=time.perf_counter() - started,
         final_params=flat.detach().cpu(),
+        secure_weighting=secure_report,
     )
+
+
+# Protocol 1 costs one modular exponentiation per user, parameter and silo: past this many
+# (user, parameter) cells per silo a run would take hours, so it is refused up front.
+SECURE_WEIGHTING_MAX_CELLS = 200_000
+
+
+def _secure_weighting(
+    cfg: UldpConfig, fed: Federation, model: torch.nn.Module
+) -> tuple[SecureWeighting, dict[str, float]]:
+    """The private weighting protocol for this run, set up (keys, blinded histograms).
+
+    Returns the session and the seconds of each setup phase.
+    """
+    n_params = sum(p.numel() for p in model.parameters())
+    cells = fed.num_users * n_params
+    if cells > SECURE_WEIGHTING_MAX_CELLS:
+        raise ParameterError(
+            "secure_weighting",
+            f"{fed.num_users} users x {n_params} parameters = {cells:,} encrypted products per "
+            f"silo and round is beyond {SECURE_WEIGHTING_MAX_CELLS:,}; the protocol is meant for "
+            "small models (Heart Disease, TCGA-BRCA)",
+        )
+    assert cfg.clip is not None
+    sw = SecureWeighting(
+        fed.histogram(),
+        n_params=n_params,
+        key_bits=cfg.secure_key_bits,
+        clip_bound=cfg.clip,
+        subsampling=method_spec(cfg.method).sampled,
+    )
+    return sw, sw.setup()
+
+
+def _secure_report(
+    setup_seconds: dict[str, float], log: list[dict[str, float]], key_bits: int
+) -> dict[str, Any]:
+    """``max_abs_deviation`` from the plaintext aggregates and seconds per phase."""
+    phases: dict[str, float] = {}
+    for entry in log:
+        for k, v in entry.items():
+            if k not in ("max_abs_deviation", "engine_float32_deviation"):
+                phases[k] = phases.get(k, 0.0) + float(v)
+    return {
+        # against the same aggregate computed in the clear in float64 (Theorem 4's claim)
+        "max_abs_deviation": max((e["max_abs_deviation"] for e in log), default=0.0),
+        # against the training engine's own float32 aggregate (float32 rounding dominates)
+        "engine_float32_deviation": max((e["engine_float32_deviation"] for e in log), default=0.0),
+        "key_bits": key_bits,
+        "rounds": len(log),
+        "setup_seconds": {k: round(float(v), 4) for k, v in setup_seconds.items()},
+        "round_seconds_total": {k: round(v, 4) for k, v in phases.items()},
+    }
 
 
 def _load(cfg: UldpConfig) -> SiloDataset:
