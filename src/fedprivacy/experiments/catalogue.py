@@ -42,11 +42,33 @@ def _group_privacy(out_dir: Path, options: dict[str, Any]) -> str:
     return group_privacy_markdown(run_group_privacy_figure(out_dir))
 
 
+def _uldp_figure(name: str) -> Callable[[Path, dict[str, Any]], str]:
+    """A lazy runner of ULDP-FL figure ``name`` (:mod:`fedprivacy.experiments.uldp_figures`)."""
+
+    def run(out_dir: Path, options: dict[str, Any]) -> str:
+        from fedprivacy.experiments.uldp_figures import runner_for
+
+        return runner_for(name)(out_dir, options)
+
+    return run
+
+
 _ENTRIES: list[ProgramExperiment] = [
     ProgramExperiment(
         "uldp-fig2",
         "ULDP-FL Fig. 2: group privacy of DP-SGD (sigma 5, q 0.01, 1e5 steps), every route",
         _group_privacy,
+    ),
+    *(
+        ProgramExperiment(name, title, _uldp_figure(name))
+        for name, title in (
+            ("uldp-fig4", "ULDP-FL Fig. 4: privacy-utility, Creditcard (SYNTHETIC stand-in)"),
+            ("uldp-fig5", "ULDP-FL Fig. 5: privacy-utility, MNIST (reduced rounds)"),
+            ("uldp-fig6", "ULDP-FL Fig. 6: privacy-utility, Heart Disease"),
+            ("uldp-fig7", "ULDP-FL Fig. 7: privacy-utility, TCGA-BRCA"),
+            ("uldp-fig8", "ULDP-FL Fig. 8: weighting (AVG vs AVG-w), Creditcard (SYNTHETIC)"),
+            ("uldp-fig9", "ULDP-FL Fig. 9: user-level sub-sampling, Creditcard (SYNTHETIC), MNIST"),
+        )
     ),
 ]
 

@@ -1,0 +1,112 @@
+"""The ULDP-FL figure runners (``fedprivacy reproduce uldp-fig4`` ... ``uldp-fig9``), tiny."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from fedprivacy.experiments import uldp_figures
+from fedprivacy.experiments.catalogue import program_experiments
+from fedprivacy.experiments.uldp_figures import (
+    FIGURES,
+    Curve,
+    CurveResult,
+    FigureSpec,
+    figure_markdown,
+)
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _tiny(name: str, users: int, curves: tuple[Curve, ...], panels: int = 2) -> FigureSpec:
+    spec = FIGURES[name]
+    return replace(
+        spec,
+        panels=tuple(replace(p, users=users, curves=curves) for p in spec.panels[:panels]),
+    )
+
+
+def test_every_figure_is_registered() -> None:
+    programs = program_experiments()
+    for name in ("uldp-fig2", *FIGURES):
+        assert name in programs
+    assert set(FIGURES) == {f"uldp-fig{i}" for i in range(4, 10)}
+    # the privacy-utility figures compare the paper's methods
+    assert {c.method for c in FIGURES["uldp-fig6"].panels[0].curves} >= {
+        "ULDP-AVG",
+        "ULDP-AVG-w",
+        "ULDP-GROUP-2",
+        "ULDP-NAIVE",
+    }
+    assert [p.silos for p in FIGURES["uldp-fig8"].panels] == [5, 5, 20, 20, 50, 50]
+
+
+def test_heart_disease_figure_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not (DATA / "heart_disease").is_dir():
+        pytest.skip("shared data directory not available")
+    curves = (
+        Curve("DEFAULT"),
+        Curve("ULDP-GROUP-2"),
+        Curve("ULDP-AVG-w"),
+        Curve("ULDP-SGD-s", 0.5),
+    )
+    monkeypatch.setitem(uldp_figures.FIGURES, "uldp-fig6", _tiny("uldp-fig6", 12, curves, panels=1))
+    out = tmp_path / "uldp-fig6"
+    markdown = program_experiments()["uldp-fig6"].run(
+        out, {"seeds": [0, 1], "rounds": 1, "data_dir": str(DATA), "quiet": True}
+    )
+    files = {p.name for p in out.iterdir()}
+    assert {"uldp-fig6.png", "uldp-fig6.md", "summary.json"} <= files
+    assert {f"{k}-{c.slug}.csv" for k in "a" for c in curves} <= files
+    with (out / "a-ULDP-AVG-w.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [int(r["round"]) for r in rows] == [0, 1]
+    assert rows[0]["epsilon"] == "0" and float(rows[-1]["epsilon"]) > 0
+    assert rows[-1]["seeds"] == "0 1" and 0.0 <= float(rows[-1]["accuracy_mean"]) <= 1.0
+    summary = json.loads((out / "summary.json").read_text())
+    by = {(r["panel"], r["method"]): r for r in summary["results"]}
+    assert by[("a", "DEFAULT")]["epsilon"] is None
+    # ULDP-GROUP-2 pays group privacy: far more epsilon than ULDP-AVG-w's one Gaussian a round
+    assert by[("a", "ULDP-GROUP-2")]["epsilon"] > by[("a", "ULDP-AVG-w")]["epsilon"]
+    # sub-sampling at q = 0.5 costs less privacy than q = 1
+    assert by[("a", "ULDP-SGD-s")]["epsilon"] < by[("a", "ULDP-AVG-w")]["epsilon"]
+    assert "| ULDP-AVG-w |" in markdown and "(a) heart_disease, |U|=12, uniform" in markdown
+    assert "1 rounds (override)" in markdown
+    assert (out / "uldp-fig6.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_synthetic_data_and_reductions_are_stated() -> None:
+    spec = FIGURES["uldp-fig8"]
+    panel = spec.panels[0]
+    nan_row = np.array([[0.5, 0.6]])
+    res = CurveResult(
+        panel=panel,
+        curve=panel.curves[0],
+        seeds=[0],
+        metric=nan_row,
+        loss=nan_row,
+        epsilon=np.array([[0.0, 1.5]]),
+        seconds=np.array([[0.0, 0.1]]),
+        metric_name="accuracy",
+        data_source="synthetic stand-in (generated)",
+    )
+    markdown = figure_markdown(spec, [res], [0], Path("x.png"), 1.0)
+    assert "SYNTHETIC" in markdown and "Reduced setting" in markdown
+    assert "(paper: 100 rounds)" in markdown and "| ULDP-AVG | 0.6 | 0.6 | 1.5 |" in markdown
+    overridden = figure_markdown(spec, [res], [0], Path("x.png"), 1.0, rounds_override=1)
+    assert "Reduced setting" not in overridden and "1 rounds (override)" in overridden
