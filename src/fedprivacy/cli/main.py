@@ -338,11 +338,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     from fedprivacy.cli.account_command import add_account_parser
+    from fedprivacy.cli.regress_command import add_regress_parser
     from fedprivacy.cli.train_commands import add_train_parsers
     from fedprivacy.cli.uldp_command import add_uldp_parser
 
     add_train_parsers(sub, _progress_factory)
     add_account_parser(sub)
+    add_regress_parser(sub)
     add_uldp_parser(sub)
     return parser
 

@@ -183,6 +183,25 @@ KNOWN_FILES: dict[str, KnownFile] = {
             TCGA_BRCA_URL,
             sha256="1249c6543a4060ff0fdaf8510fc37017755836db6c9fc5e6af96057c36510990",
         ),
+        # Regression data (fedprivacy.data.regression_data): substitutes for the NIO data.
+        KnownFile(
+            "california_housing/housing.tgz",
+            "California Housing with ocean_proximity (housing.tgz)",
+            "https://github.com/ageron/data/raw/main/housing.tgz",
+            sha256="354f441b3af4eb54e07818501dafc9b0865162d85a24769d754238acedc82ae1",
+        ),
+        KnownFile(
+            "diabetes_sklearn/diabetes_data_raw.csv.gz",
+            "Diabetes features (scikit-learn's diabetes_data_raw.csv.gz)",
+            "scikit-learn (sklearn/datasets/data/diabetes_data_raw.csv.gz in every release)",
+            sha256="7fc0ded571454b1982210d3bb43f0aca44eae01a0b8654a3b24022bdb6b38009",
+        ),
+        KnownFile(
+            "diabetes_sklearn/diabetes_target.csv.gz",
+            "Diabetes target (scikit-learn's diabetes_target.csv.gz)",
+            "scikit-learn (sklearn/datasets/data/diabetes_target.csv.gz in every release)",
+            sha256="8e53f65eb811df43c206f3534bb3af0e5fed213bc37ed6ba36310157d6023803",
+        ),
         KnownFile(
             "cifar10_jpeg/CIFAR-10-images.tar.gz",
             "CIFAR-10 (lossy JPEG copy, quality 75)",

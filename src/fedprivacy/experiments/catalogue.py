@@ -73,6 +73,35 @@ _ENTRIES: list[ProgramExperiment] = [
 ]
 
 
+_REGRESSION_TITLES = {
+    "regression-real": "NA-FGD on California Housing and Diabetes (NIO data is not public)",
+    "regression-theory": "Theorems 2-3: conditional covariance, closed form vs simulation",
+}
+
+
+def _regression_runner(name: str) -> Callable[[Path, dict[str, Any]], str]:
+    def run(out_dir: Path, options: dict[str, Any]) -> str:
+        from fedprivacy.experiments.regression_study import run_regression_experiment
+
+        summary = run_regression_experiment(name, out_dir.parent)
+        markdown = summary.get("markdown")
+        if isinstance(markdown, str):
+            return markdown
+        report = out_dir / "results.md"
+        return report.read_text() if report.is_file() else f"Results in {out_dir}"
+
+    return run
+
+
+def _register_regression() -> None:
+    from fedprivacy.experiments.regression_study import FIGURES, experiment_names
+
+    for name in experiment_names():
+        spec = FIGURES.get(name)
+        title = _REGRESSION_TITLES.get(name) or f"NA-FGD study: {getattr(spec, 'title', name)}"
+        _ENTRIES.append(ProgramExperiment(name, title, _regression_runner(name)))
+
+
 def register(entry: ProgramExperiment) -> None:
     """Add an entry (names must be unique)."""
     if any(e.name == entry.name for e in _ENTRIES):
@@ -82,4 +111,6 @@ def register(entry: ProgramExperiment) -> None:
 
 def program_experiments() -> dict[str, ProgramExperiment]:
     """Every program experiment by name."""
+    if not any(e.name.startswith("regression-") for e in _ENTRIES):
+        _register_regression()
     return {e.name: e for e in _ENTRIES}

@@ -1,0 +1,71 @@
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedprivacy.data.regression_data import (
+    CALIFORNIA_SILOS,
+    NIO_NOTE,
+    load_california_housing,
+    load_diabetes,
+    load_regression_dataset,
+)
+from fedprivacy.data.sources import DATA_ENV, clear_digest_cache
+from fedprivacy.errors import ChecksumError, DataNotFoundError, ParameterError
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+@pytest.fixture
+def data_dir() -> Path:
+    if not (DATA / "california_housing").is_dir() or not (DATA / "diabetes_sklearn").is_dir():
+        pytest.skip(f"shared data directory {DATA} not available")
+    return DATA
+
+
+def test_california_silos_missing_and_scaling(data_dir):
+    ds = load_california_housing(data_dir)
+    assert ds.silo_names == CALIFORNIA_SILOS
+    assert ds.sizes.tolist() == [9136, 6551, 2658, 2290, 5]
+    assert ds.dimension == 9 and ds.feature_names[-1] == "intercept"
+    x, y = np.concatenate(ds.x), np.concatenate(ds.y)
+    assert np.all(np.isfinite(x)) and np.allclose(x[:, -1], 1.0)
+    assert np.allclose(x[:, :-1].mean(axis=0), 0, atol=1e-9)
+    assert np.allclose(x[:, :-1].std(axis=0), 1) and np.isclose(y.std(), 1)
+    assert NIO_NOTE in ds.notes and any("207 missing" in n for n in ds.notes)
+    dropped = load_california_housing(data_dir, missing="drop")
+    assert int(dropped.sizes.sum()) == 20640 - 207
+    with pytest.raises(ParameterError, match="missing"):
+        load_california_housing(data_dir, missing="mean")
+
+
+def test_diabetes_split(data_dir, monkeypatch):
+    monkeypatch.setenv(DATA_ENV, str(data_dir))
+    ds = load_regression_dataset("diabetes", clients=4, seed=1)
+    assert ds.sizes.tolist() == [111, 111, 110, 110] and ds.dimension == 11
+    again = load_diabetes(clients=4, seed=1)
+    assert all(np.array_equal(a, b) for a, b in zip(ds.y, again.y, strict=True))
+    assert NIO_NOTE in ds.notes
+    with pytest.raises(ParameterError, match="clients"):
+        load_diabetes(data_dir, clients=0)
+
+
+def test_missing_file_named(data_dir, tmp_path):
+    shutil.copytree(data_dir / "diabetes_sklearn", tmp_path / "diabetes_sklearn")
+    (tmp_path / "diabetes_sklearn" / "diabetes_target.csv.gz").unlink()
+    with pytest.raises(DataNotFoundError) as info:
+        load_diabetes(tmp_path)
+    assert "diabetes_target.csv.gz" in str(info.value) and "scikit-learn" in str(info.value)
+    with pytest.raises(DataNotFoundError, match="housing.tgz"):
+        load_california_housing(tmp_path)
+
+
+def test_corrupt_file_rejected(data_dir, tmp_path):
+    clear_digest_cache()
+    target = tmp_path / "california_housing"
+    target.mkdir()
+    raw = (data_dir / "california_housing" / "housing.tgz").read_bytes()
+    (target / "housing.tgz").write_bytes(raw[:-10] + b"0123456789")
+    with pytest.raises(ChecksumError, match="checksum mismatch"):
+        load_california_housing(tmp_path)
