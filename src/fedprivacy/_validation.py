@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import numbers
+import tomllib
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -86,3 +89,26 @@ def require_binary_matrix(name: str, value: ArrayLike) -> NDArray[np.uint8]:
             r, c = np.argwhere(~ok)[0]
             raise ParameterError(name, f"entries must be 0 or 1; entry ({r}, {c}) is {arr[r, c]!r}")
     return arr.astype(np.uint8)
+
+
+def require_one_of(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    """Raise :class:`ParameterError` unless ``value`` is one of ``allowed``."""
+    if value not in allowed:
+        raise ParameterError(name, f"must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """The top-level table of a TOML configuration file.
+
+    Raises
+    ------
+    ParameterError
+        If the file does not exist or is not valid TOML (named ``config``).
+    """
+    p = Path(path)
+    try:
+        return tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        raise ParameterError("config", f"file not found: {p}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ParameterError("config", f"{p} is not valid TOML: {exc}") from None

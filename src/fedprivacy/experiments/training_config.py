@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 import tomli_w
 
-from fedprivacy._validation import require_int
+from fedprivacy._validation import read_toml, require_int, require_one_of
 from fedprivacy.data.images import DATASETS
 from fedprivacy.data.partition import PARTITIONS
 from fedprivacy.errors import ParameterError
@@ -90,14 +89,14 @@ class TrainConfig:
 
     def validate(self) -> TrainConfig:
         """Check every field; return ``self``. :class:`ParameterError` names the first bad one."""
-        _one_of("dataset", self.dataset, DATASETS)
-        _one_of("model", self.model_name, MODELS)
-        _one_of("partition", self.partition, PARTITIONS)
-        _one_of("scheme", self.scheme, SCHEMES)
-        _one_of("metrics", self.metrics, METRICS_MODES)
-        _one_of("trainer", self.trainer, TRAINERS)
-        _one_of("batch_policy", self.batch_policy, tuple(p.value for p in BatchPolicy))
-        _one_of("encoding", self.encoding, ENCODINGS)
+        require_one_of("dataset", self.dataset, DATASETS)
+        require_one_of("model", self.model_name, MODELS)
+        require_one_of("partition", self.partition, PARTITIONS)
+        require_one_of("scheme", self.scheme, SCHEMES)
+        require_one_of("metrics", self.metrics, METRICS_MODES)
+        require_one_of("trainer", self.trainer, TRAINERS)
+        require_one_of("batch_policy", self.batch_policy, tuple(p.value for p in BatchPolicy))
+        require_one_of("encoding", self.encoding, ENCODINGS)
         if self.encoding == "float" and self.secagg:
             raise ParameterError(
                 "encoding", "'float' is plaintext only: the secure path encodes in fixed point"
@@ -178,14 +177,7 @@ class TrainConfig:
     @classmethod
     def from_toml(cls, path: str | Path) -> TrainConfig:
         """Read a TOML file (the keys of :meth:`from_mapping`, at top level)."""
-        p = Path(path)
-        try:
-            data = tomllib.loads(p.read_text())
-        except FileNotFoundError:
-            raise ParameterError("config", f"file not found: {p}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ParameterError("config", f"{p} is not valid TOML: {exc}") from None
-        return cls.from_mapping(data)
+        return cls.from_mapping(read_toml(path))
 
     def with_overrides(self, **changes: Any) -> TrainConfig:
         """A copy with the given (non-None) fields replaced."""
@@ -210,11 +202,6 @@ def _coerce(name: str, value: Any) -> Any:
             raise ParameterError(name, f"must be a number, got {value!r}")
         return float(value)
     return value
-
-
-def _one_of(name: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ParameterError(name, f"must be one of {', '.join(allowed)}; got {value!r}")
 
 
 def _positive(name: str, value: object) -> None:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Final
 
-from fedprivacy._validation import require_int
+from fedprivacy._validation import read_toml, require_int, require_one_of
 from fedprivacy.dp._checks import require_delta, require_nonnegative, require_positive
 from fedprivacy.errors import ParameterError
 from fedprivacy.regression.data import TRUTHS
@@ -159,11 +158,11 @@ class RegressionConfig:
         require_int("p", self.p, minimum=1)
         require_positive("epsilon", self.epsilon)
         require_delta("delta", self.delta)
-        _one_of("truth", self.truth, TRUTHS)
+        require_one_of("truth", self.truth, TRUTHS)
         require_int("replications", self.replications, minimum=2)
-        _one_of("calibration", self.calibration, CALIBRATIONS)
+        require_one_of("calibration", self.calibration, CALIBRATIONS)
         require_int("seed", self.seed, minimum=0)
-        _one_of("mechanism", self.mechanism, MECHANISMS)
+        require_one_of("mechanism", self.mechanism, MECHANISMS)
         if self.lr is not None:
             require_positive("lr", self.lr)
         require_positive("c", self.c)
@@ -177,11 +176,11 @@ class RegressionConfig:
             raise ParameterError("rho", f"must lie in (-1, 1), got {self.rho!r}")
         require_positive("theta_norm", self.theta_norm)
         require_positive("clip", self.clip)
-        _one_of("neighbouring", self.neighbouring, NEIGHBOURINGS)
+        require_one_of("neighbouring", self.neighbouring, NEIGHBOURINGS)
         if not self.estimators:
             raise ParameterError("estimators", "name at least one estimator")
         for name in self.estimators:
-            _one_of("estimators", name, ESTIMATORS)
+            require_one_of("estimators", name, ESTIMATORS)
         require_positive("dp_sgd_epochs", self.dp_sgd_epochs)
         if not 0.0 < self.dp_sgd_rate <= 1.0:
             raise ParameterError("dp_sgd_rate", f"must lie in (0, 1], got {self.dp_sgd_rate!r}")
@@ -190,7 +189,7 @@ class RegressionConfig:
         require_positive("nbafl_clip", self.nbafl_clip)
         if self.baseline_lr is not None:
             require_positive("baseline_lr", self.baseline_lr)
-        _one_of("missing", self.missing, MISSING)
+        require_one_of("missing", self.missing, MISSING)
         if self.chunk is not None:
             require_int("chunk", self.chunk, minimum=1)
         if self.dataset is None and self.spread == 0 and self.clients * self.n <= self.p:
@@ -234,20 +233,8 @@ class RegressionConfig:
     @classmethod
     def from_toml(cls, path: str | Path) -> RegressionConfig:
         """Read a TOML file whose top-level keys are the fields."""
-        p = Path(path)
-        try:
-            data = tomllib.loads(p.read_text())
-        except FileNotFoundError:
-            raise ParameterError("config", f"file not found: {p}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ParameterError("config", f"{p} is not valid TOML: {exc}") from None
-        return cls.from_mapping(data)
+        return cls.from_mapping(read_toml(path))
 
     def with_overrides(self, **changes: Any) -> RegressionConfig:
         """A copy with the given non-``None`` fields replaced."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
-
-
-def _one_of(name: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ParameterError(name, f"must be one of {', '.join(allowed)}; got {value!r}")

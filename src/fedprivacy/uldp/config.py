@@ -11,7 +11,6 @@ FLamby (Heart Disease 4) and of the authors' code.
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 import tomli_w
 
-from fedprivacy._validation import require_int
+from fedprivacy._validation import read_toml, require_int, require_one_of
 from fedprivacy.data.tabular import SILO_DATASETS
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.allocation import DISTRIBUTIONS
@@ -230,10 +229,10 @@ class UldpConfig:
         ParameterError
             Naming the first invalid field; an unknown method or dataset lists the valid names.
         """
-        _one_of("dataset", self.dataset, SILO_DATASETS)
+        require_one_of("dataset", self.dataset, SILO_DATASETS)
         method_spec(self.method)  # lists the names
-        _one_of("distribution", self.distribution, DISTRIBUTIONS)
-        _one_of("naive_noise", self.naive_noise, ("corrected", "paper"))
+        require_one_of("distribution", self.distribution, DISTRIBUTIONS)
+        require_one_of("naive_noise", self.naive_noise, ("corrected", "paper"))
         require_int("users", self.users, minimum=1)
         require_int("rounds", self.rounds, minimum=1)
         require_int("seed", self.seed, minimum=0)
@@ -333,14 +332,7 @@ class UldpConfig:
         ParameterError
             If the file is missing or not TOML, or for a bad key.
         """
-        p = Path(path)
-        try:
-            data = tomllib.loads(p.read_text())
-        except FileNotFoundError:
-            raise ParameterError("config", f"file not found: {p}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ParameterError("config", f"{p} is not valid TOML: {exc}") from None
-        return cls.from_mapping(data)
+        return cls.from_mapping(read_toml(path))
 
     def with_overrides(self, **changes: Any) -> UldpConfig:
         """A copy with the given non-``None`` fields replaced."""
@@ -377,11 +369,6 @@ def _coerce(name: str, value: Any) -> Any:
     if name in _STRINGS and not isinstance(value, str):
         raise ParameterError(name, f"must be a string, got {value!r}")
     return value
-
-
-def _one_of(name: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ParameterError(name, f"must be one of {', '.join(allowed)}; got {value!r}")
 
 
 def _number(name: str, value: object) -> float:
