@@ -141,3 +141,14 @@ def test_missing_data_dir(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
     )
     code, _, err = run(capsys, *argv)
     assert code == 2 and "does not exist" in err
+
+
+def test_group_on_tcga_prints_the_cox_caveat(
+    capsys: pytest.CaptureFixture[str], data_dir: Path
+) -> None:
+    argv = ("uldp", "--dataset", "tcga_brca", "--method", "ULDP-GROUP-2", "--users", "20")
+    code, out, _ = run(capsys, *argv, "--rounds", "1", "--data-dir", str(data_dir))
+    assert code == 0
+    assert "caveat: ULDP-GROUP on a Cox loss" in out
+    code, out, _ = run(capsys, *heart(data_dir, "--method", "ULDP-GROUP-2"))
+    assert code == 0 and "caveat" not in out

@@ -74,3 +74,35 @@ def test_inconsistent_region_detected(data_dir, tmp_path, monkeypatch):
     )
     with pytest.raises(ChecksumError, match="Northeast"):
         load_tcga_brca(tmp_path)
+
+
+def test_age_centring_is_a_reparametrisation_of_the_cox_model(data_dir):
+    import torch
+
+    from fedprivacy.data.tcga_brca import TCGA_AGE_CENTRE
+    from fedprivacy.uldp.models import cox_loss
+
+    raw = load_tcga_brca(data_dir, centre_age=False)
+    ds = load_tcga_brca(data_dir)
+    assert "age centred at 60" in ds.source and "centred" not in raw.source
+    for a, b in zip(raw.train_x, ds.train_x, strict=True):
+        np.testing.assert_array_equal(b[:, 0], a[:, 0] - TCGA_AGE_CENTRE)
+        np.testing.assert_array_equal(b[:, 1:], a[:, 1:])
+    assert 26 <= float(np.concatenate(raw.train_x)[:, 0].min()) < 40
+    # same weights: same loss and same weight gradient (the scores move by a constant)
+    w = torch.linspace(-0.05, 0.05, 39, dtype=torch.float64, requires_grad=True)
+    y = torch.from_numpy(raw.train_y[0].astype(np.float64))
+    mask = torch.ones(len(y), dtype=torch.float64)
+    values, grads = [], []
+    for x in (raw.train_x[0], ds.train_x[0]):
+        loss = cox_loss(torch.from_numpy(x.astype(np.float64)) @ w, y, mask)
+        (g,) = torch.autograd.grad(loss, w)
+        values.append(float(loss.detach()))
+        grads.append(g)
+    assert values[0] == pytest.approx(values[1], rel=1e-9)
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-7, atol=1e-10)
+    # per-record terms a_i x_i cancel only in the sum: clipping each one breaks the invariance
+    scores = (torch.from_numpy(raw.train_x[0].astype(np.float64)) @ w).detach()
+    scores.requires_grad_(True)
+    (a,) = torch.autograd.grad(cox_loss(scores, y, mask), scores)
+    assert float(a.sum()) == pytest.approx(0.0, abs=1e-12)

@@ -110,3 +110,32 @@ def test_synthetic_data_and_reductions_are_stated() -> None:
     assert "(paper: 100 rounds)" in markdown and "| ULDP-AVG | 0.6 | 0.6 | 1.5 |" in markdown
     overridden = figure_markdown(spec, [res], [0], Path("x.png"), 1.0, rounds_override=1)
     assert "Reduced setting" not in overridden and "1 rounds (override)" in overridden
+    assert "Caveat" not in markdown
+
+
+def test_caveats_are_stated_once_with_their_methods() -> None:
+    spec = FIGURES["uldp-fig7"]
+    panel = spec.panels[0]
+    row = np.array([[0.5, 0.6]])
+
+    def result(label_index: int, caveats: tuple[str, ...]) -> CurveResult:
+        return CurveResult(
+            panel=panel,
+            curve=panel.curves[label_index],
+            seeds=[0],
+            metric=row,
+            loss=row,
+            epsilon=np.array([[0.0, 1.5]]),
+            seconds=np.array([[0.0, 0.1]]),
+            metric_name="c_index",
+            data_source="TCGA",
+            caveats=caveats,
+        )
+
+    labels = [c.label for c in panel.curves]
+    group = [i for i, label in enumerate(labels) if label.startswith("ULDP-GROUP")][:2]
+    avg = labels.index("ULDP-AVG")
+    results = [result(group[0], ("cox",)), result(group[1], ("cox",)), result(avg, ())]
+    markdown = figure_markdown(spec, results, [0], Path("x.png"), 1.0)
+    assert markdown.count("**Caveat") == 1
+    assert f"**Caveat ({labels[group[0]]}, {labels[group[1]]}):** cox." in markdown

@@ -10,7 +10,7 @@ import torch
 
 from fedprivacy.dp.accounting import PrivacyAccountant
 from fedprivacy.uldp.config import UldpConfig
-from fedprivacy.uldp.run import run_uldp, write_outputs
+from fedprivacy.uldp.run import COX_DP_SGD_CAVEAT, privacy_caveats, run_uldp, write_outputs
 
 
 def test_run_records_and_determinism(data_dir: Path, tmp_path: Path) -> None:
@@ -54,6 +54,18 @@ def test_run_tcga_c_index_and_eval_every(data_dir: Path) -> None:
     assert math.isnan(res.records[0].metric) and 0 <= res.records[1].metric <= 1
     assert 0 <= res.final.metric <= 1  # the last round is always evaluated
     assert res.allocation["num_silos"] == 6
+    assert res.caveats == () and res.summary()["caveats"] == []
+
+
+def test_group_dp_sgd_on_a_cox_loss_carries_its_caveat(data_dir: Path) -> None:
+    cfg = UldpConfig(
+        dataset="tcga_brca", method="ULDP-GROUP-2", users=20, rounds=1, data_dir=str(data_dir)
+    )
+    res = run_uldp(cfg)
+    assert res.caveats == (COX_DP_SGD_CAVEAT,)
+    assert res.summary()["caveats"] == [COX_DP_SGD_CAVEAT]
+    assert privacy_caveats("ULDP-GROUP-max", "binary") == ()
+    assert privacy_caveats("ULDP-AVG", "survival") == ()
 
 
 def test_run_default_and_synthetic_creditcard() -> None:

@@ -137,6 +137,8 @@ def cmd_uldp(args: argparse.Namespace) -> int:
         else "not private (DEFAULT)"
     )
     print(f"final {name} {_fmt(result.final.metric)}; {privacy}; {result.seconds:.1f} s")
+    for caveat in result.caveats:
+        print(f"caveat: {caveat}")
     if result.secure_weighting is not None:
         sw = result.secure_weighting
         print(

@@ -240,6 +240,8 @@ class CurveResult:
         Provenance of the data (``synthetic`` for the stand-in).
     group_size : int or None
         ``k`` of ULDP-GROUP-k (of the first seed).
+    caveats : tuple of str
+        Limits of the reported epsilon (:func:`fedprivacy.uldp.run.privacy_caveats`).
     """
 
     panel: Panel
@@ -252,6 +254,7 @@ class CurveResult:
     metric_name: str
     data_source: str
     group_size: int | None = None
+    caveats: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -535,6 +538,7 @@ def _run_curve(
         metric_name=first.metric_name,
         data_source=first.data_source,
         group_size=first.group_size,
+        caveats=first.caveats,
     )
 
 
@@ -691,6 +695,13 @@ def figure_markdown(
                 f"| {r.curve.label} | {metric} | {_num(loss)} | {_num(eps)} | {k} | {sec:.3g} |"
             )
         lines.append("")
+    caveats: dict[str, list[str]] = {}
+    for r in results:
+        for caveat in r.caveats:
+            if r.curve.label not in caveats.setdefault(caveat, []):
+                caveats[caveat].append(r.curve.label)
+    for caveat, labels in caveats.items():
+        lines += [f"**Caveat ({', '.join(labels)}):** {caveat}.", ""]
     lines += ["What the paper reports (its figures are curves; no numbers printed):", ""]
     lines += [f"- {c}" for c in spec.claims]
     lines.append("")

@@ -40,7 +40,16 @@ from fedprivacy.uldp.methods import MethodRunner, RoundHyper, method_spec
 from fedprivacy.uldp.per_user_training import LocalSGD
 from fedprivacy.uldp.private_weighting import SecureWeighting
 
-__all__ = ["RoundRecord", "UldpResult", "allocate", "quiet_accounting", "run_uldp", "write_outputs"]
+__all__ = [
+    "COX_DP_SGD_CAVEAT",
+    "RoundRecord",
+    "UldpResult",
+    "allocate",
+    "privacy_caveats",
+    "quiet_accounting",
+    "run_uldp",
+    "write_outputs",
+]
 
 
 @contextmanager
@@ -132,6 +141,11 @@ class UldpResult:
         Total wall time.
     final_params : torch.Tensor
         The final global model (flat).
+    secure_weighting : dict or None
+        Protocol 1 report of a ``--secure-weighting`` run.
+    caveats : tuple of str
+        Known limits of the reported guarantee for this configuration (see
+        :func:`privacy_caveats`); empty when there are none.
     """
 
     config: UldpConfig
@@ -144,6 +158,7 @@ class UldpResult:
     seconds: float
     final_params: torch.Tensor = field(repr=False)
     secure_weighting: dict[str, Any] | None = None
+    caveats: tuple[str, ...] = ()
 
     @property
     def final(self) -> RoundRecord:
@@ -185,6 +200,7 @@ class UldpResult:
             **(
                 {} if self.secure_weighting is None else {"secure_weighting": self.secure_weighting}
             ),
+            "caveats": list(self.caveats),
         }
 
     def to_csv(self) -> str:
@@ -330,7 +346,39 @@ def run_uldp(
         seconds=time.perf_counter() - started,
         final_params=flat.detach().cpu(),
         secure_weighting=secure_report,
+        caveats=privacy_caveats(cfg.method, fed.task.task),
     )
+
+
+#: Why record-level DP-SGD on a Cox loss does not give the reported epsilon.
+COX_DP_SGD_CAVEAT = (
+    "ULDP-GROUP on a Cox loss: DP-SGD clips per-record gradients, but a Cox partial "
+    "likelihood couples the records of a batch (each record's gradient term depends on the "
+    "scores of its risk set), so removing one record also changes the other records' clipped "
+    "terms and the per-record sensitivity C assumed by the accountant does not hold; the "
+    "epsilon reported is that of a decomposable loss (the paper's and FLamby's setting), not a "
+    "proven bound"
+)
+
+
+def privacy_caveats(method: str, task: str) -> tuple[str, ...]:
+    """Known limits of the reported user-level epsilon for ``method`` on a ``task``.
+
+    Parameters
+    ----------
+    method : str
+        A :data:`~fedprivacy.uldp.config.METHODS` name.
+    task : str
+        ``"binary"``, ``"multiclass"`` or ``"survival"``.
+
+    Returns
+    -------
+    tuple of str
+        One sentence per caveat; empty when the accounting holds as stated.
+    """
+    if method.startswith("ULDP-GROUP") and task == "survival":
+        return (COX_DP_SGD_CAVEAT,)
+    return ()
 
 
 # Protocol 1 costs one modular exponentiation per user, parameter and silo: past this many
