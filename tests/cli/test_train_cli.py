@@ -89,3 +89,14 @@ def test_reproduce_runs_program_experiments(capsys, tmp_path):
     out = json.loads(capsys.readouterr().out)
     assert out["experiment"] == "uldp-fig2"
     assert (tmp_path / "uldp-fig2" / "group_privacy.csv").is_file()
+
+
+def test_reproduce_refuses_options_a_program_ignores(capsys, tmp_path):
+    out = str(tmp_path)
+    assert main(["reproduce", "uldp-fig2", "--seeds", "0,1", "--out", out]) == 2
+    assert "not used by uldp-fig2" in capsys.readouterr().err
+    assert main(["reproduce", "uldp-fig6", "--only", "z", "--out", out]) == 2
+    assert "panels are a, b, c, d" in capsys.readouterr().err
+    assert main(["reproduce", "uldp-fig6", "--set", "sigma=1", "--out", out]) == 2
+    assert "cannot be changed in a figure" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # refused before anything ran

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from fedprivacy.errors import ParameterError
 from fedprivacy.experiments import uldp_figures
 from fedprivacy.experiments.catalogue import program_experiments
 from fedprivacy.experiments.uldp_figures import (
@@ -139,3 +140,42 @@ def test_caveats_are_stated_once_with_their_methods() -> None:
     markdown = figure_markdown(spec, results, [0], Path("x.png"), 1.0)
     assert markdown.count("**Caveat") == 1
     assert f"**Caveat ({labels[group[0]]}, {labels[group[1]]}):** cox." in markdown
+
+
+def test_only_panels_and_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not (DATA / "heart_disease").is_dir():
+        pytest.skip("shared data directory not available")
+    curves = (Curve("ULDP-AVG-w"),)
+    monkeypatch.setitem(uldp_figures.FIGURES, "uldp-fig6", _tiny("uldp-fig6", 12, curves, panels=2))
+    program = program_experiments()["uldp-fig6"]
+    seen: list[tuple[int, str]] = []
+    real = uldp_figures.run_uldp
+
+    def spy(config, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append((config.eval_every, config.distribution))
+        return real(config, **kwargs)
+
+    monkeypatch.setattr(uldp_figures, "run_uldp", spy)
+    out = tmp_path / "uldp-fig6"
+    options = {"rounds": 2, "data_dir": str(DATA), "quiet": True, "only": ["b"]}
+    markdown = program.run(out, {**options, "settings": {"eval-every": 2}})
+    assert seen == [(2, "zipf")]  # panel b only (zipf), with the setting applied
+    assert "(b) heart_disease" in markdown and "(a) heart_disease" not in markdown
+    assert {p.name for p in out.glob("*.csv")} == {"b-ULDP-AVG-w.csv"}
+    with pytest.raises(ParameterError, match="panels are a, b"):
+        program.run(out, {**options, "only": ["z"]})
+    with pytest.raises(ParameterError, match="cannot be changed in a figure"):
+        program.run(out, {**options, "settings": {"sigma": 1.0}})
+    with pytest.raises(ParameterError, match="max_rows"):
+        program.run(out, {**options, "settings": {"max_rows": "many"}})
+
+
+def test_options_a_program_ignores_are_refused() -> None:
+    programs = program_experiments()
+    fig2 = programs["uldp-fig2"]
+    with pytest.raises(ParameterError, match="seeds.*not used by uldp-fig2"):
+        fig2.check_options({"seeds": [0, 1], "quiet": True})
+    fig2.check_options({"seeds": None, "quiet": True})
+    programs["uldp-fig6"].check_options({"seeds": [0], "only": ["a"], "settings": {"x": 1}})
+    with pytest.raises(ParameterError, match="t0"):
+        programs["uldp-fig6"].check_options({"t0": 3})

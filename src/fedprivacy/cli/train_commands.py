@@ -146,14 +146,22 @@ def cmd_reproduce(
             print(f"{name:28s} {entry.title}")
         return 0
     if args.name in programs:
+        settings = parse_settings(args.set)
         options = {
             "seeds": None if args.seeds is None else [int(s) for s in args.seeds.split(",") if s],
             "rounds": args.rounds,
             "data_dir": args.data_dir,
             "quiet": args.quiet or args.json,
+            "only": None if args.only is None else [s for s in args.only.split(",") if s],
+            "settings": settings or None,
+            "t0": args.t0,
+            "window": args.window,
+            "print_config": args.print_config or None,
         }
+        program = programs[args.name]
+        program.check_options(options)
         out = args.out / args.name
-        markdown = programs[args.name].run(out, options)
+        markdown = program.run(out, options)
         if args.json:
             print(json.dumps({"experiment": args.name, "out": str(out)}))
         else:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fedprivacy.errors import ParameterError
+
 
 @dataclass(frozen=True)
 class ProgramExperiment:
@@ -25,12 +27,32 @@ class ProgramExperiment:
         One line for ``reproduce list``.
     run : callable
         ``run(out_dir, options) -> markdown``; ``options`` holds the command's generic options
-        (``seeds``, ``rounds``, ``data_dir``, ``quiet``), each ``None`` when not given.
+        (``seeds``, ``rounds``, ``data_dir``, ``quiet``, ``only``, ``settings``), each ``None``
+        when not given.
+    options : frozenset of str
+        The generic options the runner honours (``quiet`` always is). ``fedprivacy
+        reproduce`` refuses any other one given, instead of silently ignoring it.
     """
 
     name: str
     title: str
     run: Callable[[Path, dict[str, Any]], str]
+    options: frozenset[str] = frozenset()
+
+    def check_options(self, options: dict[str, Any]) -> None:
+        """Raise :class:`ParameterError` for a given option this runner does not honour."""
+        given = sorted(k for k, v in options.items() if v is not None and k != "quiet")
+        ignored = [k for k in given if k not in self.options]
+        if ignored:
+            honoured = ", ".join(sorted(self.options)) or "none"
+            raise ParameterError(
+                ignored[0],
+                f"is not used by {self.name} (it honours: {honoured})",
+            )
+
+
+#: Options honoured by the ULDP-FL figures (:func:`fedprivacy.experiments.uldp_figures.run_figure`).
+ULDP_FIGURE_OPTIONS = frozenset({"seeds", "rounds", "data_dir", "only", "settings"})
 
 
 def _group_privacy(out_dir: Path, options: dict[str, Any]) -> str:
@@ -60,7 +82,7 @@ _ENTRIES: list[ProgramExperiment] = [
         _group_privacy,
     ),
     *(
-        ProgramExperiment(name, title, _uldp_figure(name))
+        ProgramExperiment(name, title, _uldp_figure(name), ULDP_FIGURE_OPTIONS)
         for name, title in (
             ("uldp-fig4", "ULDP-FL Fig. 4: privacy-utility, Creditcard (SYNTHETIC stand-in)"),
             ("uldp-fig5", "ULDP-FL Fig. 5: privacy-utility, MNIST (reduced rounds)"),

@@ -61,6 +61,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fedprivacy.data.tabular import SiloDataset, load_silo_dataset
+from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.run import UldpResult, run_uldp
@@ -504,6 +505,7 @@ def _run_curve(
     data_dir: str | None,
     datasets: dict[tuple[str, int], SiloDataset],
     quiet: bool,
+    settings: dict[str, Any] | None = None,
 ) -> CurveResult:
     rows: dict[str, list[list[float]]] = {k: [] for k in ("metric", "loss", "eps", "sec")}
     first: UldpResult | None = None
@@ -512,7 +514,8 @@ def _run_curve(
         if key not in datasets:
             datasets[key] = load_silo_dataset(panel.dataset, data_dir, seed=seed)
         started = time.perf_counter()
-        res = run_uldp(panel.config(curve, seed, rounds, data_dir), dataset=datasets[key])
+        config = panel.config(curve, seed, rounds, data_dir).with_overrides(**(settings or {}))
+        res = run_uldp(config, dataset=datasets[key])
         first = first or res
         rows["metric"].append(
             [res.initial.get("metric", math.nan)] + [r.metric for r in res.records]
@@ -542,6 +545,38 @@ def _run_curve(
     )
 
 
+#: Settings ``run_figure`` accepts (``reproduce uldp-figN --set KEY=VALUE``): where and how the
+#: runs compute, never what they compute.
+FIGURE_SETTINGS: Final = ("device", "max_rows", "eval_every")
+
+
+def _selected_panels(spec: FigureSpec, only: Sequence[str] | None) -> tuple[Panel, ...]:
+    if only is None:
+        return spec.panels
+    keys = [p.key for p in spec.panels]
+    unknown = sorted(set(only) - set(keys))
+    if unknown or not only:
+        raise ParameterError(
+            "only", f"unknown panels {unknown} of {spec.name}; its panels are {', '.join(keys)}"
+        )
+    return tuple(p for p in spec.panels if p.key in set(only))
+
+
+def _checked_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
+    if not settings:
+        return {}
+    settings = {k.replace("-", "_"): v for k, v in settings.items()}
+    unknown = sorted(set(settings) - set(FIGURE_SETTINGS))
+    if unknown:
+        raise ParameterError(
+            "set",
+            f"{', '.join(unknown)} cannot be changed in a figure "
+            f"(only {', '.join(FIGURE_SETTINGS)})",
+        )
+    probe = UldpConfig.from_mapping({"method": "DEFAULT", **settings}).resolved().validate()
+    return {k: getattr(probe, k) for k in settings}
+
+
 def run_figure(
     spec: FigureSpec,
     out_dir: str | Path,
@@ -558,7 +593,14 @@ def run_figure(
     options : dict, optional
         ``seeds`` (list of int, default ``[0]``), ``rounds`` (int: every panel's rounds,
         default the spec's), ``data_dir`` (default ``$FEDPRIVACY_DATA``), ``quiet`` (no
-        progress on stderr); ``None`` values take the defaults.
+        progress on stderr), ``only`` (panel keys, e.g. ``["d", "e"]``: run only these
+        panels), ``settings`` (a dict of :data:`FIGURE_SETTINGS` keys applied to every run,
+        e.g. ``{"device": "cuda"}``); ``None`` values take the defaults.
+
+    Raises
+    ------
+    ParameterError
+        For an unknown panel key or setting.
 
     Returns
     -------
@@ -566,6 +608,8 @@ def run_figure(
         The Markdown report (also written to ``NAME.md``).
     """
     opts = options or {}
+    panels = _selected_panels(spec, opts.get("only"))
+    settings = _checked_settings(opts.get("settings"))
     seeds = list(opts.get("seeds") or [0])
     rounds_override = opts.get("rounds")
     data_dir = opts.get("data_dir")
@@ -576,12 +620,12 @@ def run_figure(
     datasets: dict[tuple[str, int], SiloDataset] = {}
     results: list[CurveResult] = []
     started = time.perf_counter()
-    for panel in spec.panels:
+    for panel in panels:
         rounds = int(rounds_override) if rounds_override is not None else panel.rounds
         run_panel = replace(panel, rounds=rounds)
         _log(quiet, f"{spec.name} ({run_panel.key}) {run_panel.label}, {rounds} rounds")
         for curve in panel.curves:
-            res = _run_curve(run_panel, curve, seeds, rounds, data_dir, datasets, quiet)
+            res = _run_curve(run_panel, curve, seeds, rounds, data_dir, datasets, quiet, settings)
             atomic_write_text(out / f"{panel.key}-{curve.slug}.csv", res.to_csv())
             results.append(res)
     elapsed = time.perf_counter() - started
@@ -715,9 +759,10 @@ def _plot(spec: FigureSpec, results: list[CurveResult], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     cols = 3 if spec.show_loss else 2
-    n = len(spec.panels)
+    panels = [p for p in spec.panels if any(r.panel.key == p.key for r in results)]
+    n = max(len(panels), 1)
     fig, axes = plt.subplots(n, cols, figsize=(4.2 * cols, 3.0 * n), squeeze=False)
-    for i, panel in enumerate(spec.panels):
+    for i, panel in enumerate(panels):
         rows = [r for r in results if r.panel.key == panel.key]
         ax_m, ax_e = axes[i][0], axes[i][cols - 1]
         ax_l = axes[i][1] if spec.show_loss else None
