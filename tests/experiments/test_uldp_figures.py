@@ -91,21 +91,29 @@ def test_heart_disease_figure_end_to_end(tmp_path: Path, monkeypatch: pytest.Mon
     assert (out / "uldp-fig6.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_synthetic_data_and_reductions_are_stated() -> None:
-    spec = FIGURES["uldp-fig8"]
+def _one_round(
+    spec: FigureSpec, curve: int, metric_name: str, source: str, caveats: tuple[str, ...] = ()
+) -> CurveResult:
+    """A one-seed, one-round result of curve ``curve`` of ``spec``'s first panel."""
     panel = spec.panels[0]
-    nan_row = np.array([[0.5, 0.6]])
-    res = CurveResult(
+    row = np.array([[0.5, 0.6]])
+    return CurveResult(
         panel=panel,
-        curve=panel.curves[0],
+        curve=panel.curves[curve],
         seeds=[0],
-        metric=nan_row,
-        loss=nan_row,
+        metric=row,
+        loss=row,
         epsilon=np.array([[0.0, 1.5]]),
         seconds=np.array([[0.0, 0.1]]),
-        metric_name="accuracy",
-        data_source="synthetic stand-in (generated)",
+        metric_name=metric_name,
+        data_source=source,
+        caveats=caveats,
     )
+
+
+def test_synthetic_data_and_reductions_are_stated() -> None:
+    spec = FIGURES["uldp-fig8"]
+    res = _one_round(spec, 0, "accuracy", "synthetic stand-in (generated)")
     markdown = figure_markdown(spec, [res], [0], Path("x.png"), 1.0)
     assert "SYNTHETIC" in markdown and "Reduced setting" in markdown
     assert "(paper: 100 rounds)" in markdown and "| ULDP-AVG | 0.6 | 0.6 | 1.5 |" in markdown
@@ -117,21 +125,9 @@ def test_synthetic_data_and_reductions_are_stated() -> None:
 def test_caveats_are_stated_once_with_their_methods() -> None:
     spec = FIGURES["uldp-fig7"]
     panel = spec.panels[0]
-    row = np.array([[0.5, 0.6]])
 
-    def result(label_index: int, caveats: tuple[str, ...]) -> CurveResult:
-        return CurveResult(
-            panel=panel,
-            curve=panel.curves[label_index],
-            seeds=[0],
-            metric=row,
-            loss=row,
-            epsilon=np.array([[0.0, 1.5]]),
-            seconds=np.array([[0.0, 0.1]]),
-            metric_name="c_index",
-            data_source="TCGA",
-            caveats=caveats,
-        )
+    def result(curve: int, caveats: tuple[str, ...]) -> CurveResult:
+        return _one_round(spec, curve, "c_index", "TCGA", caveats)
 
     labels = [c.label for c in panel.curves]
     group = [i for i, label in enumerate(labels) if label.startswith("ULDP-GROUP")][:2]
