@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from fedprivacy.dp.accounting import PrivacyAccountant
 from fedprivacy.errors import ParameterError
 from fedprivacy.experiments import uldp_figures
 from fedprivacy.experiments.catalogue import program_experiments
@@ -89,6 +90,14 @@ def test_heart_disease_figure_end_to_end(tmp_path: Path, monkeypatch: pytest.Mon
     assert "| ULDP-AVG-w |" in markdown and "(a) heart_disease, |U|=12, uniform" in markdown
     assert "1 rounds (override)" in markdown
     assert (out / "uldp-fig6.png").read_bytes()[:4] == b"\x89PNG"
+    # 1 round trained for the paper's 50: the epsilon after 50 rounds, from the accountant
+    after_50 = PrivacyAccountant().compose_gaussian(5.0, 50).epsilon(1e-5)
+    assert by[("a", "ULDP-AVG-w")]["epsilon_at"] == {
+        "rounds": 50,
+        "epsilon": pytest.approx(after_50, rel=1e-9),
+    }
+    assert "epsilon after 50 rounds |" in markdown and f"| {after_50:.4g} |" in markdown
+    assert by[("a", "DEFAULT")]["epsilon_at"]["epsilon"] is None
 
 
 def _one_round(

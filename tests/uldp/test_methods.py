@@ -215,3 +215,35 @@ def test_runner_validation(heart_fed: Federation) -> None:
         reference_presum(
             "DEFAULT", heart_fed, torch.zeros(14), RoundHyper(local), np.random.default_rng(0)
         )
+
+
+@pytest.mark.parametrize(
+    ("method", "sampling_rate"),
+    [("ULDP-AVG-w", 1.0), ("ULDP-SGD-s", 0.3), ("ULDP-NAIVE", 1.0), ("ULDP-GROUP-2", 1.0)],
+)
+def test_epsilon_after_equals_running_that_many_rounds(
+    heart_fed: Federation, method: str, sampling_rate: float
+) -> None:
+    hyper = hyper_for(method, sampling_rate=sampling_rate)
+    flat = flatten_parameters(heart_fed.task.build_model(0))
+    short = MethodRunner(method, heart_fed, hyper)
+    short.run_round(flat, np.random.default_rng(0))
+    projected = [short.epsilon_after(r) for r in (1, 2, 3)]
+    assert projected[0] == pytest.approx(short.epsilon(), rel=1e-12)
+    longer = MethodRunner(method, heart_fed, hyper)
+    rng = np.random.default_rng(1)  # other data and noise: the privacy cost is the same
+    for rounds in (1, 2, 3):
+        flat = longer.run_round(flat, rng).flat
+        assert projected[rounds - 1] == pytest.approx(longer.epsilon(), rel=1e-9)
+    assert projected[0] < projected[1] < projected[2]
+
+
+def test_epsilon_after_needs_a_round_and_a_positive_count(heart_fed: Federation) -> None:
+    runner = MethodRunner("ULDP-AVG", heart_fed, hyper_for("ULDP-AVG"))
+    with pytest.raises(ParameterError, match="at least one round"):
+        runner.epsilon_after(5)
+    runner.run_round(flatten_parameters(heart_fed.task.build_model(0)), np.random.default_rng(0))
+    with pytest.raises(ParameterError, match="rounds"):
+        runner.epsilon_after(0)
+    default = MethodRunner("DEFAULT", heart_fed, hyper_for("DEFAULT"))
+    assert default.epsilon_after(10) == math.inf

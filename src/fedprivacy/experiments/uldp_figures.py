@@ -164,6 +164,12 @@ class Panel:
     paper: str = ""
 
     @property
+    def paper_rounds(self) -> int:
+        """The paper's rounds of this panel: from ``paper`` (``"200 rounds"``), else ``rounds``."""
+        found = re.search(r"(\d+) rounds", self.paper)
+        return int(found.group(1)) if found else self.rounds
+
+    @property
     def label(self) -> str:
         """Human-readable setting, e.g. ``heart_disease, |U|=50, uniform``."""
         text = f"{self.dataset}, |U|={self.users}, {self.distribution}"
@@ -243,6 +249,9 @@ class CurveResult:
         ``k`` of ULDP-GROUP-k (of the first seed).
     caveats : tuple of str
         Limits of the reported epsilon (:func:`fedprivacy.uldp.run.privacy_caveats`).
+    epsilon_at : tuple of (int, numpy.ndarray) or None
+        When fewer rounds than the paper's ``R`` were trained: ``R`` and the epsilon of each
+        seed after ``R`` rounds (:meth:`fedprivacy.uldp.methods.MethodRunner.epsilon_after`).
     """
 
     panel: Panel
@@ -256,6 +265,7 @@ class CurveResult:
     data_source: str
     group_size: int | None = None
     caveats: tuple[str, ...] = ()
+    epsilon_at: tuple[int, NDArray[np.float64]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -506,16 +516,20 @@ def _run_curve(
     datasets: dict[tuple[str, int], SiloDataset],
     quiet: bool,
     settings: dict[str, Any] | None = None,
+    epsilon_at: int | None = None,
 ) -> CurveResult:
     rows: dict[str, list[list[float]]] = {k: [] for k in ("metric", "loss", "eps", "sec")}
     first: UldpResult | None = None
+    projected: list[float] = []
     for seed in seeds:
         key = (panel.dataset, seed)
         if key not in datasets:
             datasets[key] = load_silo_dataset(panel.dataset, data_dir, seed=seed)
         started = time.perf_counter()
         config = panel.config(curve, seed, rounds, data_dir).with_overrides(**(settings or {}))
-        res = run_uldp(config, dataset=datasets[key])
+        res = run_uldp(config, dataset=datasets[key], epsilon_at=epsilon_at)
+        if res.epsilon_at is not None:
+            projected.append(res.epsilon_at[1])
         first = first or res
         rows["metric"].append(
             [res.initial.get("metric", math.nan)] + [r.metric for r in res.records]
@@ -542,6 +556,9 @@ def _run_curve(
         data_source=first.data_source,
         group_size=first.group_size,
         caveats=first.caveats,
+        epsilon_at=(
+            None if epsilon_at is None else (epsilon_at, np.asarray(projected, dtype=np.float64))
+        ),
     )
 
 
@@ -622,10 +639,21 @@ def run_figure(
     started = time.perf_counter()
     for panel in panels:
         rounds = int(rounds_override) if rounds_override is not None else panel.rounds
+        paper_rounds = panel.paper_rounds
         run_panel = replace(panel, rounds=rounds)
         _log(quiet, f"{spec.name} ({run_panel.key}) {run_panel.label}, {rounds} rounds")
         for curve in panel.curves:
-            res = _run_curve(run_panel, curve, seeds, rounds, data_dir, datasets, quiet, settings)
+            res = _run_curve(
+                run_panel,
+                curve,
+                seeds,
+                rounds,
+                data_dir,
+                datasets,
+                quiet,
+                settings,
+                epsilon_at=paper_rounds if paper_rounds != rounds else None,
+            )
             atomic_write_text(out / f"{panel.key}-{curve.slug}.csv", res.to_csv())
             results.append(res)
     elapsed = time.perf_counter() - started
@@ -660,6 +688,17 @@ def _summary(
                 "group_size": r.group_size,
                 "data_source": r.data_source,
                 "seconds_per_round": _json_num(float(np.mean(r.seconds[:, 1:]))),
+                "caveats": list(r.caveats),
+                **(
+                    {}
+                    if r.epsilon_at is None
+                    else {
+                        "epsilon_at": {
+                            "rounds": r.epsilon_at[0],
+                            "epsilon": _json_num(_nanmean(r.epsilon_at[1])),
+                        }
+                    }
+                ),
             }
         )
     return {
@@ -722,11 +761,14 @@ def figure_markdown(
             continue
         name = rows[0].metric_name.replace("_", "-")
         paper = f" (paper: {panel.paper})" if panel.paper and rounds_override is None else ""
+        at = next((r.epsilon_at[0] for r in rows if r.epsilon_at is not None), None)
+        at_head = "" if at is None else f" epsilon after {at} rounds |"
         lines += [
             f"### ({panel.key}) {panel.label}, {rows[0].panel.rounds} rounds{paper}",
             "",
-            f"| method | test {name} (final) | test loss | user-level epsilon | k | s/round |",
-            "|---|---|---|---|---|---|",
+            f"| method | test {name} (final) | test loss | user-level epsilon | k | s/round |"
+            + at_head,
+            "|---|---|---|---|---|---|" + ("" if at is None else "---|"),
         ]
         for r in rows:
             m, ms = r.final(r.metric)
@@ -735,8 +777,13 @@ def figure_markdown(
             metric = _num(m) + (f" ± {_num(ms, 2)}" if len(r.seeds) > 1 else "")
             k = "" if r.group_size is None else str(r.group_size)
             sec = float(np.mean(r.seconds[:, 1:]))
+            at_cell = ""
+            if at is not None:
+                values = r.epsilon_at[1] if r.epsilon_at is not None else np.array([math.nan])
+                at_cell = f" {_num(_nanmean(values))} |"
             lines.append(
                 f"| {r.curve.label} | {metric} | {_num(loss)} | {_num(eps)} | {k} | {sec:.3g} |"
+                + at_cell
             )
         lines.append("")
     caveats: dict[str, list[str]] = {}

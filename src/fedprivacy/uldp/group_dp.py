@@ -334,7 +334,9 @@ def silo_rdp(history: list[tuple[float, float, int]]) -> NDArray[np.float64]:
     return total
 
 
-def group_epsilon(histories: list[list[tuple[float, float, int]]], k: int, delta: float) -> float:
+def group_epsilon(
+    histories: list[list[tuple[float, float, int]]], k: int, delta: float, *, repeat: float = 1.0
+) -> float:
     """User-level epsilon of ULDP-GROUP-k (Theorem 2) from the silos' Opacus histories.
 
     Parameters
@@ -345,6 +347,9 @@ def group_epsilon(histories: list[list[tuple[float, float, int]]], k: int, delta
         Group size (records per user).
     delta : float
         Target delta.
+    repeat : float
+        Compose each silo's history this many times (RDP adds up): the epsilon after
+        ``repeat`` times as many identical rounds.
 
     Returns
     -------
@@ -356,5 +361,5 @@ def group_epsilon(histories: list[list[tuple[float, float, int]]], k: int, delta
     if not curves:
         return 0.0
     acc = PrivacyAccountant("rdp")
-    acc.compose_rdp(DEFAULT_ORDERS, np.max(np.stack(curves), axis=0))
+    acc.compose_rdp(DEFAULT_ORDERS, repeat * np.max(np.stack(curves), axis=0))
     return float(acc.group_privacy(k, delta).epsilon)

@@ -64,6 +64,7 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
+from fedprivacy._validation import require_int
 from fedprivacy.dp.accounting import PrivacyAccountant
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.federation import Federation
@@ -344,6 +345,34 @@ class MethodRunner:
             histories = [self.group_state.history(s) for s in range(self.fed.num_silos)]
             return group_epsilon(histories, self.group_k, self.delta)
         return self.accountant.epsilon(self.delta)
+
+    def epsilon_after(self, rounds: int) -> float:
+        """User-level epsilon after ``rounds`` rounds like those run so far (``inf`` for DEFAULT).
+
+        Every round of a method has the same privacy cost (the same noise, user sampling rate
+        and, for ULDP-GROUP, DP-SGD steps per silo), and RDP adds up over rounds, so this is
+        the epsilon :meth:`epsilon` would report after ``rounds`` rounds: the composed curve
+        scaled by ``rounds / self.rounds``. It gives the privacy half of a figure at the
+        paper's number of rounds when fewer are trained.
+
+        Raises
+        ------
+        ParameterError
+            If ``rounds`` is not a positive integer or no round has run yet.
+        """
+        target = require_int("rounds", rounds, minimum=1)
+        if self.spec.family == "default":
+            return math.inf
+        if self.rounds == 0:
+            raise ParameterError("rounds", "needs at least one round run first")
+        repeat = target / self.rounds
+        if self.spec.family == "group":
+            assert self.group_state is not None and self.group_k is not None
+            histories = [self.group_state.history(s) for s in range(self.fed.num_silos)]
+            return group_epsilon(histories, self.group_k, self.delta, repeat=repeat)
+        orders, rho = self.accountant.rdp()
+        scaled = PrivacyAccountant("rdp", orders=orders).compose_rdp(orders, repeat * rho)
+        return scaled.epsilon(self.delta)
 
     # -- one round -------------------------------------------------------------------------
 

@@ -143,6 +143,8 @@ class UldpResult:
         The final global model (flat).
     secure_weighting : dict or None
         Protocol 1 report of a ``--secure-weighting`` run.
+    epsilon_at : tuple of (int, float) or None
+        ``(R, epsilon after R rounds)`` when ``run_uldp(..., epsilon_at=R)`` asked for it.
     caveats : tuple of str
         Known limits of the reported guarantee for this configuration (see
         :func:`privacy_caveats`); empty when there are none.
@@ -159,6 +161,7 @@ class UldpResult:
     final_params: torch.Tensor = field(repr=False)
     secure_weighting: dict[str, Any] | None = None
     caveats: tuple[str, ...] = ()
+    epsilon_at: tuple[int, float] | None = None
 
     @property
     def final(self) -> RoundRecord:
@@ -201,6 +204,16 @@ class UldpResult:
                 {} if self.secure_weighting is None else {"secure_weighting": self.secure_weighting}
             ),
             "caveats": list(self.caveats),
+            **(
+                {}
+                if self.epsilon_at is None
+                else {
+                    "epsilon_at": {
+                        "rounds": self.epsilon_at[0],
+                        "epsilon": _finite(self.epsilon_at[1]),
+                    }
+                }
+            ),
         }
 
     def to_csv(self) -> str:
@@ -250,6 +263,7 @@ def run_uldp(
     progress: Callable[[int], None] | None = None,
     *,
     dataset: SiloDataset | None = None,
+    epsilon_at: int | None = None,
 ) -> UldpResult:
     """Run one ULDP-FL experiment.
 
@@ -262,6 +276,10 @@ def run_uldp(
     dataset : SiloDataset, optional
         An already loaded dataset (must be ``config.dataset``); loaded from
         ``config.data_dir`` otherwise.
+    epsilon_at : int, optional
+        Also report the user-level epsilon after this many rounds of the same kind
+        (:meth:`~fedprivacy.uldp.methods.MethodRunner.epsilon_after`; e.g. the paper's 200
+        rounds when fewer are trained): :attr:`UldpResult.epsilon_at`.
 
     Returns
     -------
@@ -347,6 +365,7 @@ def run_uldp(
         final_params=flat.detach().cpu(),
         secure_weighting=secure_report,
         caveats=privacy_caveats(cfg.method, fed.task.task),
+        epsilon_at=None if epsilon_at is None else (epsilon_at, runner.epsilon_after(epsilon_at)),
     )
 
 
