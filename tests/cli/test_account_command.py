@@ -97,3 +97,15 @@ def test_invalid_values_exit_2(
 def test_group_with_pld_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, *BASE, "--accountant", "pld", "--group-size", "2")
     assert code == 2 and "--accountant rdp" in err
+
+
+def test_no_accounting_log_noise(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # q = 0.5 makes dp-accounting log one warning per unconverged fractional order (dozens)
+    argv = ("account", "--noise-multiplier", "4.9", "--steps", "7", "--delta", "1e-5")
+    with caplog.at_level("WARNING"):
+        code, out, err = run(capsys, *argv, "--sampling-rate", "0.5", "--json")
+    assert code == 0 and json.loads(out)["epsilon"] > 0
+    assert not [r for r in caplog.records if r.name == "absl"]
+    assert "failed to converge" not in err

@@ -22,7 +22,7 @@ def cmd_account(args: argparse.Namespace) -> int:
     """Compose ``--steps`` Gaussian steps and print epsilon (and group-privacy bounds)."""
     from fedprivacy._validation import require_int
     from fedprivacy.dp._checks import require_delta, require_positive, require_sampling_rate
-    from fedprivacy.dp.accounting import PrivacyAccountant
+    from fedprivacy.dp.accounting import PrivacyAccountant, quiet_accounting
 
     noise = require_positive("--noise-multiplier", args.noise_multiplier)
     rate = require_sampling_rate("--sampling-rate", args.sampling_rate)
@@ -37,8 +37,9 @@ def cmd_account(args: argparse.Namespace) -> int:
                 "group privacy works on the RDP curve; use --accountant rdp (the default)",
             )
     acc = PrivacyAccountant(args.accountant)
-    acc.compose_gaussian(noise, steps, rate)
-    epsilon, order = acc.epsilon_and_order(delta)
+    with quiet_accounting():
+        acc.compose_gaussian(noise, steps, rate)
+        epsilon, order = acc.epsilon_and_order(delta)
     if order is not None and not math.isfinite(order):
         order = None
     report: dict[str, Any] = {
@@ -50,7 +51,8 @@ def cmd_account(args: argparse.Namespace) -> int:
         "steps": steps,
         "order": order,
     }
-    group = acc.group_privacy(group_size, delta) if group_size is not None else None
+    with quiet_accounting():
+        group = acc.group_privacy(group_size, delta) if group_size is not None else None
     if group is not None:
         report["group_size"] = group.group_size
         report["group_epsilon"] = group.to_dict()["epsilon"]

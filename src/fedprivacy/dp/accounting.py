@@ -32,7 +32,10 @@ from __future__ import annotations
 
 import copy
 import functools
+import logging
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final, Literal
 
 import dp_accounting
@@ -62,6 +65,7 @@ __all__ = [
     "gaussian_rdp",
     "lemma2_epsilons",
     "rdp_to_epsilon",
+    "quiet_accounting",
 ]
 
 AccountantKind = Literal["rdp", "pld"]
@@ -505,3 +509,20 @@ def epsilon_for(
     acc = PrivacyAccountant(accountant)
     acc.compose_gaussian(noise_multiplier, steps, sampling_rate)
     return acc.epsilon(d)
+
+
+@contextmanager
+def quiet_accounting() -> Iterator[None]:
+    """Silence dp-accounting's absl warnings about unconverged fractional orders.
+
+    dp-accounting logs one line per skipped order the first time a ``(sigma, q)`` pair is
+    computed (e.g. ``q = 0.5``); the orders are correctly left out of the epsilon. Wrap the
+    calls that compose sub-sampled Gaussians (a run, the ``account`` command) in it.
+    """
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

@@ -754,7 +754,7 @@ def figure_markdown(
             "**Creditcard here is the generated stand-in `creditcard-synthetic` (SYNTHETIC "
             "data with Kaggle's schema): its numbers cannot be compared with the paper's.**",
         ]
-    lines += ["", f"Figure: `{png}`.", ""]
+    lines += ["", f"Figure: `{png.name}` (next to this file).", ""]
     for panel in spec.panels:
         rows = [r for r in results if r.panel.key == panel.key]
         if not rows:

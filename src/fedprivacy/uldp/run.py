@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import csv
 import io
-import logging
 import math
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ import numpy as np
 import torch
 
 from fedprivacy.data.tabular import SiloDataset, load_silo_dataset
+from fedprivacy.dp.accounting import quiet_accounting
 from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.fl.params import flatten_parameters, load_flat_
@@ -50,22 +49,6 @@ __all__ = [
     "run_uldp",
     "write_outputs",
 ]
-
-
-@contextmanager
-def quiet_accounting() -> Iterator[None]:
-    """Silence dp-accounting's absl warnings about unconverged fractional orders.
-
-    dp-accounting logs one line per skipped order the first time a ``(sigma, q)`` pair is
-    computed (e.g. ``q = 0.5``); the orders are correctly left out of the epsilon.
-    """
-    logger = logging.getLogger("absl")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 @dataclass(frozen=True)
