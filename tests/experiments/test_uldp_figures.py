@@ -173,6 +173,9 @@ def test_only_panels_and_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         program.run(out, {**options, "settings": {"sigma": 1.0}})
     with pytest.raises(ParameterError, match="max_rows"):
         program.run(out, {**options, "settings": {"max_rows": "many"}})
+    if not torch.cuda.is_available():
+        with pytest.raises(ParameterError, match="sees no CUDA GPU"):
+            program.run(out, {**options, "settings": {"device": "cuda"}})
 
 
 def test_options_a_program_ignores_are_refused() -> None:

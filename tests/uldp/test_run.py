@@ -75,3 +75,19 @@ def test_run_default_and_synthetic_creditcard() -> None:
     assert "synthetic stand-in" in s["data_source"]
     assert s["epsilon"] is None and s["private"] is False
     assert s["roc_auc"] is not None and s["silos"] == 5
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_missing_gpu_is_a_clear_error_before_any_work(tmp_path: Path) -> None:
+    from fedprivacy.errors import ParameterError
+
+    cfg = UldpConfig(
+        dataset="heart_disease",
+        method="ULDP-AVG",
+        users=10,
+        rounds=1,
+        device="cuda",
+        data_dir=str(tmp_path),  # no data there: the device is checked first
+    )
+    with pytest.raises(ParameterError, match="sees no CUDA GPU"):
+        run_uldp(cfg)

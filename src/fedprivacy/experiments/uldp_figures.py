@@ -63,6 +63,7 @@ from numpy.typing import NDArray
 from fedprivacy.data.tabular import SiloDataset, load_silo_dataset
 from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_bytes, atomic_write_json, atomic_write_text
+from fedprivacy.fl.engine import resolve_device
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.run import UldpResult, run_uldp
 
@@ -591,6 +592,7 @@ def _checked_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
             f"(only {', '.join(FIGURE_SETTINGS)})",
         )
     probe = UldpConfig.from_mapping({"method": "DEFAULT", **settings}).resolved().validate()
+    resolve_device(probe.device)  # refuse a missing GPU before the first run
     return {k: getattr(probe, k) for k in settings}
 
 

@@ -31,6 +31,7 @@ from fedprivacy.data.tabular import SiloDataset, load_silo_dataset
 from fedprivacy.dp.accounting import quiet_accounting
 from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_json, atomic_write_text
+from fedprivacy.fl.engine import resolve_device
 from fedprivacy.fl.params import flatten_parameters, load_flat_
 from fedprivacy.uldp.allocation import Allocation, allocate_fixed_silos, allocate_pool
 from fedprivacy.uldp.config import UldpConfig
@@ -278,10 +279,11 @@ def run_uldp(
     """
     started = time.perf_counter()
     cfg = config.validate().resolved()
+    device = resolve_device(cfg.device)  # a clear error before any work when CUDA is missing
     ds = dataset if dataset is not None else _load(cfg)
     alloc_ss, init_ss, train_ss, noise_ss = np.random.SeedSequence(cfg.seed).spawn(4)
     allocation = allocate(cfg, ds, np.random.default_rng(alloc_ss))
-    fed = build_federation(ds, allocation, device=cfg.device)
+    fed = build_federation(ds, allocation, device=device)
     model = fed.task.build_model(seed=int(init_ss.generate_state(1)[0]))
     model.to(fed.device)
     assert cfg.clip is not None and cfg.global_lr is not None and cfg.local_lr is not None
