@@ -100,3 +100,13 @@ def test_reproduce_refuses_options_a_program_ignores(capsys, tmp_path):
     assert main(["reproduce", "uldp-fig6", "--set", "sigma=1", "--out", out]) == 2
     assert "cannot be changed in a figure" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # refused before anything ran
+
+
+def test_reproduce_regression_data_dir(capsys, tmp_path):
+    out = str(tmp_path / "out")
+    assert main(["reproduce", "regression-theory", "--data-dir", "x", "--out", out]) == 2
+    assert "not used by regression-theory" in capsys.readouterr().err
+    # regression-real honours it: an empty folder is a data error, not a silent fallback
+    code = main(["reproduce", "regression-real", "--data-dir", str(tmp_path), "--out", out])
+    assert code == 2
+    assert str(tmp_path) in capsys.readouterr().err

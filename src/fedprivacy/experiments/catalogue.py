@@ -105,7 +105,7 @@ def _regression_runner(name: str) -> Callable[[Path, dict[str, Any]], str]:
     def run(out_dir: Path, options: dict[str, Any]) -> str:
         from fedprivacy.experiments.regression_study import run_regression_experiment
 
-        summary = run_regression_experiment(name, out_dir.parent)
+        summary = run_regression_experiment(name, out_dir.parent, data_dir=options.get("data_dir"))
         markdown = summary.get("markdown")
         if isinstance(markdown, str):
             return markdown
@@ -121,7 +121,8 @@ def _register_regression() -> None:
     for name in experiment_names():
         spec = FIGURES.get(name)
         title = _REGRESSION_TITLES.get(name) or f"NA-FGD study: {getattr(spec, 'title', name)}"
-        _ENTRIES.append(ProgramExperiment(name, title, _regression_runner(name)))
+        honoured = frozenset({"data_dir"}) if name == "regression-real" else frozenset()
+        _ENTRIES.append(ProgramExperiment(name, title, _regression_runner(name), honoured))
 
 
 def register(entry: ProgramExperiment) -> None:

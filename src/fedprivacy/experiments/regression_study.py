@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -519,12 +520,17 @@ def _write(
     return summary
 
 
-def _run_real(out: Path, replications: int, progress: ProgressFactory | None) -> dict[str, Any]:
+def _run_real(
+    out: Path,
+    replications: int,
+    progress: ProgressFactory | None,
+    data_dir: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
     bar = _bar(progress, "regression-real", 2 * replications)
     for name, clients in (("california", 5), ("diabetes", 5)):
-        silos = load_regression_dataset(name, clients=clients)
+        silos = load_regression_dataset(name, data_dir, clients=clients)
         cfg = RegressionConfig(dataset=name, clients=clients, replications=replications)
         for eps, res in zip(EPSILONS, run_regression_grid(cfg, EPSILONS, silos=silos, progress=bar),
                             strict=True):  # fmt: skip
@@ -649,6 +655,7 @@ def run_regression_experiment(
     progress: ProgressFactory | None = None,
     sizes: Sequence[int] | None = None,
     dimension: int | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """Run one named experiment and write its files under ``out_dir/NAME``.
 
@@ -670,6 +677,9 @@ def run_regression_experiment(
         theory check uses the last). Not used by ``regression-real``.
     dimension : int, optional
         ``p`` (default 200; smaller for quick checks). Not used by ``regression-real``.
+    data_dir : str or os.PathLike, optional
+        Data folder of ``regression-real`` (default ``$FEDPRIVACY_DATA``); the simulations
+        use no data.
 
     Returns
     -------
@@ -689,7 +699,7 @@ def run_regression_experiment(
     out = Path(out_dir) / name
     out.mkdir(parents=True, exist_ok=True)
     if name == "regression-real":
-        return _run_real(out, b, progress)
+        return _run_real(out, b, progress, data_dir)
     if name == "regression-theory":
         return _run_theory(out, b, progress, sizes, dimension)
     spec = FIGURES[name]
