@@ -25,13 +25,10 @@ the rest of its Fig. 2 is a plot with no printed numbers.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
-import logging
 import math
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -42,7 +39,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from numpy.typing import NDArray  # noqa: E402
 
-from fedprivacy.dp.accounting import PrivacyAccountant, gaussian_rdp  # noqa: E402
+from fedprivacy.dp.accounting import (  # noqa: E402
+    PrivacyAccountant,
+    gaussian_rdp,
+    quiet_accounting,
+)
 from fedprivacy.dp.group_privacy import (  # noqa: E402
     ROUTE_APPROX_DP,
     ROUTE_RDP,
@@ -90,25 +91,13 @@ def paper_order_grid(group_size: int) -> NDArray[np.float64]:
     return np.unique(grid)
 
 
-@contextlib.contextmanager
-def _quiet_absl() -> Iterator[None]:
-    """Silence dp-accounting's (absl) warnings about non-converging huge fractional orders."""
-    logger = logging.getLogger("absl")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
 def _paper_grid_bound(group_size: int, setting: dict[str, Any]) -> dict[str, Any] | None:
     if group_size == 1:
         return None  # the authors' code takes k = 1 from the record-level accountant
     grid = paper_order_grid(group_size)
     # dp-accounting's series for fractional orders above ~2000 does not converge here; those
     # orders get an infinite RDP and drop out (they are far from the optimum).
-    with _quiet_absl():
+    with quiet_accounting():
         rdp = setting["steps"] * gaussian_rdp(
             setting["noise_multiplier"], setting["sampling_rate"], grid
         )

@@ -56,11 +56,8 @@ NbAFL (Wei et al. 2020)
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import logging
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -74,6 +71,7 @@ from fedprivacy.dp.accounting import (
     DEFAULT_ORDERS,
     PrivacyAccountant,
     epsilon_for,
+    quiet_accounting,
     rdp_to_epsilon,
 )
 from fedprivacy.dp.calibration import noise_multiplier_for
@@ -123,18 +121,6 @@ SUBSAMPLED_ORDERS: Final = tuple(
     + [float(v) for v in range(36, 65, 4)]
     + [80.0, 96.0, 112.0, 128.0, 160.0, 192.0, 256.0, 512.0, 1024.0]
 )
-
-
-@contextlib.contextmanager
-def _quiet_absl() -> Iterator[None]:
-    """Silence dp-accounting's absl warnings (non-converging small fractional orders, skipped)."""
-    logger = logging.getLogger("absl")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -225,7 +211,7 @@ def gaussian_epsilon(
     if sampling_rate == 1.0:
         return float(epsilon_for(noise_multiplier, steps, delta))
     acc = PrivacyAccountant("rdp", SUBSAMPLED_ORDERS)
-    with _quiet_absl():
+    with quiet_accounting():
         return float(acc.compose_gaussian(noise_multiplier, steps, sampling_rate).epsilon(delta))
 
 
@@ -313,7 +299,7 @@ def laplace_noise_multiplier_for(epsilon: float, delta: float, steps: int) -> fl
 def _gaussian_multiplier(epsilon: float, delta: float, steps: int, rate: float) -> float:
     if rate == 1.0:
         return float(noise_multiplier_for(epsilon, delta, steps, lower=1e-3, upper=1e7))
-    with _quiet_absl():
+    with quiet_accounting():
         return float(
             noise_multiplier_for(
                 epsilon, delta, steps, rate, orders=SUBSAMPLED_ORDERS, lower=1e-2, upper=1e3,

@@ -51,11 +51,8 @@ ULDP-AVG / ULDP-SGD with the per-user loop (the authors' way).
 
 from __future__ import annotations
 
-import logging
 import math
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -65,7 +62,7 @@ from numpy.typing import NDArray
 from torch import nn
 
 from fedprivacy._validation import require_int
-from fedprivacy.dp.accounting import PrivacyAccountant
+from fedprivacy.dp.accounting import PrivacyAccountant, quiet_accounting
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.federation import Federation
 
@@ -101,18 +98,6 @@ __all__ = [
 ]
 
 Family = Literal["default", "naive", "group", "avg", "sgd"]
-
-
-@contextmanager
-def _quiet_absl() -> Iterator[None]:
-    """Silence dp-accounting's absl warnings (unconverged fractional orders, left out)."""
-    logger = logging.getLogger("absl")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 #: Method names, as in the paper.
@@ -408,7 +393,7 @@ class MethodRunner:
         else:
             out = self._user_round(global_flat, rng, nrng)
         if fam in ("naive", "avg", "sgd"):
-            with _quiet_absl():
+            with quiet_accounting():
                 self.accountant.compose_gaussian(
                     self.effective_noise_multiplier, 1, self.sampling_rate
                 )
