@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 import tomllib
 from pathlib import Path
@@ -11,6 +12,25 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy.errors import ParameterError
+
+
+def require_positive_float(name: str, value: object) -> float:
+    """Return ``value`` as a finite ``float`` > 0 (anything ``float()`` accepts, not a bool).
+
+    Raises
+    ------
+    ParameterError
+        If ``value`` is a bool, not convertible, not finite, or not positive.
+    """
+    if isinstance(value, bool):
+        raise ParameterError(name, f"must be a number, got {value!r}")
+    try:
+        out = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:
+        raise ParameterError(name, f"must be a number, got {value!r}") from exc
+    if not math.isfinite(out) or out <= 0:
+        raise ParameterError(name, f"must be a finite number > 0, got {out!r}")
+    return out
 
 
 def require_int(

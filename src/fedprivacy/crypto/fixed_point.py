@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from fedprivacy._validation import require_int
+from fedprivacy._validation import require_int, require_positive_float
 from fedprivacy.crypto.prg import mask_dtype
 from fedprivacy.errors import OverflowRiskError, ParameterError
 
@@ -18,18 +18,6 @@ MIN_SCALE_EXPONENT = -20
 """Smallest power-of-two exponent :meth:`FixedPointCodec.for_sum` will try for the scale."""
 
 _MAX_SCALE_EXPONENT = 1023
-
-
-def _require_positive_float(name: str, value: object) -> float:
-    if isinstance(value, bool):
-        raise ParameterError(name, f"must be a number, got {value!r}")
-    try:
-        out = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError) as exc:
-        raise ParameterError(name, f"must be a number, got {value!r}") from exc
-    if not math.isfinite(out) or out <= 0:
-        raise ParameterError(name, f"must be a finite number > 0, got {out!r}")
-    return out
 
 
 def _require_integer_array(name: str, value: object) -> np.ndarray:
@@ -67,8 +55,8 @@ class FixedPointCodec:
     bits: int
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "clip", _require_positive_float("clip", self.clip))
-        object.__setattr__(self, "scale", _require_positive_float("scale", self.scale))
+        object.__setattr__(self, "clip", require_positive_float("clip", self.clip))
+        object.__setattr__(self, "scale", require_positive_float("scale", self.scale))
         object.__setattr__(self, "bits", require_int("bits", self.bits, 2, 64))
         if not math.isfinite(self.clip * self.scale):
             raise ParameterError(

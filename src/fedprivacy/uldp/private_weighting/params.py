@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from fedprivacy._validation import require_int
+from fedprivacy._validation import require_int, require_positive_float
 from fedprivacy.crypto.paillier import DEFAULT_KEY_BITS, MIN_KEY_BITS
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.private_weighting.errors import PlaintextRangeError
@@ -69,18 +69,6 @@ def lcm_upto(n_max: int) -> int:
     """
     n = require_int("n_max", n_max, 1)
     return math.lcm(*range(1, n + 1))
-
-
-def _positive_float(name: str, value: object) -> float:
-    if isinstance(value, bool):
-        raise ParameterError(name, f"must be a number, got {value!r}")
-    try:
-        out = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError) as exc:
-        raise ParameterError(name, f"must be a number, got {value!r}") from exc
-    if not math.isfinite(out) or out <= 0:
-        raise ParameterError(name, f"must be a finite number > 0, got {out!r}")
-    return out
 
 
 def encoded_bound(bound: float, precision: float, name: str) -> int:
@@ -214,9 +202,9 @@ class PrivateWeightingParameters:
         bits = require_int("key_bits", self.key_bits, MIN_KEY_BITS)
         if bits % 2:
             raise ParameterError("key_bits", f"must be even, got {bits}")
-        precision = _positive_float("precision", self.precision)
-        clip = _positive_float("clip_bound", self.clip_bound)
-        noise = _positive_float("noise_bound", self.noise_bound)
+        precision = require_positive_float("precision", self.precision)
+        clip = require_positive_float("clip_bound", self.clip_bound)
+        noise = require_positive_float("noise_bound", self.noise_bound)
         n_max = require_int("n_max", self.n_max, 1)
         for name in ("subsampling", "rerandomise"):
             if not isinstance(getattr(self, name), bool):
