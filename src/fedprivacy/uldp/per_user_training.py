@@ -345,11 +345,16 @@ class PerUserTrainer:
         Empty groups get a zero row. See :meth:`iter_deltas` for the parameters.
         """
         off = np.asarray(offsets)
-        out = torch.zeros(
-            (len(off) - 1, self.num_params), dtype=global_flat.dtype, device=global_flat.device
-        )
-        for ids, deltas in self.iter_deltas(global_flat, x, y, off, orders, spec):
-            out[torch.from_numpy(ids).to(out.device)] = deltas
+        chunks = self.iter_deltas(global_flat, x, y, off, orders, spec)
+        return self._dense(chunks, len(off) - 1, global_flat)
+
+    def _dense(
+        self, chunks: Iterator[tuple[_I64, torch.Tensor]], groups: int, like: torch.Tensor
+    ) -> torch.Tensor:
+        """Scatter per-chunk rows into a ``(groups, P)`` tensor, zero for groups not yielded."""
+        out = torch.zeros((groups, self.num_params), dtype=like.dtype, device=like.device)
+        for ids, rows in chunks:
+            out[torch.from_numpy(ids).to(out.device)] = rows
         return out
 
     # -- gradients (ULDP-SGD) ----------------------------------------------------------------
@@ -390,12 +395,8 @@ class PerUserTrainer:
     ) -> torch.Tensor:
         """Return every group's full-batch gradient at ``global_flat``, float32 ``(k, P)``."""
         off = np.asarray(offsets)
-        out = torch.zeros(
-            (len(off) - 1, self.num_params), dtype=global_flat.dtype, device=global_flat.device
-        )
-        for ids, g in self.iter_gradients(global_flat, x, y, off):
-            out[torch.from_numpy(ids).to(out.device)] = g
-        return out
+        chunks = self.iter_gradients(global_flat, x, y, off)
+        return self._dense(chunks, len(off) - 1, global_flat)
 
     # -- reduction -------------------------------------------------------------------------
 
