@@ -270,7 +270,9 @@ def add_train_parsers(
     rep.add_argument(
         "--rounds", type=int, default=None, help="override the rounds (fewer than the paper)"
     )
-    rep.add_argument("--only", default=None, help="comma-separated run names")
+    rep.add_argument(
+        "--only", default=None, help="comma-separated run names (ULDP figures: panel letters)"
+    )
     rep.add_argument("--t0", type=int, default=None, help="attack experiments: first round")
     rep.add_argument("--window", type=int, default=None, help="attack experiments: rounds")
     rep.add_argument("--data-dir", default=None, help="data folder (else $FEDPRIVACY_DATA)")
@@ -279,7 +281,7 @@ def add_train_parsers(
         action="append",
         metavar="KEY=VALUE",
         help="override a configuration key of every run (repeatable), e.g. --set lr=0.03 "
-        "--set device=cuda",
+        "--set device=cuda; ULDP figures accept device, max_rows and eval_every",
     )
     rep.add_argument("--print-config", action="store_true", help="print the runs' TOML and exit")
     rep.add_argument("--json", action="store_true", help="print one JSON list")
