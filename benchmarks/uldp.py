@@ -20,9 +20,11 @@ and summed):
   each user a :func:`copy.deepcopy` of the model, a fresh ``torch.optim.SGD``, one
   ``backward()`` per minibatch (:func:`fedprivacy.uldp.per_user_training.train_groups_loop`,
   the same minibatches as ours), then clip, weight and sum.
-* ``loop-dataloader`` (``--baseline dataloader``): as ``loop`` but each user's minibatches come
-  from its own ``torch.utils.data.DataLoader(shuffle=True)`` (the authors' later
-  ``user_level_data_loader``).
+* ``authors`` (``--baseline authors``): the authors' whole per-user pipeline
+  (:func:`loop_authors`): each user's records as a list of ``(image, label)`` pairs behind its
+  own ``DataLoader(shuffle=True)`` (their ``user_level_data_loader``), ``loss.item()`` and NaN
+  checks per step, and the ``state_dict`` difference, clipping, weighting and summing done
+  tensor by tensor on ``OrderedDict`` s. It checks that ``loop`` is not a slower straw man.
 
 The loop over 10,000 users takes long on a small CPU, so it is timed on ``--subset`` users drawn
 at random in each silo and **extrapolated linearly** to the silo's users (printed as such;
@@ -30,7 +32,7 @@ at random in each silo and **extrapolated linearly** to the silo's users (printe
 and their deltas compared (max absolute difference), so the speed-up is for the same result.
 
 Usage: python benchmarks/uldp.py [--users 10000] [--silos 5] [--distribution zipf]
-       [--subset 300] [--threads 1] [--device cpu] [--epochs 5] [--baseline loop|dataloader]
+       [--subset 300] [--threads 1] [--device cpu] [--epochs 5] [--baseline loop|authors]
        [--max-rows 1024] [--data-dir DIR]
 """
 
@@ -44,6 +46,7 @@ import os
 import platform
 import subprocess
 import time
+from typing import cast
 
 import numpy as np
 import torch
@@ -78,7 +81,7 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}, Python {py}"
 
 
-def loop_dataloader(
+def loop_authors(
     model: torch.nn.Module,
     fed: Federation,
     global_flat: torch.Tensor,
@@ -86,34 +89,61 @@ def loop_dataloader(
     y: torch.Tensor,
     offsets: NDArray[np.int64],
     spec: LocalSGD,
+    clip: float,
+    weights: NDArray[np.float64],
     seed: int,
 ) -> torch.Tensor:
-    """Per-user loop with a DataLoader, a model copy and an optimiser per user."""
-    from torch.utils.data import DataLoader, TensorDataset
+    """The authors' whole per-user pipeline of a ULDP-AVG silo round; return the weighted sum.
 
-    out = torch.zeros((len(offsets) - 1, global_flat.numel()))
+    Per user, as the authors' ``local_trainer.py`` does it: its records as a Python list of
+    ``(image, label)`` pairs behind a ``DataLoader(shuffle=True)``; a deep copy of the model and
+    a fresh SGD optimiser; per minibatch ``zero_grad``, forward, loss, a NaN check, ``backward``,
+    ``step`` and ``loss.item()``; then the ``state_dict`` difference tensor by tensor, a NaN/Inf
+    check, the global L2 norm from per-tensor norms, clipping and weighting tensor by tensor,
+    appended to a list that is summed key by key at the end.
+    """
+    from collections import OrderedDict
+
+    from torch.utils.data import DataLoader, Dataset
+
     gen = torch.Generator().manual_seed(seed)
+    start = copy.deepcopy(model)
+    load_flat_(start, global_flat)
+    global_state = copy.deepcopy(start.state_dict())
+    names = [name for name, _ in start.named_parameters()]
+    updates: list[OrderedDict[str, torch.Tensor]] = []
     for g in range(len(offsets) - 1):
         lo, hi = int(offsets[g]), int(offsets[g + 1])
         if hi == lo:
             continue
-        local = copy.deepcopy(model)
-        load_flat_(local, global_flat)
+        records = [(x[i], int(y[i])) for i in range(lo, hi)]
+        dataset = cast("Dataset[tuple[torch.Tensor, int]]", records)  # a list, as theirs
+        loader = DataLoader(dataset, batch_size=spec.batch_size, shuffle=True, generator=gen)
+        local = copy.deepcopy(start)
         opt = torch.optim.SGD(local.parameters(), lr=spec.lr)
-        loader = DataLoader(
-            TensorDataset(x[lo:hi], y[lo:hi]),
-            batch_size=spec.batch_size,
-            shuffle=True,
-            generator=gen,
-        )
         for _ in range(spec.epochs):
+            losses = []
             for xb, yb in loader:
                 opt.zero_grad()
                 value = fed.task.loss(local(xb), yb, torch.ones(len(xb), dtype=xb.dtype))
+                if torch.isnan(value):
+                    continue
                 torch.autograd.backward(value)
                 opt.step()
-        out[g] = flatten_parameters(local).detach() - global_flat
-    return out
+                losses.append(value.item())
+        state = local.state_dict()
+        flat = torch.cat([p.detach().reshape(-1) for p in local.parameters()])
+        if bool(torch.isnan(flat).any() or torch.isinf(flat).any()):
+            continue
+        diff = OrderedDict((k, state[k] - global_state[k]) for k in state)
+        norm = torch.norm(torch.stack([torch.norm(diff[k], 2.0) for k in names]), 2.0)
+        coef = torch.clamp(clip / (norm + 1e-6), max=1.0)
+        updates.append(OrderedDict((k, float(weights[g]) * (diff[k] * coef)) for k in names))
+    total = OrderedDict((k, torch.zeros_like(global_state[k])) for k in names)
+    for update in updates:
+        for k in names:
+            total[k] += update[k]
+    return torch.cat([total[k].reshape(-1) for k in names])
 
 
 def main() -> None:
@@ -126,7 +156,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--epochs", type=int, default=None, help="local epochs Q (default 5)")
-    ap.add_argument("--baseline", choices=("loop", "dataloader"), default="loop")
+    ap.add_argument("--baseline", choices=("loop", "authors"), default="loop")
     ap.add_argument("--max-rows", type=int, default=None, help="rows per vmap call (1024)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data-dir", default=None)
@@ -176,10 +206,8 @@ def main() -> None:
         f"(loop on cpu); setup {setup:.1f} s"
     )
     print(f"machine: {machine()}; date {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC")
-    print(
-        f"baseline: {args.baseline} (model copy + optimizer per user"
-        f"{', DataLoader per user' if args.baseline == 'dataloader' else ''})"
-    )
+    pipeline = ", DataLoader and state_dict diffs per user" if args.baseline == "authors" else ""
+    print(f"baseline: {args.baseline} (model copy + optimizer per user{pipeline})")
     print()
     header = (
         f"{'silo':>4} {'users':>6} {'records':>7} | {'ours s':>8} | {'loop users':>10} "
@@ -231,10 +259,12 @@ def main() -> None:
             deltas = train_groups_loop(
                 cpu_model, fed.task.loss, cpu_flat, xs, ys, sub_off, sub_orders, spec
             )
+            factors, _ = clip_rows(deltas, cfg.clip)
+            _ = (torch.from_numpy(w[pick]).to(torch.float32) * factors) @ deltas
         else:
-            deltas = loop_dataloader(cpu_model, fed, cpu_flat, xs, ys, sub_off, spec, silo)
-        factors, _ = clip_rows(deltas, cfg.clip)
-        _ = (torch.from_numpy(w[pick]).to(torch.float32) * factors) @ deltas
+            _ = loop_authors(
+                cpu_model, fed, cpu_flat, xs, ys, sub_off, spec, cfg.clip, w[pick], silo
+            )
         loop_sub = time.perf_counter() - t
         loop_full = loop_sub * k / len(pick)
         extrapolated |= len(pick) < k
