@@ -23,6 +23,7 @@ from fedprivacy.experiments.uldp_figures import (
     FigureSpec,
     figure_markdown,
 )
+from fedprivacy.uldp.config import DEFAULT_HYPER
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
@@ -98,6 +99,19 @@ def test_heart_disease_figure_end_to_end(tmp_path: Path, monkeypatch: pytest.Mon
     }
     assert "epsilon after 50 rounds |" in markdown and f"| {after_50:.4g} |" in markdown
     assert by[("a", "DEFAULT")]["epsilon_at"]["epsilon"] is None
+    # every row names the hyper-parameters it ran with (the resolved DEFAULT_HYPER values)
+    avg = DEFAULT_HYPER["heart_disease"]["avg"]
+    assert by[("a", "ULDP-AVG-w")]["hyper"] == {
+        "global_lr": avg.global_lr,
+        "local_lr": avg.local_lr,
+        "clip": avg.clip,
+        "local_epochs": avg.local_epochs,
+        "batch_size": avg.batch_size,
+    }
+    assert by[("a", "DEFAULT")]["hyper"]["clip"] is None  # DEFAULT clips nothing
+    text = f"eta_g {avg.global_lr:g}, eta_l {avg.local_lr:g}, C {avg.clip:g}, Q {avg.local_epochs}"
+    row = next(line for line in markdown.splitlines() if line.startswith("| ULDP-AVG-w |"))
+    assert row.endswith(f" {text}, B {avg.batch_size} |")
 
 
 def _one_round(

@@ -253,6 +253,10 @@ class CurveResult:
     epsilon_at : tuple of (int, numpy.ndarray) or None
         When fewer rounds than the paper's ``R`` were trained: ``R`` and the epsilon of each
         seed after ``R`` rounds (:meth:`fedprivacy.uldp.methods.MethodRunner.epsilon_after`).
+    hyper : dict of str to float or int or None
+        The hyper-parameters the runs used (``global_lr``, ``local_lr``, ``clip``,
+        ``local_epochs``, ``batch_size``; ``None`` where the method has none), so that a result
+        stays readable when the defaults change.
     """
 
     panel: Panel
@@ -267,6 +271,7 @@ class CurveResult:
     group_size: int | None = None
     caveats: tuple[str, ...] = ()
     epsilon_at: tuple[int, NDArray[np.float64]] | None = None
+    hyper: dict[str, float | int | None] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -560,7 +565,32 @@ def _run_curve(
         epsilon_at=(
             None if epsilon_at is None else (epsilon_at, np.asarray(projected, dtype=np.float64))
         ),
+        hyper=_hyper_of(first.config, curve.method),
     )
+
+
+#: The hyper-parameters a figure reports per curve, and their short names in its tables.
+HYPER_FIELDS: Final = ("global_lr", "local_lr", "clip", "local_epochs", "batch_size")
+_HYPER_SHORT: Final = {
+    "global_lr": "eta_g",
+    "local_lr": "eta_l",
+    "clip": "C",
+    "local_epochs": "Q",
+    "batch_size": "B",
+}
+
+
+def _hyper_of(config: UldpConfig, method: str) -> dict[str, float | int | None]:
+    """The resolved :data:`HYPER_FIELDS` of ``config`` (no ``clip`` for DEFAULT: it clips none)."""
+    return {
+        name: None if (name, method) == ("clip", "DEFAULT") else getattr(config, name)
+        for name in HYPER_FIELDS
+    }
+
+
+def _hyper_text(hyper: dict[str, float | int | None]) -> str:
+    """``eta_g 5, eta_l 0.05, C 0.5, Q 5, B 16`` (the ones set)."""
+    return ", ".join(f"{_HYPER_SHORT[k]} {v:g}" for k, v in hyper.items() if v is not None)
 
 
 #: Settings ``run_figure`` accepts (``reproduce uldp-figN --set KEY=VALUE``): where and how the
@@ -691,6 +721,7 @@ def _summary(
                 "data_source": r.data_source,
                 "seconds_per_round": _json_num(float(np.mean(r.seconds[:, 1:]))),
                 "caveats": list(r.caveats),
+                "hyper": dict(r.hyper),
                 **(
                     {}
                     if r.epsilon_at is None
@@ -746,7 +777,7 @@ def figure_markdown(
     lines.append(
         f"Ours: sigma {SIGMA:g}, delta {DELTA:g}, seeds {','.join(map(str, seeds))}, "
         f"{rounds_text}; hyper-parameters from `DEFAULT_HYPER` (not the paper's, which are not "
-        f"published in the paper); {elapsed:.0f} s in all."
+        f"published in the paper; each row gives its own); {elapsed:.0f} s in all."
     )
     if spec.reduction and rounds_override is None:
         lines += ["", f"**Reduced setting (compute):** {spec.reduction}."]
@@ -769,8 +800,9 @@ def figure_markdown(
             f"### ({panel.key}) {panel.label}, {rows[0].panel.rounds} rounds{paper}",
             "",
             f"| method | test {name} (final) | test loss | user-level epsilon | k | s/round |"
-            + at_head,
-            "|---|---|---|---|---|---|" + ("" if at is None else "---|"),
+            + at_head
+            + " hyper-parameters |",
+            "|---|---|---|---|---|---|" + ("" if at is None else "---|") + "---|",
         ]
         for r in rows:
             m, ms = r.final(r.metric)
@@ -786,6 +818,7 @@ def figure_markdown(
             lines.append(
                 f"| {r.curve.label} | {metric} | {_num(loss)} | {_num(eps)} | {k} | {sec:.3g} |"
                 + at_cell
+                + f" {_hyper_text(r.hyper)} |"
             )
         lines.append("")
     caveats: dict[str, list[str]] = {}
