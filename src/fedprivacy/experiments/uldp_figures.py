@@ -53,7 +53,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -64,7 +64,7 @@ from fedprivacy.data.tabular import SiloDataset, load_silo_dataset
 from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 from fedprivacy.fl.engine import resolve_device
-from fedprivacy.uldp.config import UldpConfig
+from fedprivacy.uldp.config import HyperDefaults, UldpConfig
 from fedprivacy.uldp.run import UldpResult, run_uldp
 
 __all__ = [
@@ -569,8 +569,9 @@ def _run_curve(
     )
 
 
-#: The hyper-parameters a figure reports per curve, and their short names in its tables.
-HYPER_FIELDS: Final = ("global_lr", "local_lr", "clip", "local_epochs", "batch_size")
+#: The hyper-parameters a figure reports per curve (those of ``DEFAULT_HYPER``), and their short
+#: names in its tables.
+HYPER_FIELDS: Final = tuple(f.name for f in fields(HyperDefaults))
 _HYPER_SHORT: Final = {
     "global_lr": "eta_g",
     "local_lr": "eta_l",
