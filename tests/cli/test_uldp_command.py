@@ -76,6 +76,7 @@ def test_human_output_and_files(
     code, out, _ = run(capsys, *heart(data_dir, "--method", "ULDP-SGD", "--out", str(tmp_path)))
     assert code == 0
     assert "ULDP-SGD on heart_disease" in out and "epsilon" in out and "final accuracy" in out
+    assert "is against the aggregation server, which chooses and knows the user sample" in out
     assert {p.name for p in tmp_path.iterdir()} == {"rounds.csv", "summary.json", "uldp.png"}
 
 

@@ -201,3 +201,27 @@ def test_options_a_program_ignores_are_refused() -> None:
     programs["uldp-fig6"].check_options({"seeds": [0], "only": ["a"], "settings": {"x": 1}})
     with pytest.raises(ParameterError, match="t0"):
         programs["uldp-fig6"].check_options({"t0": 3})
+
+
+def test_sub_sampled_rows_give_the_epsilon_against_the_server() -> None:
+    spec = FIGURES["uldp-fig9"]
+    panel = next(p for p in spec.panels if any(c.sampling_rate is not None for c in p.curves))
+    idx = next(i for i, c in enumerate(panel.curves) if c.sampling_rate is not None)
+    res = CurveResult(
+        panel=panel,
+        curve=panel.curves[idx],
+        seeds=[0],
+        metric=np.array([[0.5, 0.6]]),
+        loss=np.array([[0.5, 0.6]]),
+        epsilon=np.array([[0.0, 0.25]]),
+        seconds=np.array([[0.0, 0.1]]),
+        metric_name="accuracy",
+        data_source="MNIST",
+        epsilon_server=np.array([3.75]),
+    )
+    markdown = figure_markdown(spec, [res], [0], Path("x.png"), 1.0)
+    assert "epsilon against the server |" in markdown and "| 0.25 |  | 0.1 | 3.75 |" in markdown
+    assert "chooses and knows the user sample" in markdown
+    header = next(line for line in markdown.splitlines() if line.startswith("| method |"))
+    rule = markdown.splitlines()[markdown.splitlines().index(header) + 1]
+    assert header.count("|") == rule.count("|")

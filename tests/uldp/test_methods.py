@@ -247,3 +247,31 @@ def test_epsilon_after_needs_a_round_and_a_positive_count(heart_fed: Federation)
         runner.epsilon_after(0)
     default = MethodRunner("DEFAULT", heart_fed, hyper_for("DEFAULT"))
     assert default.epsilon_after(10) == math.inf
+
+
+def test_epsilon_against_the_server_has_no_sub_sampling_amplification(
+    heart_fed: Federation,
+) -> None:
+    runner = MethodRunner("ULDP-AVG-ws", heart_fed, hyper_for("ULDP-AVG-ws", sampling_rate=0.2))
+    flat = flatten_parameters(heart_fed.task.build_model(0))
+    rng = np.random.default_rng(3)
+    counts = np.zeros(heart_fed.num_users, dtype=np.int64)
+    for _ in range(4):
+        out = runner.run_round(flat, rng)
+        assert out.sampled is not None
+        counts += out.sampled
+        # the server knows the sample: the most-sampled user's rounds, unsampled Gaussian
+        worst = int(counts.max())
+        expected = PrivacyAccountant().compose_gaussian(5.0, worst, 1.0).epsilon(1e-5)
+        assert runner.epsilon_server() == pytest.approx(expected)
+    amplified = PrivacyAccountant().compose_gaussian(5.0, 4, 0.2).epsilon(1e-5)
+    assert runner.epsilon() == pytest.approx(amplified)
+    assert runner.epsilon_server() > runner.epsilon()
+    # presum() draws no sample of its own
+    runner.presum(flat, np.random.default_rng(0))
+    assert runner.epsilon_server() == pytest.approx(expected)
+    # without sub-sampling both adversaries get the same guarantee
+    plain = MethodRunner("ULDP-AVG-w", heart_fed, hyper_for("ULDP-AVG-w"))
+    plain.run_round(flat, np.random.default_rng(0))
+    assert plain.epsilon_server() == plain.epsilon()
+    assert plain.epsilon_server_after(200) == plain.epsilon_after(200)

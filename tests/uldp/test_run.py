@@ -28,6 +28,9 @@ def test_run_records_and_determinism(data_dir: Path, tmp_path: Path) -> None:
     s = res.summary()
     assert s["metric_name"] == "accuracy" and s["method"] == "ULDP-AVG-w"
     assert s["epsilon"] == res.final.epsilon and s["silos"] == 4
+    # no user sub-sampling: the server's view has the same guarantee as the released models
+    assert s["epsilon_server"] == s["epsilon"]
+    assert set(s["epsilon_adversaries"]) == {"epsilon", "epsilon_server"}
     assert "UCI Heart Disease" in s["data_source"]
     again = run_uldp(cfg)
     assert torch.equal(again.final_params, res.final_params)  # same seed, same run
@@ -91,3 +94,28 @@ def test_missing_gpu_is_a_clear_error_before_any_work(tmp_path: Path) -> None:
     )
     with pytest.raises(ParameterError, match="sees no CUDA GPU"):
         run_uldp(cfg)
+
+
+def test_sub_sampled_run_reports_both_adversaries(data_dir: Path) -> None:
+    cfg = UldpConfig(
+        dataset="heart_disease",
+        method="ULDP-AVG-ws",
+        users=30,
+        rounds=2,
+        sampling_rate=0.3,
+        data_dir=str(data_dir),
+    )
+    res = run_uldp(cfg, epsilon_at=200)
+    assert res.final.epsilon == pytest.approx(
+        PrivacyAccountant().compose_gaussian(5.0, 2, 0.3).epsilon(1e-5)
+    )
+    assert res.final.epsilon_server > 1.5 * res.final.epsilon  # no amplification
+    s = res.summary()
+    assert s["epsilon_server"] == res.final.epsilon_server
+    at = s["epsilon_at"]
+    assert at["rounds"] == 200
+    # against the server, after 200 rounds in the worst case: a user sampled every round
+    assert at["epsilon_server"] == pytest.approx(
+        PrivacyAccountant().compose_gaussian(5.0, 200, 1.0).epsilon(1e-5)
+    )
+    assert at["epsilon_server"] > 3 * at["epsilon"]

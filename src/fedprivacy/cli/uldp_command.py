@@ -89,7 +89,7 @@ def _progress(enabled: bool, total: int) -> tuple[Any, Any]:
 
 def cmd_uldp(args: argparse.Namespace) -> int:
     """Run one ULDP-FL training and print its utility and user-level epsilon."""
-    from fedprivacy.uldp.run import run_uldp, write_outputs
+    from fedprivacy.uldp.run import EPSILON_ADVERSARIES, run_uldp, write_outputs
 
     config = build_config(args)
     bar, update = _progress(not args.json and not args.quiet, config.rounds)
@@ -137,6 +137,12 @@ def cmd_uldp(args: argparse.Namespace) -> int:
         else "not private (DEFAULT)"
     )
     print(f"final {name} {_fmt(result.final.metric)}; {privacy}; {result.seconds:.1f} s")
+    if math.isfinite(eps):
+        print(f"  epsilon {_fmt(eps)} is against {EPSILON_ADVERSARIES['epsilon']}")
+        print(
+            f"  epsilon {_fmt(result.final.epsilon_server)} is against "
+            f"{EPSILON_ADVERSARIES['epsilon_server']}"
+        )
     for caveat in result.caveats:
         print(f"caveat: {caveat}")
     if result.secure_weighting is not None:

@@ -65,7 +65,7 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 from fedprivacy.fl.engine import resolve_device
 from fedprivacy.uldp.config import HyperDefaults, UldpConfig
-from fedprivacy.uldp.run import UldpResult, run_uldp
+from fedprivacy.uldp.run import EPSILON_ADVERSARIES, UldpResult, run_uldp
 
 __all__ = [
     "FIGURES",
@@ -253,6 +253,9 @@ class CurveResult:
     epsilon_at : tuple of (int, numpy.ndarray) or None
         When fewer rounds than the paper's ``R`` were trained: ``R`` and the epsilon of each
         seed after ``R`` rounds (:meth:`fedprivacy.uldp.methods.MethodRunner.epsilon_after`).
+    epsilon_server : numpy.ndarray or None
+        Each seed's final epsilon against the aggregation server, which knows the user sample
+        (:meth:`fedprivacy.uldp.methods.MethodRunner.epsilon_server`); ``None`` when unknown.
     hyper : dict of str to float or int or None
         The hyper-parameters the runs used (``global_lr``, ``local_lr``, ``clip``,
         ``local_epochs``, ``batch_size``; ``None`` where the method has none), so that a result
@@ -273,6 +276,7 @@ class CurveResult:
     epsilon_at: tuple[int, NDArray[np.float64]] | None = None
     hyper: dict[str, float | int | None] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    epsilon_server: NDArray[np.float64] | None = None
 
     @property
     def synthetic(self) -> bool:
@@ -527,6 +531,7 @@ def _run_curve(
     rows: dict[str, list[list[float]]] = {k: [] for k in ("metric", "loss", "eps", "sec")}
     first: UldpResult | None = None
     projected: list[float] = []
+    against_server: list[float] = []
     for seed in seeds:
         key = (panel.dataset, seed)
         if key not in datasets:
@@ -536,6 +541,7 @@ def _run_curve(
         res = run_uldp(config, dataset=datasets[key], epsilon_at=epsilon_at)
         if res.epsilon_at is not None:
             projected.append(res.epsilon_at[1])
+        against_server.append(res.final.epsilon_server)
         first = first or res
         rows["metric"].append(
             [res.initial.get("metric", math.nan)] + [r.metric for r in res.records]
@@ -566,6 +572,7 @@ def _run_curve(
             None if epsilon_at is None else (epsilon_at, np.asarray(projected, dtype=np.float64))
         ),
         hyper=_hyper_of(first.config, curve.method),
+        epsilon_server=np.asarray(against_server, dtype=np.float64),
     )
 
 
@@ -718,6 +725,9 @@ def _summary(
                 "metric_std": _json_num(ms),
                 "loss": _json_num(loss),
                 "epsilon": _json_num(eps),
+                "epsilon_server": (
+                    None if r.epsilon_server is None else _json_num(_nanmean(r.epsilon_server))
+                ),
                 "group_size": r.group_size,
                 "data_source": r.data_source,
                 "seconds_per_round": _json_num(float(np.mean(r.seconds[:, 1:]))),
@@ -780,6 +790,12 @@ def figure_markdown(
         f"{rounds_text}; hyper-parameters from `DEFAULT_HYPER` (not the paper's, which are not "
         f"published in the paper; each row gives its own); {elapsed:.0f} s in all."
     )
+    lines += ["", f"User-level epsilon is against {EPSILON_ADVERSARIES['epsilon']}."]
+    if any(r.curve.sampling_rate is not None for r in results):
+        lines.append(
+            "Rows with user sub-sampling also give the epsilon against "
+            f"{EPSILON_ADVERSARIES['epsilon_server']}."
+        )
     if spec.reduction and rounds_override is None:
         lines += ["", f"**Reduced setting (compute):** {spec.reduction}."]
     if any(r.synthetic for r in results):
@@ -797,13 +813,15 @@ def figure_markdown(
         paper = f" (paper: {panel.paper})" if panel.paper and rounds_override is None else ""
         at = next((r.epsilon_at[0] for r in rows if r.epsilon_at is not None), None)
         at_head = "" if at is None else f" epsilon after {at} rounds |"
+        sampled = any(r.curve.sampling_rate is not None for r in rows)
+        at_head += " epsilon against the server |" if sampled else ""
         lines += [
             f"### ({panel.key}) {panel.label}, {rows[0].panel.rounds} rounds{paper}",
             "",
             f"| method | test {name} (final) | test loss | user-level epsilon | k | s/round |"
             + at_head
             + " hyper-parameters |",
-            "|---|---|---|---|---|---|" + ("" if at is None else "---|") + "---|",
+            "|---|---|---|---|---|---|" + "---|" * (at_head.count("|") + 1),
         ]
         for r in rows:
             m, ms = r.final(r.metric)
@@ -816,6 +834,9 @@ def figure_markdown(
             if at is not None:
                 values = r.epsilon_at[1] if r.epsilon_at is not None else np.array([math.nan])
                 at_cell = f" {_num(_nanmean(values))} |"
+            if sampled:
+                server = r.epsilon_server if r.epsilon_server is not None else np.array([math.nan])
+                at_cell += f" {_num(_nanmean(server))} |"
             lines.append(
                 f"| {r.curve.label} | {metric} | {_num(loss)} | {_num(eps)} | {k} | {sec:.3g} |"
                 + at_cell

@@ -274,6 +274,7 @@ class MethodRunner:
     rounds: int = field(init=False, default=0)
     secure: SecureWeighting | None = None
     secure_log: list[dict[str, float]] = field(init=False, default_factory=list)
+    times_sampled: NDArray[np.int64] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.spec = self.method if isinstance(self.method, MethodSpec) else method_spec(self.method)
@@ -298,6 +299,7 @@ class MethodRunner:
         if self.model is None:
             self.model = self.fed.task.build_model()
         self.trainer = PerUserTrainer(self.model, self.fed.task.loss, max_rows=self.max_rows)
+        self.times_sampled = np.zeros(self.fed.num_users, dtype=np.int64)
         self.accountant = PrivacyAccountant("rdp")
         if self.spec.family == "group":
             assert self.spec.group is not None
@@ -330,6 +332,54 @@ class MethodRunner:
             histories = [self.group_state.history(s) for s in range(self.fed.num_silos)]
             return group_epsilon(histories, self.group_k, self.delta)
         return self.accountant.epsilon(self.delta)
+
+    def epsilon_server(self) -> float:
+        """User-level epsilon against the aggregation server (``inf`` for DEFAULT).
+
+        :meth:`epsilon` is the guarantee of the released models against anyone who does not
+        know which users were sampled: with user-level sub-sampling (``-s``) it is amplified by
+        the sampling rate ``q``. The server chooses and knows the sample, so against the server
+        there is no amplification: a user's privacy loss is that of the unsampled Gaussian
+        mechanism composed over the rounds in which that user was sampled. The sample does not
+        depend on the data, so conditioning on it is allowed; the bound reported is that of the
+        most-sampled user. Methods without user sub-sampling have the same epsilon against
+        both adversaries. Both assume, as the paper does, that the server sees only the sum
+        over silos of each round (Protocol 1 or secure aggregation).
+
+        Returns
+        -------
+        float
+            Epsilon at :attr:`delta` of the rounds run so far against the server.
+        """
+        if not self.spec.sampled:
+            return self.epsilon()
+        worst = int(self.times_sampled.max(initial=0))
+        with quiet_accounting():
+            accountant = PrivacyAccountant("rdp").compose_gaussian(
+                self.effective_noise_multiplier, worst, 1.0
+            )
+            return accountant.epsilon(self.delta) if worst else 0.0
+
+    def epsilon_server_after(self, rounds: int) -> float:
+        """Epsilon against the server after ``rounds`` rounds, in the worst case.
+
+        A user may be sampled in every future round, so the bound composes the unsampled
+        Gaussian mechanism ``rounds`` times (methods without user sub-sampling: as
+        :meth:`epsilon_after`).
+
+        Raises
+        ------
+        ParameterError
+            If ``rounds`` is not a positive integer or no round has run yet.
+        """
+        if not self.spec.sampled:
+            return self.epsilon_after(rounds)
+        target = require_int("rounds", rounds, minimum=1)
+        with quiet_accounting():
+            accountant = PrivacyAccountant("rdp").compose_gaussian(
+                self.effective_noise_multiplier, target, 1.0
+            )
+            return accountant.epsilon(self.delta)
 
     def epsilon_after(self, rounds: int) -> float:
         """User-level epsilon after ``rounds`` rounds like those run so far (``inf`` for DEFAULT).
@@ -465,6 +515,8 @@ class MethodRunner:
         fed, h, spec = self.fed, self.hyper, self.spec
         q = self.sampling_rate
         sampled = rng.random(fed.num_users) < q if spec.sampled else None
+        if sampled is not None and noise:
+            self.times_sampled += sampled
         keys = self._keys(rng) if spec.family == "avg" else None
         weights = fed.weights(spec.weighted)
         if sampled is not None:

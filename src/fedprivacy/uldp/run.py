@@ -65,13 +65,17 @@ class RoundRecord:
     loss : float
         Test loss; ``nan`` if not evaluated.
     epsilon : float
-        User-level epsilon after this round (``inf`` for DEFAULT).
+        User-level epsilon after this round (``inf`` for DEFAULT), against anyone who sees the
+        released models but not the user sample (see :data:`EPSILON_ADVERSARIES`).
     seconds : float
         Wall time of the round's training and aggregation (evaluation excluded).
     roc_auc : float or None
         Test ROC-AUC for binary tasks.
     clipped_fraction : float
         Fraction of the contributing updates that were clipped.
+    epsilon_server : float
+        User-level epsilon after this round against the aggregation server, which knows the
+        user sample (:meth:`~fedprivacy.uldp.methods.MethodRunner.epsilon_server`).
     """
 
     round: int
@@ -81,6 +85,7 @@ class RoundRecord:
     seconds: float
     roc_auc: float | None = None
     clipped_fraction: float = math.nan
+    epsilon_server: float = math.nan
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (non-finite numbers become ``None``)."""
@@ -92,7 +97,18 @@ class RoundRecord:
             "seconds": self.seconds,
             "roc_auc": _finite(self.roc_auc),
             "clipped_fraction": _finite(self.clipped_fraction),
+            "epsilon_server": _finite(self.epsilon_server),
         }
+
+
+#: Who each reported epsilon protects against (every output names them).
+EPSILON_ADVERSARIES = {
+    "epsilon": "anyone who sees the released models (every round's aggregate) but not which "
+    "users were sampled; amplified by user-level sub-sampling (-s methods)",
+    "epsilon_server": "the aggregation server, which chooses and knows the user sample: no "
+    "amplification by sub-sampling (the most-sampled user's rounds, unsampled Gaussian); "
+    "like the paper, it assumes the server sees only the sum over silos of each round",
+}
 
 
 def _finite(value: float | None) -> float | None:
@@ -127,8 +143,10 @@ class UldpResult:
         The final global model (flat).
     secure_weighting : dict or None
         Protocol 1 report of a ``--secure-weighting`` run.
-    epsilon_at : tuple of (int, float) or None
-        ``(R, epsilon after R rounds)`` when ``run_uldp(..., epsilon_at=R)`` asked for it.
+    epsilon_at : tuple of (int, float, float) or None
+        ``(R, epsilon after R rounds, epsilon against the server after R rounds)`` when
+        ``run_uldp(..., epsilon_at=R)`` asked for it (the server's in the worst case: every
+        round).
     caveats : tuple of str
         Known limits of the reported guarantee for this configuration (see
         :func:`privacy_caveats`); empty when there are none.
@@ -145,7 +163,7 @@ class UldpResult:
     final_params: torch.Tensor = field(repr=False)
     secure_weighting: dict[str, Any] | None = None
     caveats: tuple[str, ...] = ()
-    epsilon_at: tuple[int, float] | None = None
+    epsilon_at: tuple[int, float, float] | None = None
 
     @property
     def final(self) -> RoundRecord:
@@ -160,6 +178,8 @@ class UldpResult:
             "metric": _finite(last.metric),
             "metric_name": self.metric_name,
             "epsilon": _finite(last.epsilon),
+            "epsilon_server": _finite(last.epsilon_server),
+            "epsilon_adversaries": dict(EPSILON_ADVERSARIES),
             "delta": c.delta,
             "private": c.method != "DEFAULT",
             "method": c.method,
@@ -195,16 +215,26 @@ class UldpResult:
                     "epsilon_at": {
                         "rounds": self.epsilon_at[0],
                         "epsilon": _finite(self.epsilon_at[1]),
+                        "epsilon_server": _finite(self.epsilon_at[2]),
                     }
                 }
             ),
         }
 
     def to_csv(self) -> str:
-        """Per-round CSV: ``round, metric, loss, epsilon, seconds, roc_auc, clipped_fraction``."""
+        """Per-round CSV: ``round, metric, loss, epsilon, epsilon_server, seconds, ...``."""
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        cols = ["round", "metric", "loss", "epsilon", "seconds", "roc_auc", "clipped_fraction"]
+        cols = [
+            "round",
+            "metric",
+            "loss",
+            "epsilon",
+            "epsilon_server",
+            "seconds",
+            "roc_auc",
+            "clipped_fraction",
+        ]
         writer.writerow(cols)
         for r in self.records:
             d = r.to_dict()
@@ -327,6 +357,7 @@ def run_uldp(
                     metric=ev.get("metric", math.nan),
                     loss=ev.get("loss", math.nan),
                     epsilon=eps,
+                    epsilon_server=runner.epsilon_server(),
                     seconds=out.seconds,
                     roc_auc=ev.get("roc_auc"),
                     clipped_fraction=out.clipped / out.groups if out.groups else math.nan,
@@ -350,7 +381,13 @@ def run_uldp(
         final_params=flat.detach().cpu(),
         secure_weighting=secure_report,
         caveats=privacy_caveats(cfg.method, fed.task.task),
-        epsilon_at=None if epsilon_at is None else (epsilon_at, runner.epsilon_after(epsilon_at)),
+        epsilon_at=None
+        if epsilon_at is None
+        else (
+            epsilon_at,
+            runner.epsilon_after(epsilon_at),
+            runner.epsilon_server_after(epsilon_at),
+        ),
     )
 
 
