@@ -23,8 +23,8 @@ worst-case L2 sensitivity *in grid units*, rounding included: see :func:`grid_no
 Examples
 --------
 >>> from fractions import Fraction
->>> round(log_tau(Fraction(1), 2), 4)  # 10 exp(-pi^2): log(10) - pi^2
--7.5672
+>>> round(log_tau(Fraction(1), 2), 3)  # 10 exp(-pi^2): log(10) - pi^2
+-7.567
 >>> log_tau(Fraction(10**400), 3)
 -inf
 """
@@ -124,8 +124,8 @@ def check_negligible(sigma2: Fraction, n: int, dimension: int) -> float:
 
     Examples
     --------
-    >>> check_negligible(Fraction(10**6), 3, 100)
-    -inf
+    >>> check_negligible(Fraction(10**6), 3, 100) < -9e6  # about -pi^2 10^6
+    True
     """
     if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
         raise ParameterError("dimension", f"must be an integer >= 1, got {dimension!r}")
