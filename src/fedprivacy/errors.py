@@ -49,3 +49,7 @@ class DataNotFoundError(FedPrivacyError):
 
 class ChecksumError(FedPrivacyError):
     """A data file exists but its content is not the published one (corrupt or different copy)."""
+
+
+class WeakKeyWarning(UserWarning):
+    """A key is accepted but below the recommended size (e.g. a 2048-bit Paillier modulus)."""

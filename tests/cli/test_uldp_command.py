@@ -67,6 +67,7 @@ def test_json_keys(capsys: pytest.CaptureFixture[str], data_dir: Path) -> None:
     assert data["dataset"] == "heart_disease" and data["rounds"] == 2
     assert data["sampling_rate"] == 0.5 and 0 < data["epsilon"] < 5
     assert len(data["records"]) == 2
+    assert data["noise_source"].startswith("seeded (reproducible; no privacy against")
     assert "rounds:" not in err  # no progress bar with --json
 
 
@@ -77,6 +78,7 @@ def test_human_output_and_files(
     assert code == 0
     assert "ULDP-SGD on heart_disease" in out and "epsilon" in out and "final accuracy" in out
     assert "is against the aggregation server, which chooses and knows the user sample" in out
+    assert "noise: seeded (reproducible; no privacy against whoever holds the seed)" in out
     assert {p.name for p in tmp_path.iterdir()} == {"rounds.csv", "summary.json", "uldp.png"}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import gmpy2
@@ -16,17 +17,18 @@ from fedprivacy.crypto.paillier import (
     PaillierPrivateKey,
     PaillierPublicKey,
     build_tables,
+    check_key_bits,
     choose_window,
     generate_keypair,
     powmod_many,
     product_of_powers,
 )
-from fedprivacy.errors import CryptoError, InvalidKeyError, ParameterError
+from fedprivacy.errors import CryptoError, InvalidKeyError, ParameterError, WeakKeyWarning
 
 
 @pytest.fixture(scope="module")
 def key() -> PaillierPrivateKey:
-    return generate_keypair(768)
+    return generate_keypair(768, insecure_small_key=True)
 
 
 @pytest.fixture(scope="module")
@@ -47,13 +49,32 @@ def test_keygen_sizes_and_primes(key: PaillierPrivateKey) -> None:
     assert key.p.bit_length() == key.q.bit_length() == 384
     assert gmpy2.is_prime(key.p, 50) and gmpy2.is_prime(key.q, 50)
     assert gmpy2.gcd(n, (key.p - 1) * (key.q - 1)) == 1
-    assert generate_keypair(MIN_KEY_BITS).public_key.bits == MIN_KEY_BITS
+    small = generate_keypair(MIN_KEY_BITS, insecure_small_key=True)
+    assert small.public_key.bits == MIN_KEY_BITS
 
 
 @pytest.mark.parametrize("bits", [256, 511, 513, 0, -4])
 def test_keygen_rejects_small_or_odd_sizes(bits: int) -> None:
     with pytest.raises(ParameterError, match="bits"):
+        generate_keypair(bits, insecure_small_key=True)
+
+
+@pytest.mark.parametrize("bits", [512, 1024, 2046])
+def test_keys_below_2048_bits_need_the_insecure_option(bits: int) -> None:
+    with pytest.raises(ParameterError, match="insecure_small_key"):
         generate_keypair(bits)
+    with pytest.raises(ParameterError, match="insecure_small_key"):
+        check_key_bits(bits, "yes")  # type: ignore[arg-type]
+    assert check_key_bits(bits, insecure_small_key=True) == bits
+
+
+def test_2048_bit_keys_warn_3072_do_not() -> None:
+    with pytest.warns(WeakKeyWarning, match="2048-bit"):
+        assert check_key_bits(2048) == 2048
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert check_key_bits(3072) == 3072
+        assert check_key_bits(4096) == 4096
 
 
 def test_invalid_keys_rejected(key: PaillierPrivateKey) -> None:

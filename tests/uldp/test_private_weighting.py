@@ -32,35 +32,43 @@ BITS = 1024
 P = 1e-10
 
 
+STD = 3.0  # each silo's noise standard deviation (noise_bound 100 >= 16 STD)
+
+
 @pytest.fixture(scope="module")
 def key() -> PaillierPrivateKey:
-    return generate_keypair(BITS)
+    return generate_keypair(BITS, insecure_small_key=True)
 
 
 def random_inputs(
     rng: np.random.Generator, silos: int, users: int, params: int, clip: float = 1.0
-) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    deltas = [rng.uniform(-clip, clip, size=(users, params)) for _ in range(silos)]
-    noise = [rng.normal(0.0, 3.0, size=params) for _ in range(silos)]
-    return deltas, noise
+) -> list[np.ndarray]:
+    return [rng.uniform(-clip, clip, size=(users, params)) for _ in range(silos)]
 
 
 def exact_fixed_point(
+    sw: SecureWeighting,
     hist: np.ndarray,
     deltas: list[np.ndarray],
-    noise: list[np.ndarray],
     sampled: np.ndarray | None,
     precision: float,
 ) -> np.ndarray:
-    """Theorem 4's decoded value, computed with exact rationals: (sum w E + sum Z) * P."""
+    """Theorem 4's decoded value with exact rationals: (sum w E + sum Z / C_LCM) * P.
+
+    ``Z`` is the integer noise each silo reports it drew (in plaintext units ``P / C_LCM``).
+    """
     silos, users = hist.shape
     totals = hist.sum(axis=0)
     keep = np.ones(users, dtype=bool) if sampled is None else sampled
+    c_lcm = sw.params.c_lcm
+    noise = [silo.last_noise for silo in sw.silos]
     out = []
     for j in range(deltas[0].shape[1]):
         acc = Fraction(0)
         for s in range(silos):
-            acc += int(np.rint(noise[s][j] / precision))
+            z = noise[s]
+            assert z is not None
+            acc += Fraction(z[j], c_lcm)
             for u in range(users):
                 if keep[u] and hist[s, u]:
                     e = int(np.rint(deltas[s][u, j] / precision))
@@ -73,6 +81,7 @@ def make_session(key: PaillierPrivateKey, hist: np.ndarray, **kw: object) -> Sec
     kw.setdefault("n_max", 60)
     kw.setdefault("clip_bound", 1.0)
     kw.setdefault("noise_bound", 100.0)
+    kw.setdefault("insecure_small_key", True)
     return SecureWeighting(hist, key_bits=BITS, private_key=key, **kw)  # type: ignore[arg-type]
 
 
@@ -88,12 +97,12 @@ def test_equals_plaintext_aggregate_without_subsampling(
         setup = sw.setup(params)
         assert {"key_exchange_server", "blinded_histogram_silo_mean"} <= set(setup)
         for r in range(3):
-            deltas, noise = random_inputs(rng, silos, users, params)
-            agg, seconds = sw.aggregate(r, deltas, noise)
-            ref = sw.plaintext_reference(deltas, noise)
+            deltas = random_inputs(rng, silos, users, params)
+            agg, seconds = sw.aggregate(r, deltas, STD)
+            ref = sw.plaintext_reference(deltas)
             assert np.max(np.abs(agg - ref)) <= (users + silos) * P / 2 + 1e-15
             # bit-exact against Theorem 4's fixed-point value
-            np.testing.assert_array_equal(agg, exact_fixed_point(hist, deltas, noise, None, P))
+            np.testing.assert_array_equal(agg, exact_fixed_point(sw, hist, deltas, None, P))
             assert {"local_encryption_silo_max", "aggregation_server"} <= set(seconds)
             assert ("rerandomisation_silo_mean" in seconds) == rerandomise
 
@@ -108,11 +117,11 @@ def test_equals_plaintext_aggregate_with_subsampling(key: PaillierPrivateKey) ->
     with make_session(key, hist, subsampling=True, wire=False) as sw:
         for r in (0, 4, 9):
             sampled = rng.random(users) < 0.5
-            deltas, noise = random_inputs(rng, silos, users, params)
-            agg, _ = sw.aggregate(r, deltas, noise, sampled)
-            ref = sw.plaintext_reference(deltas, noise, sampled)
+            deltas = random_inputs(rng, silos, users, params)
+            agg, _ = sw.aggregate(r, deltas, STD, sampled)
+            ref = sw.plaintext_reference(deltas, sampled)
             assert np.max(np.abs(agg - ref)) <= (int(sampled.sum()) + silos) * P / 2 + 1e-15
-            np.testing.assert_array_equal(agg, exact_fixed_point(hist, deltas, noise, sampled, P))
+            np.testing.assert_array_equal(agg, exact_fixed_point(sw, hist, deltas, sampled, P))
             # a user outside the sub-sample contributes nothing, whatever its delta
             if not sampled.all():
                 u = int(np.flatnonzero(~sampled)[0])
@@ -124,11 +133,11 @@ def test_unsampled_users_do_not_contribute(key: PaillierPrivateKey) -> None:
     hist = rng.integers(1, 5, size=(2, 4))
     sampled = np.array([True, False, True, False])
     with make_session(key, hist, subsampling=True) as sw:
-        deltas, noise = random_inputs(rng, 2, 4, 3)
-        a, _ = sw.aggregate(0, deltas, noise, sampled)
+        deltas = random_inputs(rng, 2, 4, 3)
+        a, _ = sw.aggregate(0, deltas, 0.0, sampled)
         for d in deltas:
             d[~sampled] = rng.uniform(-1, 1, size=(2, 3))
-        b, _ = sw.aggregate(1, deltas, noise, sampled)
+        b, _ = sw.aggregate(1, deltas, 0.0, sampled)
         np.testing.assert_array_equal(a, b)
 
 
@@ -136,10 +145,9 @@ def test_extremes_single_silo_and_inferred_size(key: PaillierPrivateKey) -> None
     hist = np.array([[3, 1, 50]])
     with make_session(key, hist) as sw:
         deltas = [np.array([[1.0, -1.0], [-1.0, 1.0], [0.0, -0.999999999]])]
-        noise = [np.array([100.0, -100.0])]
-        agg, _ = sw.aggregate(0, deltas, noise)  # set up lazily, n_params from the deltas
-        np.testing.assert_allclose(agg, sw.plaintext_reference(deltas, noise), atol=1e-9)
-        np.testing.assert_array_equal(agg, exact_fixed_point(hist, deltas, noise, None, P))
+        agg, _ = sw.aggregate(0, deltas, 100.0 / 16)  # set up lazily, n_params from the deltas
+        np.testing.assert_allclose(agg, sw.plaintext_reference(deltas), atol=1e-9)
+        np.testing.assert_array_equal(agg, exact_fixed_point(sw, hist, deltas, None, P))
 
 
 def test_default_parameters_follow_the_paper() -> None:
@@ -149,7 +157,9 @@ def test_default_parameters_follow_the_paper() -> None:
     assert params.key_bits == 3072 and params.precision == 1e-10 and params.n_max == 2000
     assert params.c_lcm == lcm_upto(2000) and params.c_lcm.bit_length() == 2878
     assert not params.subsampling and params.rerandomise
-    small = SecureWeighting(hist, key_bits=1024, clip_bound=1.0, noise_bound=10.0)._parameters(2)
+    small = SecureWeighting(
+        hist, key_bits=1024, insecure_small_key=True, clip_bound=1.0, noise_bound=10.0
+    )._parameters(2)
     assert 100 < small.n_max < 2000  # the largest N_max a 1024-bit key allows
 
 
@@ -178,15 +188,16 @@ def test_total_above_n_max_is_detected_not_output(key: PaillierPrivateKey) -> No
         clip_bound=1.0,
         noise_bound=10.0,
         key_bits=BITS,
+        insecure_small_key=True,
         n_max=60,
     )
     server = PrivateWeightingServer(params, private_key=key)
     silos = [PrivateWeightingSilo(params, s, hist[s]) for s in range(2)]
     run_setup(server, silos)
     rng = np.random.default_rng(3)
-    deltas, noise = random_inputs(rng, 2, 2, 4)
+    deltas = random_inputs(rng, 2, 2, 4)
     with pytest.raises(AggregateOutOfRangeError, match="N_u > N_max"):
-        run_round(server, silos, 0, deltas, noise)
+        run_round(server, silos, 0, deltas, 0.5)
     # what an unguarded decode (the authors' code) would output instead: garbage
     c_lcm, n = params.c_lcm, key.public_key.n
     weight = 31 * c_lcm * pow(61, -1, n) % n
@@ -197,17 +208,31 @@ def test_total_above_n_max_is_detected_not_output(key: PaillierPrivateKey) -> No
     ok = [d.copy() for d in deltas]
     for d in ok:
         d[0] = 0.0
-    agg = run_round(server, silos, 1, ok, noise).aggregate
-    want = hist[:, 1] @ np.array([d[1] for d in ok]) / 4 + noise[0] + noise[1]
+    agg = run_round(server, silos, 1, ok, 0.0).aggregate
+    want = hist[:, 1] @ np.array([d[1] for d in ok]) / 4
     np.testing.assert_allclose(agg, want, atol=1e-9)
 
 
 def test_plaintext_range_guard() -> None:
     hist = np.ones((3, 10), dtype=int)
     with pytest.raises(PlaintextRangeError, match="largest feasible N_max"):
-        SecureWeighting(hist, key_bits=1024, n_max=2000, clip_bound=1.0, noise_bound=10.0)
+        SecureWeighting(
+            hist,
+            key_bits=1024,
+            insecure_small_key=True,
+            n_max=2000,
+            clip_bound=1.0,
+            noise_bound=10.0,
+        )
     feasible = largest_feasible_n_max(1024, 10, 3, 10**10, 10**11)
-    kw = dict(session_id=bytes(16), n_silos=3, n_users=10, n_params=1, key_bits=1024)
+    kw = dict(
+        session_id=bytes(16),
+        n_silos=3,
+        n_users=10,
+        n_params=1,
+        key_bits=1024,
+        insecure_small_key=True,
+    )
     PrivateWeightingParameters(clip_bound=1.0, noise_bound=10.0, n_max=feasible, **kw)  # type: ignore[arg-type]
     with pytest.raises(PlaintextRangeError):
         PrivateWeightingParameters(clip_bound=1.0, noise_bound=10.0, n_max=feasible + 1, **kw)  # type: ignore[arg-type]
@@ -215,41 +240,53 @@ def test_plaintext_range_guard() -> None:
     c = lcm_upto(feasible)
     assert 2 * c * (10 * 10**10 + 3 * 10**11) < 2**1023
     with pytest.raises(ParameterError, match="2\\*\\*52"):  # beyond float64 exactness
-        SecureWeighting(hist, key_bits=1024, n_max=10, clip_bound=1e6, noise_bound=1.0)
+        SecureWeighting(
+            hist,
+            key_bits=1024,
+            insecure_small_key=True,
+            n_max=10,
+            clip_bound=1e6,
+            noise_bound=1.0,
+        )
 
 
 def test_input_guards(key: PaillierPrivateKey) -> None:
     hist = np.array([[1, 2], [3, 0]])
     rng = np.random.default_rng(4)
     with make_session(key, hist) as sw:
-        deltas, noise = random_inputs(rng, 2, 2, 3)
+        deltas = random_inputs(rng, 2, 2, 3)
         sw.setup(3)
         too_big = [d.copy() for d in deltas]
         too_big[1][0, 2] = 1.5
         with pytest.raises(ParameterError, match="clip"):
-            sw.aggregate(0, too_big, noise)
-        loud = [z.copy() for z in noise]
-        loud[0][1] = 101.0
-        with pytest.raises(ParameterError, match="noise"):
-            sw.aggregate(1, deltas, loud)
+            sw.aggregate(0, too_big, STD)
+        with pytest.raises(ParameterError, match="noise_bound"):
+            sw.aggregate(1, deltas, 100.0 / 16 * 1.001)  # the tail cut beyond the bound
+        for bad in (-1.0, float("nan"), float("inf"), "3"):
+            with pytest.raises(ParameterError, match="noise_std"):
+                sw.aggregate(1, deltas, bad)  # type: ignore[arg-type]
         nan = [d.copy() for d in deltas]
         nan[0][0, 0] = np.nan
         with pytest.raises(ParameterError, match="NaN"):
-            sw.aggregate(2, nan, noise)
+            sw.aggregate(2, nan, STD)
         with pytest.raises(ParameterError):
-            sw.aggregate(3, [d[:, :2] for d in deltas], noise)
+            sw.aggregate(3, [d[:, :2] for d in deltas], STD)
         with pytest.raises(ParameterError, match="sub-sampling"):
-            sw.aggregate(4, deltas, noise, np.array([True, False]))
+            sw.aggregate(4, deltas, STD, np.array([True, False]))
         with pytest.raises(ParameterError):
             sw.setup(3)
-        agg, _ = sw.aggregate(5, deltas, noise)  # nothing above changed the state
-        np.testing.assert_allclose(agg, sw.plaintext_reference(deltas, noise), atol=1e-9)
+        agg, _ = sw.aggregate(5, deltas, STD)  # nothing above changed the state
+        np.testing.assert_allclose(agg, sw.plaintext_reference(deltas), atol=1e-9)
         with pytest.raises(WrongRoundError):
-            sw.aggregate(5, deltas, noise)
+            sw.aggregate(5, deltas, STD)
     with pytest.raises(ParameterError, match="no records"):
         make_session(key, np.array([[1, 0], [2, 0]]))
     with pytest.raises(ParameterError, match="bits"):
-        SecureWeighting(hist, key_bits=256, n_max=10, clip_bound=1.0, noise_bound=1.0)
+        SecureWeighting(
+            hist, key_bits=256, insecure_small_key=True, n_max=10, clip_bound=1.0, noise_bound=1.0
+        )
+    with pytest.raises(ParameterError, match="insecure_small_key"):
+        SecureWeighting(hist, key_bits=1024, n_max=10, clip_bound=1.0, noise_bound=1.0)
     with pytest.raises(ParameterError):
         SecureWeighting(np.array([1, 2]))
 
@@ -263,6 +300,7 @@ def test_zero_total_is_not_invertible_at_the_server(key: PaillierPrivateKey) -> 
         clip_bound=1.0,
         noise_bound=1.0,
         key_bits=BITS,
+        insecure_small_key=True,
         n_max=10,
     )
     server = PrivateWeightingServer(params, private_key=key)
@@ -301,9 +339,9 @@ def test_ciphertexts_reused_only_without_subsampling(key: PaillierPrivateKey) ->
                 weights = server.start_round(r)
                 seen.append(weights[0].ciphertexts)
                 assert weights[0].ciphertexts == weights[1].ciphertexts
-                deltas, noise = random_inputs(rng, 2, 2, 2)
+                deltas = random_inputs(rng, 2, 2, 2)
                 for s, silo in enumerate(sw.silos):
-                    server.receive(silo.on_weights(weights[s], deltas[s], noise[s]))
+                    server.receive(silo.on_weights(weights[s], deltas[s], STD))
                 agg = server.finish_round()
-                np.testing.assert_allclose(agg, sw.plaintext_reference(deltas, noise), atol=1e-9)
+                np.testing.assert_allclose(agg, sw.plaintext_reference(deltas), atol=1e-9)
             assert (seen[0] == seen[1]) == (not subsampling)

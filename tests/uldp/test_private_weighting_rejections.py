@@ -47,7 +47,7 @@ S, U, D = 3, 4, 3
 
 @pytest.fixture(scope="module")
 def key() -> PaillierPrivateKey:
-    return generate_keypair(BITS)
+    return generate_keypair(BITS, insecure_small_key=True)
 
 
 def retarget(message: Message, **fields: object) -> Message:
@@ -67,13 +67,14 @@ class Session:
             clip_bound=1.0,
             noise_bound=10.0,
             key_bits=BITS,
+            insecure_small_key=True,
             n_max=50,
         )
         self.server = PrivateWeightingServer(self.params, private_key=key)
         self.silos = [PrivateWeightingSilo(self.params, s, self.hist[s]) for s in range(S)]
         rng = np.random.default_rng(7)
         self.deltas = [rng.uniform(-1, 1, size=(U, D)) for _ in range(S)]
-        self.noise = [rng.normal(0, 1, size=D) for _ in range(S)]
+        self.noise_std = 0.5  # each silo draws its own noise of this standard deviation
 
     def keys(self) -> list[DhPublicKey]:
         self.announcements = self.server.start_setup()
@@ -108,16 +109,22 @@ class Session:
     def updates(self, round_index: int) -> list[MaskedUpdate]:
         self.weights = self.server.start_round(round_index)
         return [
-            silo.on_weights(self.weights[s], self.deltas[s], self.noise[s])
+            silo.on_weights(self.weights[s], self.deltas[s], self.noise_std)
             for s, silo in enumerate(self.silos)
         ]
+
+    def silo_noise(self, s: int) -> np.ndarray:
+        """The noise silo ``s`` reports it added in its last round, in real units."""
+        z = self.silos[s].last_noise
+        assert z is not None and len(z) == D
+        return np.array([v / self.params.c_lcm for v in z]) * self.params.precision
 
     def check_round(self, round_index: int, updates: list[MaskedUpdate] | None = None) -> None:
         for m in updates if updates is not None else self.updates(round_index):
             self.server.receive(m)
         agg = self.server.finish_round()
         w = self.hist / self.hist.sum(axis=0)
-        want = sum(w[s] @ self.deltas[s] + self.noise[s] for s in range(S))
+        want = sum(w[s] @ self.deltas[s] + self.silo_noise(s) for s in range(S))
         np.testing.assert_allclose(agg, want, atol=1e-9)
 
 
@@ -266,9 +273,9 @@ def test_histogram_and_round_rejections(key: PaillierPrivateKey) -> None:
     with pytest.raises(WrongRoundError):
         sess.server.receive(updates[1])
     with pytest.raises(WrongRoundError):
-        sess.silos[1].on_weights(stale_weights, sess.deltas[1], sess.noise[1])
+        sess.silos[1].on_weights(stale_weights, sess.deltas[1], sess.noise_std)
     with pytest.raises(WrongRoundError):  # a silo answers each round once
-        sess.silos[1].on_weights(sess.weights[1], sess.deltas[1], sess.noise[1])
+        sess.silos[1].on_weights(sess.weights[1], sess.deltas[1], sess.noise_std)
     sess.check_round(5, new_updates)
     with pytest.raises(WrongRoundError):
         sess.server.start_round(5)
@@ -283,7 +290,7 @@ def test_silo_weight_message_checks(key: PaillierPrivateKey) -> None:
         make_header(MessageKind.ENCRYPTED_WEIGHTS, sess.params.session_id, 0, SERVER, 0), (1,) * U
     )
     with pytest.raises(OutOfOrderError):  # weights before the setup
-        fresh.on_weights(weights, sess.deltas[0], sess.noise[0])
+        fresh.on_weights(weights, sess.deltas[0], sess.noise_std)
     sess.setup()
     msgs = sess.server.start_round(0)
     silo = sess.silos[0]
@@ -292,16 +299,16 @@ def test_silo_weight_message_checks(key: PaillierPrivateKey) -> None:
         dataclasses.replace(msgs[0], ciphertexts=(key.q,) + msgs[0].ciphertexts[1:]),
     ):
         with pytest.raises(MalformedMessageError):
-            silo.on_weights(bad, sess.deltas[0], sess.noise[0])
+            silo.on_weights(bad, sess.deltas[0], sess.noise_std)
     with pytest.raises(UnknownSenderError):  # silo 1's message delivered to silo 0
-        silo.on_weights(msgs[1], sess.deltas[0], sess.noise[0])
+        silo.on_weights(msgs[1], sess.deltas[0], sess.noise_std)
     with pytest.raises(WrongSessionError):
-        silo.on_weights(retarget(msgs[0], session_id=bytes(16)), sess.deltas[0], sess.noise[0])
+        silo.on_weights(retarget(msgs[0], session_id=bytes(16)), sess.deltas[0], sess.noise_std)
     with pytest.raises(OutOfOrderError):
         silo.on_roster(DhRoster(retarget(msgs[0], kind=MessageKind.DH_ROSTER).header, ()))
     sess.weights = msgs
     updates = [
-        s.on_weights(msgs[i], sess.deltas[i], sess.noise[i]) for i, s in enumerate(sess.silos)
+        s.on_weights(msgs[i], sess.deltas[i], sess.noise_std) for i, s in enumerate(sess.silos)
     ]
     sess.check_round(0, updates)
 

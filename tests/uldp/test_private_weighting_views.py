@@ -31,7 +31,7 @@ BITS = 768
 
 @pytest.fixture(scope="module")
 def key() -> PaillierPrivateKey:
-    return generate_keypair(BITS)
+    return generate_keypair(BITS, insecure_small_key=True)
 
 
 def parties(
@@ -45,6 +45,7 @@ def parties(
         clip_bound=1.0,
         noise_bound=10.0,
         key_bits=BITS,
+        insecure_small_key=True,
         n_max=100,
         **kw,  # type: ignore[arg-type]
     )
@@ -111,10 +112,9 @@ def test_silos_see_only_ciphertexts_and_public_keys(key: PaillierPrivateKey) -> 
         run_setup(server, silos)
         rng = np.random.default_rng(0)
         deltas = [rng.uniform(-1, 1, size=(3, 3)) for _ in range(3)]
-        noise = [rng.normal(0, 1, size=3) for _ in range(3)]
         sampled = np.array([True, False, True]) if subsampling else None
         for r in range(2):
-            run_round(server, silos, r, deltas, noise, sampled)
+            run_round(server, silos, r, deltas, 0.5, sampled)
         n, n2 = key.public_key.n, key.public_key.n_square
         totals = server.blinded_totals
         inverses = [pow(t, -1, n) for t in totals]
@@ -147,7 +147,7 @@ def test_seed_travels_only_under_aes_gcm(key: PaillierPrivateKey) -> None:
     silos[0]._seed_source = lambda k: seed
     log: list[bytes] = []
     run_setup(server, silos, transcript=log)
-    run_round(server, silos, 0, [np.zeros((2, 3))] * 3, [np.zeros(3)] * 3, transcript=log)
+    run_round(server, silos, 0, [np.zeros((2, 3))] * 3, 0.5, transcript=log)
     assert len(log) == 3 * 5 + 1 + 3 * 2 and all(seed not in data for data in log)
     shares = [m for m in map(decode_message, log) if isinstance(m, SeedShares)]
     assert len(shares) == 1 and shares[0].header.sender == 0
@@ -171,9 +171,8 @@ def test_server_sees_masked_rerandomised_updates(key: PaillierPrivateKey) -> Non
 
     server.receive = spy  # type: ignore[method-assign]
     deltas = [np.full((2, 4), 0.5), np.full((2, 4), -0.25)]
-    noise = [np.zeros(4), np.zeros(4)]
-    a = run_round(server, silos, 0, deltas, noise).aggregate
-    b = run_round(server, silos, 1, deltas, noise).aggregate
+    a = run_round(server, silos, 0, deltas, 0.0).aggregate
+    b = run_round(server, silos, 1, deltas, 0.0).aggregate
     np.testing.assert_array_equal(a, b)
     n = key.public_key.n
     params = server.params

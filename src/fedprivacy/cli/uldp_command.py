@@ -37,6 +37,7 @@ _OPTIONS = (
     "device",
     "secure_weighting",
     "secure_key_bits",
+    "insecure_test_keys",
     "data_dir",
     "creditcard_path",
 )
@@ -143,13 +144,16 @@ def cmd_uldp(args: argparse.Namespace) -> int:
             f"  epsilon {_fmt(result.final.epsilon_server)} is against "
             f"{EPSILON_ADVERSARIES['epsilon_server']}"
         )
+    print(f"noise: {result.noise_source}")
     for caveat in result.caveats:
         print(f"caveat: {caveat}")
     if result.secure_weighting is not None:
         sw = result.secure_weighting
         print(
             f"private weighting ({sw['key_bits']}-bit Paillier): max |secure - plaintext| = "
-            f"{sw['max_abs_deviation']:.3g} over {sw['rounds']} rounds"
+            f"{sw['max_abs_deviation']:.3g} over {sw['rounds']} rounds; effective noise "
+            f"multiplier {sw['noise_multiplier_effective']:.12g} (nominal sigma "
+            f"{sw['noise_multiplier_nominal']:g}: rounding to the grid counted)"
         )
     if args.out:
         print(f"results in {args.out}")
@@ -209,11 +213,20 @@ def add_uldp_parser(sub: Any) -> None:
         "seconds per phase)",
     )
     p.add_argument(
+        "--secure-key-bits",
         "--key-bits",
         dest="secure_key_bits",
         type=int,
         default=None,
-        help="Paillier modulus of --secure-weighting (default 3072)",
+        help="Paillier modulus of --secure-weighting (default 3072; 2048 warns; smaller only "
+        "with --insecure-test-keys)",
+    )
+    p.add_argument(
+        "--insecure-test-keys",
+        dest="insecure_test_keys",
+        action="store_true",
+        default=None,
+        help="allow --secure-key-bits below 2048 (factorable keys: tests only)",
     )
     p.add_argument("--sigma", type=float, default=None, help="noise multiplier (default 5)")
     p.add_argument("--delta", type=float, default=None, help="delta of epsilon (default 1e-5)")

@@ -19,6 +19,7 @@ from typing import Any
 import tomli_w
 
 from fedprivacy._validation import read_toml, require_int, require_one_of
+from fedprivacy.crypto.paillier import check_key_bits
 from fedprivacy.data.tabular import SILO_DATASETS
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.allocation import DISTRIBUTIONS
@@ -159,7 +160,10 @@ class UldpConfig:
         Aggregate through the private weighting protocol (Protocol 1; the ``-w`` methods only):
         the server learns only the weighted, noised sum, never the per-user histograms.
     secure_key_bits : int
-        Paillier modulus size of that protocol (3072 by default; smaller only for tests).
+        Paillier modulus size of that protocol (3072 by default; 2048 warns; below 2048 only
+        with ``insecure_test_keys``).
+    insecure_test_keys : bool
+        Allow ``secure_key_bits < 2048`` (factorable keys: tests and quick checks only).
     data_dir : str or None
         Data directory (``None``: ``$FEDPRIVACY_DATA``).
     creditcard_path : str or None
@@ -191,6 +195,7 @@ class UldpConfig:
     device: str = "cpu"
     secure_weighting: bool = False
     secure_key_bits: int = 3072
+    insecure_test_keys: bool = False
     data_dir: str | None = field(default=None, compare=False)
     creditcard_path: str | None = field(default=None, compare=False)
 
@@ -253,7 +258,16 @@ class UldpConfig:
             raise ParameterError(
                 "secure_weighting", f"must be true or false, got {self.secure_weighting!r}"
             )
-        require_int("secure_key_bits", self.secure_key_bits, minimum=512)
+        if not isinstance(self.insecure_test_keys, bool):
+            raise ParameterError(
+                "insecure_test_keys", f"must be true or false, got {self.insecure_test_keys!r}"
+            )
+        check_key_bits(
+            self.secure_key_bits,
+            self.insecure_test_keys,
+            name="secure_key_bits",
+            option="insecure_test_keys (--insecure-test-keys)",
+        )
         if self.secure_weighting and not method_spec(self.method).weighted:
             raise ParameterError(
                 "secure_weighting",

@@ -41,8 +41,10 @@ for the ``-s`` variants (Remark 1), composed by
 Randomness of a round, all from the caller's :class:`numpy.random.Generator` s, in this order:
 the user sample (``rng.random(U) < q``, by user id), the per-record keys that shuffle the local
 minibatches (``rng.random((Q, pool_size))``, indexed by pool index), and the noise
-(``noise_rng.normal`` per silo). A user's minibatches therefore do not depend on the other
-users' records.
+(``noise_rng.normal`` per silo: seeded, reproducible, and no privacy against whoever holds the
+seed). With the private weighting protocol (``secure``) the silos draw their noise themselves from
+OS randomness instead, as discrete Gaussians on the protocol's integer grid. A user's minibatches
+do not depend on the other users' records.
 
 :func:`run_round` runs one round on a :class:`~fedprivacy.uldp.federation.Federation`
 (what a benchmark times); :func:`reference_presum` recomputes a round's pre-noise aggregate of
@@ -254,9 +256,12 @@ class MethodRunner:
         Rows per vectorised call of the per-user trainer.
     secure : SecureWeighting, optional
         Aggregate the ``-w`` methods through the private weighting protocol (Protocol 1):
-        each silo hands its clipped per-user deltas and its noise to the protocol instead of
-        weighting them in the clear; the plaintext aggregate of the same round is still
-        computed, to report the protocol's deviation from it (``secure_log``).
+        each silo hands its clipped per-user deltas to the protocol instead of weighting them in
+        the clear, and the protocol's silos add their own noise (a discrete Gaussian of standard
+        deviation ``sigma C / sqrt(|S|)`` on the protocol's grid, from OS randomness, not from
+        ``noise_rng``); the protocol's output is the round's noisy aggregate. The plaintext
+        aggregate of the same round is still computed, to report the protocol's deviation from
+        it (``secure_log``). Must be set up (the accounting needs its parameters).
     """
 
     method: str | MethodSpec
@@ -296,6 +301,8 @@ class MethodRunner:
             raise ParameterError(
                 "secure_weighting", f"applies to the weighted methods only, not {self.spec.name}"
             )
+        if self.secure is not None:
+            self.effective_noise_multiplier  # noqa: B018 - fails early if tau is not negligible
         if self.model is None:
             self.model = self.fed.task.build_model()
         self.trainer = PerUserTrainer(self.model, self.fed.task.loss, max_rows=self.max_rows)
@@ -317,10 +324,18 @@ class MethodRunner:
 
     @property
     def effective_noise_multiplier(self) -> float:
-        """Noise standard deviation over the user-level sensitivity of the aggregate."""
+        """Noise standard deviation over the user-level sensitivity of the aggregate.
+
+        With the private weighting protocol the noise is a sum of the silos' discrete Gaussians
+        on the protocol's integer grid, whose sensitivity includes the encoding's rounding:
+        :meth:`SecureWeighting.noise_multiplier` (slightly below ``sigma``) is used.
+        """
         h = self.hyper
         if self.spec.family == "naive" and h.naive_noise == "paper":
             return h.sigma / 2.0
+        if self.secure is not None:
+            std = h.sigma * h.clip / math.sqrt(self.fed.num_silos)
+            return min(h.sigma, self.secure.noise_multiplier(std, h.clip))
         return h.sigma
 
     def epsilon(self) -> float:
@@ -529,7 +544,6 @@ class MethodRunner:
         norm_total = 0.0
         secure = self.secure if noise else None
         silo_deltas: list[NDArray[np.float64]] = []
-        silo_noise: list[NDArray[np.float64]] = []
         for silo in range(s):
             sl = fed.silo_slice(silo)
             x, y = fed.x[sl], fed.y[sl]
@@ -553,23 +567,19 @@ class MethodRunner:
             )
             presum += part.total
             noisy += part.total
-            if noise:
-                z = self._noise(noise_rng, std, global_flat)
-                noisy += z
-                if secure is not None:
-                    silo_noise.append(z.detach().cpu().numpy().astype(np.float64))
+            if noise and secure is None:  # the protocol's silos draw their own noise
+                noisy += self._noise(noise_rng, std, global_flat)
             groups += part.groups
             clipped += part.clipped
             if part.groups:
                 norm_total += part.mean_norm * part.groups
         if secure is not None:
-            aggregate, seconds = secure.aggregate(
-                self.rounds + 1, silo_deltas, silo_noise, sampled if spec.sampled else None
-            )
-            reference = secure.plaintext_reference(
-                silo_deltas, silo_noise, sampled if spec.sampled else None
-            )
-            engine = noisy.detach().cpu().numpy().astype(np.float64)
+            kept = sampled if spec.sampled else None
+            aggregate, seconds = secure.aggregate(self.rounds + 1, silo_deltas, std, kept)
+            reference = secure.plaintext_reference(silo_deltas, kept)
+            # the engine's float32 pre-noise sum plus the noise the silos report they added
+            engine = presum.detach().cpu().numpy().astype(np.float64)
+            engine = engine + np.sum(secure.silo_noise(), axis=0)
             self.secure_log.append(
                 {
                     "max_abs_deviation": float(np.max(np.abs(aggregate - reference))),
@@ -627,9 +637,12 @@ def _dense_clipped(
     """
     out = np.zeros((num_users, num_params), dtype=np.float64)
     for ids, vectors in chunks:
-        factors, _ = clip_rows(vectors, clip)
-        clipped = (vectors.to(torch.float64) * factors.to(torch.float64)[:, None]).cpu().numpy()
-        out[np.asarray(silo_users)[np.asarray(ids)]] = clipped
+        wide = vectors.to(torch.float64)
+        # clipped in float64: the L2 bound the accounting assumes then holds to a few ulps (a
+        # float32 factor would let norms exceed the clip by ~1e-7 relative)
+        norms = torch.linalg.vector_norm(wide, dim=1)
+        factors = torch.clamp(clip / torch.clamp(norms, min=1e-300), max=1.0)
+        out[np.asarray(silo_users)[np.asarray(ids)]] = (wide * factors[:, None]).cpu().numpy()
     return out
 
 

@@ -39,6 +39,7 @@ from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.methods import MethodRunner, RoundHyper, method_spec
 from fedprivacy.uldp.per_user_training import LocalSGD
 from fedprivacy.uldp.private_weighting import SecureWeighting
+from fedprivacy.uldp.private_weighting.noise import TAIL_SIGMAS
 
 __all__ = [
     "COX_DP_SGD_CAVEAT",
@@ -150,6 +151,9 @@ class UldpResult:
     caveats : tuple of str
         Known limits of the reported guarantee for this configuration (see
         :func:`privacy_caveats`); empty when there are none.
+    noise_source : str
+        Where the noise comes from (:func:`noise_source`): seeded noise is reproducible by
+        whoever holds the seed, the protocol's silos draw theirs from OS randomness.
     """
 
     config: UldpConfig
@@ -164,6 +168,7 @@ class UldpResult:
     secure_weighting: dict[str, Any] | None = None
     caveats: tuple[str, ...] = ()
     epsilon_at: tuple[int, float, float] | None = None
+    noise_source: str = ""
 
     @property
     def final(self) -> RoundRecord:
@@ -207,6 +212,7 @@ class UldpResult:
             **(
                 {} if self.secure_weighting is None else {"secure_weighting": self.secure_weighting}
             ),
+            "noise_source": self.noise_source,
             "caveats": list(self.caveats),
             **(
                 {}
@@ -367,7 +373,9 @@ def run_uldp(
                 progress(1)
     secure_report = None
     if secure is not None:
-        secure_report = _secure_report(setup_seconds, runner.secure_log, cfg.secure_key_bits)
+        secure_report = _secure_report(
+            setup_seconds, runner.secure_log, cfg.secure_key_bits, runner
+        )
         secure.close()
     return UldpResult(
         config=cfg,
@@ -381,6 +389,7 @@ def run_uldp(
         final_params=flat.detach().cpu(),
         secure_weighting=secure_report,
         caveats=privacy_caveats(cfg.method, fed.task.task),
+        noise_source=noise_source(cfg.method, cfg.secure_weighting),
         epsilon_at=None
         if epsilon_at is None
         else (
@@ -400,6 +409,37 @@ COX_DP_SGD_CAVEAT = (
     "epsilon reported is that of a decomposable loss (the paper's and FLamby's setting), not a "
     "proven bound"
 )
+
+
+NOISE_NONE = "none (DEFAULT adds no noise; not private)"
+NOISE_SEEDED = "seeded (reproducible; no privacy against whoever holds the seed)"
+NOISE_OS = "OS randomness, discrete Gaussian on the protocol's integer grid"
+
+
+def noise_source(method: str, secure_weighting: bool) -> str:
+    """Where a run's DP noise comes from, for every output of the run.
+
+    Parameters
+    ----------
+    method : str
+        A :data:`~fedprivacy.uldp.config.METHODS` name.
+    secure_weighting : bool
+        Whether the private weighting protocol aggregates (its silos draw their own noise).
+
+    Returns
+    -------
+    str
+        :data:`NOISE_NONE`, :data:`NOISE_SEEDED` (simulations: the run's seeded generators,
+        ULDP-GROUP's DP-SGD included) or :data:`NOISE_OS`.
+
+    Examples
+    --------
+    >>> noise_source("ULDP-AVG-w", True) == NOISE_OS
+    True
+    """
+    if method == "DEFAULT":
+        return NOISE_NONE
+    return NOISE_OS if secure_weighting else NOISE_SEEDED
 
 
 def privacy_caveats(method: str, task: str) -> tuple[str, ...]:
@@ -444,20 +484,26 @@ def _secure_weighting(
             "small models (Heart Disease, TCGA-BRCA)",
         )
     assert cfg.clip is not None
+    noise_std = cfg.sigma * cfg.clip / math.sqrt(fed.num_silos)
     sw = SecureWeighting(
         fed.histogram(),
         n_params=n_params,
         key_bits=cfg.secure_key_bits,
+        insecure_small_key=cfg.insecure_test_keys,
         clip_bound=cfg.clip,
+        noise_bound=TAIL_SIGMAS * noise_std,
         subsampling=method_spec(cfg.method).sampled,
     )
     return sw, sw.setup()
 
 
 def _secure_report(
-    setup_seconds: dict[str, float], log: list[dict[str, float]], key_bits: int
+    setup_seconds: dict[str, float],
+    log: list[dict[str, float]],
+    key_bits: int,
+    runner: MethodRunner,
 ) -> dict[str, Any]:
-    """``max_abs_deviation`` from the plaintext aggregates and seconds per phase."""
+    """``max_abs_deviation`` from the plaintext aggregates, the noise's accounting, seconds."""
     phases: dict[str, float] = {}
     for entry in log:
         for k, v in entry.items():
@@ -469,6 +515,9 @@ def _secure_report(
         # against the training engine's own float32 aggregate (float32 rounding dominates)
         "engine_float32_deviation": max((e["engine_float32_deviation"] for e in log), default=0.0),
         "key_bits": key_bits,
+        # the silos' discrete Gaussians over the grid sensitivity C_LCM (C / P + sqrt(d) / 2)
+        "noise_multiplier_nominal": runner.hyper.sigma,
+        "noise_multiplier_effective": runner.effective_noise_multiplier,
         "rounds": len(log),
         "setup_seconds": {k: round(float(v), 4) for k, v in setup_seconds.items()},
         "round_seconds_total": {k: round(v, 4) for k, v in phases.items()},

@@ -9,8 +9,10 @@ computes ``sum_s sum_u w_{s,u} Delta_{s,u} + noise`` without revealing them:
   pairwise keys; multiplicative blinds ``r_u`` from ``R``; blinded histograms
   ``r_u n_{s,u}`` plus pairwise masks; the server sums them to ``B(N_u) = r_u N_u`` and inverts;
 * each round: the server encrypts ``B_inv(N_u)`` (0 for users outside the sub-sample); each silo
-  raises it to ``n_{s,u} r_u C_LCM E`` (``E`` the fixed-point delta), adds ``C_LCM`` times its
-  fixed-point noise and pairwise masks; the server multiplies, decrypts and decodes.
+  raises it to ``n_{s,u} r_u C_LCM E`` (``E`` the fixed-point delta), adds its
+  own discrete Gaussian noise on the plaintext's integer grid (OS randomness, :mod:`.noise`; not
+  the paper's ``C_LCM`` times encoded noise, whose plaintext residue modulo ``C_LCM`` is
+  noise-free) and pairwise masks; the server multiplies, decrypts and decodes.
 
 Where each step of Protocol 1 lives:
 
@@ -26,8 +28,8 @@ Where each step of Protocol 1 lives:
        them in ``finish_histograms``
 1(f)   ``server.finish_histograms``: ``B(N_u)^-1 mod n``
 2(a)   ``server.start_round``: ``Enc(B_inv(N_u))`` or ``Enc(0)`` (``EncryptedWeights``)
-2(b)   ``silo.on_weights``: ``Enc(B_inv)^(n_{s,u} r_u C_LCM E)`` via fixed-base tables, plus
-       ``Z C_LCM``
+2(b)   ``silo.on_weights``: ``Enc(B_inv)^(n_{s,u} r_u C_LCM E)`` via fixed-base tables
+       (:mod:`.weighting`), plus the silo's noise ``Z_s`` (:mod:`.noise`)
 2(c)   the same method adds the round's pairwise masks (``MaskedUpdate``);
        ``server.finish_round`` multiplies, decrypts (CRT) and decodes
 ====== ===================================================================================
@@ -38,9 +40,8 @@ Typical use in training (the aggregate is ``sum_s Delta_t^s``; divide by ``|U||S
     with SecureWeighting(histogram, n_params=d, clip_bound=C, subsampling=q < 1) as sw:
         sw.setup()
         for t in range(T):
-            agg, seconds = sw.aggregate(t, deltas_per_silo, noise_per_silo, sampled)
-            deviation = np.abs(agg - sw.plaintext_reference(deltas_per_silo, noise_per_silo,
-                                                           sampled)).max()
+            agg, seconds = sw.aggregate(t, deltas_per_silo, sigma * C / sqrt(S), sampled)
+            deviation = np.abs(agg - sw.plaintext_reference(deltas_per_silo, sampled)).max()
 
 Modules: :mod:`.params` (public parameters, the correctness conditions), :mod:`.messages`
 (typed wire messages), :mod:`.server` and :mod:`.silo` (the parties' state machines),
@@ -62,6 +63,7 @@ from fedprivacy.uldp.private_weighting.errors import (
     WrongRoundError,
     WrongSessionError,
 )
+from fedprivacy.uldp.private_weighting.noise import NoiseTailError
 from fedprivacy.uldp.private_weighting.params import (
     DEFAULT_N_MAX,
     DEFAULT_PRECISION,
@@ -87,6 +89,7 @@ __all__ = [
     "MalformedMessageError",
     "MessageRejectedError",
     "MissingMessagesError",
+    "NoiseTailError",
     "NotInvertibleError",
     "OutOfOrderError",
     "PlaintextRangeError",

@@ -9,8 +9,10 @@ Theorem 4 of ULDP-FL (Appendix D.4) needs two conditions for the decrypted aggre
    is a residue of the size of ``n`` and the decrypted value is garbage.
 2. The worst-case encoded aggregate fits in ``(-n/2, n/2)``: with ``E = round(x / P)`` and
    ``|delta| <= clip``, ``|noise| <= noise_bound`` entrywise,
-   ``|sum_s sum_u E n_{s,u} C_LCM / N_u + sum_s Z C_LCM| <= C_LCM (|U| E_max + |S| Z_max)``,
-   because the weights of one user sum to one over the silos.
+   ``|sum_s sum_u E n_{s,u} C_LCM / N_u + sum_s Z_s| <= C_LCM (|U| E_max + |S| Z_max)``,
+   because the weights of one user sum to one over the silos and each silo's noise ``Z_s``
+   (a discrete Gaussian in plaintext units, :mod:`.noise`) is cut at ``C_LCM Z_max`` with
+   ``Z_max = ceil(noise_bound / P)``.
 
 Why the authors' code fails past 2,000 records: it fixes ``N_max = 2000``, so any user with more
 records (whose total has a prime-power factor above 2000) silently breaks condition 1. ``N_max``
@@ -26,10 +28,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+from numpy.typing import ArrayLike
+
 from fedprivacy._validation import require_int, require_positive_float
-from fedprivacy.crypto.paillier import DEFAULT_KEY_BITS, MIN_KEY_BITS
+from fedprivacy.crypto.paillier import DEFAULT_KEY_BITS, check_key_bits
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.private_weighting.errors import PlaintextRangeError
+from fedprivacy.uldp.private_weighting.errors import PlaintextRangeError, RecordLimitError
 
 __all__ = [
     "DEFAULT_N_MAX",
@@ -40,6 +45,7 @@ __all__ = [
     "encoded_bound",
     "largest_feasible_n_max",
     "lcm_upto",
+    "silo_records",
 ]
 
 DEFAULT_PRECISION = 1e-10
@@ -154,9 +160,11 @@ class PrivateWeightingParameters:
     clip_bound : float
         Entrywise bound on the clipped per-user deltas (an L2 clip ``C`` implies it).
     noise_bound : float
-        Entrywise bound on each silo's Gaussian noise.
+        Entrywise bound on each silo's noise in real units: a silo's discrete Gaussian noise
+        (in plaintext units of ``P / C_LCM``) stays within ``C_LCM ceil(noise_bound / P)``, so
+        ``16 noise_std <= noise_bound`` is required (the tail cut of :mod:`.noise`).
     key_bits : int
-        Paillier modulus size (default 3072).
+        Paillier modulus size (default 3072; 2048 warns; smaller needs ``insecure_small_key``).
     precision : float
         Fixed-point precision ``P`` (default ``1e-10``).
     n_max : int
@@ -169,11 +177,13 @@ class PrivateWeightingParameters:
     rerandomise : bool
         Whether silos multiply each output ciphertext by a fresh encryption of zero (see
         :mod:`fedprivacy.uldp.private_weighting.silo`; the paper does not).
+    insecure_small_key : bool
+        Allow ``key_bits < 2048`` (factorable keys: tests and quick benchmarks only).
 
     Raises
     ------
     ParameterError
-        If a field is out of range.
+        If a field is out of range (``key_bits < 2048`` without ``insecure_small_key``).
     PlaintextRangeError
         If condition 2 can fail for some ``key_bits``-bit modulus.
     """
@@ -189,6 +199,7 @@ class PrivateWeightingParameters:
     n_max: int = DEFAULT_N_MAX
     subsampling: bool = False
     rerandomise: bool = True
+    insecure_small_key: bool = False
     c_lcm: int = field(init=False, repr=False)
     delta_max: int = field(init=False, repr=False)
     noise_max: int = field(init=False, repr=False)
@@ -199,9 +210,7 @@ class PrivateWeightingParameters:
         require_int("n_silos", self.n_silos, 1, 2**31)
         require_int("n_users", self.n_users, 1, 2**31)
         require_int("n_params", self.n_params, 1, 2**31)
-        bits = require_int("key_bits", self.key_bits, MIN_KEY_BITS)
-        if bits % 2:
-            raise ParameterError("key_bits", f"must be even, got {bits}")
+        bits = check_key_bits(self.key_bits, self.insecure_small_key, name="key_bits")
         precision = require_positive_float("precision", self.precision)
         clip = require_positive_float("clip_bound", self.clip_bound)
         noise = require_positive_float("noise_bound", self.noise_bound)
@@ -267,3 +276,49 @@ class PrivateWeightingParameters:
             )
         if 2 * self.plaintext_bound() >= n:  # pragma: no cover - implied by __post_init__
             raise PlaintextRangeError("n", "the worst-case aggregate does not fit in n/2")
+
+
+def silo_records(value: ArrayLike, n_users: int, n_max: int) -> list[int]:
+    """Check one silo's record counts ``n_{s,u}`` (condition 1 as far as a silo can see it).
+
+    Parameters
+    ----------
+    value : array_like of int
+        ``n_{s,u}`` for every user.
+    n_users : int
+        ``|U|``.
+    n_max : int
+        ``N_max``.
+
+    Returns
+    -------
+    list of int
+        The counts.
+
+    Raises
+    ------
+    ParameterError
+        If the shape or the dtype is wrong or a count is negative.
+    RecordLimitError
+        If some ``n_{s,u} > N_max``.
+
+    Examples
+    --------
+    >>> silo_records(np.array([1, 0, 3]), 3, 10)
+    [1, 0, 3]
+    """
+    arr = np.asarray(value)
+    if arr.shape != (n_users,):
+        raise ParameterError("records", f"must have shape ({n_users},), got {arr.shape}")
+    if arr.dtype.kind not in "iu":
+        raise ParameterError("records", f"must hold integers, got dtype {arr.dtype}")
+    if arr.size and int(arr.min()) < 0:
+        raise ParameterError("records", "record counts must be >= 0")
+    if arr.size and int(arr.max()) > n_max:
+        u = int(np.argmax(arr))
+        raise RecordLimitError(
+            "records",
+            f"user {u} has {int(arr[u])} records in this silo, more than N_max = {n_max}: "
+            "C_LCM / N_u would not be an integer and the aggregate would be wrong",
+        )
+    return [int(v) for v in arr]

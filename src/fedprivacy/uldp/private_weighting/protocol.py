@@ -11,8 +11,8 @@ per phase:
 * ``weights_encryption``: step 2(a) on the server;
 * ``rerandomisation``: the silos' data-independent encryptions of zero, computed before the
   round's data is known (offline);
-* ``local_encryption``: steps 2(b)-(c) on each silo (weighting in the encrypted domain, noise,
-  masks; the training itself is the caller's);
+* ``local_encryption``: steps 2(b)-(c) on each silo (weighting in the encrypted domain, the
+  silo's own discrete Gaussian noise, masks; the training itself is the caller's);
 * ``aggregation``: step 2(c) on the server (product, CRT decryption, decoding).
 """
 
@@ -75,6 +75,9 @@ class RoundOutcome:
         Bytes of every message exchanged.
     server_cpu_seconds, silo_cpu_seconds
         The same in process CPU time (every thread), insensitive to other load on the machine.
+    plaintexts : tuple of int
+        The server's decrypted signed integers ``C_LCM sum_s sum_u w_{s,u} E_{s,u} + sum_s Z_s``
+        (its legitimate view; the aggregate is ``plaintexts * P / C_LCM``).
     """
 
     aggregate: np.ndarray
@@ -83,6 +86,7 @@ class RoundOutcome:
     wire_bytes: int
     server_cpu_seconds: dict[str, float] = field(default_factory=dict)
     silo_cpu_seconds: tuple[dict[str, float], ...] = ()
+    plaintexts: tuple[int, ...] = ()
 
 
 class _Clock:
@@ -204,7 +208,7 @@ def run_round(
     silos: Sequence[PrivateWeightingSilo],
     round_index: int,
     deltas_per_silo: Sequence[ArrayLike],
-    noise_per_silo: Sequence[ArrayLike],
+    noise_std: float,
     sampled: ArrayLike | None = None,
     *,
     wire: bool = True,
@@ -222,8 +226,9 @@ def run_round(
         Strictly increasing round number.
     deltas_per_silo : sequence of array_like
         Per silo, the clipped per-user deltas, shape ``(n_users, n_params)``.
-    noise_per_silo : sequence of array_like
-        Per silo, its Gaussian noise, shape ``(n_params,)``.
+    noise_std : float
+        Standard deviation of each silo's noise in real units (each silo draws its own discrete
+        Gaussian, see :meth:`PrivateWeightingSilo.on_weights`; ``0``: none).
     sampled : array_like of bool, optional
         The server's user-level sub-sample (default: every user).
     wire : bool
@@ -243,8 +248,8 @@ def run_round(
         (no output) and its index stays used.
     """
     _check_parties(server, silos)
-    if len(deltas_per_silo) != len(silos) or len(noise_per_silo) != len(silos):
-        raise ParameterError("deltas_per_silo", "need one delta matrix and one noise per silo")
+    if len(deltas_per_silo) != len(silos):
+        raise ParameterError("deltas_per_silo", "need one delta matrix per silo")
     clock = _Clock(len(silos), wire, transcript)
     we, rr, le, ag = "weights_encryption", "rerandomisation", "local_encryption", "aggregation"
     weights = clock.server_sends(we, clock.at_server(we, server.start_round, round_index, sampled))
@@ -256,7 +261,7 @@ def run_round(
                 if missing > 0:
                     clock.at_silo(s, rr, silo.precompute_randomisers, missing)
             update = clock.at_silo(
-                s, le, silo.on_weights, weights[s], deltas_per_silo[s], noise_per_silo[s]
+                s, le, silo.on_weights, weights[s], deltas_per_silo[s], noise_std
             )
             clock.at_server(ag, server.receive, clock.silo_sends(s, le, update))
     except BaseException:
@@ -270,4 +275,5 @@ def run_round(
         clock.bytes,
         clock.server_cpu,
         tuple(clock.silos_cpu),
+        server.last_plaintexts,
     )

@@ -4,8 +4,12 @@
 Protocol 1 between them through the real messages (:mod:`.protocol`): ``setup()`` once, then
 ``aggregate(...)`` every round, which returns ``sum_s sum_u w_{s,u} Delta_{s,u} + sum_s z_s``
 with ``w_{s,u} = n_{s,u} / N_u`` (0 for users left out of the round's sub-sample) and the
-seconds per phase. :meth:`SecureWeighting.plaintext_reference` computes the same sum in float64,
-for the ``max_abs_deviation`` report.
+seconds per phase. Each silo draws its own noise ``z_s`` (a discrete Gaussian on the plaintext's
+integer grid, from OS randomness; the caller only gives its standard deviation).
+:meth:`SecureWeighting.plaintext_reference` computes the same sum in float64 from the deltas and
+the noise the silos report they added (:meth:`SecureWeighting.silo_noise`, the simulation's view
+of each silo's private state), for the ``max_abs_deviation`` report;
+:meth:`SecureWeighting.noise_multiplier` is the noise multiplier to account with.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy._validation import require_int
-from fedprivacy.crypto.paillier import DEFAULT_KEY_BITS, PaillierPrivateKey
+from fedprivacy.crypto.paillier import DEFAULT_KEY_BITS, PaillierPrivateKey, check_key_bits
+from fedprivacy.dp.distributed_discrete import check_negligible, grid_noise_multiplier
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.private_weighting.errors import PlaintextRangeError, RecordLimitError
+from fedprivacy.uldp.private_weighting.noise import check_noise_std, grid_variance
 from fedprivacy.uldp.private_weighting.params import (
     DEFAULT_N_MAX,
     DEFAULT_PRECISION,
@@ -103,7 +109,10 @@ class SecureWeighting:
     n_params : int, optional
         Model size; if omitted, taken from the first :meth:`aggregate` call.
     key_bits : int
-        Paillier modulus size (default 3072; smaller only for tests, at least 512).
+        Paillier modulus size (default 3072; 2048 warns; smaller only with
+        ``insecure_small_key``).
+    insecure_small_key : bool
+        Allow ``key_bits < 2048`` (factorable keys: tests and quick benchmarks only).
     precision : float
         Fixed-point precision ``P`` (default ``1e-10``, the paper's).
     n_max : int, optional
@@ -113,7 +122,8 @@ class SecureWeighting:
         Entrywise bound on the clipped deltas (pass the L2 clipping bound ``C``; default
         ``2**52 P``, the largest float64-exact value).
     noise_bound : float, optional
-        Entrywise bound on each silo's noise (default ``2**52 P``).
+        Entrywise bound on each silo's noise in real units (default ``2**52 P``); the noise
+        standard deviation of a round may be at most ``noise_bound / 16``.
     subsampling : bool
         Allow user-level sub-sampling (weights re-encrypted every round); without it the
         encrypted weights are computed once and reused (faster rounds).
@@ -146,6 +156,7 @@ class SecureWeighting:
         *,
         n_params: int | None = None,
         key_bits: int = DEFAULT_KEY_BITS,
+        insecure_small_key: bool = False,
         precision: float = DEFAULT_PRECISION,
         n_max: int | None = None,
         clip_bound: float | None = None,
@@ -159,7 +170,8 @@ class SecureWeighting:
     ) -> None:
         self.histogram = _histogram(histogram)
         self._n_params = None if n_params is None else require_int("n_params", n_params, 1)
-        self._key_bits = require_int("key_bits", key_bits)
+        self._key_bits = check_key_bits(key_bits, insecure_small_key, name="key_bits")
+        self._insecure_small_key = insecure_small_key
         self._precision = float(precision)
         self._clip = clip_bound
         self._noise = noise_bound
@@ -212,7 +224,7 @@ class SecureWeighting:
         noise = MAX_ENCODED_MAGNITUDE * precision if self._noise is None else self._noise
         totals = self.histogram.sum(axis=0)
         if self._n_max is None:
-            bits = require_int("key_bits", self._key_bits, 2)
+            bits = self._key_bits
             feasible = largest_feasible_n_max(
                 bits,
                 self.n_users,
@@ -247,6 +259,7 @@ class SecureWeighting:
             n_max=n_max,
             subsampling=self._subsampling,
             rerandomise=self._rerandomise,
+            insecure_small_key=self._insecure_small_key,
         )
 
     # ------------------------------------------------------------------ protocol
@@ -296,7 +309,7 @@ class SecureWeighting:
         self,
         round_index: int,
         deltas_per_silo: Sequence[ArrayLike],
-        noise_per_silo: Sequence[ArrayLike],
+        noise_std: float,
         sampled: ArrayLike | None = None,
     ) -> tuple[NDArray[np.float64], dict[str, float]]:
         """Run one round: the securely weighted, noised sum of the silos' deltas.
@@ -307,8 +320,10 @@ class SecureWeighting:
             Strictly increasing round number.
         deltas_per_silo : sequence of array_like
             Per silo, clipped per-user deltas of shape ``(users, n_params)``.
-        noise_per_silo : sequence of array_like
-            Per silo, its Gaussian noise of shape ``(n_params,)``.
+        noise_std : float
+            Standard deviation of each silo's noise in real units (``sigma C / sqrt(|S|)`` for
+            ULDP-AVG-w); every silo draws ``N_Z(0, (noise_std C_LCM / P)^2)`` on the plaintext
+            grid from OS randomness. ``0`` adds no noise (correctness tests).
         sampled : array_like of bool, optional
             The users of this round's sub-sample (default: all; sessions without
             ``subsampling`` must use all).
@@ -316,7 +331,9 @@ class SecureWeighting:
         Returns
         -------
         aggregate : numpy.ndarray
-            ``sum_s sum_u w_{s,u} Delta_{s,u} + sum_s z_s``, within ``(|U_t| + |S|) P / 2``.
+            ``sum_s sum_u w_{s,u} Delta_{s,u} + sum_s z_s``, within ``|U_t| P / 2`` (plus
+            float64 rounding) of the same sum with the noise the silos report
+            (:meth:`plaintext_reference`).
         seconds : dict of str to float
             Seconds per phase (see :func:`phase_seconds`).
         """
@@ -326,45 +343,110 @@ class SecureWeighting:
                 raise ParameterError("deltas_per_silo", "each entry must be (users, n_params)")
             self.setup(self._n_params if self._n_params is not None else int(first.shape[1]))
         assert self.server is not None
+        check_noise_std(noise_std, self.server.params.noise_bound)  # before the round opens
         self.last_round = run_round(
             self.server,
             self.silos,
             round_index,
             deltas_per_silo,
-            noise_per_silo,
+            noise_std,
             sampled,
             wire=self._wire,
         )
         return self.last_round.aggregate, phase_seconds(self.last_round)
 
+    def silo_noise(self) -> list[NDArray[np.float64]]:
+        """The noise each silo added in the last round, in real units (simulation only).
+
+        Each silo keeps its draw as private state (the server never sees it); this in-process
+        simulation reads it to check the protocol against the plaintext aggregate.
+
+        Returns
+        -------
+        list of numpy.ndarray
+            Per silo, ``Z_s P / C_LCM`` (float64, correctly rounded).
+
+        Raises
+        ------
+        ParameterError
+            If no round has run.
+        """
+        if self.server is None or any(s.last_noise is None for s in self.silos):
+            raise ParameterError("silo_noise", "no round has run yet")
+        p = self.params
+        out = []
+        for silo in self.silos:
+            assert silo.last_noise is not None
+            grid = np.array([v / p.c_lcm for v in silo.last_noise], dtype=np.float64)
+            out.append(grid * p.precision)
+        return out
+
     def plaintext_reference(
         self,
         deltas_per_silo: Sequence[ArrayLike],
-        noise_per_silo: Sequence[ArrayLike],
         sampled: ArrayLike | None = None,
     ) -> NDArray[np.float64]:
-        """The same aggregate computed in the clear in float64 (for ``max_abs_deviation``).
+        """The last round's aggregate computed in the clear in float64 (``max_abs_deviation``).
 
         Parameters
         ----------
-        deltas_per_silo, noise_per_silo, sampled
-            As :meth:`aggregate`.
+        deltas_per_silo, sampled
+            As given to the last :meth:`aggregate`.
 
         Returns
         -------
         numpy.ndarray
             ``sum_s sum_u w_{s,u} Delta_{s,u} + sum_s z_s`` with ``w_{s,u} = 0`` for unsampled
-            users.
+            users and ``z_s`` the noise silo ``s`` reports it added (:meth:`silo_noise`).
         """
-        if len(deltas_per_silo) != self.n_silos or len(noise_per_silo) != self.n_silos:
-            raise ParameterError("deltas_per_silo", "need one delta matrix and one noise per silo")
+        if len(deltas_per_silo) != self.n_silos:
+            raise ParameterError("deltas_per_silo", "need one delta matrix per silo")
+        noise = self.silo_noise()
         keep = np.ones(self.n_users) if sampled is None else np.asarray(sampled, dtype=np.float64)
         w = self.weights * keep[None, :]
-        total = np.zeros_like(np.asarray(noise_per_silo[0], dtype=np.float64))
+        total = np.zeros_like(noise[0])
         for s in range(self.n_silos):
             total = total + w[s] @ np.asarray(deltas_per_silo[s], dtype=np.float64)
-            total = total + np.asarray(noise_per_silo[s], dtype=np.float64)
+            total = total + noise[s]
         return total
+
+    def noise_multiplier(self, noise_std: float, clip: float) -> float:
+        """The noise multiplier to account with for silo noise ``noise_std`` and L2 clip ``C``.
+
+        The released aggregate is the data term plus ``|S|`` independent discrete Gaussians of
+        variance ``sigma_int^2 = (noise_std C_LCM / P)^2``; with integer sensitivity ``Delta``
+        (grid units) it meets the continuous Gaussian's RDP bound of variance
+        ``|S| sigma_int^2`` plus ``tau d`` (Kairouz, Liu, Steinke 2021), and ``tau d`` is checked
+        to be below ``1e-300``. A user's encoded, weighted delta has L2 norm at most
+        ``C_LCM (C / P + sqrt(d) / 2)`` in grid units (rounding included), so the multiplier is
+        ``sqrt(|S|) noise_std / (C + sqrt(d) P / 2)``, slightly below ``sqrt(|S|) noise_std / C``
+        (:func:`fedprivacy.dp.distributed_discrete.grid_noise_multiplier`).
+
+        Parameters
+        ----------
+        noise_std : float
+            Each silo's noise standard deviation (real units), ``> 0``.
+        clip : float
+            L2 clipping bound of one user's delta.
+
+        Returns
+        -------
+        float
+            The effective noise multiplier.
+
+        Raises
+        ------
+        ParameterError
+            If the session is not set up or an argument is out of range.
+        NonNegligibleTauError
+            If ``tau d >= 1e-300`` (too little noise for the distributed bound).
+        """
+        p = self.params
+        sigma2 = grid_variance(noise_std, p.precision, p.c_lcm)
+        if sigma2 == 0:
+            raise ParameterError("noise_std", "must be > 0 to account for it")
+        check_negligible(sigma2, p.n_silos, p.n_params)
+        return grid_noise_multiplier(noise_std, p.n_silos, clip, p.precision, p.n_params)
 
     # ------------------------------------------------------------------ lifetime
     def close(self) -> None:

@@ -5,7 +5,10 @@ seed it relays, the doubly blinded histograms ``B'(n_{s,u})`` (each uniform in `
 the pairwise masks), their sums ``B(N_u) = r_u N_u mod n`` (uniform in ``Z_n^*`` because ``r_u``
 is, whatever ``N_u``), the silos' per-round ciphertexts (which decrypt to values masked by the
 pairwise masks, uniform in ``Z_n``) and the decrypted sum, which is the ULDP-AVG-w aggregate it
-is meant to learn. It chooses the user-level sub-sample itself (as in the paper).
+is meant to learn, as the integer ``C_LCM sum_s sum_u w_{s,u} E_{s,u} + sum_s Z_s``
+(:attr:`PrivateWeightingServer.last_plaintexts`): the silos' discrete Gaussian noise ``Z_s`` lies
+on the same integer grid, so no residue of it (e.g. modulo ``C_LCM`` or ``N_u``) is noise-free.
+It chooses the user-level sub-sample itself (as in the paper).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from numpy.typing import ArrayLike
 from fedprivacy.crypto.aead import NONCE_BYTES, TAG_BYTES
 from fedprivacy.crypto.paillier import PaillierPrivateKey, generate_keypair
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.private_weighting.encoding import decode
+from fedprivacy.uldp.private_weighting.encoding import decode, signed
 from fedprivacy.uldp.private_weighting.errors import (
     DuplicateMessageError,
     MalformedMessageError,
@@ -118,6 +121,8 @@ class PrivateWeightingServer:
         self._totals: tuple[int, ...] = ()
         self._cached_weights: tuple[int, ...] | None = None
         self._sampled_count = params.n_users
+        # the decrypted signed integers of the last round (the server's own view, before decoding)
+        self.last_plaintexts: tuple[int, ...] = ()
 
     # ------------------------------------------------------------------ views and helpers
     @property
@@ -159,7 +164,9 @@ class PrivateWeightingServer:
         if self.stage is not ServerStage.NEW:
             raise OutOfOrderError("the setup has already started")
         if self._key is None:
-            self._key = generate_keypair(self.params.key_bits)
+            self._key = generate_keypair(
+                self.params.key_bits, insecure_small_key=self.params.insecure_small_key
+            )
         n = self._key.public_key.n
         self.params.check_modulus(n)
         self.stage = ServerStage.KEYS
@@ -443,7 +450,8 @@ class PrivateWeightingServer:
         numpy.ndarray
             ``float64`` vector of ``n_params``: ``sum_s sum_u w_{s,u} Delta_{s,u} + sum_s z_s``
             (``w_{s,u} = n_{s,u} / N_u`` for sampled users, 0 for the others) up to the
-            fixed-point precision.
+            fixed-point precision. The decrypted integers themselves are kept in
+            :attr:`last_plaintexts`.
 
         Raises
         ------
@@ -467,5 +475,8 @@ class PrivateWeightingServer:
         self.stage = ServerStage.READY
         plain = key.decrypt_many(products, self._executor)
         p = self.params
+        n = key.public_key.n
         bound = p.c_lcm * (self._sampled_count * p.delta_max + p.n_silos * p.noise_max)
-        return decode(plain, key.public_key.n, p.precision, p.c_lcm, bound)
+        out = decode(plain, n, p.precision, p.c_lcm, bound)
+        self.last_plaintexts = tuple(signed(int(v), n) for v in plain)
+        return out

@@ -13,17 +13,18 @@ The weighting (step 2(b)), derived from the paper: with ``B_inv(N_u) = (r_u N_u)
 because ``N_u | C_LCM`` when ``N_u <= N_max``: the plaintext is the integer
 ``n_{s,u} C_LCM / N_u = w_{s,u} C_LCM``, the weight scaled by ``C_LCM`` (an unsampled user's
 weight is ``Enc(0)`` and stays 0). Raising it to the encoded delta ``E = round(Delta / P)``
-multiplies the plaintext by ``E``; summing over users and adding ``Z C_LCM`` (``Z`` the encoded
-noise) gives ``C_LCM (sum_u w_{s,u} E_{s,u} + Z_s)``, which the server decodes by dividing by
-``C_LCM`` and multiplying by ``P``.
+multiplies the plaintext by ``E``; summing over users and adding the silo's noise ``Z_s`` gives
+``C_LCM sum_u w_{s,u} E_{s,u} + Z_s``, which the server decodes by dividing by ``C_LCM`` and
+multiplying by ``P``. ``Z_s`` is a discrete Gaussian on that integer grid (one unit is
+``P / C_LCM``) drawn by the silo from OS randomness (:mod:`.noise`), not the paper's ``C_LCM``
+times the encoded noise, which would leave the plaintext modulo ``C_LCM`` noise-free.
 
-How it is computed fast: the scalar ``k_u = n_{s,u} r_u C_LCM mod n`` is fixed at setup, so each
-round needs one full exponentiation ``W_u = Enc(B_inv)^(k_u)`` per user (in parallel threads),
-then only the small exponents ``E`` (``log2(clip / P)`` bits) per parameter, through a fixed-base
-table of ``W_u`` (:class:`fedprivacy.crypto.paillier.FixedBaseTable`) shared by every parameter.
-Negative ``E`` are handled by an offset: ``W_u^(E + 2^b)`` with ``2^b > |E|``, times
-``(prod_u W_u^(2^b))^-1``, one inversion per round. When the server sends the same ciphertexts
-again (sessions without sub-sampling) the ``W_u`` and their tables are reused.
+How it is computed fast (:mod:`.weighting`): the scalar ``k_u = n_{s,u} r_u C_LCM mod n`` is
+fixed at setup, so each round needs one full exponentiation ``W_u = Enc(B_inv)^(k_u)`` per user
+(in parallel threads), then only the small exponents ``E`` (``log2(clip / P)`` bits) per
+parameter, through a fixed-base table of ``W_u`` shared by every parameter; negative ``E`` through
+an offset. When the server sends the same ciphertexts again (sessions without sub-sampling) the
+``W_u`` and their tables are reused.
 
 Re-randomisation (not in the paper, on by default): the silo multiplies each output ciphertext by
 a fresh ``r^n mod n^2``. Without it the randomness of the output is ``prod_u rho_u^(k_u E)``,
@@ -42,26 +43,18 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from enum import IntEnum
 
-import gmpy2
 import numpy as np
 from gmpy2 import mpz
 from numpy.typing import ArrayLike
 
 from fedprivacy.crypto.aead import open_sealed, seal
 from fedprivacy.crypto.keys import agree, generate_keypair
-from fedprivacy.crypto.paillier import (
-    FixedBaseTable,
-    PaillierPublicKey,
-    choose_window,
-    parallel_map,
-    product_of_powers,
-)
-from fedprivacy.errors import CryptoError, InvalidKeyError, ParameterError
+from fedprivacy.crypto.paillier import PaillierPublicKey, choose_window
+from fedprivacy.errors import InvalidKeyError, ParameterError
 from fedprivacy.uldp.private_weighting.encoding import encode
 from fedprivacy.uldp.private_weighting.errors import (
     MalformedMessageError,
     OutOfOrderError,
-    RecordLimitError,
     UnknownSenderError,
     WrongRoundError,
     WrongSessionError,
@@ -82,7 +75,8 @@ from fedprivacy.uldp.private_weighting.messages import (
     decode_message,
     make_header,
 )
-from fedprivacy.uldp.private_weighting.params import PrivateWeightingParameters
+from fedprivacy.uldp.private_weighting.noise import sample_noise
+from fedprivacy.uldp.private_weighting.params import PrivateWeightingParameters, silo_records
 from fedprivacy.uldp.private_weighting.randomness import (
     UniformSampler,
     blind_key,
@@ -93,6 +87,7 @@ from fedprivacy.uldp.private_weighting.randomness import (
     seed_associated_data,
     seed_encryption_key,
 )
+from fedprivacy.uldp.private_weighting.weighting import WeightTables, weighted_products
 
 __all__ = ["SEED_BYTES", "PrivateWeightingSilo", "SiloStage"]
 
@@ -118,24 +113,6 @@ _EXPECTED = {
     SiloStage.ROSTER: MessageKind.SEED_DELIVERY,
     SiloStage.READY: MessageKind.ENCRYPTED_WEIGHTS,
 }
-
-
-def _records(value: ArrayLike, n_users: int, n_max: int) -> list[int]:
-    arr = np.asarray(value)
-    if arr.shape != (n_users,):
-        raise ParameterError("records", f"must have shape ({n_users},), got {arr.shape}")
-    if arr.dtype.kind not in "iu":
-        raise ParameterError("records", f"must hold integers, got dtype {arr.dtype}")
-    if arr.size and int(arr.min()) < 0:
-        raise ParameterError("records", "record counts must be >= 0")
-    if arr.size and int(arr.max()) > n_max:
-        u = int(np.argmax(arr))
-        raise RecordLimitError(
-            "records",
-            f"user {u} has {int(arr[u])} records in this silo, more than N_max = {n_max}: "
-            "C_LCM / N_u would not be an integer and the aggregate would be wrong",
-        )
-    return [int(v) for v in arr]
 
 
 class PrivateWeightingSilo:
@@ -185,7 +162,7 @@ class PrivateWeightingSilo:
             raise ParameterError("silo", f"must be an integer in [0, {params.n_silos})")
         self.params = params
         self.silo = silo
-        self._records = _records(records, params.n_users, params.n_max)
+        self._records = silo_records(records, params.n_users, params.n_max)
         self._seed_source = seed_source
         self._executor = executor
         self._window = (
@@ -198,8 +175,9 @@ class PrivateWeightingSilo:
         self._agreements: dict[int, bytes] = {}
         self._seed: bytes | None = None
         self._scalars: list[mpz] = []
-        self._cache: dict[int, tuple[mpz, FixedBaseTable]] = {}
+        self._tables: WeightTables | None = None
         self._randomisers: deque[mpz] = deque()
+        self._last_noise: tuple[int, ...] | None = None
         # the silo's view: the last accepted server messages (bounded over long trainings)
         self.received: deque[Message] = deque(maxlen=_VIEW_LENGTH)
 
@@ -425,11 +403,24 @@ class PrivateWeightingSilo:
         """int: Precomputed encryptions of zero in the pool."""
         return len(self._randomisers)
 
+    @property
+    def last_noise(self) -> tuple[int, ...] | None:
+        """The noise of the last answered round, in plaintext units (None before any).
+
+        The silo's private state (in a deployment it never leaves the silo); the in-process
+        simulation reads it to compare the protocol's output with the plaintext aggregate.
+        """
+        return self._last_noise
+
     # ------------------------------------------------------------------ 2(b), 2(c)
     def on_weights(
-        self, message: EncryptedWeights | bytes, deltas: ArrayLike, noise: ArrayLike
+        self, message: EncryptedWeights | bytes, deltas: ArrayLike, noise_std: float
     ) -> MaskedUpdate:
         """Steps 2(b)-(c): weight the clipped deltas in the encrypted domain, add noise and masks.
+
+        The silo draws its own noise: ``N_Z(0, (noise_std C_LCM / P)^2)`` per parameter, on the
+        plaintext's grid, from OS randomness (:mod:`.noise`); it keeps the draw as its private
+        state (:attr:`last_noise`), never sent anywhere.
 
         Parameters
         ----------
@@ -438,32 +429,33 @@ class PrivateWeightingSilo:
         deltas : array_like
             Clipped per-user model deltas, shape ``(n_users, n_params)``, entries within
             ``clip_bound`` (rows of users without records here are ignored: their weight is 0).
-        noise : array_like
-            This silo's Gaussian noise, shape ``(n_params,)``, entries within ``noise_bound``.
+        noise_std : float
+            Standard deviation of this silo's noise in real units (``0``: none);
+            ``16 noise_std`` must not exceed the session's ``noise_bound``.
 
         Returns
         -------
         MaskedUpdate
-            ``Enc(C_LCM (sum_u w_{s,u} E_{s,u} + Z_s) + masks)`` for every parameter.
+            ``Enc(C_LCM sum_u w_{s,u} E_{s,u} + Z_s + masks)`` for every parameter.
 
         Raises
         ------
         MessageRejectedError
             If the message is not acceptable now (wrong round, replay, malformed ciphertexts).
         ParameterError
-            If ``deltas`` or ``noise`` has the wrong shape or exceeds the session's bounds.
+            If ``deltas`` has the wrong shape or exceeds the session's bounds, or ``noise_std``
+            is invalid.
+        NoiseTailError
+            If a noise draw exceeds 16 standard deviations (probability below ``e^-128``).
         """
         msg = self._accept(message)
         assert isinstance(msg, EncryptedWeights)
         p = self.params
         d = np.asarray(deltas, dtype=np.float64)
-        z = np.asarray(noise, dtype=np.float64)
         if d.shape != (p.n_users, p.n_params):
             raise ParameterError("deltas", f"must have shape ({p.n_users}, {p.n_params})")
-        if z.shape != (p.n_params,):
-            raise ParameterError("noise", f"must have shape ({p.n_params},)")
         exps = encode(d, p.precision, p.clip_bound, p.delta_max, "deltas")
-        noise_int = encode(z, p.precision, p.noise_bound, p.noise_max, "noise")
+        noise = sample_noise(noise_std, p.precision, p.c_lcm, p.noise_bound, p.n_params)
         pk = self.public_key
         if len(msg.ciphertexts) != p.n_users:
             raise MalformedMessageError(f"expected {p.n_users} encrypted weights")
@@ -471,20 +463,11 @@ class PrivateWeightingSilo:
         if not all(pk.is_ciphertext(c) for c in weights):
             raise MalformedMessageError("an encrypted weight is not in Z_{n^2}^*")
 
-        tables = self._tables(weights)
-        offset_bits = p.offset_bits
-        shifted = (exps + np.int64(1 << offset_bits)).astype(np.uint64)
-        products = product_of_powers(tables, shifted, self._executor)
+        if self._tables is None:
+            self._tables = WeightTables(pk.n_square, p.exponent_bits, self._window, self._executor)
+        tables = self._tables.tables(weights, self._scalars)
+        products = weighted_products(tables, exps, p.offset_bits, pk.n_square, self._executor)
         n2, n = pk.n_square, pk.n_mpz
-        # prod_u W_u^(2^b): the digit 2^(b mod w) of window b // w of every table
-        k_top, digit = divmod(offset_bits, self._window)
-        offset = mpz(1)
-        for t in tables:
-            offset = offset * t.rows[k_top][1 << digit] % n2
-        try:
-            offset_inv = gmpy2.invert(offset, n2)
-        except ZeroDivisionError as exc:  # pragma: no cover - a unit times units
-            raise CryptoError("the offset product is not invertible modulo n^2") from exc
 
         session = p.session_id
         keys = {
@@ -492,37 +475,18 @@ class PrivateWeightingSilo:
             for peer, agreement in self._agreements.items()
         }
         masks = pairwise_mask_totals(self.silo, keys, n, p.n_params)
-        c_lcm = mpz(p.c_lcm)
         if p.rerandomise and len(self._randomisers) < p.n_params:
             self.precompute_randomisers(p.n_params - len(self._randomisers))
         out = []
         for j in range(p.n_params):
-            plain = (mpz(int(noise_int[j])) * c_lcm + masks[j]) % n
-            c = products[j] * offset_inv % n2 * (1 + plain * n) % n2
+            plain = (noise[j] + masks[j]) % n
+            c = products[j] * (1 + plain * n) % n2
             if p.rerandomise:
                 c = c * self._randomisers.popleft() % n2
             out.append(int(c))
         self.last_round = msg.header.round_index
+        self._last_noise = tuple(noise)
         self.received.append(msg)
         return MaskedUpdate(
             self._header(MessageKind.MASKED_UPDATE, msg.header.round_index), tuple(out)
         )
-
-    def _tables(self, weights: list[mpz]) -> list[FixedBaseTable]:
-        """Fixed-base tables of ``W_u = Enc(B_inv(N_u))^(k_u)``, reused while ``c_u`` repeats."""
-        pk = self.public_key
-        n2 = pk.n_square
-        bits = self.params.exponent_bits
-        window = self._window
-        stale = [u for u, c in enumerate(weights) if u not in self._cache or self._cache[u][0] != c]
-        if stale:
-            jobs = [(weights[u], self._scalars[u]) for u in stale]
-
-            def build(job: tuple[mpz, mpz]) -> FixedBaseTable:
-                c, k = job
-                w = gmpy2.powmod_base_list([c], k, n2)[0]
-                return FixedBaseTable(w, n2, bits, window)
-
-            for u, table in zip(stale, parallel_map(build, jobs, self._executor), strict=True):
-                self._cache[u] = (weights[u], table)
-        return [self._cache[u][1] for u in range(self.params.n_users)]
