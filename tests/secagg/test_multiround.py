@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
+from fedprivacy.crypto.fixed_point import FixedPointCodec
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.availability import BernoulliDropout
 from fedprivacy.participation.privacy import t_weak
 from fedprivacy.participation.selectors import BatchPartitionSelector
+from fedprivacy.secagg import SecAggParameters
 from fedprivacy.secagg.driver import Stage
 from fedprivacy.secagg.multiround import (
     SecureSelectionConfig,
@@ -18,10 +22,14 @@ from fedprivacy.secagg.multiround import (
 )
 
 
+def complete(selected: list[int]) -> SecAggParameters:
+    codec = FixedPointCodec.for_sum(1.0, len(selected), 32)
+    return SecAggParameters.create(os.urandom(16), 0, selected, 3, codec)
+
+
 def test_atomic_policy_keeps_only_whole_batches() -> None:
     selected = [0, 1, 2, 3, 8, 9, 10, 11]
-    policy = aggregation_policy(selected, 4, "atomic")
-    assert policy is not None
+    policy = aggregation_policy(complete(selected), 4, "atomic")
     assert policy(frozenset(selected)) == frozenset(selected)
     assert policy(frozenset(selected) - {9}) == frozenset({0, 1, 2, 3})
     assert policy(frozenset({1, 2, 3, 9})) == frozenset()
@@ -29,13 +37,13 @@ def test_atomic_policy_keeps_only_whole_batches() -> None:
 
 def test_round_and_partial_policies() -> None:
     selected = [4, 5, 6, 7]
-    whole = aggregation_policy(selected, 2, "round")
-    assert whole is not None
+    whole = aggregation_policy(complete(selected), 2, "round")
     assert whole(frozenset(selected)) == frozenset(selected)
     assert whole(frozenset({4, 5, 6})) == frozenset()
-    assert aggregation_policy(selected, 2, "partial") is None
+    partial = aggregation_policy(complete(selected), 2, "partial")
+    assert partial(frozenset({4, 5, 6})) == frozenset({4, 5, 6})
     with pytest.raises(ParameterError, match="batch_policy"):
-        aggregation_policy(selected, 2, "most")
+        aggregation_policy(complete(selected), 2, "most")
 
 
 def test_sample_dropouts_rate_and_stages() -> None:

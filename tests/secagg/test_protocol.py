@@ -142,10 +142,10 @@ def test_parameter_validation() -> None:
     with pytest.raises(ParameterError, match="threshold"):
         SecAggParameters(participants=(0, 1, 2), threshold=3, **good)  # type: ignore[arg-type]
     with pytest.raises(ParameterError, match="duplicate"):
-        SecAggParameters(participants=(0, 1, 1), threshold=1, **good)  # type: ignore[arg-type]
+        SecAggParameters(participants=(0, 1, 1), threshold=2, **good)  # type: ignore[arg-type]
     with pytest.raises(ParameterError, match="session_id"):
         SecAggParameters.create(b"short", 0, range(3), 3, codec)
-    with pytest.raises(ParameterError, match="at least 2"):
+    with pytest.raises(ParameterError, match="at least 3"):
         SecAggParameters.create(os.urandom(16), 0, [4], 3, codec)
 
 

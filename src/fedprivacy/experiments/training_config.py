@@ -119,7 +119,7 @@ class TrainConfig:
         if self.chunk_size is not None:
             require_int("chunk_size", self.chunk_size, minimum=1)
         if self.secagg_degree is not None:
-            require_int("secagg_degree", self.secagg_degree, minimum=1)
+            require_int("secagg_degree", self.secagg_degree, minimum=2)
         if self.scheme == "multiround":
             if self.target_privacy is None:
                 raise ParameterError("target_privacy", "is required for the multiround scheme")
