@@ -88,13 +88,15 @@ def aggregation_policy(
     Each policy aggregates whole *units* only: ``atomic`` the batches, ``round`` the whole
     selection, ``partial`` single users. The server (and every client) refuses an aggregated set
     ``S`` whose neighbour graph ``G[S]`` is disconnected, since each component's sum would be
-    revealed. So the policy starts from the union of the units whose members all submitted and,
-    while ``G[S]`` is disconnected, replaces ``S`` by the union of the whole units inside one
-    component of ``G[S]``: the component keeping the most users (ties: the one holding the
-    smallest id). Every step strictly shrinks ``S``, so this ends with a connected ``S`` (or an
-    empty one, and the round aborts). It is greedy: a smaller connected union of whole units may
-    exist elsewhere, but ``S`` is always a connected union of whole units, a deterministic
-    function of who submitted. With the complete graph (SecAgg) nothing is ever removed.
+    revealed. So the policy starts from ``S0``, the union of the units whose members all
+    submitted, and returns the largest connected union of whole units inside it (ties: the one
+    holding the smallest id; empty if there is none, and the round aborts). It is found exactly
+    by recursion: a connected union of units inside ``S`` lies inside one component ``C`` of
+    ``G[S]``, hence inside the units contained in ``C``; so if ``G[S]`` is disconnected, the
+    best set is the best over the components ``C`` of the best set inside the units within
+    ``C``. The sets examined at one depth are disjoint, so this costs at most ``|S0|`` graph
+    traversals per depth. ``S`` depends only on who submitted (which the server sees anyway).
+    With the complete graph (SecAgg) nothing is ever removed.
 
     Parameters
     ----------
@@ -128,13 +130,16 @@ def aggregation_policy(
     size = require_int("batch_size", batch_size, minimum=1)
     units = _UNITS[parse_batch_policy(policy)](frozenset(params.participants), size)
 
+    def connected(users: frozenset[int]) -> frozenset[int]:
+        parts = params.components(users)
+        if len(parts) <= 1:
+            return users
+        best = (connected(_whole_units(units, part)) for part in parts)
+        return min(best, key=lambda c: (-len(c), min(c, default=-1)))
+
     def choose(submitted: frozenset[int]) -> frozenset[int]:
-        start = chosen = _whole_units(units, submitted)
-        parts = params.components(chosen)
-        while len(parts) > 1:
-            kept = [_whole_units(units, part) for part in parts]
-            chosen = min(kept, key=lambda c: (-len(c), min(c, default=-1)))
-            parts = params.components(chosen)
+        start = _whole_units(units, submitted)
+        chosen = connected(start)
         if on_shrink is not None and chosen != start:
             on_shrink(start, chosen)
         return chosen
