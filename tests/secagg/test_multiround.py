@@ -90,7 +90,7 @@ def test_atomic_policy_keeps_t_and_partial_loses_it() -> None:
 
 def test_atomic_rounds_on_the_secagg_plus_graph_are_connected_whole_batches_seen_exactly() -> None:
     """Issue #15: default degree, dropouts, atomic policy; the ledger is the server's view."""
-    n, k, t, rounds = 48, 24, 4, 40
+    n, k, t, rounds = 48, 24, 4, 60
     selector = BatchPartitionSelector(n, k, t)
     config = SecureSelectionConfig(
         dimension=2,
@@ -115,8 +115,9 @@ def test_atomic_rounds_on_the_secagg_plus_graph_are_connected_whole_batches_seen
         observer=observe,
     )
     summary = report.summary()
-    # whole batches are scattered over the graph: in about a quarter of the rounds the union of
-    # the complete batches is disconnected (and usually no connected union of batches is left)
+    # whole batches are scattered over the graph: in 10 to 25 % of the rounds the union of the
+    # complete batches is disconnected (and usually no connected union of batches is left); the
+    # graph comes from the OS-random session id, so a run without any has probability ~1e-5
     affected = [r for r in report.records if r.connectivity]
     assert affected and all(r.connectivity_removed > 0 for r in affected)
     assert summary["rounds_shrunk_for_connectivity"] + summary[  # type: ignore[operator]
