@@ -13,7 +13,7 @@ def _deltas(rng, users, dim, scale=0.1):
     return {u: rng.normal(0, scale, dim).astype(np.float32) for u in users}
 
 
-@pytest.mark.parametrize("users", [[0, 1], [2, 5, 7, 9], [0, 1, 2, 3, 4, 5]])
+@pytest.mark.parametrize("users", [[0, 1, 2], [2, 5, 7, 9], [0, 1, 2, 3, 4, 5]])
 def test_plaintext_and_secure_paths_are_bit_identical(users):
     rng = np.random.default_rng(len(users))
     deltas = _deltas(rng, users, 300)
@@ -58,10 +58,14 @@ def test_entries_beyond_the_clip_are_clipped_and_counted():
 
 
 def test_secure_clipping_matches_plaintext_at_the_clip_boundary():
-    deltas = {0: np.array([10.0, -10.0, 1.0]), 1: np.array([1.0, 1.0, -1.0])}
-    w = {0: 0.3, 1: 1.0}
-    p = PlaintextAggregator(1.0, 2, 32, seed=5).aggregate(2, deltas, w)
-    s = SecureAggregator(1.0, 2, 32, seed=5).aggregate(2, deltas, w)
+    deltas = {
+        0: np.array([10.0, -10.0, 1.0]),
+        1: np.array([1.0, 1.0, -1.0]),
+        2: np.array([-0.5, 0.25, 4.0]),
+    }
+    w = {0: 0.3, 1: 1.0, 2: 0.5}
+    p = PlaintextAggregator(1.0, 3, 32, seed=5).aggregate(2, deltas, w)
+    s = SecureAggregator(1.0, 3, 32, seed=5).aggregate(2, deltas, w)
     assert np.array_equal(p.mean_update, s.mean_update)
 
 
@@ -71,6 +75,10 @@ def test_empty_and_single_user_rounds():
     secure = SecureAggregator(1.0, 4, 32, seed=0)
     one = secure.aggregate(0, {3: np.zeros(4)}, {3: 1.0})
     assert one.aggregated == () and one.mean_update is None and one.aborted
+    # two users: the sum and either one's own update would give away the other's
+    two = secure.aggregate(0, {3: np.zeros(4), 5: np.ones(4)}, {3: 1.0, 5: 1.0})
+    assert two.aggregated == () and two.mean_update is None
+    assert two.aborted == "fewer than 3 users selected"
 
 
 def test_atomic_policy_with_protocol_dropout_aggregates_whole_batches_only():

@@ -142,11 +142,26 @@ def test_parameter_validation() -> None:
     with pytest.raises(ParameterError, match="threshold"):
         SecAggParameters(participants=(0, 1, 2), threshold=3, **good)  # type: ignore[arg-type]
     with pytest.raises(ParameterError, match="duplicate"):
-        SecAggParameters(participants=(0, 1, 1), threshold=1, **good)  # type: ignore[arg-type]
+        SecAggParameters(participants=(0, 1, 1), threshold=2, **good)  # type: ignore[arg-type]
     with pytest.raises(ParameterError, match="session_id"):
         SecAggParameters.create(b"short", 0, range(3), 3, codec)
-    with pytest.raises(ParameterError, match="at least 2"):
+    with pytest.raises(ParameterError, match="at least 3"):
         SecAggParameters.create(os.urandom(16), 0, [4], 3, codec)
+
+
+def test_threshold_of_at_least_2_and_at_least_3_participants() -> None:
+    """Issue #15, section 3: with t = 1 or two users, one user's view gives the other away."""
+    codec = FixedPointCodec.for_sum(1.0, 10, 32)
+    good = {"session_id": os.urandom(16), "round_index": 0, "dimension": 3, "codec": codec}
+    with pytest.raises(ParameterError, match="threshold"):
+        SecAggParameters(participants=(0, 1, 2, 3), threshold=1, **good)  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match="participants.*at least 3"):
+        SecAggParameters.create(os.urandom(16), 0, [4, 9], 3, codec)
+    with pytest.raises(ParameterError, match="degree"):
+        SecAggParameters.create(os.urandom(16), 0, range(8), 3, codec, degree=1)
+    assert SecAggParameters.create(os.urandom(16), 0, range(3), 3, codec).threshold == 2
+    assert SecAggParameters.create(os.urandom(16), 0, range(9), 3, codec, degree=2).threshold == 2
+    assert SecAggParameters.create(os.urandom(16), 0, range(9), 3, codec).threshold == 5
 
 
 def test_harary_graph_is_symmetric_regular_and_public() -> None:

@@ -118,7 +118,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if isinstance(secure, dict):
         print(
             f"  secure aggregation        {secure['rounds_aggregated']} rounds aggregated, "
-            f"{secure['rounds_aborted']} aborted, max |error| {secure['max_abs_error']:.3g}, "
+            f"{secure['rounds_aborted']} aborted ("
+            f"{secure['rounds_aborted_for_connectivity']} for connectivity, "
+            f"{secure['rounds_shrunk_for_connectivity']} more shrunk to stay connected), "
+            f"max |error| {secure['max_abs_error']:.3g}, "
             f"mean {secure['mean_client_seconds'] * 1e3:.2f} ms/client, "
             f"{secure['mean_server_seconds'] * 1e3:.2f} ms/server per round"
         )

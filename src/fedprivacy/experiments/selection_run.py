@@ -27,6 +27,7 @@ from fedprivacy.secagg.multiround import (
     SecureSelectionReport,
     run_secure_selection,
 )
+from fedprivacy.secagg.params import MIN_PARTICIPANTS
 
 MetricsMode = Literal["exact", "bounds", "none"]
 METRICS_MODES: tuple[str, ...] = ("exact", "bounds", "none")
@@ -92,6 +93,11 @@ class SelectionConfig:
             )
         if self.secagg:
             self.secure_config().validate()
+            if self.per_round < MIN_PARTICIPANTS:
+                raise ParameterError(
+                    "per_round",
+                    f"secure aggregation needs at least {MIN_PARTICIPANTS} users a round",
+                )
         elif self.protocol_dropout or self.batch_policy:
             raise ParameterError(
                 "secagg", "--protocol-dropout and --batch-policy need --secagg (the real protocol)"

@@ -19,6 +19,7 @@ from fedprivacy.fl.aggregation import ENCODINGS
 from fedprivacy.fl.models import MODELS
 from fedprivacy.participation.selectors import SCHEMES
 from fedprivacy.secagg.multiround import BatchPolicy
+from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD
 
 DEFAULT_MODELS = {"digits": "mlp", "mnist": "mnist-cnn", "cifar10": "lenet", "cifar100": "vgg11"}
 METRICS_MODES = ("exact", "bounds", "none")
@@ -119,7 +120,11 @@ class TrainConfig:
         if self.chunk_size is not None:
             require_int("chunk_size", self.chunk_size, minimum=1)
         if self.secagg_degree is not None:
-            require_int("secagg_degree", self.secagg_degree, minimum=1)
+            require_int("secagg_degree", self.secagg_degree, minimum=MIN_THRESHOLD)
+        if self.secagg and self.per_round < MIN_PARTICIPANTS:
+            raise ParameterError(
+                "per_round", f"secure aggregation needs at least {MIN_PARTICIPANTS} users a round"
+            )
         if self.scheme == "multiround":
             if self.target_privacy is None:
                 raise ParameterError("target_privacy", "is required for the multiround scheme")

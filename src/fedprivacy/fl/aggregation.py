@@ -28,8 +28,8 @@ from fedprivacy.crypto.fixed_point import FixedPointCodec
 from fedprivacy.errors import ParameterError
 from fedprivacy.secagg.driver import run_round
 from fedprivacy.secagg.errors import RoundAbortedError
-from fedprivacy.secagg.multiround import aggregation_policy, sample_dropouts
-from fedprivacy.secagg.params import SecAggParameters
+from fedprivacy.secagg.multiround import aggregation_policy, parse_batch_policy, sample_dropouts
+from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD, SecAggParameters
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,7 @@ class SecureAggregator(Aggregator):
     clip, per_round, bits, seed
         As in :class:`Aggregator`.
     degree : int or None
-        SecAgg+ neighbour count, or ``None`` for the complete graph (SecAgg).
+        SecAgg+ neighbour count (at least 2), or ``None`` for the complete graph (SecAgg).
     protocol_dropout : float
         Probability that a selected user drops during the protocol (before a uniform stage).
     batch_policy : str
@@ -243,7 +243,9 @@ class SecureAggregator(Aggregator):
         super().__init__(clip, per_round, bits, seed)
         if not 0.0 <= protocol_dropout < 1.0:
             raise ParameterError("protocol_dropout", f"must lie in [0, 1), got {protocol_dropout}")
-        aggregation_policy([], 1, batch_policy)  # validates the name
+        parse_batch_policy(batch_policy)
+        if degree is not None:
+            require_int("degree", degree, minimum=MIN_THRESHOLD)
         self.degree = degree
         self.protocol_dropout = float(protocol_dropout)
         self.batch_policy = batch_policy
@@ -261,8 +263,8 @@ class SecureAggregator(Aggregator):
         """See :meth:`Aggregator.aggregate`."""
         started = time.perf_counter()
         users = sorted(deltas)
-        if len(users) < 2:  # the protocol needs two users; one user's update would be exposed
-            reason = "fewer than 2 users selected" if users else None
+        if len(users) < MIN_PARTICIPANTS:  # with fewer, the sum would expose a user's update
+            reason = f"fewer than {MIN_PARTICIPANTS} users selected" if users else None
             return AggregateOutcome((), None, None, 0.0, 0, 0.0, reason)
         values, clipped = self._prepare(deltas, weights)
         dim = next(iter(values.values())).shape[0]
@@ -288,7 +290,7 @@ class SecureAggregator(Aggregator):
                 values,
                 weights={u: float(weights[u]) for u in users},
                 dropouts=dropouts,
-                policy=aggregation_policy(users, batch_size, self.batch_policy),
+                policy=aggregation_policy(params, batch_size, self.batch_policy),
                 rngs={u: rounding_rng(self.seed, round_index, u) for u in users},
             )
         except RoundAbortedError as exc:

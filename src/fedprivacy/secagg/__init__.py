@@ -9,6 +9,7 @@ aggregation.
 from fedprivacy.secagg.client import SecAggClient
 from fedprivacy.secagg.driver import RoundOutcome, Stage, run_round
 from fedprivacy.secagg.errors import (
+    DisconnectedSetError,
     DuplicateMessageError,
     MalformedMessageError,
     OutOfOrderError,
@@ -19,10 +20,12 @@ from fedprivacy.secagg.errors import (
     WrongRoundError,
 )
 from fedprivacy.secagg.params import SecAggParameters
-from fedprivacy.secagg.server import AggregationResult, SecAggServer
+from fedprivacy.secagg.result import AggregationResult
+from fedprivacy.secagg.server import SecAggServer
 
 __all__ = [
     "AggregationResult",
+    "DisconnectedSetError",
     "DuplicateMessageError",
     "MalformedMessageError",
     "OutOfOrderError",

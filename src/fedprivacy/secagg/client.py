@@ -30,6 +30,7 @@ from fedprivacy.secagg.errors import (
     UnknownSenderError,
     WrongRoundError,
 )
+from fedprivacy.secagg.graph import describe
 from fedprivacy.secagg.messages import (
     SERVER,
     AdvertiseKeys,
@@ -323,6 +324,15 @@ class SecAggClient:
         UnmaskResponse
             Shares of ``b_v`` for aggregated neighbours, of ``s_sk_v`` for the others.
 
+        Raises
+        ------
+        ProtocolViolationError
+            If the neighbour graph restricted to the aggregated set is disconnected: the server
+            could then unmask each component's sum separately. Nothing is revealed and the state
+            is unchanged.
+        RoundAbortedError
+            If fewer than ``threshold`` users are to be aggregated.
+
         """
         start = time.perf_counter()
         msg = self._accept(request, MessageKind.UNMASK_REQUEST)
@@ -336,6 +346,12 @@ class SecAggClient:
         if len(aggregated) < p.threshold:
             raise RoundAbortedError(
                 f"only {len(aggregated)} inputs to aggregate; the threshold is {p.threshold}"
+            )
+        parts = p.components(aggregated)
+        if len(parts) > 1:
+            raise ProtocolViolationError(
+                f"the aggregated set forms {describe(parts)} in the neighbour graph; revealing "
+                "the shares would let the server unmask each component's sum"
             )
         shares: list[tuple[int, ShareKind, bytes]] = []
         for v in sorted(self._held):

@@ -19,7 +19,8 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.secagg.client import SecAggClient
 from fedprivacy.secagg.messages import Message, encode_message
 from fedprivacy.secagg.params import SecAggParameters
-from fedprivacy.secagg.server import AggregationPolicy, AggregationResult, SecAggServer
+from fedprivacy.secagg.result import AggregationResult
+from fedprivacy.secagg.server import AggregationPolicy, SecAggServer
 
 _T = TypeVar("_T")
 
@@ -65,6 +66,7 @@ def run_round(
     policy: AggregationPolicy | None = None,
     rngs: Mapping[int, np.random.Generator] | None = None,
     wire: bool = True,
+    observer: Callable[[SecAggServer], None] | None = None,
 ) -> RoundOutcome:
     """Run one round of secure aggregation in this process.
 
@@ -84,6 +86,9 @@ def run_round(
         Per-client randomness of the stochastic rounding (for reproducible simulations).
     wire : bool
         Send every message through its byte encoding.
+    observer : callable, optional
+        Called with the server when the round ends, completed or aborted (for example to
+        compute what it received with :meth:`SecAggServer.view`).
 
     Returns
     -------
@@ -137,27 +142,31 @@ def run_round(
 
     clients = {u: SecAggClient(params, u) for u in params.participants}
     server = SecAggServer(params)
-    for u, c in clients.items():
-        if alive(u, Stage.ADVERTISE_KEYS):
-            at_server(server.receive, as_client(u, c.advertise_keys))
-    rosters = to_clients(at_server(server.finish_keys))
-    for u, roster in rosters.items():
-        if alive(u, Stage.SHARE_KEYS):
-            at_server(server.receive, as_client(u, clients[u].share_keys, roster))
-    deliveries = to_clients(at_server(server.finish_shares))
-    for u, delivery in deliveries.items():
-        if alive(u, Stage.MASKED_INPUT):
-            kw: dict[str, Any] = {}
-            if params.weighted:
-                assert weights is not None
-                kw["weight"] = weights[u]
-            if rngs is not None:
-                kw["rng"] = rngs[u]
-            reply = as_client(u, clients[u].masked_input, delivery, updates[u], **kw)
-            at_server(server.receive, reply)
-    requests = to_clients(at_server(server.finish_inputs, policy))
-    for u, request in requests.items():
-        if alive(u, Stage.UNMASK):
-            at_server(server.receive, as_client(u, clients[u].unmask, request))
-    result = at_server(server.finish_unmask)
+    try:
+        for u, c in clients.items():
+            if alive(u, Stage.ADVERTISE_KEYS):
+                at_server(server.receive, as_client(u, c.advertise_keys))
+        rosters = to_clients(at_server(server.finish_keys))
+        for u, roster in rosters.items():
+            if alive(u, Stage.SHARE_KEYS):
+                at_server(server.receive, as_client(u, clients[u].share_keys, roster))
+        deliveries = to_clients(at_server(server.finish_shares))
+        for u, delivery in deliveries.items():
+            if alive(u, Stage.MASKED_INPUT):
+                kw: dict[str, Any] = {}
+                if params.weighted:
+                    assert weights is not None
+                    kw["weight"] = weights[u]
+                if rngs is not None:
+                    kw["rng"] = rngs[u]
+                reply = as_client(u, clients[u].masked_input, delivery, updates[u], **kw)
+                at_server(server.receive, reply)
+        requests = to_clients(at_server(server.finish_inputs, policy))
+        for u, request in requests.items():
+            if alive(u, Stage.UNMASK):
+                at_server(server.receive, as_client(u, clients[u].unmask, request))
+        result = at_server(server.finish_unmask)
+    finally:
+        if observer is not None:
+            observer(server)
     return RoundOutcome(result, clock, server_clock[0], wire_bytes[0])

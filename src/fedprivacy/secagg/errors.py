@@ -40,3 +40,11 @@ class ProtocolViolationError(SecAggError):
 
 class RoundAbortedError(SecAggError):
     """Too few participants remain to continue the round; no aggregate is produced."""
+
+
+class DisconnectedSetError(RoundAbortedError):
+    """The aggregated set splits into several components of the neighbour graph.
+
+    Pairwise masks cancel only within a component of ``G[S]``, so unmasking would reveal the sum
+    of each component separately (down to a single user's input); the round is aborted instead.
+    """

@@ -4,7 +4,9 @@ The selection decides who is asked; users may still drop out during the protocol
 privacy needs every aggregate to be a union of whole batches: a partial batch would reveal a sum
 of fewer than ``T`` users. The batch policies here decide what the server aggregates after the
 masked inputs arrived; users left out are handled exactly like dropouts (their self masks are
-never revealed), and the participation ledger records exactly the aggregated set.
+never revealed). The aggregated set is always connected in the neighbour graph (see
+:func:`aggregation_policy`), so the sum over it is the only sum the server can unmask, and the
+participation ledger records exactly that set.
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ from fedprivacy.participation.availability import AvailabilityModel
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.selectors import Selector
 from fedprivacy.secagg.driver import Stage, run_round
-from fedprivacy.secagg.errors import RoundAbortedError
-from fedprivacy.secagg.params import SecAggParameters
-from fedprivacy.secagg.server import AggregationPolicy
+from fedprivacy.secagg.errors import DisconnectedSetError, RoundAbortedError
+from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD, SecAggParameters
+from fedprivacy.secagg.server import AggregationPolicy, SecAggServer
+
+RoundObserver = Callable[[int, SecAggServer], None]
+"""Called with the round index and the server after each round that ran the protocol."""
 
 
 class BatchPolicy(StrEnum):
@@ -39,50 +44,107 @@ class BatchPolicy(StrEnum):
     PARTIAL = "partial"  # whoever submitted (breaks the multi-round guarantee under dropouts)
 
 
+def parse_batch_policy(policy: BatchPolicy | str) -> BatchPolicy:
+    """The policy named ``policy``; :class:`ParameterError` naming ``batch_policy`` otherwise."""
+    try:
+        return BatchPolicy(policy)
+    except ValueError:
+        raise ParameterError(
+            "batch_policy", f"must be one of {', '.join(p.value for p in BatchPolicy)}"
+        ) from None
+
+
+def _batches(selected: frozenset[int], size: int) -> list[frozenset[int]]:
+    groups: dict[int, set[int]] = {}
+    for u in selected:
+        groups.setdefault(u // size, set()).add(u)
+    return [frozenset(g) for g in groups.values()]
+
+
+# The units each policy aggregates whole: a unit is in S only if every member of it is.
+_UNITS: dict[BatchPolicy, Callable[[frozenset[int], int], list[frozenset[int]]]] = {
+    BatchPolicy.ATOMIC: _batches,
+    BatchPolicy.ROUND: lambda selected, size: [selected],
+    BatchPolicy.PARTIAL: lambda selected, size: [frozenset({u}) for u in selected],
+}
+
+ShrinkHook = Callable[[frozenset[int], frozenset[int]], None]
+"""Called with ``(before, after)`` when the connectivity step removed users from ``S``."""
+
+
+def _whole_units(units: Sequence[frozenset[int]], users: frozenset[int]) -> frozenset[int]:
+    return frozenset().union(*(unit for unit in units if unit <= users))
+
+
 def aggregation_policy(
-    selected: Sequence[int], batch_size: int, policy: BatchPolicy | str
-) -> AggregationPolicy | None:
-    """The server-side aggregation policy of a round.
+    params: SecAggParameters,
+    batch_size: int,
+    policy: BatchPolicy | str,
+    *,
+    on_shrink: ShrinkHook | None = None,
+) -> AggregationPolicy:
+    """The server-side aggregation policy of a round: whole units, connected in the graph.
+
+    Each policy aggregates whole *units* only: ``atomic`` the batches, ``round`` the whole
+    selection, ``partial`` single users. The server (and every client) refuses an aggregated set
+    ``S`` whose neighbour graph ``G[S]`` is disconnected, since each component's sum would be
+    revealed. So the policy starts from ``S0``, the union of the units whose members all
+    submitted, and returns the largest connected union of whole units inside it (ties: the one
+    holding the smallest id; empty if there is none, and the round aborts). It is found exactly
+    by recursion: a connected union of units inside ``S`` lies inside one component ``C`` of
+    ``G[S]``, hence inside the units contained in ``C``; so if ``G[S]`` is disconnected, the
+    best set is the best over the components ``C`` of the best set inside the units within
+    ``C``. The sets examined at one depth are disjoint, so this costs at most ``|S0|`` graph
+    traversals per depth. ``S`` depends only on who submitted (which the server sees anyway).
+    With the complete graph (SecAgg) nothing is ever removed.
 
     Parameters
     ----------
-    selected : sequence of int
-        The users asked in this round.
+    params : SecAggParameters
+        The round's parameters: its participants (the users asked) and neighbour graph.
     batch_size : int
         ``T``: batch ``b`` holds users ``b*T .. b*T+T-1`` (the layout of
         :class:`~fedprivacy.participation.selectors.BatchPartitionSelector`). Use 1 when the
         selection has no batches.
     policy : BatchPolicy or str
         ``atomic``, ``round`` or ``partial``.
+    on_shrink : callable, optional
+        Called with the sets before and after the connectivity step when it removed users.
 
     Returns
     -------
-    callable or None
-        Maps the users whose inputs arrived to the set to aggregate (``None`` for partial, which
-        aggregates all of them).
+    callable
+        Maps the users whose inputs arrived to the set to aggregate.
+
+    Examples
+    --------
+    >>> import os
+    >>> from fedprivacy.crypto.fixed_point import FixedPointCodec
+    >>> codec = FixedPointCodec.for_sum(1.0, 8, 32)
+    >>> params = SecAggParameters.create(os.urandom(16), 0, range(8), 4, codec, degree=2)
+    >>> choose = aggregation_policy(params, 2, "atomic")
+    >>> choose(frozenset(range(8))) == frozenset(range(8))
+    True
 
     """
     size = require_int("batch_size", batch_size, minimum=1)
-    try:
-        mode = BatchPolicy(policy)
-    except ValueError:
-        raise ParameterError(
-            "batch_policy", f"must be one of {', '.join(p.value for p in BatchPolicy)}"
-        ) from None
-    asked = frozenset(int(u) for u in selected)
-    if mode is BatchPolicy.PARTIAL:
-        return None
-    if mode is BatchPolicy.ROUND:
-        return lambda submitted: asked if asked <= submitted else frozenset()
-    batches: dict[int, set[int]] = {}
-    for u in asked:
-        batches.setdefault(u // size, set()).add(u)
+    units = _UNITS[parse_batch_policy(policy)](frozenset(params.participants), size)
 
-    def atomic(submitted: frozenset[int]) -> frozenset[int]:
-        whole = [members for members in batches.values() if members <= submitted]
-        return frozenset().union(*whole) if whole else frozenset()
+    def connected(users: frozenset[int]) -> frozenset[int]:
+        parts = params.components(users)
+        if len(parts) <= 1:
+            return users
+        best = (connected(_whole_units(units, part)) for part in parts)
+        return min(best, key=lambda c: (-len(c), min(c, default=-1)))
 
-    return atomic
+    def choose(submitted: frozenset[int]) -> frozenset[int]:
+        start = _whole_units(units, submitted)
+        chosen = connected(start)
+        if on_shrink is not None and chosen != start:
+            on_shrink(start, chosen)
+        return chosen
+
+    return choose
 
 
 def sample_dropouts(
@@ -98,7 +160,13 @@ def sample_dropouts(
 
 @dataclass(frozen=True)
 class SecureRoundRecord:
-    """One round of a secure selection run."""
+    """One round of a secure selection run.
+
+    ``connectivity`` is ``"shrunk"`` when the policy removed ``connectivity_removed`` users from
+    the aggregated set to keep it connected in the neighbour graph and the round completed,
+    ``"aborted"`` when that left too few users (or the server refused a disconnected set), and
+    empty otherwise.
+    """
 
     round_index: int
     selected: int
@@ -107,6 +175,8 @@ class SecureRoundRecord:
     max_abs_error: float
     client_seconds: float  # mean over the clients that took part
     server_seconds: float
+    connectivity: str = ""
+    connectivity_removed: int = 0
 
 
 @dataclass
@@ -130,6 +200,8 @@ class SecureSelectionReport:
                     f"{r.max_abs_error:.3g}",
                     f"{r.client_seconds:.6f}",
                     f"{r.server_seconds:.6f}",
+                    r.connectivity,
+                    r.connectivity_removed,
                 ]
             )
         return buf.getvalue()
@@ -140,6 +212,10 @@ class SecureSelectionReport:
         return {
             "rounds_aggregated": len(done),
             "rounds_aborted": sum(r.aborted is not None for r in self.records),
+            "rounds_shrunk_for_connectivity": sum(r.connectivity == "shrunk" for r in self.records),
+            "rounds_aborted_for_connectivity": sum(
+                r.connectivity == "aborted" for r in self.records
+            ),
             "max_abs_error": max((r.max_abs_error for r in done), default=0.0),
             "client_seconds": [round(r.client_seconds, 6) for r in self.records],
             "server_seconds": [round(r.server_seconds, 6) for r in self.records],
@@ -190,7 +266,9 @@ class SecureSelectionConfig:
         require_int("bits", self.bits, minimum=8, maximum=64)
         if not 0.0 <= self.protocol_dropout < 1.0:
             raise ParameterError("protocol_dropout", "must lie in [0, 1)")
-        aggregation_policy([], self.batch_size, self.batch_policy)
+        parse_batch_policy(self.batch_policy)
+        if self.degree is not None:
+            require_int("degree", self.degree, minimum=MIN_THRESHOLD)
 
 
 def run_secure_selection(
@@ -202,6 +280,7 @@ def run_secure_selection(
     *,
     ledger: ParticipationLedger | None = None,
     progress: Callable[[int], None] | None = None,
+    observer: RoundObserver | None = None,
 ) -> tuple[ParticipationLedger, SecureSelectionReport]:
     """Selection with the real protocol every round; the ledger records what was aggregated.
 
@@ -211,6 +290,9 @@ def run_secure_selection(
         As in :func:`fedprivacy.participation.simulation.run_selection`.
     config : SecureSelectionConfig
         Protocol settings.
+    observer : callable, optional
+        Called with the round index and the server after every round that ran the protocol
+        (completed or aborted), for example to compute :meth:`SecAggServer.view`.
 
     Returns
     -------
@@ -230,7 +312,7 @@ def run_secure_selection(
     frequency = ledger.frequency_view
     for r in range(ledger.rounds, ledger.rounds + count):
         selected = [int(u) for u in selector.select(availability.sample(r, rng), frequency, rng)]
-        record = _secure_round(r, selected, session, codec, config, rng)
+        record = _secure_round(r, selected, session, codec, config, rng, observer)
         report.records.append(record[0])
         ledger.record(np.asarray(record[1], dtype=np.intp))
         if progress is not None:
@@ -245,28 +327,50 @@ def _secure_round(
     codec: FixedPointCodec,
     config: SecureSelectionConfig,
     rng: np.random.Generator,
+    observer: RoundObserver | None,
 ) -> tuple[SecureRoundRecord, list[int]]:
-    if len(selected) < 2:  # nothing to aggregate securely: the round is skipped
-        return SecureRoundRecord(r, len(selected), 0, "fewer than 2 users selected", 0, 0, 0), []
+    if len(selected) < MIN_PARTICIPANTS:  # nothing to aggregate securely: the round is skipped
+        reason = f"fewer than {MIN_PARTICIPANTS} users selected"
+        return SecureRoundRecord(r, len(selected), 0, reason, 0, 0, 0), []
     updates = {u: rng.uniform(-config.clip, config.clip, config.dimension) for u in selected}
     degree = config.degree if config.degree is None else min(config.degree, len(selected) - 1)
     params = SecAggParameters.create(
         session, r, selected, config.dimension, codec, degree=degree, graph_seed=session
     )
     dropouts = sample_dropouts(selected, config.protocol_dropout, rng)
-    policy = aggregation_policy(selected, config.batch_size, config.batch_policy)
+    removed: list[int] = []
+    policy = aggregation_policy(
+        params,
+        config.batch_size,
+        config.batch_policy,
+        on_shrink=lambda before, after: removed.append(len(before) - len(after)),
+    )
+    round_observer = None if observer is None else lambda server: observer(r, server)
     started = time.perf_counter()
     try:
-        outcome = run_round(params, updates, dropouts=dropouts, policy=policy)
+        outcome = run_round(
+            params, updates, dropouts=dropouts, policy=policy, observer=round_observer
+        )
     except RoundAbortedError as exc:
         seconds = time.perf_counter() - started
-        return SecureRoundRecord(r, len(selected), 0, str(exc), 0.0, 0.0, seconds), []
+        connectivity = "aborted" if removed or isinstance(exc, DisconnectedSetError) else ""
+        return SecureRoundRecord(
+            r, len(selected), 0, str(exc), 0.0, 0.0, seconds, connectivity, sum(removed)
+        ), []
     result = outcome.result
     plain = np.sum([updates[u] for u in result.aggregated], axis=0)
     error = float(np.max(np.abs(result.sum - plain)))
     took_part = [s for u, s in outcome.client_seconds.items() if u not in dropouts]
     client = float(np.mean(took_part)) if took_part else 0.0
     record = SecureRoundRecord(
-        r, len(selected), len(result.aggregated), None, error, client, outcome.server_seconds
+        r,
+        len(selected),
+        len(result.aggregated),
+        None,
+        error,
+        client,
+        outcome.server_seconds,
+        "shrunk" if removed else "",
+        sum(removed),
     )
     return record, list(result.aggregated)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -14,8 +14,11 @@ from fedprivacy._validation import require_int
 from fedprivacy.crypto.fixed_point import FixedPointCodec
 from fedprivacy.crypto.shamir import PRIME
 from fedprivacy.errors import ParameterError
+from fedprivacy.secagg.graph import components
 
 SESSION_ID_BYTES = 16
+MIN_PARTICIPANTS = 3  # with two users, the sum and one's own input give away the other's
+MIN_THRESHOLD = 2  # with t = 1, any single share holder alone could reveal a user's secrets
 MAX_USER_ID = PRIME - 2  # a user's Shamir evaluation point is its id + 1, which must be < PRIME
 DEFAULT_VECTOR_NAME = "update"
 
@@ -37,7 +40,7 @@ def default_degree(num_users: int) -> int:
         The degree k.
 
     """
-    n = require_int("num_users", num_users, minimum=2)
+    n = require_int("num_users", num_users, minimum=MIN_PARTICIPANTS)
     k = max(4, 2 * math.ceil(math.log2(n)))
     return min(k, n - 1)
 
@@ -98,11 +101,11 @@ class SecAggParameters:
     round_index : int
         The training round; bound into every key and message, so nothing replays across rounds.
     participants : sequence of int
-        The users asked to take part (the selection of this round), distinct ids in
+        The users asked to take part (the selection of this round): at least 3 distinct ids in
         ``[0, 2**31 - 3]``.
     threshold : int
-        Shares needed to recover a secret (t of Bonawitz et al.). Must not exceed the number of
-        share holders of a user (``n - 1``, or the degree with SecAgg+).
+        Shares needed to recover a secret (t of Bonawitz et al.), at least 2. Must not exceed the
+        number of share holders of a user (``n - 1``, or the degree with SecAgg+).
     dimension : int
         Length of each user's update vector.
     codec : FixedPointCodec
@@ -111,7 +114,8 @@ class SecAggParameters:
         If true each user also submits a weight ``w`` and the masked vector is ``[w * x, w]``,
         so the server learns only the weighted sum and the total weight.
     degree : int or None
-        ``None`` for the complete graph of SecAgg; otherwise the SecAgg+ neighbour count.
+        ``None`` for the complete graph of SecAgg; otherwise the SecAgg+ neighbour count, at
+        least 2.
     graph_seed : bytes
         Public randomness of the SecAgg+ graph (ignored for the complete graph).
     vector_name : str
@@ -135,8 +139,11 @@ class SecAggParameters:
             raise ParameterError("session_id", f"must be {SESSION_ID_BYTES} bytes")
         require_int("round_index", self.round_index, minimum=0, maximum=2**63 - 1)
         users = tuple(int(u) for u in self.participants)
-        if len(users) < 2:
-            raise ParameterError("participants", "need at least 2 users to aggregate securely")
+        if len(users) < MIN_PARTICIPANTS:
+            raise ParameterError(
+                "participants",
+                f"need at least {MIN_PARTICIPANTS} users to aggregate securely, got {len(users)}",
+            )
         if len(set(users)) != len(users):
             raise ParameterError("participants", "contains duplicate user ids")
         if min(users) < 0 or max(users) > MAX_USER_ID:
@@ -144,9 +151,8 @@ class SecAggParameters:
         object.__setattr__(self, "participants", tuple(sorted(users)))
         require_int("dimension", self.dimension, minimum=1)
         if self.degree is not None:
-            require_int("degree", self.degree, minimum=1, maximum=len(users) - 1)
-        holders = self.min_holders
-        require_int("threshold", self.threshold, minimum=1, maximum=holders)
+            require_int("degree", self.degree, minimum=MIN_THRESHOLD, maximum=len(users) - 1)
+        require_int("threshold", self.threshold, minimum=MIN_THRESHOLD, maximum=self.min_holders)
         self.codec.check_capacity(len(users))
         if not self.vector_name:
             raise ParameterError("vector_name", "must not be empty")
@@ -172,7 +178,8 @@ class SecAggParameters:
         session_id, round_index, participants, dimension, codec, weighted, degree, graph_seed
             As in the class.
         threshold : int, optional
-            Defaults to ``floor(h / 2) + 1`` where ``h`` is the number of share holders per user.
+            Defaults to ``max(2, floor(h / 2) + 1)`` where ``h`` is the number of share holders
+            per user.
 
         Returns
         -------
@@ -182,7 +189,7 @@ class SecAggParameters:
         """
         n = len(set(participants))
         holders = (n - 1) if degree is None else degree
-        t = threshold if threshold is not None else max(1, holders // 2 + 1)
+        t = threshold if threshold is not None else max(MIN_THRESHOLD, holders // 2 + 1)
         return cls(
             session_id=session_id,
             round_index=round_index,
@@ -219,6 +226,30 @@ class SecAggParameters:
             everyone = frozenset(self.participants)
             return {u: everyone - {u} for u in self.participants}
         return harary_neighbours(self.participants, self.degree, self.graph_seed)
+
+    def components(self, users: Iterable[int]) -> list[frozenset[int]]:
+        """Connected components of the neighbour graph restricted to ``users``.
+
+        The pairwise masks of ``users`` cancel only within a component, so a server holding
+        their self-mask seeds can unmask the sum of each component separately. The complete
+        graph (SecAgg) is answered without a graph traversal.
+
+        Parameters
+        ----------
+        users : iterable of int
+            A subset of the participants (typically the aggregated set ``S``).
+
+        Returns
+        -------
+        list of frozenset of int
+            The components, largest first; a single one exactly when ``G[users]`` is connected,
+            none when ``users`` is empty.
+
+        """
+        chosen = frozenset(users)
+        if self.degree is None or self.degree == self.num_users - 1:
+            return [chosen] if chosen else []
+        return components(self.neighbours, chosen)
 
     def share_point(self, user: int) -> int:
         """The Shamir evaluation point of ``user`` (its id plus one)."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from enum import IntEnum
 
 import numpy as np
@@ -15,6 +14,7 @@ from fedprivacy.crypto.shamir import Share, combine_shares
 from fedprivacy.errors import ParameterError, ShamirError
 from fedprivacy.secagg.derivation import pairwise_mask_key, seed_commitment, self_mask_key
 from fedprivacy.secagg.errors import (
+    DisconnectedSetError,
     DuplicateMessageError,
     MalformedMessageError,
     OutOfOrderError,
@@ -23,6 +23,7 @@ from fedprivacy.secagg.errors import (
     UnknownSenderError,
     WrongRoundError,
 )
+from fedprivacy.secagg.graph import describe
 from fedprivacy.secagg.messages import (
     SERVER,
     AdvertiseKeys,
@@ -39,6 +40,8 @@ from fedprivacy.secagg.messages import (
     decode_message,
 )
 from fedprivacy.secagg.params import SecAggParameters
+from fedprivacy.secagg.result import AggregationResult
+from fedprivacy.secagg.server_view import ReceivedState, ServerView, server_view
 
 AggregationPolicy = Callable[[frozenset[int]], frozenset[int]]
 """Maps the users whose masked inputs arrived to the subset the server may aggregate."""
@@ -63,50 +66,6 @@ _STAGE_OF = {
 }
 
 
-@dataclass(frozen=True)
-class AggregationResult:
-    """What the server learns from one round.
-
-    Attributes
-    ----------
-    aggregated : tuple of int
-        The users whose inputs are in the sum (sorted).
-    field_sum : numpy.ndarray
-        The sum of their encoded vectors modulo ``2**bits``.
-    total : numpy.ndarray
-        ``field_sum`` decoded to floats (length ``vector_length``).
-    weighted : bool
-        Whether the last entry of ``total`` is the total weight.
-    seconds : dict of str to float
-        Server time per stage.
-
-    """
-
-    aggregated: tuple[int, ...]
-    field_sum: np.ndarray
-    total: np.ndarray
-    weighted: bool
-    seconds: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def sum(self) -> np.ndarray:
-        """Sum of the updates (weighted by the users' weights when weighted)."""
-        return self.total[:-1] if self.weighted else self.total
-
-    @property
-    def total_weight(self) -> float:
-        """Sum of the weights (the number of users when unweighted)."""
-        return float(self.total[-1]) if self.weighted else float(len(self.aggregated))
-
-    @property
-    def mean(self) -> np.ndarray:
-        """The (weighted) average update; :class:`ParameterError` if the total weight is 0."""
-        weight = self.total_weight
-        if weight <= 0:
-            raise ParameterError("total_weight", "is not positive; the average is undefined")
-        return self.sum / weight
-
-
 class SecAggServer:
     """The server's side of a round, for an honest-but-curious server.
 
@@ -115,6 +74,11 @@ class SecAggServer:
     timeout expired), which returns the messages to send on. Users who send nothing in a stage
     are dropouts from then on. When fewer than ``threshold`` users remain, the stage raises
     :class:`RoundAbortedError` and the server is left in the ``ABORTED`` stage with no aggregate.
+
+    The server only ever unmasks the sum over the aggregated set ``S``: :meth:`finish_inputs`
+    refuses (:class:`DisconnectedSetError`) a set whose neighbour graph ``G[S]`` is disconnected,
+    since each component's sum would be revealed separately; the clients refuse it as well.
+    :meth:`view` computes what the server can unmask from what it received.
 
     Parameters
     ----------
@@ -129,7 +93,9 @@ class SecAggServer:
         self._keys: dict[int, AdvertiseKeys] = {}
         self._shares: dict[int, ShareKeys] = {}
         self._inputs: dict[int, np.ndarray] = {}
-        self._responses: dict[int, dict[int, Share]] = {}  # responder -> owner -> parsed share
+        self._input_senders: set[int] = set()  # U3, kept after the vectors are discarded
+        # responder -> owner -> the kind and the parsed share
+        self._responses: dict[int, dict[int, tuple[ShareKind, Share]]] = {}
         self._aggregated: frozenset[int] = frozenset()
         self._asked: frozenset[int] = frozenset()
         self.seconds: dict[str, float] = {}
@@ -157,10 +123,12 @@ class SecAggServer:
         p = self.params
         return Header(kind, p.session_id, p.round_index, SERVER, recipient)
 
-    def _abort(self, reason: str) -> RoundAbortedError:
+    def _abort(
+        self, reason: str, error: type[RoundAbortedError] = RoundAbortedError
+    ) -> RoundAbortedError:
         self.stage = ServerStage.ABORTED
         self._inputs = {}
-        return RoundAbortedError(f"round {self.params.round_index} aborted: {reason}")
+        return error(f"round {self.params.round_index} aborted: {reason}")
 
     def _need(self, count: int, what: str) -> None:
         if count < self.params.threshold:
@@ -215,6 +183,7 @@ class SecAggServer:
             self._shares[h.sender] = msg
         elif isinstance(msg, MaskedInput):
             self._inputs[h.sender] = self._check_masked_input(msg)
+            self._input_senders.add(h.sender)
         elif isinstance(msg, UnmaskResponse):
             self._responses[h.sender] = self._check_unmask_response(msg)
         self._timed(f"receive_{stage.name.lower()}", start)
@@ -245,7 +214,7 @@ class SecAggServer:
             raise MalformedMessageError(f"masked input of {sender} exceeds 2**{p.codec.bits}")
         return vec
 
-    def _check_unmask_response(self, msg: UnmaskResponse) -> dict[int, Share]:
+    def _check_unmask_response(self, msg: UnmaskResponse) -> dict[int, tuple[ShareKind, Share]]:
         sender = msg.header.sender
         if sender not in self._asked:
             raise UnknownSenderError(f"{sender} was not asked to unmask")
@@ -269,7 +238,7 @@ class SecAggServer:
                 raise MalformedMessageError(f"bad share from {sender}: {exc}") from exc
             if share.x != p.share_point(sender):
                 raise ProtocolViolationError(f"{sender} sent a share with another user's point")
-            got[owner] = share
+            got[owner] = (kind, share)
         if got.keys() != expected.keys():
             raise ProtocolViolationError(f"{sender} did not send one share per neighbour")
         return got
@@ -337,6 +306,15 @@ class SecAggServer:
         dict of int to UnmaskRequest
             The message for each user in U3.
 
+        Raises
+        ------
+        DisconnectedSetError
+            If the neighbour graph restricted to the chosen set is disconnected: the pairwise
+            masks would cancel within each component, revealing each component's sum.
+        RoundAbortedError
+            If fewer than ``threshold`` inputs are chosen, or some secret the unmasking needs
+            has fewer than ``threshold`` holders left.
+
         """
         self._expect(ServerStage.INPUTS)
         start = time.perf_counter()
@@ -345,9 +323,19 @@ class SecAggServer:
         if not chosen <= submitted:
             raise ParameterError("policy", "returned users whose inputs did not arrive")
         self._need(len(chosen), "inputs to aggregate")
-        # every secret the unmasking needs must have t potential holders among U3, or the round
-        # cannot finish: abort now instead of after the clients' work
         p = self.params
+        parts = p.components(chosen)
+        if len(parts) > 1:
+            raise self._abort(
+                f"the aggregated users form {describe(parts)} in the neighbour graph; each "
+                "component's sum would be revealed",
+                DisconnectedSetError,
+            )
+        # Every secret the unmasking needs must have t potential holders among U3, or the round
+        # cannot finish: abort now instead of after the clients' work. Users of U3 left out by the
+        # policy count as holders: they hold the shares legitimately and answer the request (with
+        # the shares of b_v for v in S and of s_sk_v for v outside S, never both for one owner),
+        # and G[S] being connected is what keeps the unmasked span to the sum over S.
         for v in sorted(self._shares):
             if v in chosen or p.neighbours[v] & chosen:
                 holders = len(p.neighbours[v] & submitted)
@@ -390,8 +378,7 @@ class SecAggServer:
         self._need(len(self._responses), "users answered the unmask request")
         pieces: dict[tuple[int, ShareKind], list[Share]] = {}
         for shares in self._responses.values():
-            for owner, share in shares.items():
-                kind = ShareKind.SELF_MASK_SEED if owner in self._aggregated else ShareKind.MASK_KEY
+            for owner, (kind, share) in shares.items():
                 pieces.setdefault((owner, kind), []).append(share)
         aggregated = sorted(self._aggregated)
         dropped = sorted(
@@ -429,6 +416,42 @@ class SecAggServer:
         self._inputs = {}
         self.stage = ServerStage.DONE
         return AggregationResult(tuple(aggregated), acc, total, p.weighted, dict(self.seconds))
+
+    # ------------------------------------------------------------------ the server's view
+    def received_state(self) -> ReceivedState:
+        """What this server received in the round so far, as input to :func:`server_view`.
+
+        Returns
+        -------
+        ReceivedState
+            U3, U2, the neighbour graph and the owners of the secrets for which at least
+            ``threshold`` shares arrived (whether or not the round then completed).
+
+        """
+        revealed = [
+            (owner, kind)
+            for shares in self._responses.values()
+            for owner, (kind, _) in shares.items()
+        ]
+        return ReceivedState.from_revealed(
+            frozenset(self._input_senders),
+            self.shared,
+            self.params.neighbours,
+            revealed,
+            self.params.threshold,
+        )
+
+    def view(self) -> ServerView:
+        """Every sum of inputs this server can compute from what it received.
+
+        Returns
+        -------
+        ServerView
+            :func:`server_view` of :meth:`received_state`. With honest clients: the sum over
+            the aggregated set after a completed round, nothing after an aborted one.
+
+        """
+        return server_view(self.received_state())
 
     def _recover(
         self, owner: int, kind: ShareKind, pieces: dict[tuple[int, ShareKind], list[Share]]
