@@ -220,3 +220,21 @@ def test_protocol_options_need_secagg(capsys: pytest.CaptureFixture[str]) -> Non
         "0",
     )
     assert code == 2 and "dimension" in err
+
+
+def test_weak_key_warnings_reach_the_user_once_as_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import warnings
+
+    from fedprivacy.cli.main import _warnings_as_lines
+    from fedprivacy.errors import WeakKeyWarning
+
+    with _warnings_as_lines("uldp"):
+        for _ in range(3):  # the same weak key, checked at three layers
+            warnings.warn("2048-bit keys are weak", WeakKeyWarning, stacklevel=1)
+        with pytest.warns(UserWarning, match="not ours"):
+            warnings.warn("not ours", UserWarning, stacklevel=1)
+    err = capsys.readouterr().err
+    assert err.count("fedprivacy uldp: warning: 2048-bit keys are weak") == 1
+    assert "WeakKeyWarning" not in err and "warnings.warn" not in err

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from fedprivacy import __version__
-from fedprivacy.errors import FedPrivacyError
+from fedprivacy.errors import FedPrivacyError, WeakKeyWarning
 
 
 def _progress_factory(enabled: bool) -> Callable[[str, int], Callable[[int], None]] | None:
@@ -352,12 +354,48 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _warnings_as_lines(command: str) -> Iterator[None]:
+    """Print each distinct :class:`WeakKeyWarning` once, as ``fedprivacy CMD: warning: ...``.
+
+    A warning raised at several layers (a weak key is checked by the config, the session and the
+    key generation) reaches the user as one line, without Python's source-line decoration.
+    """
+    seen: set[str] = set()
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        if not issubclass(category, WeakKeyWarning):
+            previous(message, category, filename, lineno, file, line)
+            return
+        text = str(message)
+        if text not in seen:
+            seen.add(text)
+            print(f"fedprivacy {command}: warning: {text}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", WeakKeyWarning)
+        previous = warnings.showwarning
+        warnings.showwarning = show
+        try:
+            yield
+        finally:
+            warnings.showwarning = previous
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fedprivacy`` command."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        code: int = args.func(args)
+        with _warnings_as_lines(args.command):
+            code: int = args.func(args)
     except FedPrivacyError as exc:
         print(f"fedprivacy {args.command}: error: {exc}", file=sys.stderr)
         return 2
