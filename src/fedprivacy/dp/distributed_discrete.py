@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from fedprivacy._validation import require_int, require_positive_float
 from fedprivacy.errors import ParameterError
 
 __all__ = [
@@ -88,8 +89,7 @@ def log_tau(sigma2: Fraction, n: int) -> float:
     s2 = Fraction(sigma2)
     if s2 <= 0:
         raise ParameterError("sigma2", f"must be > 0, got {s2}")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ParameterError("n", f"must be an integer >= 1, got {n!r}")
+    n = require_int("n", n, minimum=1)
     if n == 1:
         return -math.inf
     if _log_fraction(s2) > _LOG_HUGE:  # log tau < -pi^2 1e306: below float64
@@ -127,8 +127,7 @@ def check_negligible(sigma2: Fraction, n: int, dimension: int) -> float:
     >>> check_negligible(Fraction(10**6), 3, 100) < -9e6  # about -pi^2 10^6
     True
     """
-    if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
-        raise ParameterError("dimension", f"must be an integer >= 1, got {dimension!r}")
+    dimension = require_int("dimension", dimension, minimum=1)
     value = log_tau(sigma2, n) + math.log(dimension)
     if value >= NEGLIGIBLE_LOG_TAU:
         raise NonNegligibleTauError(
@@ -181,11 +180,10 @@ def grid_noise_multiplier(
     >>> m < 5.0 and abs(m / 5.0 - 1) < 1e-9
     True
     """
-    for name, value in (("noise_std", noise_std), ("clip", clip), ("precision", precision)):
-        if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-            raise ParameterError(name, f"must be a finite number > 0, got {value!r}")
-    for name, count in (("n", n), ("dimension", dimension)):
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ParameterError(name, f"must be an integer >= 1, got {count!r}")
+    noise_std = require_positive_float("noise_std", noise_std)
+    clip = require_positive_float("clip", clip)
+    precision = require_positive_float("precision", precision)
+    n = require_int("n", n, minimum=1)
+    dimension = require_int("dimension", dimension, minimum=1)
     sensitivity = (clip + math.sqrt(dimension) * precision / 2.0) * (1.0 + _FLOAT_MARGIN)
     return math.nextafter(math.sqrt(n) * noise_std / sensitivity, 0.0)
