@@ -28,7 +28,12 @@ from fedprivacy.crypto.fixed_point import FixedPointCodec
 from fedprivacy.errors import ParameterError
 from fedprivacy.secagg.driver import run_round
 from fedprivacy.secagg.errors import RoundAbortedError
-from fedprivacy.secagg.multiround import aggregation_policy, parse_batch_policy, sample_dropouts
+from fedprivacy.secagg.multiround import (
+    aggregation_policy,
+    parse_batch_policy,
+    ring_block,
+    sample_dropouts,
+)
 from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD, SecAggParameters
 
 
@@ -220,7 +225,9 @@ class SecureAggregator(Aggregator):
     clip, per_round, bits, seed
         As in :class:`Aggregator`.
     degree : int or None
-        SecAgg+ neighbour count (at least 2), or ``None`` for the complete graph (SecAgg).
+        SecAgg+ neighbour count (at least 2), or ``None`` for the complete graph (SecAgg). With
+        batches (``batch_size > 1`` in :meth:`aggregate`) and the ``atomic`` or ``round`` policy
+        the graph is batch-aware (see :func:`~fedprivacy.secagg.multiround.ring_block`).
     protocol_dropout : float
         Probability that a selected user drops during the protocol (before a uniform stage).
     batch_policy : str
@@ -278,6 +285,7 @@ class SecureAggregator(Aggregator):
             weighted=True,
             degree=degree,
             graph_seed=self.session,
+            ring_block=ring_block(batch_size, self.batch_policy, degree),
         )
         dropouts = (
             sample_dropouts(users, self.protocol_dropout, rng)

@@ -147,6 +147,36 @@ def aggregation_policy(
     return choose
 
 
+def ring_block(batch_size: int, policy: BatchPolicy | str, degree: int | None) -> int | None:
+    """The ``ring_block`` of the round's parameters: ``T`` where whole batches are aggregated.
+
+    The batch-aware SecAgg+ graph (see :func:`~fedprivacy.secagg.params.harary_neighbours`)
+    keeps each batch contiguous on the ring, so the unions of whole batches that ``atomic`` and
+    ``round`` aggregate stay connected. ``partial`` aggregates single users, a selection without
+    batches (``T = 1``) has nothing to group, and the complete graph (``degree=None``) is always
+    connected: all three keep the plain graph (``None``).
+
+    Parameters
+    ----------
+    batch_size : int
+        ``T``, 1 when the selection has no batches.
+    policy : BatchPolicy or str
+        The batch policy.
+    degree : int or None
+        The SecAgg+ degree, ``None`` for the complete graph.
+
+    Returns
+    -------
+    int or None
+        ``T`` or ``None``.
+
+    """
+    size = require_int("batch_size", batch_size, minimum=1)
+    if degree is None or size == 1 or parse_batch_policy(policy) is BatchPolicy.PARTIAL:
+        return None
+    return size
+
+
 def sample_dropouts(
     selected: Sequence[int], rate: float, rng: np.random.Generator
 ) -> dict[int, Stage]:
@@ -248,6 +278,9 @@ class SecureSelectionConfig:
         Bound on the entries of the updates.
     degree : int or None
         SecAgg+ neighbour count, or ``None`` for the complete graph.
+    batch_ring : bool
+        Use the batch-aware SecAgg+ graph when whole batches are aggregated (see
+        :func:`ring_block`); false keeps the plain random ring (for comparisons).
 
     """
 
@@ -258,6 +291,7 @@ class SecureSelectionConfig:
     bits: int = 32
     clip: float = 1.0
     degree: int | None = None
+    batch_ring: bool = True
 
     def validate(self) -> None:
         """Raise :class:`ParameterError` for the first invalid field."""
@@ -334,8 +368,16 @@ def _secure_round(
         return SecureRoundRecord(r, len(selected), 0, reason, 0, 0, 0), []
     updates = {u: rng.uniform(-config.clip, config.clip, config.dimension) for u in selected}
     degree = config.degree if config.degree is None else min(config.degree, len(selected) - 1)
+    block = ring_block(config.batch_size, config.batch_policy, degree)
     params = SecAggParameters.create(
-        session, r, selected, config.dimension, codec, degree=degree, graph_seed=session
+        session,
+        r,
+        selected,
+        config.dimension,
+        codec,
+        degree=degree,
+        graph_seed=session,
+        ring_block=block if config.batch_ring else None,
     )
     dropouts = sample_dropouts(selected, config.protocol_dropout, rng)
     removed: list[int] = []

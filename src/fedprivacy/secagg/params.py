@@ -45,8 +45,52 @@ def default_degree(num_users: int) -> int:
     return min(k, n - 1)
 
 
+def batch_degree(num_users: int, block: int) -> int:
+    """Neighbour count of the batch-aware SecAgg+ graph (see :func:`harary_neighbours`).
+
+    ``max(default_degree(n), 2 * T + 2)`` capped at ``n - 1``, with ``T`` the block (batch)
+    size: then ``k/2 >= T + 1``, so each batch is a clique, the ring edges bridge the gap left by
+    any one removed batch, and the union of whole batches is disconnected only if two separate
+    runs of removed batches, each at least ``k/2 > T`` users long, cut the ring. The degree
+    stays ``O(log n)`` for a fixed ``T``.
+
+    Parameters
+    ----------
+    num_users : int
+        Number of participants of the round.
+    block : int
+        Batch size ``T`` (at least 1).
+
+    Returns
+    -------
+    int
+        The degree k.
+
+    """
+    n = require_int("num_users", num_users, minimum=MIN_PARTICIPANTS)
+    t = require_int("block", block, minimum=1)
+    return min(max(default_degree(n), 2 * t + 2), n - 1)
+
+
+def _ring_order(
+    participants: Sequence[int], rng: np.random.Generator, block: int | None
+) -> list[int]:
+    """The participants in ring order: uniform, or block by block (both orders from ``rng``)."""
+    if block is None:
+        return [participants[i] for i in rng.permutation(len(participants))]
+    groups: dict[int, list[int]] = {}
+    for u in sorted(participants):
+        groups.setdefault(u // block, []).append(u)
+    keys = sorted(groups)
+    ring: list[int] = []
+    for b in rng.permutation(len(keys)):
+        members = groups[keys[int(b)]]
+        ring.extend(members[int(i)] for i in rng.permutation(len(members)))
+    return ring
+
+
 def harary_neighbours(
-    participants: Sequence[int], degree: int, seed: bytes
+    participants: Sequence[int], degree: int, seed: bytes, *, block: int | None = None
 ) -> dict[int, frozenset[int]]:
     """Random Harary graph H(k, n) of SecAgg+ over ``participants``.
 
@@ -54,6 +98,13 @@ def harary_neighbours(
     ``k/2`` nearest on both sides (for odd ``k`` also to the opposite node when ``n`` is even,
     as in Harary's construction). The order is a public function of ``seed`` (chosen by the
     server, honest-but-curious as in the paper), so every party computes the same graph.
+
+    With ``block = T`` the ring is *batch-aware*: the participants are grouped by ``u // T``
+    (the batches of :class:`~fedprivacy.participation.selectors.BatchPartitionSelector`), the
+    groups are placed on the ring in a seeded random order, each group contiguous and in a
+    seeded random order within. With ``k/2 >= T - 1`` each batch is then a clique, and removing
+    whole batches disconnects the rest only when two separate runs of removed users, each at
+    least ``k/2`` long, cut the ring (see :func:`batch_degree` for the degree to use).
 
     Parameters
     ----------
@@ -63,6 +114,8 @@ def harary_neighbours(
         Neighbours per user, ``1 <= degree <= n - 1``.
     seed : bytes
         Public randomness fixing the ring order.
+    block : int or None
+        Batch size ``T`` (at least 1) for the batch-aware ring; ``None`` for a uniform order.
 
     Returns
     -------
@@ -72,10 +125,12 @@ def harary_neighbours(
     """
     n = len(participants)
     k = require_int("degree", degree, minimum=1, maximum=max(1, n - 1))
+    if block is not None:
+        require_int("block", block, minimum=1)
     if k == n - 1:
         return {u: frozenset(set(participants) - {u}) for u in participants}
     order_seed = int.from_bytes(hashlib.sha256(b"fedprivacy/secagg+/graph" + seed).digest(), "big")
-    ring = [participants[i] for i in np.random.default_rng(order_seed).permutation(n)]
+    ring = _ring_order(participants, np.random.default_rng(order_seed), block)
     neighbours: dict[int, set[int]] = {u: set() for u in participants}
     half = k // 2
     for pos, u in enumerate(ring):
@@ -120,6 +175,10 @@ class SecAggParameters:
         Public randomness of the SecAgg+ graph (ignored for the complete graph).
     vector_name : str
         Name of the aggregated vector, bound into the mask keys.
+    ring_block : int or None
+        SecAgg+ only: the batch size ``T`` (at least 2) for a batch-aware graph, whose ring
+        keeps the users of each batch ``u // T`` contiguous (see :func:`harary_neighbours`), so
+        that unions of whole batches stay connected; ``None`` for the plain random ring.
 
     """
 
@@ -133,6 +192,7 @@ class SecAggParameters:
     degree: int | None = None
     graph_seed: bytes = b""
     vector_name: str = DEFAULT_VECTOR_NAME
+    ring_block: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.session_id, bytes) or len(self.session_id) != SESSION_ID_BYTES:
@@ -152,6 +212,10 @@ class SecAggParameters:
         require_int("dimension", self.dimension, minimum=1)
         if self.degree is not None:
             require_int("degree", self.degree, minimum=MIN_THRESHOLD, maximum=len(users) - 1)
+        if self.ring_block is not None:
+            if self.degree is None:
+                raise ParameterError("ring_block", "applies to the SecAgg+ graph only (set degree)")
+            require_int("ring_block", self.ring_block, minimum=2, maximum=MAX_USER_ID + 1)
         require_int("threshold", self.threshold, minimum=MIN_THRESHOLD, maximum=self.min_holders)
         self.codec.check_capacity(len(users))
         if not self.vector_name:
@@ -170,12 +234,14 @@ class SecAggParameters:
         weighted: bool = False,
         degree: int | None = None,
         graph_seed: bytes = b"",
+        ring_block: int | None = None,
     ) -> SecAggParameters:
         """Parameters with the default threshold: a strict majority of each user's share holders.
 
         Parameters
         ----------
         session_id, round_index, participants, dimension, codec, weighted, degree, graph_seed
+        ring_block
             As in the class.
         threshold : int, optional
             Defaults to ``max(2, floor(h / 2) + 1)`` where ``h`` is the number of share holders
@@ -200,6 +266,7 @@ class SecAggParameters:
             weighted=weighted,
             degree=degree,
             graph_seed=graph_seed,
+            ring_block=ring_block,
         )
 
     @property
@@ -225,7 +292,9 @@ class SecAggParameters:
         if self.degree is None:
             everyone = frozenset(self.participants)
             return {u: everyone - {u} for u in self.participants}
-        return harary_neighbours(self.participants, self.degree, self.graph_seed)
+        return harary_neighbours(
+            self.participants, self.degree, self.graph_seed, block=self.ring_block
+        )
 
     def components(self, users: Iterable[int]) -> list[frozenset[int]]:
         """Connected components of the neighbour graph restricted to ``users``.
