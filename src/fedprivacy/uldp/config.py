@@ -19,7 +19,7 @@ from typing import Any
 import tomli_w
 
 from fedprivacy._validation import read_toml, require_int, require_one_of
-from fedprivacy.crypto.paillier import check_key_bits
+from fedprivacy.crypto.key_size import check_key_bits
 from fedprivacy.data.tabular import SILO_DATASETS
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.allocation import DISTRIBUTIONS

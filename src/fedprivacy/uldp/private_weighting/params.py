@@ -32,7 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fedprivacy._validation import require_int, require_positive_float
-from fedprivacy.crypto.paillier import DEFAULT_KEY_BITS, check_key_bits
+from fedprivacy.crypto.key_size import DEFAULT_KEY_BITS, check_key_bits
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.private_weighting.errors import PlaintextRangeError, RecordLimitError
 

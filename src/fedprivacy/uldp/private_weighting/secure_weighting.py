@@ -23,7 +23,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy._validation import require_int
-from fedprivacy.crypto.paillier import DEFAULT_KEY_BITS, PaillierPrivateKey, check_key_bits
+from fedprivacy.crypto.key_size import DEFAULT_KEY_BITS, check_key_bits
+from fedprivacy.crypto.paillier import PaillierPrivateKey
 from fedprivacy.dp.distributed_discrete import check_negligible, grid_noise_multiplier
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.private_weighting.errors import PlaintextRangeError, RecordLimitError
