@@ -36,7 +36,19 @@ def test_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_json_pld(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ("account", "-z", "5", "-q", "0.5", "-T", "50", "--delta", "1e-5", "--accountant", "pld")
+    argv = (
+        "account",
+        "-z",
+        "5",
+        "--sampling-rate",
+        "0.5",
+        "-T",
+        "50",
+        "--delta",
+        "1e-5",
+        "--accountant",
+        "pld",
+    )
     code, out, _ = run(capsys, *argv, "--json")
     assert code == 0
     data = json.loads(out)

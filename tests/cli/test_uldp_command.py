@@ -58,7 +58,9 @@ def test_help(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_json_keys(capsys: pytest.CaptureFixture[str], data_dir: Path) -> None:
-    code, out, err = run(capsys, *heart(data_dir, "--method", "ULDP-AVG-ws", "-q", "0.5", "--json"))
+    code, out, err = run(
+        capsys, *heart(data_dir, "--method", "ULDP-AVG-ws", "--sampling-rate", "0.5", "--json")
+    )
     assert code == 0
     data = json.loads(out)
     for key in ("metric", "metric_name", "epsilon", "method", "dataset", "data_source", "rounds"):

@@ -115,7 +115,6 @@ def add_account_parser(sub: Any) -> None:
     )
     acc.add_argument(
         "--sampling-rate",
-        "-q",
         type=float,
         default=1.0,
         help="Poisson sampling rate Q in (0, 1] (default 1: no sub-sampling)",
@@ -125,6 +124,8 @@ def add_account_parser(sub: Any) -> None:
     acc.add_argument(
         "--group-size", "-k", type=int, default=None, help="group-privacy bound for K records"
     )
-    acc.add_argument("--accountant", choices=["rdp", "pld"], default="rdp")
+    acc.add_argument(
+        "--accountant", choices=["rdp", "pld"], default="rdp", help="RDP (default) or PLD"
+    )
     acc.add_argument("--json", action="store_true", help="print one JSON object")
     acc.set_defaults(func=cmd_account)

@@ -232,7 +232,10 @@ def build_parser() -> argparse.ArgumentParser:
         "average cardinality C.",
     )
     sim.add_argument(
-        "--scheme", required=True, choices=["random", "weighted-random", "partition", "multiround"]
+        "--scheme",
+        required=True,
+        choices=["random", "weighted-random", "partition", "multiround"],
+        help="participant-selection scheme",
     )
     sim.add_argument("--users", "-N", type=int, required=True, help="number of users N")
     sim.add_argument(
@@ -257,8 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="fairness-aware selection (lambda = 1) for multiround",
     )
-    sim.add_argument("--rounds", "-R", type=int, required=True)
-    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--rounds", "-R", type=int, required=True, help="number of rounds R")
+    sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     sim.add_argument(
         "--metrics",
         choices=["exact", "bounds", "none"],
@@ -313,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
         "row of user ids is optional). Reports T_weak with a witness, T_strong and "
         "the users whose individual update the server can compute.",
     )
-    aud.add_argument("file", type=Path)
+    aud.add_argument("file", type=Path, help="participation log (CSV)")
     aud.add_argument(
         "--time-limit",
         type=float,
@@ -330,9 +333,11 @@ def build_parser() -> argparse.ArgumentParser:
         "Multi-RoundSecAgg T=6, 4, 3. Writes Fig. 3a-c and Fig. 4 as PNG, "
         "summary.md/json, per-scheme CSVs.",
     )
-    demo.add_argument("--out", type=Path, default=Path("results/demo"))
-    demo.add_argument("--rounds", type=int, default=2000)
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument(
+        "--out", type=Path, default=Path("results/demo"), help="output folder (results/demo)"
+    )
+    demo.add_argument("--rounds", type=int, default=2000, help="number of rounds (default 2000)")
+    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     demo.add_argument(
         "--time-limit",
         type=float,
@@ -392,6 +397,10 @@ def _warnings_as_lines(command: str) -> Iterator[None]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fedprivacy`` command."""
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:  # `fedprivacy` alone: the commands and what they do, not just a usage error
+        parser.print_help()
+        return 2
     args = parser.parse_args(argv)
     try:
         with _warnings_as_lines(args.command):

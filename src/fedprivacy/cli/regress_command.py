@@ -109,7 +109,9 @@ def add_regress_parser(sub: Any) -> None:
     reg.add_argument("--p", type=int, default=None, help="dimension p")
     reg.add_argument("--epsilon", type=float, default=None, help="privacy budget epsilon")
     reg.add_argument("--delta", type=float, default=None, help="delta (default 1e-5)")
-    reg.add_argument("--truth", choices=["sparse", "dense"], default=None)
+    reg.add_argument(
+        "--truth", choices=["sparse", "dense"], default=None, help="true theta (sparse)"
+    )
     reg.add_argument("--replications", "-B", type=int, default=None, help="replications B")
     reg.add_argument(
         "--calibration",
@@ -118,10 +120,12 @@ def add_regress_parser(sub: Any) -> None:
         help="NA-FGD and NbAFL noise: the paper's formulas (default) or the RDP accountant "
         "(DP-SGD always uses the accountant, as Opacus)",
     )
-    reg.add_argument("--seed", type=int, default=None)
+    reg.add_argument("--seed", type=int, default=None, help="random seed")
     reg.add_argument("--config", type=Path, default=None, help="TOML file of settings")
     reg.add_argument("--json", action="store_true", help="print one JSON object")
-    reg.add_argument("--mechanism", choices=["gaussian", "laplace"], default=None)
+    reg.add_argument(
+        "--mechanism", choices=["gaussian", "laplace"], default=None, help="noise (gaussian)"
+    )
     reg.add_argument("--lr", type=float, default=None, help="learning rate alpha")
     reg.add_argument("--c", type=float, default=None, help="T = c N^(3/4) / alpha (0.25)")
     reg.add_argument("--iterations", "-T", type=int, default=None, help="override T")
@@ -134,15 +138,22 @@ def add_regress_parser(sub: Any) -> None:
     reg.add_argument("--rho", type=float, default=None, help="AR(1) covariate correlation")
     reg.add_argument("--theta-norm", type=float, default=None, help="||theta|| (1)")
     reg.add_argument("--clip", type=float, default=None, help="clipping norm C (1)")
-    reg.add_argument("--neighbouring", choices=["add-remove", "replace"], default=None)
+    reg.add_argument(
+        "--neighbouring",
+        choices=["add-remove", "replace"],
+        default=None,
+        help="neighbouring datasets of the DP guarantee",
+    )
     reg.add_argument(
         "--estimators", default=None, help="comma list of ols,fgd,na_fgd,ana_fgd,dp_sgd,nbafl"
     )
     reg.add_argument("--dp-sgd-epochs", type=float, default=None, help="DP-SGD epochs (5)")
     reg.add_argument("--dp-sgd-rate", type=float, default=None, help="DP-SGD sampling rate")
-    reg.add_argument("--nbafl-rounds", type=int, default=None)
-    reg.add_argument("--nbafl-local-steps", type=int, default=None)
-    reg.add_argument("--nbafl-clip", type=float, default=None)
+    reg.add_argument("--nbafl-rounds", type=int, default=None, help="NbAFL rounds")
+    reg.add_argument(
+        "--nbafl-local-steps", type=int, default=None, help="NbAFL local steps per round"
+    )
+    reg.add_argument("--nbafl-clip", type=float, default=None, help="NbAFL clipping norm")
     reg.add_argument("--baseline-lr", type=float, default=None, help="DP-SGD / NbAFL learning rate")
     reg.add_argument(
         "--dataset",
@@ -151,6 +162,8 @@ def add_regress_parser(sub: Any) -> None:
         help="real data instead of a simulation (substitutes for the non-public NIO data)",
     )
     reg.add_argument("--data-dir", type=Path, default=None, help="data directory")
-    reg.add_argument("--missing", choices=["impute", "drop"], default=None)
+    reg.add_argument(
+        "--missing", choices=["impute", "drop"], default=None, help="missing values of --dataset"
+    )
     reg.add_argument("--chunk", type=int, default=None, help="replications per batch")
     reg.set_defaults(func=cmd_regress)

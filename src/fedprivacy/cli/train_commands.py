@@ -21,13 +21,13 @@ _OPTIONS: dict[str, dict[str, Any]] = {
     "users": {"type": int, "flags": ("-N",), "help": "number of users N"},
     "per_round": {"type": int, "flags": ("-K",), "help": "users selected per round K"},
     "rounds": {"type": int, "flags": ("-R",), "help": "number of rounds"},
-    "seed": {"type": int},
+    "seed": {"type": int, "help": "random seed"},
     "dropout": {"help": "'heterogeneous' (paper) or a probability in [0, 1)"},
     "epochs": {"type": int, "flags": ("-E",), "help": "local epochs E"},
     "batch_size": {"type": int, "help": "local mini-batch size"},
     "lr": {"type": float, "help": "learning rate of local SGD"},
     "lr_decay": {"type": float, "help": "factor applied at each milestone"},
-    "momentum": {"type": float},
+    "momentum": {"type": float, "help": "momentum of local SGD"},
     "beta": {"type": float, "help": "Dirichlet concentration (partition dirichlet)"},
     "shared": {"type": int, "help": "globally shared samples (partition data-sharing)"},
     "update_clip": {"type": float, "help": "entry-wise clip of weighted updates (fixed point)"},
@@ -265,7 +265,7 @@ def add_train_parsers(
         "checkpointed runs resumed.",
     )
     rep.add_argument("name", help="experiment name, 'list', or a path to an experiment .toml")
-    rep.add_argument("--out", type=Path, default=Path("results/reproduce"))
+    rep.add_argument("--out", type=Path, default=Path("results/reproduce"), help="output folder")
     rep.add_argument("--seeds", default=None, help="comma-separated seeds (default 0)")
     rep.add_argument(
         "--rounds", type=int, default=None, help="override the rounds (fewer than the paper)"

@@ -162,7 +162,7 @@ def cmd_uldp(args: argparse.Namespace) -> int:
 
 def add_uldp_parser(sub: Any) -> None:
     """Register ``fedprivacy uldp`` on the subparsers object ``sub``."""
-    from fedprivacy.uldp.methods import METHODS
+    from fedprivacy.uldp.method_names import METHODS
 
     p = sub.add_parser(
         "uldp",
@@ -178,6 +178,7 @@ def add_uldp_parser(sub: Any) -> None:
         "--dataset",
         choices=["heart_disease", "tcga_brca", "mnist", "creditcard", "creditcard-synthetic"],
         default=None,
+        help="dataset (required unless --config)",
     )
     p.add_argument(
         "--method",
@@ -194,16 +195,20 @@ def add_uldp_parser(sub: Any) -> None:
         default=None,
         help="silos of MNIST / Creditcard (default 5; fixed for the FLamby datasets)",
     )
-    p.add_argument("--distribution", choices=["uniform", "zipf"], default=None)
-    p.add_argument("--rounds", "-R", type=int, default=None)
+    p.add_argument(
+        "--distribution",
+        choices=["uniform", "zipf"],
+        default=None,
+        help="records per user (default uniform)",
+    )
+    p.add_argument("--rounds", "-R", type=int, default=None, help="number of rounds")
     p.add_argument(
         "--sampling-rate",
-        "-q",
         type=float,
         default=None,
         help="user-level sampling rate of the -s / -ws methods (default 0.1)",
     )
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
     p.add_argument(
         "--secure-weighting",
         action="store_true",
@@ -231,10 +236,10 @@ def add_uldp_parser(sub: Any) -> None:
     p.add_argument("--sigma", type=float, default=None, help="noise multiplier (default 5)")
     p.add_argument("--delta", type=float, default=None, help="delta of epsilon (default 1e-5)")
     p.add_argument("--clip", "-C", type=float, default=None, help="clipping bound C")
-    p.add_argument("--local-epochs", "-Q", type=int, default=None)
-    p.add_argument("--local-lr", type=float, default=None)
-    p.add_argument("--global-lr", type=float, default=None)
-    p.add_argument("--batch-size", "-B", type=int, default=None)
+    p.add_argument("--local-epochs", "-Q", type=int, default=None, help="local epochs Q")
+    p.add_argument("--local-lr", type=float, default=None, help="local learning rate eta_l")
+    p.add_argument("--global-lr", type=float, default=None, help="global learning rate eta_g")
+    p.add_argument("--batch-size", "-B", type=int, default=None, help="local batch size B")
     p.add_argument(
         "--max-labels-per-user",
         type=int,
@@ -247,7 +252,7 @@ def add_uldp_parser(sub: Any) -> None:
         default=None,
         help="ULDP-NAIVE noise: sensitivity 2|S|C (default) or the paper's |S|C",
     )
-    p.add_argument("--eval-every", type=int, default=None)
+    p.add_argument("--eval-every", type=int, default=None, help="evaluate every this many rounds")
     p.add_argument(
         "--max-rows",
         type=int,
@@ -255,8 +260,10 @@ def add_uldp_parser(sub: Any) -> None:
         help="rows per vectorised per-user training call (memory bound)",
     )
     p.add_argument("--device", default=None, help="cpu (default) or cuda[:N]")
-    p.add_argument("--data-dir", type=Path, default=None)
-    p.add_argument("--creditcard-path", type=Path, default=None)
+    p.add_argument(
+        "--data-dir", type=Path, default=None, help="data folder (else $FEDPRIVACY_DATA)"
+    )
+    p.add_argument("--creditcard-path", type=Path, default=None, help="the Kaggle creditcard.csv")
     p.add_argument(
         "--config",
         type=Path,
@@ -267,5 +274,5 @@ def add_uldp_parser(sub: Any) -> None:
     p.add_argument(
         "--out", type=Path, default=None, help="folder for rounds.csv, summary.json and uldp.png"
     )
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_uldp)

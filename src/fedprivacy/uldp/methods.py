@@ -67,6 +67,7 @@ from fedprivacy._validation import require_int
 from fedprivacy.dp.accounting import PrivacyAccountant, quiet_accounting
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.federation import Federation
+from fedprivacy.uldp.method_names import METHODS
 
 if TYPE_CHECKING:
     from fedprivacy.uldp.private_weighting import SecureWeighting
@@ -100,25 +101,6 @@ __all__ = [
 ]
 
 Family = Literal["default", "naive", "group", "avg", "sgd"]
-
-
-#: Method names, as in the paper.
-METHODS: tuple[str, ...] = (
-    "DEFAULT",
-    "ULDP-NAIVE",
-    "ULDP-GROUP-max",
-    "ULDP-GROUP-median",
-    "ULDP-GROUP-2",
-    "ULDP-GROUP-8",
-    "ULDP-AVG",
-    "ULDP-AVG-w",
-    "ULDP-AVG-s",
-    "ULDP-AVG-ws",
-    "ULDP-SGD",
-    "ULDP-SGD-w",
-    "ULDP-SGD-s",
-    "ULDP-SGD-ws",
-)
 
 
 @dataclass(frozen=True)
