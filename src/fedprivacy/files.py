@@ -9,12 +9,33 @@ from pathlib import Path
 from typing import Any
 
 
+def _umask() -> int:
+    """The process's umask (read by setting it and putting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename.
+
+    The file gets the mode of an ordinary new file, ``0o666 & ~umask`` (``tempfile.mkstemp``
+    alone would leave it at 0600, unreadable to colleagues on a shared server).
+
+    Examples
+    --------
+    >>> import os, stat, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> atomic_write_bytes(os.path.join(folder, "a.txt"), b"hi")
+    >>> mode = stat.S_IMODE(os.stat(os.path.join(folder, "a.txt")).st_mode)
+    >>> mode == 0o666 & ~_umask()
+    True
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, target)
