@@ -99,11 +99,11 @@ def test_simulate_bad_parameters_name_the_parameter(capsys: pytest.CaptureFixtur
         "--rounds",
         "10",
     )
-    assert code == 2 and "target_privacy" in err
+    assert code == 2 and "--target-privacy:" in err
     code, _, err = run(
         capsys, "simulate", "--scheme", "random", "-N", "10", "-K", "20", "--rounds", "10"
     )
-    assert code == 2 and "per_round" in err
+    assert code == 2 and "--per-round:" in err
     with pytest.raises(SystemExit):
         main(
             [

@@ -46,7 +46,7 @@ def test_train_from_config_file_with_override_and_resume(capsys, tmp_path):
 
 def test_train_invalid_config_is_a_clear_error(capsys, tmp_path):
     assert main(["train", "--scheme", "multiround", "-q"]) == 2
-    assert "target_privacy" in capsys.readouterr().err
+    assert "--target-privacy:" in capsys.readouterr().err
     bad = tmp_path / "bad.toml"
     bad.write_text("userz = 3\n")
     assert main(["train", "--config", str(bad)]) == 2

@@ -118,7 +118,7 @@ def test_validation_errors(capsys: pytest.CaptureFixture[str], data_dir: Path) -
     code, _, err = run(capsys, "uldp", "--dataset", "heart_disease", "--users", "5")
     assert code == 2 and "--method" in err and "--config" in err
     code, _, err = run(capsys, *heart(data_dir, "--method", "ULDP-AVG", "--sampling-rate", "0.5"))
-    assert code == 2 and "sampling_rate" in err and "-s" in err
+    assert code == 2 and "--sampling-rate" in err and "-s" in err
     code, _, err = run(capsys, *heart(data_dir, "--method", "ULDP-AVG", "--silos", "3"))
     assert code == 2 and "fixed silos" in err
     code, _, err = run(capsys, *heart(data_dir, "--method", "ULDP-AVG", "--sigma", "0"))

@@ -14,12 +14,22 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from fedprivacy import __version__
+from fedprivacy.cli.flags import flag_names, with_flag
+from fedprivacy.cli.memory import check_memory
 from fedprivacy.errors import FedPrivacyError, WeakKeyWarning
 
 
+def _is_terminal(stream: TextIO) -> bool:
+    """Whether ``stream`` is a terminal (progress bars in a log are lines of carriage returns)."""
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # replaced or closed streams
+        return False
+
+
 def _progress_factory(enabled: bool) -> Callable[[str, int], Callable[[int], None]] | None:
-    """Tqdm bars on stderr, or None when progress is off."""
-    if not enabled:
+    """Tqdm bars on stderr, or None when progress is off or stderr is not a terminal."""
+    if not (enabled and _is_terminal(sys.stderr)):
         return None
     from tqdm import tqdm
 
@@ -55,6 +65,13 @@ def _dropout(value: str) -> str | float:
         ) from None
 
 
+def _open_reason(config: Any) -> str:
+    """Why the T_weak interval is open: the bounds mode, or the search ran out of time."""
+    if config.metrics == "bounds":
+        return "--metrics bounds: certified bounds, no exact search"
+    return "time limit reached; raise --time-limit to narrow it"
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Run one selection scheme and report its metrics."""
     from fedprivacy.experiments.selection_run import (
@@ -82,6 +99,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         secagg_degree=args.secagg_degree,
     )
     config.validate()
+    check_memory("simulate", config)
     factory = _progress_factory(not args.json and not args.quiet)
     result = run_selection_experiment(
         config,
@@ -108,7 +126,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         span = (
             "infinite (nothing aggregated)"
             if lo is None
-            else (f"{lo}" if lo == hi else f"in [{lo}, {hi}] (time limit reached)")
+            else (f"{lo}" if lo == hi else f"in [{lo}, {hi}] ({_open_reason(config)})")
         )
         print(f"  T_weak                    {span}")
         print(f"  paper-code RREF bound     {tw.get('official_rref_upper')}")
@@ -127,7 +145,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             f"mean {secure['mean_client_seconds'] * 1e3:.2f} ms/client, "
             f"{secure['mean_server_seconds'] * 1e3:.2f} ms/server per round"
         )
-    print(f"  seconds                   {summary['seconds']}")
+    seconds = summary["seconds"]
+    assert isinstance(seconds, dict)
+    print(
+        "  seconds                   "
+        + ", ".join(f"{name} {value:.2f}" for name, value in seconds.items())
+    )
     if args.out:
         print(f"  results in                {args.out}")
     return 0
@@ -394,6 +417,14 @@ def _warnings_as_lines(command: str) -> Iterator[None]:
             warnings.showwarning = previous
 
 
+def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            sub: argparse.ArgumentParser = action.choices[command]
+            return sub
+    return parser  # pragma: no cover - build_parser always has subcommands
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fedprivacy`` command."""
     parser = build_parser()
@@ -406,7 +437,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _warnings_as_lines(args.command):
             code: int = args.func(args)
     except FedPrivacyError as exc:
-        print(f"fedprivacy {args.command}: error: {exc}", file=sys.stderr)
+        flags = flag_names(_subparser(parser, args.command), args.command)
+        print(f"fedprivacy {args.command}: error: {with_flag(exc, flags)}", file=sys.stderr)
         return 2
     except FileNotFoundError as exc:
         print(f"fedprivacy {args.command}: error: {exc}", file=sys.stderr)

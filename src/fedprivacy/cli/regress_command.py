@@ -43,10 +43,12 @@ def _fmt(value: float) -> str:
 
 def cmd_regress(args: argparse.Namespace) -> int:
     """Run the estimators and print MSE, standard errors and the accountant's epsilon."""
+    from fedprivacy.cli.memory import check_memory
     from fedprivacy.data.regression_data import NIO_NOTE
     from fedprivacy.regression.simulation import run_regression
 
     config = _config(args)
+    check_memory("regress", config)
     result = run_regression(config)
     report = result.to_dict()
     if config.dataset is not None:

@@ -80,7 +80,7 @@ def build_config(args: argparse.Namespace) -> Any:
 
 
 def _progress(enabled: bool, total: int) -> tuple[Any, Any]:
-    if not enabled:
+    if not (enabled and sys.stderr.isatty()):
         return None, None
     from tqdm import tqdm
 
@@ -90,9 +90,11 @@ def _progress(enabled: bool, total: int) -> tuple[Any, Any]:
 
 def cmd_uldp(args: argparse.Namespace) -> int:
     """Run one ULDP-FL training and print its utility and user-level epsilon."""
+    from fedprivacy.cli.memory import check_memory
     from fedprivacy.uldp.run import EPSILON_ADVERSARIES, run_uldp, write_outputs
 
     config = build_config(args)
+    check_memory("uldp", config)
     bar, update = _progress(not args.json and not args.quiet, config.rounds)
     try:
         result = run_uldp(config, progress=update)

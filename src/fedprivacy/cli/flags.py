@@ -1,0 +1,59 @@
+"""Errors name the flag the user typed (``--per-round``), not the configuration field.
+
+Configuration objects raise :class:`~fedprivacy.errors.ParameterError` with their field names
+(``per_round``) because they are also used from Python. The CLI maps each field to its flag:
+from the subcommand's parser (an option's ``dest`` is the field) plus :data:`ALIASES` for the
+internal names that differ from any ``dest``.
+
+Examples
+--------
+>>> import argparse
+>>> parser = argparse.ArgumentParser()
+>>> _ = parser.add_argument("--per-round", "-K", type=int)
+>>> flags = flag_names(parser, "simulate")
+>>> flags["per_round"]
+'--per-round'
+>>> from fedprivacy.errors import ParameterError
+>>> with_flag(ParameterError("per_round", "must be >= 1, got 0"), flags)
+'--per-round: must be >= 1, got 0'
+>>> with_flag(ParameterError("--steps", "must be >= 1"), flags)
+'--steps: must be >= 1'
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from fedprivacy.errors import FedPrivacyError, ParameterError
+
+__all__ = ["ALIASES", "flag_names", "with_flag"]
+
+#: command -> internal parameter name -> flag, for names that no option's ``dest`` spells
+ALIASES: dict[str, dict[str, str]] = {
+    "simulate": {"metrics_time_limit": "--time-limit", "point_time_limit": "--time-limit"},
+    "uldp": {"num_users": "--users", "num_silos": "--silos", "key_bits": "--secure-key-bits"},
+    "train": {"milestones": "--lr-milestones"},
+    "regress": {"learning_rate": "--lr", "estimator": "--estimators"},
+}
+
+
+def flag_names(parser: argparse.ArgumentParser, command: str) -> dict[str, str]:
+    """Map each option's ``dest`` (and :data:`ALIASES` of ``command``) to its long flag."""
+    names: dict[str, str] = dict(ALIASES.get(command, {}))
+    for action in parser._actions:
+        longs = [s for s in action.option_strings if s.startswith("--")]
+        if longs and action.dest not in names:
+            names[action.dest] = longs[0]
+    return names
+
+
+def with_flag(exc: FedPrivacyError, flags: dict[str, str]) -> str:
+    """The message of ``exc``, led by the flag when it is a :class:`ParameterError`."""
+    text = str(exc)
+    if not isinstance(exc, ParameterError):
+        return text
+    flag = flags.get(exc.name)
+    prefix = f"{exc.name}: "
+    if flag is None or not text.startswith(prefix):
+        return text
+    return f"{flag}: {text[len(prefix) :]}"
