@@ -221,9 +221,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """The main job on the paper's setting."""
-    from fedprivacy.experiments.demo import DemoConfig, run_demo
+    from fedprivacy.experiments.demo import DemoConfig, run_demo, scheme_configs
 
     cfg = DemoConfig(rounds=args.rounds, seed=args.seed, time_limit=args.time_limit)
+    for scheme in scheme_configs(cfg):  # refuse bad values before any output or folder
+        scheme.validate()
     started = time.perf_counter()
     print(
         f"fedprivacy demo: N={cfg.users}, K={cfg.per_round}, {cfg.rounds} rounds, "

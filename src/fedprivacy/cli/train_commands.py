@@ -168,6 +168,13 @@ def cmd_reproduce(
             print(markdown)
             print(f"Results in {out}")
         return 0
+    known = [*experiment_names(), *sorted(programs)]
+    if args.name not in known and not (args.name.endswith(".toml") and Path(args.name).is_file()):
+        raise ParameterError(
+            "experiment",
+            f"unknown experiment {args.name!r}; the {len(known)} known are {', '.join(known)} "
+            "('fedprivacy reproduce list' describes them), or give a path to an experiment .toml",
+        )
     experiment = load_experiment(args.name)
     if args.print_config:
         for run in experiment.runs:

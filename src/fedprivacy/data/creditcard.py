@@ -408,5 +408,9 @@ def load_creditcard(
     ChecksumError
         If the file does not have the Kaggle schema (see :func:`read_creditcard`).
     """
-    file = Path(path) if path is not None else resolve_data_dir(data_dir) / CREDITCARD_FILE
+    file = (
+        Path(path)
+        if path is not None
+        else resolve_data_dir(data_dir, [CREDITCARD_FILE]) / CREDITCARD_FILE
+    )
     return creditcard_pool(read_creditcard(file, sha256=sha256), seed)

@@ -182,7 +182,7 @@ def load_heart_disease(
     ChecksumError
         If a file is not the published version or cannot be parsed.
     """
-    root = resolve_data_dir(data_dir)
+    root = resolve_data_dir(data_dir, [heart_file(c) for c in HEART_CENTERS])
     train: list[tuple[_F64, NDArray[np.int64]]] = []
     test: list[tuple[_F64, NDArray[np.int64]]] = []
     for center in HEART_CENTERS:

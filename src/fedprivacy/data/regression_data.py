@@ -188,7 +188,7 @@ def load_california_housing(
     """
     if missing not in ("impute", "drop"):
         raise ParameterError("missing", f"must be 'impute' or 'drop', got {missing!r}")
-    path = verify_known_file(resolve_data_dir(data_dir), CALIFORNIA_FILE)
+    path = verify_known_file(resolve_data_dir(data_dir, [CALIFORNIA_FILE]), CALIFORNIA_FILE)
     rows, header = _read_california(path)
     cols = [header.index(c) for c in (*CALIFORNIA_FEATURES, CALIFORNIA_TARGET)]
     prox = header.index("ocean_proximity")
@@ -269,7 +269,7 @@ def load_diabetes(
     """
     if isinstance(clients, bool) or not isinstance(clients, int) or not 1 <= clients <= 44:
         raise ParameterError("clients", f"must be an integer in [1, 44], got {clients!r}")
-    root = resolve_data_dir(data_dir)
+    root = resolve_data_dir(data_dir, DIABETES_FILES)
     x_path, y_path = (verify_known_file(root, f) for f in DIABETES_FILES)
     x = _read_gz_matrix(x_path)
     y = _read_gz_matrix(y_path).ravel()

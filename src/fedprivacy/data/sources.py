@@ -17,7 +17,7 @@ import gzip
 import hashlib
 import os
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -213,7 +213,27 @@ KNOWN_FILES: dict[str, KnownFile] = {
 }
 
 
-def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path:
+def layout_of(relpaths: Sequence[str]) -> str:
+    """The data-directory layout of the files ``relpaths`` (for a dataset's error messages).
+
+    Examples
+    --------
+    >>> print(layout_of(["tcga_brca/brca.csv"]).splitlines()[1].split()[0])
+    tcga_brca/brca.csv
+    """
+    lines = ["<data-dir>/"]
+    urls: list[str] = []
+    for rel in relpaths:
+        known = KNOWN_FILES.get(rel)
+        lines.append(f"    {rel:<40} {known.what if known else ''}".rstrip())
+        if known is not None and known.url not in urls:
+            urls.append(known.url)
+    return "\n".join(lines + [f"from: {url}" for url in urls])
+
+
+def resolve_data_dir(
+    data_dir: str | os.PathLike[str] | None, files: Sequence[str] | None = None
+) -> Path:
     """Return the data directory: ``data_dir`` if given, else ``$FEDPRIVACY_DATA``.
 
     Parameters
@@ -221,6 +241,9 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path:
     data_dir : str or os.PathLike or None
         Explicit data directory; ``None`` falls back to the environment variable
         ``FEDPRIVACY_DATA`` (an empty value counts as unset).
+    files : sequence of str or None
+        The files (relative paths) the caller will read: error messages show their layout
+        (:func:`layout_of`); ``None`` shows the image datasets' :data:`EXPECTED_LAYOUT`.
 
     Returns
     -------
@@ -233,6 +256,7 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path:
         If neither is given, or the directory does not exist or is not a directory. The message
         explains both ways of naming the directory and the expected layout.
     """
+    layout = EXPECTED_LAYOUT if files is None else layout_of(files)
     if data_dir is not None:
         origin = "the data_dir argument (--data-dir)"
         raw = os.fspath(data_dir)
@@ -241,7 +265,7 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path:
         if not env:
             raise DataNotFoundError(
                 f"no data directory given: pass --data-dir DIR (data_dir= in Python) or set the "
-                f"environment variable {DATA_ENV}=DIR. Expected layout:\n{EXPECTED_LAYOUT}"
+                f"environment variable {DATA_ENV}=DIR. Expected layout:\n{layout}"
             )
         origin = f"the environment variable {DATA_ENV}"
         raw = env
@@ -249,12 +273,12 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path:
     if not path.exists():
         raise DataNotFoundError(
             f"data directory {str(path)!r} (from {origin}) does not exist. Expected layout:\n"
-            f"{EXPECTED_LAYOUT}"
+            f"{layout}"
         )
     if not path.is_dir():
         raise DataNotFoundError(
             f"data directory {str(path)!r} (from {origin}) is not a directory. Expected layout:\n"
-            f"{EXPECTED_LAYOUT}"
+            f"{layout}"
         )
     return path.resolve()
 

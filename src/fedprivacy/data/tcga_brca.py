@@ -127,7 +127,7 @@ def load_tcga_brca(
     ChecksumError
         If a file is not the published version, cannot be parsed, or the files disagree.
     """
-    root = resolve_data_dir(data_dir)
+    root = resolve_data_dir(data_dir, [TCGA_BRCA_FILE, TCGA_CENTERS_FILE, TCGA_SPLIT_FILE])
     brca_path = verify_known_file(root, TCGA_BRCA_FILE)
     regions = _regions(verify_known_file(root, TCGA_CENTERS_FILE))
     split = _split(verify_known_file(root, TCGA_SPLIT_FILE))

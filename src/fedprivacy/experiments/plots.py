@@ -13,11 +13,57 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from fedprivacy.files import atomic_write_bytes  # noqa: E402
 
 if TYPE_CHECKING:
     from fedprivacy.experiments.selection_run import SelectionResult
+
+
+#: One style per curve, so that curves which coincide stay visible: later curves are drawn
+#: thinner, dashed and on top of the earlier ones, with sparse markers.
+STYLES: tuple[dict[str, object], ...] = (
+    {"linestyle": "-", "marker": "o", "linewidth": 3.2},
+    {"linestyle": "--", "marker": "s", "linewidth": 2.6},
+    {"linestyle": "-.", "marker": "^", "linewidth": 2.2},
+    {"linestyle": ":", "marker": "D", "linewidth": 2.0},
+    {"linestyle": "-", "marker": "v", "linewidth": 1.6},
+    {"linestyle": "--", "marker": "P", "linewidth": 1.2},
+)
+
+
+def style(index: int) -> dict[str, object]:
+    """The line style of the ``index``-th curve of a figure (cycled; later ones on top).
+
+    Examples
+    --------
+    >>> style(0)["linestyle"], style(1)["linestyle"], style(6)["marker"]
+    ('-', '--', 'o')
+    """
+    return {**STYLES[index % len(STYLES)], "zorder": 2 + index, "alpha": 0.9}
+
+
+def rolling_mean(values: np.ndarray, window: int) -> np.ndarray:
+    """Trailing mean over ``window`` values (fewer at the start), same length as ``values``.
+
+    Examples
+    --------
+    >>> rolling_mean(np.array([1.0, 3.0, 5.0, 7.0]), 2).tolist()
+    [1.0, 2.0, 4.0, 6.0]
+    """
+    x = np.asarray(values, dtype=np.float64)
+    csum = np.concatenate([[0.0], np.cumsum(x)])
+    idx = np.arange(1, x.size + 1)
+    start = np.maximum(0, idx - max(1, int(window)))
+    return np.asarray((csum[idx] - csum[start]) / (idx - start), dtype=np.float64)
+
+
+def _log_scale_if_positive(ax: Axes, axis: str) -> None:
+    """Log scale only when the axis has positive data (else matplotlib warns and draws nothing)."""
+    data = [ln.get_ydata() if axis == "y" else ln.get_xdata() for ln in ax.get_lines()]
+    if any(np.any(np.asarray(d, dtype=np.float64) > 0) for d in data):
+        (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
 
 
 def _save(fig: Figure, path: Path) -> Path:
@@ -31,11 +77,18 @@ def _save(fig: Figure, path: Path) -> Path:
 
 
 def _t_weak_axes(ax: Axes, results: Sequence[SelectionResult]) -> None:
-    for res in results:
+    for i, res in enumerate(results):
         if res.t_weak is None:
             continue
         rounds = np.arange(1, res.ledger.rounds + 1)
-        (line,) = ax.step(rounds, res.t_weak.upper, where="post", label=res.config.label)
+        (line,) = ax.step(
+            rounds,
+            res.t_weak.upper,
+            where="post",
+            label=res.config.label,
+            markevery=_marks(rounds.size),
+            **style(i),  # type: ignore[arg-type]
+        )
         gap = res.t_weak.lower < res.t_weak.upper
         if np.any(gap):
             ax.fill_between(
@@ -47,19 +100,53 @@ def _t_weak_axes(ax: Axes, results: Sequence[SelectionResult]) -> None:
                 alpha=0.15,
                 linewidth=0,
             )
-    ax.set_xscale("log")
+    if max((res.ledger.rounds for res in results), default=0) > 1:
+        ax.set_xscale("log")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("round")
     ax.set_ylabel(r"$T_{weak}$ (line: attained; band: certified interval)")
     ax.set_title("(a) multi-round privacy guarantee")
     ax.grid(alpha=0.3)
 
 
+def _marks(n: int) -> int:
+    return max(1, n // 8)
+
+
 def _curve_axes(
-    ax: Axes, results: Sequence[SelectionResult], attr: str, title: str, ylabel: str
+    ax: Axes,
+    results: Sequence[SelectionResult],
+    attr: str,
+    title: str,
+    ylabel: str,
+    smooth: bool = False,
 ) -> None:
-    for res in results:
+    """One line per result; ``smooth``: the raw line faint and its rolling mean on top."""
+    for i, res in enumerate(results):
         rounds = np.arange(1, res.ledger.rounds + 1)
-        ax.plot(rounds, getattr(res, attr), label=res.config.label)
+        values = np.asarray(getattr(res, attr), dtype=np.float64)
+        if smooth:
+            (raw,) = ax.plot(rounds, values, linewidth=0.6, alpha=0.25, zorder=1)
+            window = max(1, rounds.size // 50)
+            ax.plot(
+                rounds,
+                rolling_mean(values, window),
+                color=raw.get_color(),
+                label=f"{res.config.label} (mean of {window} rounds)" if window > 1 else None,
+                markevery=_marks(rounds.size),
+                **style(i),  # type: ignore[arg-type]
+            )
+            if window == 1:
+                ax.lines[-1].set_label(res.config.label)
+        else:
+            ax.plot(
+                rounds,
+                values,
+                label=res.config.label,
+                markevery=_marks(rounds.size),
+                **style(i),  # type: ignore[arg-type]
+            )
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("round")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
@@ -74,7 +161,7 @@ def plot_run(result: SelectionResult, out: Path) -> list[Path]:
     _curve_axes(
         axes[2], [result], "cardinality", "(c) average aggregation cardinality", "$C^{(t)}$"
     )
-    axes[1].set_yscale("log")
+    _log_scale_if_positive(axes[1], "y")
     fig.suptitle(result.config.label)
     return [_save(fig, out / "metrics.png")]
 
@@ -87,8 +174,15 @@ def plot_fig3(results: Sequence[SelectionResult], out: Path) -> list[Path]:
         if name.startswith("fig3a"):
             _t_weak_axes(ax, results)
         elif name.startswith("fig3b"):
-            _curve_axes(ax, results, "fairness_gap", "(b) aggregation fairness gap", "$F^{(t)}$")
-            ax.set_yscale("log")
+            _curve_axes(
+                ax,
+                results,
+                "fairness_gap",
+                "(b) aggregation fairness gap",
+                "$F^{(t)}$",
+                smooth=True,
+            )
+            _log_scale_if_positive(ax, "y")
         else:
             _curve_axes(
                 ax, results, "cardinality", "(c) average aggregation cardinality", "$C^{(t)}$"
@@ -115,8 +209,21 @@ def plot_fig4(
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     ts, cs = zip(*theory, strict=True) if theory else ((), ())
     ax.plot(ts, cs, "k--", marker="o", mfc="none", label="batch partitioning, exact C(T)")
-    for label, lo, hi, c in points:
-        ax.errorbar([hi], [c], xerr=np.array([[hi - lo], [0.0]]), fmt="s", capsize=3, label=label)
+    markers = ("s", "o", "^", "D", "v", "P", "X", "*")
+    for i, (label, lo, hi, c) in enumerate(points):
+        # points that coincide stay visible: distinct markers, later ones smaller and on top
+        ax.errorbar(
+            [hi],
+            [c],
+            xerr=np.array([[hi - lo], [0.0]]),
+            fmt=markers[i % len(markers)],
+            markersize=max(4.0, 11.0 - 1.4 * i),
+            alpha=0.85,
+            capsize=3,
+            zorder=3 + i,
+            label=label,
+        )
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(r"multi-round privacy $T_{weak}$ after the last round")
     ax.set_ylabel("average aggregation cardinality $C$")
     ax.set_title("Trade-off between multi-round privacy and cardinality")
