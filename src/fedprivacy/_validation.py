@@ -123,7 +123,8 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     Raises
     ------
     ParameterError
-        If the file does not exist or is not valid TOML (named ``config``).
+        If the file does not exist, cannot be read (a directory, no permission), is not UTF-8
+        text or is not valid TOML (named ``config``).
     """
     p = Path(path)
     try:
@@ -132,3 +133,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ParameterError("config", f"file not found: {p}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ParameterError("config", f"{p} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ParameterError("config", f"{p} is not a text (UTF-8) file") from None
+    except OSError as exc:
+        raise ParameterError("config", f"cannot read {p}: {exc.strerror or exc}") from None

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 from fedprivacy import __version__
 from fedprivacy.cli.flags import flag_names, with_flag
 from fedprivacy.cli.memory import check_memory
-from fedprivacy.errors import FedPrivacyError, WeakKeyWarning
+from fedprivacy.errors import FedPrivacyError, ParameterError, WeakKeyWarning
 
 
 def _is_terminal(stream: TextIO) -> bool:
@@ -222,10 +222,18 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """The main job on the paper's setting."""
     from fedprivacy.experiments.demo import DemoConfig, run_demo, scheme_configs
+    from fedprivacy.experiments.selection_run import MAX_DENSE_CELLS
 
     cfg = DemoConfig(rounds=args.rounds, seed=args.seed, time_limit=args.time_limit)
+    if isinstance(cfg.rounds, int) and cfg.rounds * cfg.users > MAX_DENSE_CELLS:
+        raise ParameterError(
+            "rounds",
+            f"at most {MAX_DENSE_CELLS // cfg.users:,} (the privacy metric needs a dense "
+            f"rounds x {cfg.users} matrix), got {cfg.rounds}",
+        )
     for scheme in scheme_configs(cfg):  # refuse bad values before any output or folder
         scheme.validate()
+        check_memory("simulate", scheme)
     started = time.perf_counter()
     print(
         f"fedprivacy demo: N={cfg.users}, K={cfg.per_round}, {cfg.rounds} rounds, "
@@ -442,7 +450,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         flags = flag_names(_subparser(parser, args.command), args.command)
         print(f"fedprivacy {args.command}: error: {with_flag(exc, flags)}", file=sys.stderr)
         return 2
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
         print(f"fedprivacy {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader (e.g. `| head`) closed the pipe: stop quietly

@@ -63,6 +63,24 @@ def parse_settings(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
+def int_list(flag: str, text: str) -> list[int]:
+    """The integers of a comma-separated option value.
+
+    Examples
+    --------
+    >>> int_list("--seeds", "0,1,")
+    [0, 1]
+    >>> int_list("--seeds", "0,x")
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: --seeds: expected comma-separated integers, got '0,x'
+    """
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ParameterError(flag, f"expected comma-separated integers, got {text!r}") from None
+
+
 def _print_err(message: str) -> None:
     print(message, file=sys.stderr)
 
@@ -79,7 +97,7 @@ def cmd_train(
     overrides["lr_milestones"] = (
         None
         if args.lr_milestones is None
-        else tuple(int(x) for x in args.lr_milestones.split(",") if x)
+        else tuple(int_list("--lr-milestones", args.lr_milestones))
     )
     for flag in ("fairness", "secagg"):
         if getattr(args, flag):
@@ -148,7 +166,7 @@ def cmd_reproduce(
     if args.name in programs:
         settings = parse_settings(args.set)
         options = {
-            "seeds": None if args.seeds is None else [int(s) for s in args.seeds.split(",") if s],
+            "seeds": None if args.seeds is None else int_list("--seeds", args.seeds),
             "rounds": args.rounds,
             "data_dir": args.data_dir,
             "quiet": args.quiet or args.json,
@@ -181,7 +199,7 @@ def cmd_reproduce(
             print(f"# run {run.name}")
             print(run.config.to_toml())
         return 0
-    seeds = [int(s) for s in (args.seeds or "0").split(",") if s]
+    seeds = int_list("--seeds", args.seeds or "0") or [0]
     if experiment.kind == "attack":
         from fedprivacy.experiments.reproduce import run_attack_experiment
 
