@@ -86,7 +86,7 @@ def _t_weak_axes(ax: Axes, results: Sequence[SelectionResult]) -> None:
             res.t_weak.upper,
             where="post",
             label=res.config.label,
-            markevery=_marks(rounds.size),
+            markevery=_marks(rounds.size, i),
             **style(i),  # type: ignore[arg-type]
         )
         gap = res.t_weak.lower < res.t_weak.upper
@@ -109,8 +109,10 @@ def _t_weak_axes(ax: Axes, results: Sequence[SelectionResult]) -> None:
     ax.grid(alpha=0.3)
 
 
-def _marks(n: int) -> int:
-    return max(1, n // 8)
+def _marks(n: int, index: int = 0) -> tuple[int, int]:
+    """Sparse markers, staggered per curve so coinciding curves show each marker."""
+    step = max(1, n // 8)
+    return (index * step // len(STYLES)) % step, step
 
 
 def _curve_axes(
@@ -127,13 +129,13 @@ def _curve_axes(
         values = np.asarray(getattr(res, attr), dtype=np.float64)
         if smooth:
             (raw,) = ax.plot(rounds, values, linewidth=0.6, alpha=0.25, zorder=1)
-            window = max(1, rounds.size // 50)
+            window = max(1, rounds.size // 20)
             ax.plot(
                 rounds,
                 rolling_mean(values, window),
                 color=raw.get_color(),
                 label=f"{res.config.label} (mean of {window} rounds)" if window > 1 else None,
-                markevery=_marks(rounds.size),
+                markevery=_marks(rounds.size, i),
                 **style(i),  # type: ignore[arg-type]
             )
             if window == 1:
@@ -143,7 +145,7 @@ def _curve_axes(
                 rounds,
                 values,
                 label=res.config.label,
-                markevery=_marks(rounds.size),
+                markevery=_marks(rounds.size, i),
                 **style(i),  # type: ignore[arg-type]
             )
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
