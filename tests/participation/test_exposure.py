@@ -9,7 +9,11 @@ from hypothesis import strategies as st
 from scipy import sparse
 
 from fedprivacy.participation.audit import audit_ledger
-from fedprivacy.participation.exposure import analyse_exposure, exposure_witness
+from fedprivacy.participation.exposure import (
+    CertificationError,
+    analyse_exposure,
+    exposure_witness,
+)
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.metrics import exposed_users, t_strong
 
@@ -90,3 +94,10 @@ def test_audit_fast_path_is_certified() -> None:
 def test_audit_rejects_bad_budget() -> None:
     with pytest.raises(ValueError, match="time_limit"):
         audit_ledger(ParticipationLedger.from_matrix([[1]]), time_limit=0)
+
+
+def test_too_large_for_the_budget_is_said_not_hung() -> None:
+    rng = np.random.default_rng(5)
+    p = (rng.random((200, 400)) < 0.02).astype(np.uint8)
+    with pytest.raises(CertificationError, match="beyond the time limit"):
+        analyse_exposure(p, time_limit=1e-9)

@@ -98,6 +98,8 @@ def audit_ledger(ledger: ParticipationLedger, *, time_limit: float = 30.0) -> Au
     ------
     ParameterError
         If ``time_limit`` is not positive.
+    CertificationError
+        If the exact exposure analysis cannot fit in ``time_limit`` (said before it starts).
 
     Examples
     --------
@@ -110,7 +112,7 @@ def audit_ledger(ledger: ParticipationLedger, *, time_limit: float = 30.0) -> Au
         raise ParameterError("time_limit", f"must be positive, got {time_limit!r}")
     started = time.perf_counter()
     mat = _sparse(ledger)
-    exposure = analyse_exposure(mat)
+    exposure = analyse_exposure(mat, time_limit=time_limit)
     remaining = time_limit - (time.perf_counter() - started)
     fast = ledger.rounds * ledger.num_users > _DENSE_TWEAK_CELLS or remaining <= 0.05
     if fast:

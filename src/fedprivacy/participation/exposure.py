@@ -28,7 +28,9 @@ every answer is certified exactly:
 
 from __future__ import annotations
 
+import math
 import random
+import time
 from dataclasses import dataclass
 
 import flint
@@ -46,6 +48,7 @@ __all__ = ["CertificationError", "ExposureReport", "analyse_exposure", "exposure
 _PRIME = 1048573  # 20 bits: FLINT eliminates fastest; every answer is certified anyway
 _EXACT_RANK_CELLS = 400_000
 _LOCAL_ROWS = 600
+_SECONDS_PER_OP = 2.5e-10  # FLINT dense nullspace mod a 20-bit prime, 2 cores: m * n * min(m, n)
 
 
 class CertificationError(FedPrivacyError):
@@ -219,7 +222,7 @@ def _verify(block: sparse.csr_array, z: list[tuple[int, flint.fmpq]], k: int) ->
 
 
 def _block_coloops(
-    block: sparse.csr_array, wanted: NDArray[np.bool_], rng: random.Random
+    block: sparse.csr_array, wanted: NDArray[np.bool_], rng: random.Random, deadline: float
 ) -> tuple[list[int], tuple[int, int]]:
     """Exact coloops of ``block`` among the columns flagged in ``wanted``."""
     peeled, rest = _peel(block)
@@ -231,6 +234,13 @@ def _block_coloops(
     shape = (int(sub.shape[0]), int(sub.shape[1]))
     if sub.shape[0] == 0:
         return out, shape
+    m, n = shape
+    estimate = _SECONDS_PER_OP * m * n * min(m, n)
+    if time.perf_counter() + estimate > deadline:
+        raise CertificationError(
+            f"the exact exposure analysis needs a dense elimination of a block of {m} rounds x "
+            f"{n} distinct users (about {estimate:.0f} s on 2 cores), beyond the time limit"
+        )
     candidates, rank_p = _modular_coloops(sub, rng)
     if rank_p == sub.shape[1]:
         return out + [int(rest[c]) for c in candidates if wanted[rest[c]]], shape
@@ -259,7 +269,10 @@ def _block_coloops(
 
 
 def analyse_exposure(
-    participation: ArrayLike | sparse.sparray | sparse.spmatrix, *, seed: int = 0
+    participation: ArrayLike | sparse.sparray | sparse.spmatrix,
+    *,
+    seed: int = 0,
+    time_limit: float | None = None,
 ) -> ExposureReport:
     """Exposed users, ``T_strong`` and the participation classes in one pass (exact).
 
@@ -269,6 +282,9 @@ def analyse_exposure(
         The participation matrix ``P``.
     seed : int
         Seed of the random vectors of the modular test (the answer never depends on it).
+    time_limit : float, optional
+        Seconds allowed; a block whose elimination is estimated to exceed them is refused with
+        :class:`CertificationError` before it starts (never a hang, never a guess).
 
     Returns
     -------
@@ -277,7 +293,8 @@ def analyse_exposure(
     Raises
     ------
     CertificationError
-        If a block is too large for an exact certificate (never a wrong answer).
+        If a block is too large for an exact certificate or for the time limit (never a wrong
+        answer).
 
     Examples
     --------
@@ -288,6 +305,7 @@ def analyse_exposure(
     [2, 3]
     """
     rng = random.Random(seed)
+    deadline = math.inf if time_limit is None else time.perf_counter() + time_limit
     mat = _as_csc(participation)
     classes = _column_classes(mat)
     if not classes:
@@ -308,7 +326,7 @@ def analyse_exposure(
             continue
         rows = np.flatnonzero(row_labels == b)
         block = sparse.csr_array(collapsed[rows][:, cols])
-        found, shape = _block_coloops(block, single[cols], rng)
+        found, shape = _block_coloops(block, single[cols], rng, deadline)
         largest = max(largest, shape, key=lambda s: s[0] * s[1])
         exposed.extend(int(reps[cols[k]]) for k in found)
     return ExposureReport(
