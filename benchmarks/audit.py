@@ -71,7 +71,7 @@ def run_case(
         f"T_strong={res.exposure.t_strong} T_weak=[{tw.lower},{tw.upper}] "
         f"block={res.exposure.largest_block}"
     )
-    if users <= baseline_limit:
+    if users <= baseline_limit and users * rounds <= 500_000:
         p = ledger.matrix()
         t1 = time.perf_counter()
         ref = exposed_users(p)

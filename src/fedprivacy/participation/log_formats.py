@@ -87,15 +87,20 @@ def _parse_wide(rows: list[list[str]], path: str) -> ParsedLog:
             raise ParameterError(
                 "file", f"{path}: round {r} has {len(row)} columns, expected {width}"
             )
-        cells = [c.strip() for c in row]
-        for c, v in enumerate(cells):
-            if v not in {"0", "1"}:
+        arr = np.asarray(row)
+        ones = arr == "1"
+        if not np.all(ones | (arr == "0")):  # slow path: spaces around the digits, or an error
+            arr = np.char.strip(arr)
+            ones = arr == "1"
+            bad = np.flatnonzero(~(ones | (arr == "0")))
+            if bad.size:
+                c = int(bad[0])
                 raise ParameterError(
                     "file",
                     f"{path}: round {r} (line {r + 1 + offset}), column {c} is {row[c]!r}; "
                     "expected 0 or 1",
                 )
-        sets.append(np.asarray([c for c, v in enumerate(cells) if v == "1"], dtype=np.intp))
+        sets.append(np.flatnonzero(ones).astype(np.intp))
     if width == 0:
         raise ParameterError("file", f"{path} has no user columns")
     return ParsedLog(header, width, sets)
