@@ -101,3 +101,16 @@ def test_too_large_for_the_budget_is_said_not_hung() -> None:
     p = (rng.random((200, 400)) < 0.02).astype(np.uint8)
     with pytest.raises(CertificationError, match="beyond the time limit"):
         analyse_exposure(p, time_limit=1e-9)
+
+
+def test_preconditioned_null_vectors() -> None:
+    from fedprivacy.participation.modular import full_column_rank, random_null_vectors
+
+    gen = np.random.default_rng(0)
+    p = 1048573
+    a = sparse.csr_array((gen.random((30, 60)) < 0.2).astype(np.int64))
+    x = random_null_vectors(a, p, 2, gen)
+    assert x is not None and not np.any((a @ x) % p) and x.any()
+    deficient = sparse.csr_array(np.array([[1, 1, 0], [1, 1, 0]]))
+    assert random_null_vectors(deficient, p, 1, gen) is None
+    assert not full_column_rank(sparse.csr_array(np.array([[1, 1], [1, 1], [0, 0]])), p, gen)

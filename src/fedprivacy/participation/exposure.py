@@ -17,8 +17,10 @@ every answer is certified exactly:
    rest, so such columns are peeled off repeatedly;
 4. what remains of a block is eliminated over ``GF(p)`` (FLINT ``nmod_mat``, a 20-bit prime: the
    fastest for FLINT; the modulus never decides an answer alone):
-   ``y = N v`` with ``N`` a null-space basis and ``v`` random, ``y_k != 0`` proves that ``k`` is
-   not a coloop modulo ``p``;
+   a random null vector ``y`` (checked: ``A y = 0 mod p``; from one square solve,
+   :mod:`fedprivacy.participation.modular`, or from a null-space basis) with ``y_k != 0`` proves
+   that ``k`` is not a coloop modulo ``p``; a nonsingular square preconditioned matrix proves
+   full row (or column) rank modulo ``p``;
 5. certificates over ``Q``: ``rank_Q >= rank_p`` always. If ``rank_p`` equals the number of
    columns, every column is a coloop over ``Q``. If it equals the number of rows,
    ``rank_Q = rank_p`` and a non-coloop modulo ``p`` is a non-coloop over ``Q``; otherwise the
@@ -42,13 +44,15 @@ from scipy.sparse.csgraph import connected_components
 from fedprivacy._validation import require_binary_matrix
 from fedprivacy.errors import FedPrivacyError
 from fedprivacy.linalg import exact_rank
+from fedprivacy.participation.modular import full_column_rank, random_null_vectors
 
 __all__ = ["CertificationError", "ExposureReport", "analyse_exposure", "exposure_witness"]
 
 _PRIME = 1048573  # 20 bits: FLINT eliminates fastest; every answer is certified anyway
 _EXACT_RANK_CELLS = 400_000
 _LOCAL_ROWS = 600
-_SECONDS_PER_OP = 2.5e-10  # FLINT dense nullspace mod a 20-bit prime, 2 cores: m * n * min(m, n)
+_SOLVE_SECONDS = 1.2e-10  # FLINT square solve mod a 20-bit prime, 2 cores: per min(m, n)**3
+_NULLSPACE_SECONDS = 2.5e-10  # FLINT nullspace, per m * n * min(m, n)
 
 
 class CertificationError(FedPrivacyError):
@@ -149,9 +153,28 @@ def _nmod(block: sparse.csr_array) -> flint.nmod_mat:
     return out
 
 
-def _modular_coloops(block: sparse.csr_array, rng: random.Random) -> tuple[list[int], int]:
+def _check_budget(estimate: float, shape: tuple[int, int], deadline: float) -> None:
+    if time.perf_counter() + estimate > deadline:
+        raise CertificationError(
+            f"the exact exposure analysis needs a dense elimination of a block of {shape[0]} "
+            f"rounds x {shape[1]} distinct users (about {estimate:.0f} s on 2 cores), beyond "
+            "the time limit"
+        )
+
+
+def _modular_coloops(
+    block: sparse.csr_array, rng: random.Random, deadline: float
+) -> tuple[list[int], int]:
     """Columns that may be coloops (all others are proved non-coloops mod p), and rank mod p."""
     m, n = block.shape
+    gen = np.random.default_rng(rng.randrange(2**63))
+    if m < n:  # one square solve instead of a nullspace (modular.py)
+        x = random_null_vectors(block, _PRIME, 2, gen)
+        if x is not None:
+            return np.flatnonzero(~x.any(axis=1)).tolist(), m
+    elif full_column_rank(block, _PRIME, gen):
+        return list(range(n)), n
+    _check_budget(_NULLSPACE_SECONDS * m * n * min(m, n), (m, n), deadline)
     basis, nullity = _nmod(block).nullspace()
     nullity = int(nullity)
     if nullity == 0:
@@ -235,13 +258,8 @@ def _block_coloops(
     if sub.shape[0] == 0:
         return out, shape
     m, n = shape
-    estimate = _SECONDS_PER_OP * m * n * min(m, n)
-    if time.perf_counter() + estimate > deadline:
-        raise CertificationError(
-            f"the exact exposure analysis needs a dense elimination of a block of {m} rounds x "
-            f"{n} distinct users (about {estimate:.0f} s on 2 cores), beyond the time limit"
-        )
-    candidates, rank_p = _modular_coloops(sub, rng)
+    _check_budget(_SOLVE_SECONDS * min(m, n) ** 3, shape, deadline)
+    candidates, rank_p = _modular_coloops(sub, rng, deadline)
     if rank_p == sub.shape[1]:
         return out + [int(rest[c]) for c in candidates if wanted[rest[c]]], shape
     if rank_p < sub.shape[0]:
