@@ -95,3 +95,16 @@ def test_unreadable_inputs_are_clear_errors(
         ParticipationLedger.from_csv(target)
     assert main(["audit", str(target)]) == 2
     assert "fedprivacy audit: error:" in capsys.readouterr().err
+
+
+def test_cli_audits_gzipped_long_form(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    lines = ["round,user"] + [f"{r},{u}" for r in range(40) for u in range(r % 7, 200, 9)]
+    lines += ["40,alone"]
+    f = tmp_path / "big.log"
+    f.write_bytes(gzip.compress("\n".join(lines).encode()))
+    assert main(["audit", str(f), "--json", "--time-limit", "20"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["rounds"] == 41 and "alone" in data["exposed_users"]
+    assert data["t_weak"]["upper"] == 1 and data["t_weak"]["lower"] == 1

@@ -152,7 +152,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
         "rounds": ledger.rounds,
         "users": ledger.num_users,
         "aggregated_users": int((ledger.frequency > 0).sum()),
-        "t_weak": result.to_dict(),
+        "t_weak": {
+            **result.to_dict(),
+            "rank": None if audit.fast_t_weak else result.rank,
+            "method": "fast-bounds" if audit.fast_t_weak else "search",
+        },
         "t_strong": strong,
         "exposed_users": exposed,
         "witness": {
