@@ -180,6 +180,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
             f"T_weak = {result.upper}: the smallest number of users in any linear combination "
             "of the aggregates the server saw."
         )
+    elif audit.fast_t_weak:
+        print(
+            f"T_weak in [{result.lower}, {result.upper}] (certified bounds; the log is too large "
+            "for the exact T_weak search)."
+        )
     else:
         print(
             f"T_weak in [{result.lower}, {result.upper}] (time limit {args.time_limit}s; "
