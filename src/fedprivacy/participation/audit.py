@@ -5,8 +5,9 @@ Exposed users and ``T_strong`` are always exact (:mod:`fedprivacy.participation.
 :func:`fedprivacy.participation.privacy.t_weak` when the log is small enough for its dense
 reductions, otherwise a certified interval from facts that cost nothing more:
 
-* ``T_weak = 1`` exactly when some user is exposed (its witness ``z`` is found and checked
-  exactly), and ``T_weak >= 2`` otherwise;
+* ``T_weak = 1`` exactly when some user is exposed, and ``T_weak >= 2`` otherwise; the upper
+  bound 1 is reported only with a witness ``z`` (searched on at most 200 rounds around the first
+  exposed user, checked exactly), else the interval is ``[1, lightest round]``;
 * every round is a row-space vector, so the lightest nonempty round is an upper bound (witness
   ``z = e_r``).
 """
@@ -61,11 +62,14 @@ def _sparse(ledger: ParticipationLedger) -> sparse.csr_array:
     return sparse.csr_array((data, indices, indptr), shape=(ledger.rounds, ledger.num_users))
 
 
-def _fast_t_weak(mat: sparse.csr_array, exposure: ExposureReport, started: float) -> TWeakResult:
+def _fast_t_weak(
+    mat: sparse.csr_array, exposure: ExposureReport, started: float, time_limit: float
+) -> TWeakResult:
     sizes = np.diff(mat.indptr)
     if not sizes.any():
         return TWeakResult(None, None, seconds=time.perf_counter() - started)
-    for user in exposure.exposed[:5].tolist():
+    within = time.perf_counter() - started < time_limit
+    for user in exposure.exposed[: 1 if within else 0].tolist():
         z = exposure_witness(mat, user)
         if z is not None:
             support = _support(mat, z)
@@ -116,7 +120,7 @@ def audit_ledger(ledger: ParticipationLedger, *, time_limit: float = 30.0) -> Au
     remaining = time_limit - (time.perf_counter() - started)
     fast = ledger.rounds * ledger.num_users > _DENSE_TWEAK_CELLS or remaining <= 0.05
     if fast:
-        result = _fast_t_weak(mat, exposure, started)
+        result = _fast_t_weak(mat, exposure, started, time_limit)
     else:
         result = t_weak(mat.toarray().astype(np.uint8), time_limit=remaining)
     return AuditResult(exposure, result, fast, time.perf_counter() - started)

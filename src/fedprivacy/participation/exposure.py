@@ -216,24 +216,26 @@ def _solve_left(block: sparse.csr_array, rows: list[int], k: int) -> list[flint.
     return z
 
 
-def _certify_coloop(block: sparse.csr_array, k: int) -> list[tuple[int, flint.fmpq]] | None:
-    """Exact ``z`` (row, coefficient) with ``zᵀ block = e_k``."""
+def _certify_coloop(
+    block: sparse.csr_array, k: int, max_rows: int = _LOCAL_ROWS
+) -> list[tuple[int, flint.fmpq]] | None:
+    """Exact ``z`` (row, coefficient) with ``zᵀ block = e_k``, on at most ``max_rows`` rows."""
     csc = sparse.csc_array(block)
-    rows = set(csc.indices[csc.indptr[k] : csc.indptr[k + 1]].tolist())
+    rows = list(dict.fromkeys(csc.indices[csc.indptr[k] : csc.indptr[k + 1]].tolist()))
+    limit = min(max_rows, block.shape[0])
     while True:
-        ordered = sorted(rows)
+        ordered = sorted(rows[:limit])
         z = _solve_left(block, ordered, k)
         if z is not None:
             return [(r, c) for r, c in zip(ordered, z, strict=True) if c != 0]
-        if len(rows) >= min(_LOCAL_ROWS, block.shape[0]):
+        if len(rows) >= limit:
             return None
-        cols = np.unique(block[ordered].indices)
-        grown = set(rows)
-        for c in cols.tolist():
-            grown.update(csc.indices[csc.indptr[c] : csc.indptr[c + 1]].tolist())
+        grown = dict.fromkeys(rows)
+        for c in np.unique(block[ordered].indices).tolist():
+            grown.update(dict.fromkeys(csc.indices[csc.indptr[c] : csc.indptr[c + 1]].tolist()))
         if len(grown) == len(rows):
             return None
-        rows = grown
+        rows = list(grown)
 
 
 def _verify(block: sparse.csr_array, z: list[tuple[int, flint.fmpq]], k: int) -> bool:
@@ -273,6 +275,10 @@ def _block_coloops(
     for c in candidates:
         if not wanted[rest[c]]:
             continue
+        if time.perf_counter() > deadline:
+            raise CertificationError(
+                f"certifying the exposed users of a {shape} block exceeded the time limit"
+            )
         z = _certify_coloop(sub, c)
         if z is None or not _verify(sub, z, c):
             # rank_Q(sub) == rank_p is proved; a coloop modulo p without a rational z is only
@@ -357,12 +363,12 @@ def analyse_exposure(
 
 
 def exposure_witness(
-    participation: ArrayLike | sparse.sparray | sparse.spmatrix, user: int
+    participation: ArrayLike | sparse.sparray | sparse.spmatrix, user: int, max_rows: int = 200
 ) -> list[int] | None:
     """Integer ``z`` (one entry per round) with ``zᵀP`` a nonzero multiple of ``e_user``, or None.
 
-    Searched on growing neighbourhoods of the rounds of ``user`` (exact rationals, scaled to
-    integers); ``None`` when none is found there.
+    Searched on growing neighbourhoods of the rounds of ``user``, at most ``max_rows`` rounds
+    (exact rationals, scaled to integers); ``None`` when none is found there.
 
     Examples
     --------
@@ -370,7 +376,7 @@ def exposure_witness(
     [1, -1, 0]
     """
     csr = sparse.csr_array(_as_csc(participation))
-    z = _certify_coloop(csr, int(user))
+    z = _certify_coloop(csr, int(user), max_rows)
     if z is None:
         return None
     from math import lcm
