@@ -5,7 +5,8 @@ batch-structured ones (batches of 10 users, as Multi-RoundSecAgg aggregates). Ea
 audited with :func:`fedprivacy.participation.audit.audit_ledger` (exposed users and T_strong
 exact, T_weak certified). Baseline, named ``old``: the per-user exact rank of
 :func:`fedprivacy.participation.metrics.exposed_users` (what the audit ran before), on the sizes
-where it finishes within ``--baseline-limit`` users; there its answer is the independent check of
+where it finishes (at most ``--baseline-limit`` users and 500,000 cells); there its answer is
+the independent check of
 the exposed users and the ratio is printed.
 
 Usage: python benchmarks/audit.py [--quick] [--time-limit S]
