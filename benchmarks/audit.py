@@ -6,8 +6,7 @@ audited with :func:`fedprivacy.participation.audit.audit_ledger` (exposed users 
 exact, T_weak certified). Baseline, named ``old``: the per-user exact rank of
 :func:`fedprivacy.participation.metrics.exposed_users` (what the audit ran before), on the sizes
 where it finishes (at most ``--baseline-limit`` users and 500,000 cells); there its answer is
-the independent check of
-the exposed users and the ratio is printed.
+the independent check of the exposed users and the ratio is printed.
 
 Usage: python benchmarks/audit.py [--quick] [--time-limit S]
 """
