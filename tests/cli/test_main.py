@@ -157,7 +157,7 @@ def test_audit_with_and_without_header(capsys: pytest.CaptureFixture[str], tmp_p
 
 def test_audit_rejects_malformed_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
-    bad.write_text("1,0\n1,2\n")
+    bad.write_text("1,0,1\n1,2,0\n")  # (two columns with a 2 would be a long-form log)
     code, _, err = run(capsys, "audit", str(bad))
     assert code == 2 and "expected 0 or 1" in err
     code, _, err = run(capsys, "audit", str(tmp_path / "missing.csv"))

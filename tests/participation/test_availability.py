@@ -140,7 +140,7 @@ def test_trace_from_csv_with_and_without_header(tmp_path: Path) -> None:
     assert model.sample(2, np.random.default_rng(0)).tolist() == [False, False]
 
     bad = tmp_path / "c.csv"
-    bad.write_text("1,0\n1,2\n")
+    bad.write_text("1,0,1\n1,2,0\n")  # (two columns with a 2 would be a long-form log)
     with pytest.raises(ParameterError):
         TraceAvailability.from_csv(bad)
 

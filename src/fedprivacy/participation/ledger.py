@@ -6,7 +6,6 @@ import csv
 import io
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -14,6 +13,7 @@ from numpy.typing import ArrayLike, NDArray
 from fedprivacy._validation import require_binary_matrix, require_int
 from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_text
+from fedprivacy.participation.log_formats import is_number, parse_log
 
 
 class ParticipationLedger:
@@ -129,48 +129,47 @@ class ParticipationLedger:
 
     @classmethod
     def from_csv(cls, path: str | os.PathLike[str]) -> ParticipationLedger:
-        """Read a CSV with one row per round and one 0/1 column per user.
+        """Read a participation log in any format of :mod:`fedprivacy.participation.log_formats`.
 
-        A first row that is not made of 0/1 values is taken as a header of user ids; otherwise the
-        users are the 0-based column indices.
+        Wide CSV (one row per round, one 0/1 column per user, optional header of user ids) or long
+        form (``round,user`` lines), optionally gzip-compressed.
 
         Raises
         ------
         ParameterError
-            If the file is empty, ragged, or holds a value other than 0 and 1.
+            If the file is empty, binary, a directory, ragged, or holds a value other than 0 and 1
+            (the message names the row and column).
         """
-        text = Path(path).read_text()
-        rows = [r for r in csv.reader(io.StringIO(text)) if r and any(c.strip() for c in r)]
-        if not rows:
-            raise ParameterError("file", f"{path} holds no rows")
-        header: list[str] | None = None
-        if any(c.strip() not in {"0", "1"} for c in rows[0]):
-            header = [c.strip() for c in rows[0]]
-            rows = rows[1:]
-        width = len(header) if header is not None else len(rows[0]) if rows else 0
-        data = np.zeros((len(rows), width), dtype=np.uint8)
-        for r, row in enumerate(rows):
-            if len(row) != width:
-                raise ParameterError(
-                    "file", f"{path}: round {r} has {len(row)} columns, expected {width}"
-                )
-            for c, cell in enumerate(row):
-                v = cell.strip()
-                if v not in {"0", "1"}:
-                    raise ParameterError(
-                        "file", f"{path}: round {r}, column {c} is {cell!r}; expected 0 or 1"
-                    )
-                data[r, c] = v == "1"
-        if width == 0:
-            raise ParameterError("file", f"{path} has no user columns")
-        return cls.from_matrix(data, header)
+        log = parse_log(path)
+        ledger = cls(log.num_users, log.user_ids)
+        for s in log.sets:
+            ledger.record(s)
+        return ledger
+
+    def header_ids(self) -> list[str]:
+        """User ids as :meth:`to_csv` writes them: numeric ids get a ``u`` prefix.
+
+        A header of numbers would read back as a round (``0,1`` is a valid round), so the header is
+        made of names that are never numbers.
+
+        Examples
+        --------
+        >>> ParticipationLedger(2).header_ids(), ParticipationLedger(1, ["bob"]).header_ids()
+        (['u0', 'u1'], ['bob'])
+        """
+        if all(is_number(u) for u in self.user_ids):
+            return [f"u{u}" for u in self.user_ids]
+        return list(self.user_ids)
 
     def to_csv(self, path: str | os.PathLike[str], *, header: bool = True) -> None:
-        """Write the participation matrix as CSV (atomically: a crash never leaves half a file)."""
+        """Write the participation matrix as CSV (atomically: a crash never leaves half a file).
+
+        The header (see :meth:`header_ids`) is never mistaken for a round by :meth:`from_csv`.
+        """
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         if header:
-            writer.writerow(self.user_ids)
+            writer.writerow(self.header_ids())
         for row in self.matrix():
             writer.writerow(row.tolist())
         atomic_write_text(path, buf.getvalue())
