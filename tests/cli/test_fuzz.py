@@ -7,13 +7,14 @@ runners are replaced by a stub that raises :class:`Reached`: a combination that 
 check reaches the runner and counts as handled, so the test stays fast whatever it draws.
 ``FEDPRIVACY_FUZZ_EXAMPLES`` (default 40 per command) and ``FEDPRIVACY_FUZZ_SEED`` widen a
 local search.
-``audit`` is left out: its input parsing belongs to the audit work (a directory as FILE gave a
-traceback when this test was written).
+``audit`` gets random *file contents* instead (:func:`test_random_logs_end_in_exit_code_0_or_2`):
+bytes, CSV-like text with awkward fields, BOMs, long-form lines and gzip of each.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 import random
 from pathlib import Path
@@ -126,3 +127,55 @@ def test_random_arguments_end_in_exit_code_0_or_2(
             raise AssertionError(f"fedprivacy {' '.join(argv)!r} raised {exc!r}") from exc
         assert code in (0, 2), argv
         capsys.readouterr()
+
+
+CELLS = ["0", "1", "1", "0", "2", "-1", "0.5", "nan", "", " 1", "x", "1e3", "\ufeff0", "0x1"]
+
+
+def _log_bytes(rng: random.Random) -> bytes:
+    """A small random participation log, well-formed or not, in any of the accepted shapes."""
+    kind = rng.randrange(4)
+    if kind == 0:  # raw bytes
+        return bytes(rng.randrange(256) for _ in range(rng.randrange(0, 64)))
+    rows, cols = rng.randrange(0, 6), rng.randrange(1, 6)
+    lines = []
+    if rng.random() < 0.5:  # a header, sometimes numeric or ragged
+        lines.append(
+            ",".join(
+                rng.choice(["u", "a", "0", "1", "round", "user", ""]) + str(i)
+                for i in range(cols + rng.choice([0, 0, 1, -1]))
+            )
+        )
+    for _ in range(rows):
+        if kind == 1:  # long form
+            lines.append(f"{rng.choice(['0', '1', '7', '-1', 'x'])},{rng.choice(CELLS)}")
+        else:  # wide form, mostly 0/1
+            width = cols + (rng.random() < 0.1)
+            lines.append(
+                ",".join(
+                    rng.choice(CELLS[:4] if rng.random() < 0.8 else CELLS) for _ in range(width)
+                )
+            )
+    text = ("\ufeff" if rng.random() < 0.2 else "") + "\n".join(lines) + "\n"
+    raw = text.encode("utf-8", errors="surrogatepass")
+    return gzip.compress(raw) if kind == 3 else raw
+
+
+def test_random_logs_end_in_exit_code_0_or_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = random.Random(f"fuzz-audit{os.environ.get('FEDPRIVACY_FUZZ_SEED', '')}")
+    log = tmp_path / "log.csv"
+    for _ in range(int(os.environ.get("FEDPRIVACY_FUZZ_EXAMPLES", "40")) * 2):
+        log.write_bytes(_log_bytes(rng))
+        argv = ["audit", str(log), "--time-limit", "5", *rng.choice([[], ["--json"]])]
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code  # type: ignore[assignment]
+        except Exception as exc:  # pragma: no cover - the failure this test looks for
+            raise AssertionError(f"audit of {log.read_bytes()!r} raised {exc!r}") from exc
+        assert code in (0, 2), log.read_bytes()
+        capsys.readouterr()
+    for path in (tmp_path / "missing.csv", tmp_path):  # a missing file, a directory
+        assert main(["audit", str(path)]) == 2
