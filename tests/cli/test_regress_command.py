@@ -1,11 +1,14 @@
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from fedprivacy.cli.main import main
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+DATA = Path(
+    os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
+)
 SMALL = ("regress", "--clients", "3", "--n", "30", "--p", "5", "--replications", "4")
 
 
@@ -63,7 +66,7 @@ def test_bad_choice_is_an_argparse_error(capsys):
 
 def test_dataset_mentions_nio(capsys):
     if not (DATA / "diabetes_sklearn").is_dir():
-        pytest.skip("shared data not available")
+        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
     argv = ("regress", "--dataset", "diabetes", "--data-dir", str(DATA), "--clients", "4")
     code, out, _ = run(capsys, *argv, "--replications", "3", "--iterations", "200", "--json")
     assert code == 0

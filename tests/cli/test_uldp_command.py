@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +11,9 @@ import torch
 from fedprivacy.cli.main import main
 from fedprivacy.uldp.methods import METHODS
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+DATA = Path(
+    os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +27,7 @@ def _one_torch_thread() -> Iterator[None]:
 @pytest.fixture()
 def data_dir() -> Path:
     if not (DATA / "heart_disease").is_dir():
-        pytest.skip("shared data directory not available")
+        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
     return DATA
 
 

@@ -1,3 +1,4 @@
+import os
 import shutil
 from pathlib import Path
 
@@ -9,13 +10,15 @@ from fedprivacy.data.sources import DATA_ENV, clear_digest_cache
 from fedprivacy.data.tabular import load_silo_dataset
 from fedprivacy.errors import ChecksumError, DataNotFoundError
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+DATA = Path(
+    os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
+)
 
 
 @pytest.fixture
 def data_dir() -> Path:
     if not (DATA / "heart_disease").is_dir():
-        pytest.skip(f"shared data directory {DATA} not available")
+        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
     return DATA
 
 

@@ -21,13 +21,15 @@ from fedprivacy.data.images import (
 )
 from fedprivacy.errors import ChecksumError, DataNotFoundError, ParameterError
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+DATA = Path(
+    os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
+)
 
 
 @pytest.fixture
 def data_dir() -> Path:
     if not DATA.is_dir():
-        pytest.skip(f"shared data directory {DATA} not available")
+        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
     return DATA
 
 
@@ -146,7 +148,7 @@ def test_mnist_idx_magic_checked(tmp_path):
 @pytest.fixture(scope="module")
 def cifar10_jpeg(tmp_path_factory):
     if not DATA.is_dir():
-        pytest.skip(f"shared data directory {DATA} not available")
+        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
     cache = tmp_path_factory.mktemp("fedprivacy-cache")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(sources.CACHE_ENV, str(cache))

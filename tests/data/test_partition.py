@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,9 @@ from fedprivacy.data.partition import (
 )
 from fedprivacy.errors import ParameterError
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+DATA = Path(
+    os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
+)
 
 
 def cifar_like_labels(seed: int = 0) -> np.ndarray:
@@ -96,7 +99,7 @@ def test_shards_uneven_and_several_per_user():
 
 def test_shards_on_real_mnist():
     if not DATA.is_dir():
-        pytest.skip(f"shared data directory {DATA} not available")
+        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
     from fedprivacy.data import load_dataset
 
     labels = load_dataset("mnist", DATA).train_y

@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import numpy as np
@@ -6,7 +7,9 @@ import pytest
 from fedprivacy.data.tabular import SiloDataset, load_mnist_pool, load_silo_dataset
 from fedprivacy.errors import ParameterError
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+DATA = Path(
+    os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
+)
 
 
 def _ds(**over):
@@ -53,7 +56,7 @@ def test_unknown_name():
 
 def test_mnist_pool_reuses_images():
     if not (DATA / "mnist").is_dir():
-        pytest.skip("MNIST not available")
+        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
     ds = load_mnist_pool(DATA)
     assert ds.silo_names == ("pool",) and not ds.fixed_silos
     assert ds.task == "multiclass" and ds.num_classes == 10 and ds.input_shape == (1, 28, 28)

@@ -1,3 +1,4 @@
+import os
 import shutil
 from pathlib import Path
 
@@ -10,13 +11,15 @@ from fedprivacy.data.tabular import EVENT, TIME
 from fedprivacy.data.tcga_brca import TCGA_REGIONS, load_tcga_brca
 from fedprivacy.errors import ChecksumError, DataNotFoundError
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+DATA = Path(
+    os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
+)
 
 
 @pytest.fixture
 def data_dir() -> Path:
     if not (DATA / "tcga_brca").is_dir():
-        pytest.skip(f"shared data directory {DATA} not available")
+        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
     return DATA
 
 

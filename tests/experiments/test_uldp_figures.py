@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -25,7 +26,9 @@ from fedprivacy.experiments.uldp_figures import (
 )
 from fedprivacy.uldp.config import DEFAULT_HYPER
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+DATA = Path(
+    os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +64,7 @@ def test_every_figure_is_registered() -> None:
 
 def test_heart_disease_figure_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if not (DATA / "heart_disease").is_dir():
-        pytest.skip("shared data directory not available")
+        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
     curves = (
         Curve("DEFAULT"),
         Curve("ULDP-GROUP-2"),
@@ -163,7 +166,7 @@ def test_caveats_are_stated_once_with_their_methods() -> None:
 
 def test_only_panels_and_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if not (DATA / "heart_disease").is_dir():
-        pytest.skip("shared data directory not available")
+        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
     curves = (Curve("ULDP-AVG-w"),)
     monkeypatch.setitem(uldp_figures.FIGURES, "uldp-fig6", _tiny("uldp-fig6", 12, curves, panels=2))
     program = program_experiments()["uldp-fig6"]

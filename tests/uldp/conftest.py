@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +12,9 @@ from fedprivacy.data.tabular import SiloDataset, load_silo_dataset
 from fedprivacy.uldp.allocation import allocate_fixed_silos
 from fedprivacy.uldp.federation import Federation, build_federation
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+DATA = Path(
+    os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
+)
 
 
 #: The test modules of the ULDP-FL methods (the fixtures below are theirs).
@@ -42,7 +45,7 @@ def _one_torch_thread(request: pytest.FixtureRequest) -> Iterator[None]:
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     if not (DATA / "heart_disease").is_dir():
-        pytest.skip("shared data directory not available")
+        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
     return DATA
 
 

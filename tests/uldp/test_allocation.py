@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,9 @@ from fedprivacy.uldp.allocation import (
     zipf_weights,
 )
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+DATA = Path(
+    os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
+)
 HEART_TRAIN = [199, 172, 30, 85]
 TCGA_TRAIN = [248, 156, 164, 129, 129, 40]
 
@@ -107,7 +110,7 @@ def test_non_iid_at_most_two_labels(dist, users):
 def test_non_iid_mnist_labels():
     path = DATA / "mnist" / "train-labels-idx1-ubyte.gz"
     if not path.is_file():
-        pytest.skip("MNIST not available")
+        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
     from fedprivacy.data.tabular import load_mnist_pool
 
     _, y = load_mnist_pool(DATA).pooled_train()
@@ -228,7 +231,7 @@ def test_silo_shards_for_pool_and_fixed_silos():
 
 def test_silo_shards_require_the_fixed_silos():
     if not (DATA / "tcga_brca").is_dir():
-        pytest.skip("TCGA-BRCA not available")
+        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
     from fedprivacy.data.tcga_brca import load_tcga_brca
 
     ds = load_tcga_brca(DATA)
