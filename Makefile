@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck check bench bench-flower clean
+.PHONY: install demo test docs lint typecheck check bench bench-flower clean
 
 install: $(STAMP)
 
@@ -17,8 +17,12 @@ $(STAMP): pyproject.toml
 demo: install
 	$(BIN)/fedprivacy demo --out results/demo
 
-test: install
+test: install docs
 	$(BIN)/python -m pytest
+
+# the documentation site (mkdocs.yml), strict: a broken link or a docstring warning fails
+docs: install
+	$(BIN)/mkdocs build --strict --site-dir build/site
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks
