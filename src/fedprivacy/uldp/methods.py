@@ -350,12 +350,7 @@ class MethodRunner:
         """
         if not self.spec.sampled:
             return self.epsilon()
-        worst = int(self.times_sampled.max(initial=0))
-        with quiet_accounting():
-            accountant = PrivacyAccountant("rdp").compose_gaussian(
-                self.effective_noise_multiplier, worst, 1.0
-            )
-            return accountant.epsilon(self.delta) if worst else 0.0
+        return self._unsampled_epsilon(int(self.times_sampled.max(initial=0)))
 
     def epsilon_server_after(self, rounds: int) -> float:
         """Epsilon against the server after ``rounds`` rounds, in the worst case.
@@ -371,10 +366,15 @@ class MethodRunner:
         """
         if not self.spec.sampled:
             return self.epsilon_after(rounds)
-        target = require_int("rounds", rounds, minimum=1)
+        return self._unsampled_epsilon(require_int("rounds", rounds, minimum=1))
+
+    def _unsampled_epsilon(self, rounds: int) -> float:
+        """Epsilon of ``rounds`` runs of the Gaussian mechanism without sub-sampling."""
+        if rounds == 0:
+            return 0.0
         with quiet_accounting():
             accountant = PrivacyAccountant("rdp").compose_gaussian(
-                self.effective_noise_multiplier, target, 1.0
+                self.effective_noise_multiplier, rounds, 1.0
             )
             return accountant.epsilon(self.delta)
 
