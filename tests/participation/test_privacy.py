@@ -9,7 +9,8 @@ import pytest
 
 from fedprivacy.errors import ParameterError
 from fedprivacy.linalg import exact_rank
-from fedprivacy.participation.privacy import t_weak, t_weak_curve
+from fedprivacy.participation.curve import t_weak_curve
+from fedprivacy.participation.privacy import t_weak
 
 
 def brute_force_t_weak(p: np.ndarray) -> int | None:

@@ -50,7 +50,7 @@ class DemoConfig:
     dimension: int = 64
     attack_window: int = 500
     time_limit: float = 25.0
-    point_time_limit: float = 2.0
+    point_time_limit: float = 4.0
 
 
 @dataclass

@@ -39,8 +39,8 @@ from fedprivacy.fl.engine import (
 from fedprivacy.fl.local_training import LocalTrainingSpec
 from fedprivacy.fl.models import build_model, count_parameters
 from fedprivacy.participation.availability import make_availability
+from fedprivacy.participation.curve import TWeakCurve, t_weak_curve
 from fedprivacy.participation.metrics import exposed_users
-from fedprivacy.participation.privacy import TWeakCurve, t_weak_curve
 from fedprivacy.participation.selectors import make_selector
 
 CHECKPOINT = "checkpoint.pt"

@@ -8,9 +8,11 @@ NP-hard in general. The paper's own code reports the smallest row support of ``r
 only an upper bound. Here it is computed exactly, as a certified interval ``[lower, upper]``:
 
 * ``upper`` is always attained by an integer witness ``z`` (verified in exact arithmetic);
-* ``lower`` comes from exhaustive search over small supports and from a mixed-integer
-  programme (HiGHS through :func:`scipy.optimize.milp`); the interval collapses to the exact
-  value whenever the search finishes within the time budget.
+* ``lower`` comes from exhaustive search over small supports, from the minimum distance of the
+  row space modulo a prime (Brouwer-Zimmermann enumeration over disjoint information sets,
+  :mod:`fedprivacy.participation.min_distance`) and from a mixed-integer programme (HiGHS through
+  :func:`scipy.optimize.milp`); the interval collapses to the exact value whenever the search
+  finishes within the time budget.
 
 Facts used (each is a theorem, not a heuristic):
 
@@ -27,10 +29,11 @@ Facts used (each is a theorem, not a heuristic):
    ``y_j`` is exact. Running it for every anchor covers every vector.
 5. ``T_weak`` is non-increasing over rounds and only changes when the rank of ``P`` grows, so a
    curve needs at most ``rank(P)`` evaluations, and a bound proved at a later round holds for all
-   earlier ones (see :func:`t_weak_curve`).
+   earlier ones (see :func:`fedprivacy.participation.curve.t_weak_curve`).
 
-The lower bounds rely on floating-point linear algebra (float64 projectors with a relative
-tolerance of 1e-9) and on the MILP solver's tolerances; the upper bounds and witnesses are exact.
+The small-support and MILP lower bounds rely on floating-point linear algebra (float64 projectors
+with a relative tolerance of 1e-9) and on the MILP solver's tolerances; the GF(p) bound is exact
+arithmetic; the upper bounds and witnesses are exact.
 Both are validated against brute force on every tested matrix with at most 10 users.
 """
 
@@ -40,7 +43,7 @@ import functools
 import itertools
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import flint
@@ -52,6 +55,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from fedprivacy._validation import require_binary_matrix
 from fedprivacy.errors import ParameterError
 from fedprivacy.linalg import integer_combination, left_null_vector, pivot_rows
+from fedprivacy.participation.min_distance import modular_lower_bound
 
 _SINGULAR_TOL = 1e-9
 _MAX_TRIPLES = 3_000_000
@@ -323,6 +327,11 @@ def _milp_anchor(
     return "timeout", float(bound), support
 
 
+def _known(search: _Search) -> int:
+    assert search.upper is not None
+    return search.upper
+
+
 def _solve(
     red: _Reduced,
     *,
@@ -348,6 +357,18 @@ def _solve(
     if hint_lower is not None:
         lower = max(lower, hint_lower)
     lower = min(lower, search.upper)
+    if lower >= search.upper:
+        return search.upper, search
+    modular = modular_lower_bound(
+        red.matrix,
+        red.weights,
+        upper=lambda: _known(search),
+        offer=search.offer_support,
+        deadline=deadline,
+        max_level=3 if search_exact else 2,
+        known_lower=lower,
+    )
+    lower = max(lower, min(modular.lower, search.upper))
     if lower >= search.upper or not search_exact:
         return min(lower, search.upper), search
     # exact search: one MILP per anchor column
@@ -442,143 +463,3 @@ def t_weak(participation: ArrayLike, *, time_limit: float = 10.0) -> TWeakResult
         return TWeakResult(None, None, seconds=time.perf_counter() - started)
     lower, search = _solve(red, time_limit=time_limit, hint_upper=None, hint_lower=None)
     return _result(red, lower, search, p, search.official, started)
-
-
-@dataclass(frozen=True)
-class TWeakCurve:
-    """``T_weak`` after every round, as certified intervals.
-
-    Attributes
-    ----------
-    lower, upper : ndarray of float, shape (rounds,)
-        Bounds after each round (NaN before the first aggregate).
-    official_upper : ndarray of float, shape (rounds,)
-        The paper code's bound (smallest row support of ``rref(P)``) after each round.
-    change_rounds : list of int
-        Rounds at which the rank of ``P`` grew (the only rounds where ``T_weak`` can change).
-    evaluations : dict of int to TWeakResult
-        The results at the change rounds that were evaluated, keyed by round.
-    seconds : float
-        Wall-clock time spent.
-    """
-
-    lower: NDArray[np.float64]
-    upper: NDArray[np.float64]
-    official_upper: NDArray[np.float64]
-    change_rounds: list[int]
-    evaluations: dict[int, TWeakResult]
-    seconds: float
-
-    @property
-    def exact(self) -> bool:
-        """Whether every round's interval collapsed."""
-        mask = ~np.isnan(self.lower)
-        return bool(np.all(self.lower[mask] == self.upper[mask]))
-
-    @property
-    def final(self) -> TWeakResult | None:
-        """The evaluation at the last change round (``T_weak`` of the whole matrix)."""
-        if not self.change_rounds:
-            return None
-        return self.evaluations.get(self.change_rounds[-1])
-
-
-def t_weak_curve(
-    participation: ArrayLike,
-    *,
-    time_limit: float = 60.0,
-    point_time_limit: float = 5.0,
-    search_exact: bool = True,
-    progress: Callable[[int], None] | None = None,
-) -> TWeakCurve:
-    """``T_weak`` of every prefix ``P[:t+1]`` of a participation matrix.
-
-    ``T_weak`` only changes at rounds where the rank of ``P`` grows, and it never increases. The
-    curve is filled by bisection over those change rounds: when the lower bound proved at a later
-    change round equals the upper bound attained at an earlier one, every round in between is
-    settled without evaluation.
-
-    Parameters
-    ----------
-    participation : array_like, shape (rounds, users)
-        0/1 participation matrix.
-    time_limit : float
-        Total seconds for the whole curve.
-    point_time_limit : float
-        Seconds for the exact search at one change round.
-    search_exact : bool
-        If False, only the fast bounds are computed (rref rows, small supports, nullity): the
-        intervals stay certified but may be wider.
-    progress : callable, optional
-        Called with 1 after each evaluation.
-
-    Returns
-    -------
-    TWeakCurve
-    """
-    started = time.perf_counter()
-    p = require_binary_matrix("participation", participation)
-    if not (time_limit > 0 and point_time_limit > 0):
-        raise ParameterError("time_limit", "time limits must be positive")
-    deadline = started + time_limit
-    pivots = pivot_rows(p)
-    rank = len(pivots)
-    lo: dict[int, int] = {}
-    hi: dict[int, int] = {}
-    hints: dict[int, list[int]] = {}  # z on the first k basis rows attaining hi[k]
-    evals: dict[int, TWeakResult] = {}
-
-    def evaluate(k: int, lower_hint: int | None, upper_hint: list[int] | None) -> None:
-        t0 = time.perf_counter()
-        budget = max(min(point_time_limit, deadline - t0), 1e-3)
-        prefix = p[: pivots[k - 1] + 1]
-        red = _reduce(prefix, pivots[:k])
-        hint = None if upper_hint is None else upper_hint + [0] * (k - len(upper_hint))
-        lower, search = _solve(
-            red,
-            time_limit=budget,
-            hint_upper=hint,
-            hint_lower=lower_hint,
-            search_exact=search_exact,
-        )
-        assert search.z is not None and search.upper is not None
-        lo[k], hi[k], hints[k] = lower, search.upper, list(search.z)
-        evals[pivots[k - 1]] = _result(red, lower, search, prefix, search.official, t0)
-        if progress is not None:
-            progress(1)
-
-    def fill(a: int, b: int) -> None:
-        # invariant: a < b evaluated; T(k) for a < k < b lies in [lo[b], hi[a]]
-        if b - a <= 1 or lo[b] >= hi[a]:
-            return
-        mid = (a + b) // 2
-        evaluate(mid, lo[b], hints[a])
-        fill(a, mid)
-        fill(mid, b)
-
-    if rank:
-        evaluate(1, None, None)
-        if rank > 1:
-            evaluate(rank, None, hints[1])
-            fill(1, rank)
-    rounds = p.shape[0]
-    lower = np.full(rounds, np.nan)
-    upper = np.full(rounds, np.nan)
-    official = np.full(rounds, np.nan)
-    # propagate by monotonicity: T(k) <= hi[a] for a <= k, T(k) >= lo[b] for b >= k
-    known = sorted(lo)
-    for k in range(1, rank + 1):
-        up = min(hi[a] for a in known if a <= k)
-        low = max(lo[b] for b in known if b >= k)
-        start = pivots[k - 1]
-        stop = pivots[k] if k < rank else rounds
-        lower[start:stop] = min(low, up)
-        upper[start:stop] = up
-        res = evals.get(start)
-        if res is not None:
-            official[start:stop] = res.official_upper
-        else:
-            official[start:stop] = _official_rref_upper(_reduce(p[:stop], pivots[:k]))
-    return TWeakCurve(
-        lower, upper, official, [int(x) for x in pivots], evals, time.perf_counter() - started
-    )
