@@ -14,8 +14,10 @@ import tomli_w
 from fedprivacy._validation import read_toml, require_int, require_one_of
 from fedprivacy.data.images import DATASETS
 from fedprivacy.data.partition import PARTITIONS
+from fedprivacy.dp._checks import require_delta
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import ENCODINGS
+from fedprivacy.fl.mechanism import Mechanism, make_mechanism
 from fedprivacy.fl.models import MODELS
 from fedprivacy.participation.selectors import SCHEMES
 from fedprivacy.secagg.multiround import BatchPolicy
@@ -25,6 +27,7 @@ DEFAULT_MODELS = {"digits": "mlp", "mnist": "mnist-cnn", "cifar10": "lenet", "ci
 METRICS_MODES = ("exact", "bounds", "none")
 TRAINERS = ("auto", "vectorised", "loop")
 _DEVICE = re.compile(r"cpu|cuda(:[0-9]+)?")
+DEFAULT_DELTA = 1e-5
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,10 @@ class TrainConfig:
     metrics_time_limit: float = 60.0
     encoding: str = "fixed-point"
     device: str = "cpu"
+    dp: str = "none"
+    noise_multiplier: float | None = None
+    clip: float | None = None
+    delta: float | None = None
     data_dir: str | None = field(default=None, compare=False)
 
     @property
@@ -148,7 +155,21 @@ class TrainConfig:
             raise ParameterError("protocol_dropout", "must lie in [0, 1)")
         if self.protocol_dropout and not self.secagg:
             raise ParameterError("protocol_dropout", "needs secagg = true (the real protocol)")
+        self.mechanism()
+        if self.delta is not None:
+            if self.dp == "none":
+                raise ParameterError("delta", "needs the central DP mechanism (--dp central)")
+            require_delta("delta", self.delta)
         return self
+
+    def mechanism(self) -> Mechanism:
+        """The DP mechanism of the run (validates ``dp``, ``noise_multiplier`` and ``clip``)."""
+        return make_mechanism(self.dp, noise_multiplier=self.noise_multiplier, clip=self.clip)
+
+    @property
+    def target_delta(self) -> float:
+        """The delta the privacy report states (1e-5 unless set)."""
+        return DEFAULT_DELTA if self.delta is None else self.delta
 
     def to_dict(self) -> dict[str, Any]:
         """TOML-ready mapping (``None`` values left out, tuples as lists)."""
@@ -201,7 +222,8 @@ def _coerce(name: str, value: Any) -> Any:
             raise ParameterError(
                 name, f"must be 'heterogeneous' or a number, got {value!r}"
             ) from None
-    floats = ("lr", "lr_decay", "momentum", "weight_decay", "beta", "update_clip")
+    floats: tuple[str, ...] = ("lr", "lr_decay", "momentum", "weight_decay", "beta")
+    floats += ("update_clip", "noise_multiplier", "clip", "delta")
     if name in floats + ("protocol_dropout", "metrics_time_limit"):
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ParameterError(name, f"must be a number, got {value!r}")

@@ -40,8 +40,9 @@ from fedprivacy.fl.local_training import LocalTrainingSpec
 from fedprivacy.fl.models import build_model, count_parameters
 from fedprivacy.participation.availability import make_availability
 from fedprivacy.participation.curve import TWeakCurve, t_weak_curve
-from fedprivacy.participation.metrics import exposed_users
+from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.selectors import make_selector
+from fedprivacy.report import PrivacyReport, privacy_report
 
 CHECKPOINT = "checkpoint.pt"
 CONFIG = "config.toml"
@@ -115,6 +116,7 @@ def build_training(
         trainer=config.trainer,
         chunk_size=config.chunk_size,
         device=config.device,
+        mechanism=config.mechanism(),
         **hooks,
     )
 
@@ -133,6 +135,20 @@ class TrainingResult:
     def records(self) -> list[RoundRecord]:
         """Per-round records."""
         return self.training.records
+
+    def report(self) -> PrivacyReport:
+        """The run's privacy report (server's view and released models)."""
+        tr = self.training
+        final = None if self.curve is None else self.curve.final
+        return privacy_report(
+            tr.ledger.frequency,
+            tr.mechanism,
+            self.config.target_delta,
+            t_weak=final,
+            t_strong=None if self.curve is None else t_strong(tr.ledger.matrix()),
+            exposed_users=len(self.exposed) if self.curve is not None else None,
+            secure_aggregation=self.config.secagg,
+        )
 
     def summary(self) -> dict[str, Any]:
         """The ``--json`` output and ``summary.json``."""
@@ -158,6 +174,7 @@ class TrainingResult:
             "device": tr.device_name,
             "test_accuracy": base["test_accuracy"],
             "test_loss": base["test_loss"],
+            "privacy": self.report().to_dict(),
             "t_weak": None if final is None else final.upper,
             "t_weak_lower": None if final is None else final.lower,
             "t_weak_exact": None if final is None else final.exact,
@@ -359,6 +376,7 @@ def summary_markdown(result: TrainingResult) -> str:
         f"| test loss | {s['test_loss'] if s['test_loss'] is None else round(s['test_loss'], 4)} |",
         f"| multi-round privacy T_weak | {t_text} |",
         f"| users exposed (individually reconstructible) | {s['exposed_users']} |",
+        f"| per-user epsilon (max, at delta) | {_epsilon_text(s['privacy'])} |",
         f"| fairness gap F | {s['fairness_gap']:.4f} |",
         f"| average cardinality C | {s['average_cardinality']:.3f} |",
         f"| skipped / aborted rounds | {s['skipped_rounds']} / {s['aborted_rounds']} |",
@@ -370,13 +388,20 @@ def summary_markdown(result: TrainingResult) -> str:
     return "\n".join(lines)
 
 
+def _epsilon_text(privacy: dict[str, Any]) -> str:
+    if privacy["epsilon"] is None:
+        return "no DP (no guarantee)"
+    return f"{privacy['epsilon']:.3g} at {privacy['delta']:g} ({privacy['mechanism']} DP)"
+
+
 def write_outputs(result: TrainingResult, out: Path) -> list[Path]:
     """Write metrics, ledger, summaries and plots into the run directory."""
     from fedprivacy.experiments.training_plots import plot_training_run
 
     tr = result.training
-    files = [out / "metrics.csv", out / "summary.json", out / "summary.md"]
+    files = [out / "metrics.csv", out / "summary.json", out / "summary.md", out / "privacy.md"]
     atomic_write_text(files[0], metrics_csv(tr, result.curve))
+    atomic_write_text(files[3], result.report().to_markdown())
     atomic_write_json(files[1], result.summary())
     atomic_write_text(files[2], summary_markdown(result))
     tr.ledger.to_csv(out / "participation.csv")

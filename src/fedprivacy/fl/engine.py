@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,7 @@ from fedprivacy.fl.local_training import (
     batch_plan,
     train_clients_loop,
 )
+from fedprivacy.fl.mechanism import Mechanism, NoMechanism
 from fedprivacy.fl.params import flatten_parameters, load_flat_
 from fedprivacy.participation.availability import AvailabilityModel
 from fedprivacy.participation.ledger import ParticipationLedger
@@ -122,6 +123,8 @@ class FederatedTraining:
         run about 1.5x slower than plain ones on CPU (``benchmarks/training.py``).
     chunk_size : int or None
         Most clients trained in one vectorised call.
+    mechanism : Mechanism
+        Clipping and noise around aggregation (:mod:`fedprivacy.fl.mechanism`; default none).
     device : str
         ``"cpu"`` or a CUDA device (``"cuda"``, ``"cuda:N"``): where the model, the data and the
         local training live. Aggregation and the ledger stay on the CPU. On a GPU ``"auto"``
@@ -145,6 +148,7 @@ class FederatedTraining:
     on_aggregate: Callable[[int, AggregateOutcome, dict[int, NDArray[np.float32]]], None] | None = (
         None
     )
+    mechanism: Mechanism = field(default_factory=NoMechanism)
 
     def __post_init__(self) -> None:
         n = self.selector.num_users
@@ -252,10 +256,13 @@ class FederatedTraining:
             diff = (local - self.global_flat).cpu().numpy()
             deltas = {int(u): diff[i] for i, u in enumerate(selected)}
             train_s = time.perf_counter() - started
+            deltas, weights = self.mechanism.prepare(
+                deltas, {u: float(self.weights[u]) for u in deltas}
+            )
             outcome = self.aggregator.aggregate(
                 r,
                 deltas,
-                {u: float(self.weights[u]) for u in deltas},
+                weights,
                 batch_size=self.batch_size_t,
                 rng=round_rng(self.seed, r, _PROTOCOL),
             )
@@ -263,7 +270,8 @@ class FederatedTraining:
                 self.on_aggregate(r, outcome, deltas)
         self.ledger.record(np.asarray(outcome.aggregated, dtype=np.intp))
         if outcome.mean_update is not None:
-            update = torch.from_numpy(outcome.mean_update.astype(np.float32)).to(self.torch_device)
+            released = self.mechanism.release(outcome.mean_update, len(outcome.aggregated))
+            update = torch.from_numpy(released.astype(np.float32)).to(self.torch_device)
             self.global_flat = self.global_flat + update
         accuracy, loss = float("nan"), float("nan")
         if (r + 1) % self.eval_every == 0:

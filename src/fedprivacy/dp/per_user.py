@@ -1,0 +1,77 @@
+"""Per-user epsilon from a participation ledger: each user composes only the rounds it was in.
+
+With add/remove-one-user adjacency, a user whose clipped update (L2 norm at most ``C``) entered
+``n`` aggregates, each released with Gaussian noise of standard deviation ``z C`` on the sum, has
+been through ``n`` Gaussian mechanisms of noise multiplier ``z``; rounds it was not aggregated in
+do not depend on its data. No amplification by sub-sampling is claimed: the server chooses who
+participates (or knows it), so the sample is not secret.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from fedprivacy.dp._checks import require_delta, require_positive
+from fedprivacy.dp.accounting import AccountantKind, epsilon_for
+from fedprivacy.errors import ParameterError
+
+__all__ = ["per_user_epsilons", "spread"]
+
+
+def per_user_epsilons(
+    counts: ArrayLike,
+    noise_multiplier: float,
+    delta: float,
+    accountant: AccountantKind = "rdp",
+) -> NDArray[np.float64]:
+    """Epsilon at ``delta`` of every user, from how many aggregates it was in.
+
+    Parameters
+    ----------
+    counts : array_like of int, shape (users,)
+        Participation counts (the ledger's ``frequency``).
+    noise_multiplier : float
+        Noise standard deviation over the clipping norm, > 0.
+    delta : float
+        Target delta in (0, 1), per user.
+    accountant : {"rdp", "pld"}
+        Which dp-accounting accountant composes the rounds.
+
+    Returns
+    -------
+    ndarray of float64, shape (users,)
+        0 for users never aggregated.
+
+    Examples
+    --------
+    >>> eps = per_user_epsilons([0, 1, 10], noise_multiplier=2.0, delta=1e-5)
+    >>> bool(eps[0] == 0.0 and eps[1] < eps[2])
+    True
+    """
+    n = np.asarray(counts)
+    if n.ndim != 1 or not np.issubdtype(n.dtype, np.integer) or np.any(n < 0):
+        raise ParameterError("counts", "must be a 1-D array of non-negative integers")
+    z = require_positive("noise_multiplier", noise_multiplier)
+    d = require_delta("delta", delta)
+    out = np.zeros(n.size, dtype=np.float64)
+    for count in np.unique(n[n > 0]):
+        out[n == count] = epsilon_for(z, int(count), d, accountant=accountant)
+    return out
+
+
+def spread(values: NDArray[np.float64]) -> dict[str, float]:
+    """``{"min", "median", "max"}`` of per-user values (zeros included: unaggregated users).
+
+    Examples
+    --------
+    >>> spread(np.array([0.0, 1.0, 3.0]))
+    {'min': 0.0, 'median': 1.0, 'max': 3.0}
+    """
+    if values.size == 0:
+        return {"min": 0.0, "median": 0.0, "max": 0.0}
+    return {
+        "min": float(values.min()),
+        "median": float(np.median(values)),
+        "max": float(values.max()),
+    }

@@ -1,0 +1,161 @@
+"""Differential-privacy mechanisms of a federated round, as post-processors around aggregation.
+
+A mechanism acts at two points of the round (as pfl-research's mechanisms do): on the updates
+before aggregation (:meth:`Mechanism.prepare`: clipping, the weights the aggregate uses) and on
+the aggregate before the server applies it (:meth:`Mechanism.release`: noise). Registered by name
+in :data:`MECHANISMS`; :func:`make_mechanism` builds one.
+
+* ``none``: updates aggregated as they are, weighted by data size.
+* ``central``: every update clipped to L2 norm ``C``, equal weights, and Gaussian noise of
+  standard deviation ``z C`` added by the server to the sum of the aggregated updates (so
+  ``z C / |S|`` on the mean). The server sees the noise-free sum; the released models are
+  ``(epsilon, delta)``-DP per user. The noise is drawn from a generator seeded by the operating
+  system (``secrets``), never from the run's seed.
+"""
+
+from __future__ import annotations
+
+import secrets
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fedprivacy.dp._checks import require_positive
+from fedprivacy.dp.mechanisms import clip_rows_l2
+from fedprivacy.errors import ParameterError
+
+__all__ = ["MECHANISMS", "CentralGaussian", "Mechanism", "NoMechanism", "make_mechanism"]
+
+Updates = dict[int, NDArray[np.float32]]
+
+
+class Mechanism(ABC):
+    """What a round does to the updates around aggregation."""
+
+    name: ClassVar[str]
+    noise_multiplier: float | None = None
+    clip: float | None = None
+
+    @abstractmethod
+    def prepare(
+        self, updates: Updates, weights: dict[int, float]
+    ) -> tuple[Updates, dict[int, float]]:
+        """The updates and weights handed to the aggregator."""
+
+    @abstractmethod
+    def release(self, mean: NDArray[np.float64], aggregated: int) -> NDArray[np.float64]:
+        """The mean update the server applies, from the aggregator's mean over ``aggregated``."""
+
+    @classmethod
+    @abstractmethod
+    def from_options(cls, noise_multiplier: float | None, clip: float | None) -> Mechanism:
+        """Build from the command line's options (a :class:`ParameterError` names a bad one)."""
+
+    def describe(self) -> dict[str, object]:
+        """JSON-friendly parameters."""
+        return {
+            "mechanism": self.name,
+            "noise_multiplier": self.noise_multiplier,
+            "clip": self.clip,
+        }
+
+
+class NoMechanism(Mechanism):
+    """No clipping, no noise: the aggregate as the aggregator computed it.
+
+    Examples
+    --------
+    >>> m = NoMechanism()
+    >>> u, w = m.prepare({0: np.ones(2, np.float32)}, {0: 0.5})
+    >>> (w, m.release(np.ones(2), 1).tolist())
+    ({0: 0.5}, [1.0, 1.0])
+    """
+
+    name = "none"
+
+    @classmethod
+    def from_options(cls, noise_multiplier: float | None, clip: float | None) -> Mechanism:
+        """No parameters: a noise multiplier or a clip is an error naming it."""
+        for name, value in (("noise_multiplier", noise_multiplier), ("clip", clip)):
+            if value is not None:
+                raise ParameterError(name, "needs the central DP mechanism (--dp central)")
+        return cls()
+
+    def prepare(
+        self, updates: Updates, weights: dict[int, float]
+    ) -> tuple[Updates, dict[int, float]]:
+        """The updates and weights unchanged."""
+        return updates, weights
+
+    def release(self, mean: NDArray[np.float64], aggregated: int) -> NDArray[np.float64]:
+        """The mean unchanged."""
+        return mean
+
+
+@dataclass
+class CentralGaussian(Mechanism):
+    """L2 clipping to ``clip`` and Gaussian noise ``noise_multiplier * clip`` on the sum.
+
+    Examples
+    --------
+    >>> m = CentralGaussian(noise_multiplier=1.0, clip=0.5)
+    >>> u, w = m.prepare({3: np.array([3.0, 4.0], np.float32)}, {3: 0.2})
+    >>> ([round(float(x), 3) for x in u[3]], w)
+    ([0.3, 0.4], {3: 1.0})
+    """
+
+    noise_multiplier: float
+    clip: float
+    name: ClassVar[str] = "central"
+
+    @classmethod
+    def from_options(cls, noise_multiplier: float | None, clip: float | None) -> Mechanism:
+        """The noise multiplier is required; the clip defaults to 1."""
+        if noise_multiplier is None:
+            raise ParameterError("noise_multiplier", "is required with --dp central")
+        return cls(noise_multiplier=noise_multiplier, clip=1.0 if clip is None else clip)
+
+    def __post_init__(self) -> None:
+        require_positive("noise_multiplier", self.noise_multiplier)
+        require_positive("clip", self.clip)
+        self._rng = np.random.default_rng(secrets.randbits(128))
+
+    def prepare(
+        self, updates: Updates, weights: dict[int, float]
+    ) -> tuple[Updates, dict[int, float]]:
+        """Every update clipped to L2 norm ``clip``; equal weights (sensitivity ``clip``)."""
+        users = list(updates)
+        if not users:
+            return updates, weights
+        clipped, _ = clip_rows_l2(np.stack([updates[u] for u in users]), self.clip)
+        out = {u: clipped[i].astype(np.float32) for i, u in enumerate(users)}
+        return out, dict.fromkeys(users, 1.0)
+
+    def release(self, mean: NDArray[np.float64], aggregated: int) -> NDArray[np.float64]:
+        """The mean plus Gaussian noise of std ``noise_multiplier * clip / aggregated``."""
+        if aggregated < 1:
+            raise ParameterError("aggregated", "noise is added to an aggregate of >= 1 user")
+        std = self.noise_multiplier * self.clip / aggregated
+        noisy: NDArray[np.float64] = mean + self._rng.normal(0.0, std, size=mean.shape)
+        return noisy
+
+
+MECHANISMS: dict[str, type[Mechanism]] = {m.name: m for m in (NoMechanism, CentralGaussian)}
+
+
+def make_mechanism(
+    name: str, *, noise_multiplier: float | None = None, clip: float | None = None
+) -> Mechanism:
+    """The mechanism registered as ``name`` with its parameters.
+
+    Examples
+    --------
+    >>> make_mechanism("central", noise_multiplier=1.1, clip=1.0).name
+    'central'
+    """
+    if name not in MECHANISMS:
+        raise ParameterError("dp", f"must be one of {', '.join(MECHANISMS)}, got {name!r}")
+    return MECHANISMS[name].from_options(noise_multiplier, clip)

@@ -1,0 +1,49 @@
+"""Per-user epsilon: each user composes exactly the rounds it was aggregated in."""
+
+from __future__ import annotations
+
+import dp_accounting
+import numpy as np
+import pytest
+
+from fedprivacy.dp.per_user import per_user_epsilons, spread
+from fedprivacy.errors import ParameterError
+from fedprivacy.participation.ledger import ParticipationLedger
+
+
+def independent_epsilon(noise_multiplier: float, rounds: int, delta: float) -> float:
+    """dp-accounting's RDP accountant, driven directly: ``rounds`` Gaussian mechanisms."""
+    accountant = dp_accounting.rdp.RdpAccountant()
+    gaussian = dp_accounting.GaussianDpEvent(noise_multiplier)
+    event = dp_accounting.SelfComposedDpEvent(gaussian, rounds)
+    accountant.compose(event)
+    return float(accountant.get_epsilon(delta))
+
+
+def test_matches_an_independent_accountant_on_a_ledgers_counts() -> None:
+    rng = np.random.default_rng(0)
+    ledger = ParticipationLedger(30)
+    for _ in range(40):
+        ledger.record(rng.choice(30, size=int(rng.integers(0, 8)), replace=False))
+    counts = ledger.frequency
+    eps = per_user_epsilons(counts, noise_multiplier=1.3, delta=1e-5)
+    for user, count in enumerate(counts):
+        expected = 0.0 if count == 0 else independent_epsilon(1.3, int(count), 1e-5)
+        assert eps[user] == pytest.approx(expected, rel=1e-9), (user, count)
+    assert len(set(counts.tolist())) > 3  # users with different counts get different epsilons
+    assert spread(eps)["max"] == pytest.approx(eps.max())
+
+
+def test_more_rounds_more_epsilon_and_zero_for_the_unaggregated() -> None:
+    eps = per_user_epsilons(np.array([0, 1, 2, 5, 50]), noise_multiplier=2.0, delta=1e-6)
+    assert eps[0] == 0.0
+    assert np.all(np.diff(eps) > 0)
+
+
+def test_bad_inputs_name_the_parameter() -> None:
+    with pytest.raises(ParameterError, match="counts"):
+        per_user_epsilons(np.array([1.5]), 1.0, 1e-5)
+    with pytest.raises(ParameterError, match="noise_multiplier"):
+        per_user_epsilons(np.array([1]), 0.0, 1e-5)
+    with pytest.raises(ParameterError, match="delta"):
+        per_user_epsilons(np.array([1]), 1.0, 1.0)

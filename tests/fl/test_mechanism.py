@@ -1,0 +1,65 @@
+"""DP mechanisms around aggregation: clipping, weights, and the noise actually released."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from fedprivacy.errors import ParameterError
+from fedprivacy.fl.mechanism import MECHANISMS, CentralGaussian, NoMechanism, make_mechanism
+
+
+def test_registry_and_options() -> None:
+    assert set(MECHANISMS) == {"none", "central"}
+    assert isinstance(make_mechanism("none"), NoMechanism)
+    central = make_mechanism("central", noise_multiplier=0.8)
+    assert isinstance(central, CentralGaussian) and central.clip == 1.0
+    with pytest.raises(ParameterError, match="noise_multiplier"):
+        make_mechanism("central")
+    with pytest.raises(ParameterError, match="clip"):
+        make_mechanism("none", clip=2.0)
+    with pytest.raises(ParameterError, match="dp"):
+        make_mechanism("distributed", noise_multiplier=1.0)
+
+
+def test_central_clips_every_update_and_weighs_them_equally() -> None:
+    rng = np.random.default_rng(0)
+    updates = {u: (rng.standard_normal(50) * (u + 1)).astype(np.float32) for u in range(6)}
+    m = CentralGaussian(noise_multiplier=1.0, clip=2.0)
+    clipped, weights = m.prepare(updates, {u: 0.1 * (u + 1) for u in updates})
+    assert set(weights.values()) == {1.0}
+    for u, v in clipped.items():
+        norm = float(np.linalg.norm(updates[u]))
+        assert np.linalg.norm(v) <= 2.0 + 1e-5
+        if norm <= 2.0:
+            np.testing.assert_allclose(v, updates[u], rtol=1e-6)
+
+
+def test_released_noise_has_the_calibrated_variance() -> None:
+    # z C on the sum of k clipped updates is z C / k on their mean
+    z, c, k, d = 1.5, 0.4, 8, 20_000
+    m = CentralGaussian(noise_multiplier=z, clip=c)
+    mean = np.linspace(-1.0, 1.0, d)
+    noise = m.release(mean, k) - mean
+    sigma = z * c / k
+    # chi-square test of the variance at the 1e-6 level, both sides
+    statistic = float(np.sum(noise**2) / sigma**2)
+    assert stats.chi2.sf(statistic, d) > 1e-6 and stats.chi2.cdf(statistic, d) > 1e-6
+    assert abs(float(noise.mean())) < 6 * sigma / np.sqrt(d)
+
+
+def test_noise_is_fresh_each_release_and_not_from_the_run_seed() -> None:
+    a = CentralGaussian(noise_multiplier=1.0, clip=1.0)
+    b = CentralGaussian(noise_multiplier=1.0, clip=1.0)
+    zero = np.zeros(16)
+    assert not np.array_equal(a.release(zero, 1), a.release(zero, 1))
+    assert not np.array_equal(a.release(zero, 1), b.release(zero, 1))
+
+
+def test_none_changes_nothing() -> None:
+    u = {1: np.arange(3, dtype=np.float32)}
+    m = NoMechanism()
+    assert m.prepare(u, {1: 0.3}) == (u, {1: 0.3})
+    mean = np.ones(3)
+    assert m.release(mean, 2) is mean
