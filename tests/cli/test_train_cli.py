@@ -110,3 +110,17 @@ def test_reproduce_regression_data_dir(capsys, tmp_path):
     code = main(["reproduce", "regression-real", "--data-dir", str(tmp_path), "--out", out])
     assert code == 2
     assert str(tmp_path) in capsys.readouterr().err
+
+
+def test_options_without_the_option_they_need_name_both(capsys):
+    cases = {
+        ("--scheme", "random", "-T", "2"): "--target-privacy:",
+        ("--fairness",): "--fairness:",
+        ("--batch-policy", "round"): "--batch-policy:",
+        ("--secagg-degree", "4"): "--secagg-degree:",
+        ("--clip", "1"): "--clip:",
+    }
+    for args, flag in cases.items():
+        assert main(["train", *args, "-q"]) == 2, args
+        err = capsys.readouterr().err
+        assert flag in err and "Traceback" not in err, (args, err)

@@ -155,12 +155,28 @@ class TrainConfig:
             raise ParameterError("protocol_dropout", "must lie in [0, 1)")
         if self.protocol_dropout and not self.secagg:
             raise ParameterError("protocol_dropout", "needs secagg = true (the real protocol)")
+        self._require_combinations()
         self.mechanism()
         if self.delta is not None:
             if self.dp == "none":
                 raise ParameterError("delta", "needs the central DP mechanism (--dp central)")
             require_delta("delta", self.delta)
         return self
+
+    def _require_combinations(self) -> None:
+        """Options that only mean something with another one are errors without it."""
+        if self.scheme != "multiround":
+            if self.target_privacy is not None:
+                raise ParameterError(
+                    "target_privacy", f"only the multiround scheme has batches, not {self.scheme!r}"
+                )
+            if self.fairness:
+                raise ParameterError("fairness", "applies to the multiround scheme only")
+        if not self.secagg:
+            if self.secagg_degree is not None:
+                raise ParameterError("secagg_degree", "needs secure aggregation (--secagg)")
+            if self.batch_policy != "atomic":
+                raise ParameterError("batch_policy", "needs secure aggregation (--secagg)")
 
     def mechanism(self) -> Mechanism:
         """The DP mechanism of the run (validates ``dp``, ``noise_multiplier`` and ``clip``)."""
