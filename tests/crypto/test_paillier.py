@@ -85,7 +85,7 @@ def test_invalid_keys_rejected(key: PaillierPrivateKey) -> None:
     with pytest.raises(InvalidKeyError):
         PaillierPrivateKey(key.p, key.p)
     with pytest.raises(InvalidKeyError):
-        PaillierPrivateKey(key.p, key.q + 2)  # not prime (even)
+        PaillierPrivateKey(key.p, key.q + 1)  # not prime (even)
     assert PaillierPrivateKey(key.q, key.p) == key
 
 
