@@ -12,7 +12,7 @@ Two adversaries, two kinds of figures:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Final
 
 import numpy as np
@@ -64,20 +64,8 @@ class PrivacyReport:
     caveats: tuple[str, ...]
 
     def to_dict(self) -> dict[str, object]:
-        """JSON-friendly form."""
-        return {
-            "t_weak": self.t_weak,
-            "t_strong": self.t_strong,
-            "exposed_users": self.exposed_users,
-            "mechanism": self.mechanism,
-            "accountant": self.accountant,
-            "noise_multiplier": self.noise_multiplier,
-            "clip": self.clip,
-            "delta": self.delta,
-            "epsilon": self.epsilon,
-            "per_user_epsilon": self.per_user_epsilon,
-            "caveats": list(self.caveats),
-        }
+        """JSON-friendly form (the attributes, caveats as a list)."""
+        return {**asdict(self), "caveats": list(self.caveats)}
 
     def to_markdown(self) -> str:
         """``privacy.md``: both adversaries' figures and the caveats."""

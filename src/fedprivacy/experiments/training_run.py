@@ -12,6 +12,7 @@ A run directory holds::
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
 import platform
@@ -136,8 +137,9 @@ class TrainingResult:
         """Per-round records."""
         return self.training.records
 
+    @functools.cached_property
     def report(self) -> PrivacyReport:
-        """The run's privacy report (server's view and released models)."""
+        """The run's privacy report (server's view and released models), computed once."""
         tr = self.training
         final = None if self.curve is None else self.curve.final
         return privacy_report(
@@ -174,7 +176,7 @@ class TrainingResult:
             "device": tr.device_name,
             "test_accuracy": base["test_accuracy"],
             "test_loss": base["test_loss"],
-            "privacy": self.report().to_dict(),
+            "privacy": self.report.to_dict(),
             "t_weak": None if final is None else final.upper,
             "t_weak_lower": None if final is None else final.lower,
             "t_weak_exact": None if final is None else final.exact,
@@ -401,7 +403,7 @@ def write_outputs(result: TrainingResult, out: Path) -> list[Path]:
     tr = result.training
     files = [out / "metrics.csv", out / "summary.json", out / "summary.md", out / "privacy.md"]
     atomic_write_text(files[0], metrics_csv(tr, result.curve))
-    atomic_write_text(files[3], result.report().to_markdown())
+    atomic_write_text(files[3], result.report.to_markdown())
     atomic_write_json(files[1], result.summary())
     atomic_write_text(files[2], summary_markdown(result))
     tr.ledger.to_csv(out / "participation.csv")

@@ -54,14 +54,6 @@ class Mechanism(ABC):
     def from_options(cls, noise_multiplier: float | None, clip: float | None) -> Mechanism:
         """Build from the command line's options (a :class:`ParameterError` names a bad one)."""
 
-    def describe(self) -> dict[str, object]:
-        """JSON-friendly parameters."""
-        return {
-            "mechanism": self.name,
-            "noise_multiplier": self.noise_multiplier,
-            "clip": self.clip,
-        }
-
 
 class NoMechanism(Mechanism):
     """No clipping, no noise: the aggregate as the aggregator computed it.

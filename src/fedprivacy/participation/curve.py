@@ -161,13 +161,12 @@ def t_weak_curve(
             fill(1, rank, started + _FAST_SHARE * time_limit if search_exact else deadline)
         # phase 2: exact searches push the proved region up, by bisection over the open rounds
         # (a bound proved at a round holds for every earlier one)
-        open_ranks = [k for k in range(1, rank + 1) if bounds(k)[0] < bounds(k)[1]]
+        open_ranks = [k for k in range(1, rank + 1) if not _settled(bounds(k))]
         first, last = 0, len(open_ranks) - 1
         while search_exact and first <= last and time.perf_counter() < deadline:
             mid = (first + last) // 2
             evaluate(open_ranks[mid], exact=True)
-            low, up = bounds(open_ranks[mid])
-            if low >= up:
+            if _settled(bounds(open_ranks[mid])):
                 first = mid + 1
             else:
                 last = mid - 1
@@ -190,3 +189,7 @@ def t_weak_curve(
     return TWeakCurve(
         lower, upper, official, [int(x) for x in pivots], evals, time.perf_counter() - started
     )
+
+
+def _settled(interval: tuple[int, int]) -> bool:
+    return interval[0] >= interval[1]

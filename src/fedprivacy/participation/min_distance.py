@@ -86,8 +86,16 @@ class _Code:
     prime: int
     weights: NDArray[np.int64]
     sets: list[NDArray[np.intp]]  # disjoint independent column sets
-    ranks: list[int]
     generators: list[NDArray[np.int64]]  # r x D, identity on an information set containing I_j
+
+    @property
+    def ranks(self) -> list[int]:
+        """Rank of each set (its size: the columns are independent)."""
+        return [int(s.size) for s in self.sets]
+
+    def bound(self, rank: int, level: int) -> int:
+        """Weight of every codeword not examined once ``level`` is done on every set."""
+        return _partition_bound(self.sets, self.weights, rank, level)
 
 
 def _nmod(matrix: NDArray[np.int64], p: int) -> flint.nmod_mat:
@@ -138,7 +146,7 @@ def _build(matrix: NDArray[np.int64], weights: NDArray[np.int64]) -> _Code | Non
         generator = np.empty_like(reduced)
         generator[:, order] = reduced
         generators.append(generator)
-    return _Code(p, weights, sets, [int(s.size) for s in sets], generators)
+    return _Code(p, weights, sets, generators)
 
 
 def _greedy_sets(
@@ -193,10 +201,6 @@ def _partition_bound(
         if need > 0:
             total += int(np.sort(weights[chosen])[:need].sum())
     return total
-
-
-def _bound_at(code: _Code, rank: int, level: int) -> int:
-    return _partition_bound(code.sets, code.weights, rank, level)
 
 
 def _mulmod(a: NDArray[np.int64], b: NDArray[np.int64], p: int) -> NDArray[np.int64]:
@@ -449,10 +453,10 @@ def modular_lower_bound(
     enum = _Enumerator(code, offer, upper)
     level = 0
     for w in range(1, max_level + 1):
-        if min(_bound_at(code, rank, level), enum.threshold()) >= upper():
+        if min(code.bound(rank, level), enum.threshold()) >= upper():
             break
         useful = [j for j, r_j in enumerate(code.ranks) if w + 1 - (rank - r_j) > 0]
-        if _bound_at(code, rank, w) <= _bound_at(code, rank, level):
+        if code.bound(rank, w) <= code.bound(rank, level):
             break  # this level cannot raise the bound
         if time.perf_counter() > deadline or math.comb(rank, w) > _MAX_SUBSETS:
             break
@@ -467,5 +471,5 @@ def modular_lower_bound(
         if not complete:
             break
         level = w
-    lower = min(_bound_at(code, rank, level), enum.threshold(), upper())
+    lower = min(code.bound(rank, level), enum.threshold(), upper())
     return ModularBound(lower, code.prime, level, tuple(code.ranks), enum.lightest_modular)
