@@ -18,7 +18,8 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
-from fedprivacy.dp.per_user import per_user_epsilons, spread
+from fedprivacy.dp.per_user import per_user_epsilons, per_user_epsilons_by_round, spread
+from fedprivacy.errors import ParameterError
 from fedprivacy.fl.mechanism import Mechanism
 from fedprivacy.participation.privacy import TWeakResult
 
@@ -47,6 +48,12 @@ class PrivacyReport:
         The largest per-user epsilon (None without DP: no guarantee).
     per_user_epsilon : dict or None
         ``{"min", "median", "max"}`` over the users (never-aggregated users count as 0).
+    accounted_noise_multiplier : dict or None
+        ``{"min", "max"}`` over the released aggregates of the noise multiplier the accountant
+        used (distributed DP: the noise really present, at least ``noise_multiplier``).
+    wrap_around_log10_bound : float or None
+        Distributed DP: ``log10`` of a bound on the probability that any noisy sum of the run
+        wrapped around the modulus.
     caveats : tuple of str
         What the figures assume.
     """
@@ -61,6 +68,8 @@ class PrivacyReport:
     delta: float | None
     epsilon: float | None
     per_user_epsilon: dict[str, float] | None
+    accounted_noise_multiplier: dict[str, float] | None
+    wrap_around_log10_bound: float | None
     caveats: tuple[str, ...]
 
     def to_dict(self) -> dict[str, object]:
@@ -98,8 +107,31 @@ class PrivacyReport:
                 f"- per-user epsilon at delta = {self.delta}: min {pu['min']:.3g}, median "
                 f"{pu['median']:.3g}, max {pu['max']:.3g}",
             ]
+            nm = self.accounted_noise_multiplier
+            if nm is not None:
+                lines.append(
+                    f"- noise multiplier of the released aggregates: {nm['min']:.4g} to "
+                    f"{nm['max']:.4g}"
+                )
+            if self.wrap_around_log10_bound is not None:
+                lines.append(
+                    "- probability that a noisy sum wrapped around the modulus: at most "
+                    f"1e{self.wrap_around_log10_bound:.4g}"
+                )
         lines += ["", "## Caveats", ""] + [f"- {c}" for c in self.caveats]
         return "\n".join(lines) + "\n"
+
+
+_WHO_SEES_WHAT: Final = {
+    "central": "Central DP: the server adds the noise, so it sees the noise-free sum; the epsilon "
+    "holds against everyone who sees only the released models.",
+    "distributed": "Distributed DP: every party adds discrete Gaussian noise on the encoding's "
+    "grid before masking, so the epsilon also holds against the server, whose every unmaskable sum "
+    "holds the noise of at least the protocol's threshold of parties. Each party's noise is "
+    "over-provisioned for that threshold; the accountant uses the noise of the parties really "
+    "aggregated. The participation list is public to the server; epsilon protects the content of "
+    "each user's update (a user without data would send a zero update).",
+}
 
 
 def _text(value: object) -> str:
@@ -115,6 +147,9 @@ def privacy_report(
     t_strong: int | None,
     exposed_users: int | None,
     secure_aggregation: bool,
+    participation: NDArray[np.bool_] | None = None,
+    round_noise: NDArray[np.float64] | None = None,
+    wrap_log_probability: NDArray[np.float64] | None = None,
 ) -> PrivacyReport:
     """Assemble the report of a run from its ledger's participation counts and metrics.
 
@@ -130,6 +165,13 @@ def privacy_report(
         The server-view metrics of the ledger (None when not computed).
     secure_aggregation : bool
         Whether the server only saw aggregates.
+    participation : ndarray of bool, shape (rounds, users), optional
+        The ledger's matrix; with ``round_noise``, required when the mechanism's noise varies
+        between rounds (distributed DP).
+    round_noise : ndarray of float, shape (rounds,), optional
+        The noise multiplier of each round's released aggregate (NaN where nothing was released).
+    wrap_log_probability : ndarray of float, shape (rounds,), optional
+        Natural log of each round's wrap-around bound (distributed DP; NaN where none).
 
     Examples
     --------
@@ -155,20 +197,34 @@ def privacy_report(
             "figures describe what an observer of the aggregates alone learns, not the server."
         )
     noise = mechanism.noise_multiplier
+    accounted: dict[str, float] | None = None
+    wrap: float | None = None
     if noise is None:
         epsilons = None
         caveats.append("No differential privacy: the released models carry no formal guarantee.")
     else:
-        epsilons = spread(per_user_epsilons(frequency, noise, delta, accountant=ACCOUNTANT))
+        if mechanism.adds_noise_in_aggregation:
+            if participation is None or round_noise is None:
+                raise ParameterError(
+                    "round_noise", f"the {mechanism.name} mechanism is accounted round by round"
+                )
+            eps = per_user_epsilons_by_round(participation, round_noise, delta, ACCOUNTANT)
+            released = round_noise[np.isfinite(round_noise)]
+        else:
+            eps = per_user_epsilons(frequency, noise, delta, accountant=ACCOUNTANT)
+            released = np.full(1, noise) if np.any(frequency > 0) else np.empty(0)
+        epsilons = spread(eps)
+        if released.size:
+            accounted = {"min": float(released.min()), "max": float(released.max())}
+        if wrap_log_probability is not None and np.any(np.isfinite(wrap_log_probability)):
+            logs = wrap_log_probability[np.isfinite(wrap_log_probability)]
+            wrap = float(np.logaddexp.reduce(logs) / np.log(10.0))
         caveats.append(
             "Epsilon is per user (add or remove one user's data), composed over the rounds in "
             "which that user was really aggregated (ledger counts), without amplification by "
             "sub-sampling: the server chooses or knows who participates."
         )
-        caveats.append(
-            "Central DP: the server adds the noise, so it sees the noise-free sum; the epsilon "
-            "holds against everyone who sees only the released models."
-        )
+        caveats.append(_WHO_SEES_WHAT[mechanism.name])
     tw: dict[str, object] | None = None
     if t_weak is not None:
         tw = {"lower": t_weak.lower, "upper": t_weak.upper, "exact": t_weak.exact}
@@ -183,5 +239,7 @@ def privacy_report(
         delta=None if noise is None else delta,
         epsilon=None if epsilons is None else epsilons["max"],
         per_user_epsilon=epsilons,
+        accounted_noise_multiplier=accounted,
+        wrap_around_log10_bound=wrap,
         caveats=tuple(caveats),
     )

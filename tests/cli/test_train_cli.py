@@ -119,6 +119,7 @@ def test_options_without_the_option_they_need_name_both(capsys):
         ("--batch-policy", "round"): "--batch-policy:",
         ("--secagg-degree", "4"): "--secagg-degree:",
         ("--clip", "1"): "--clip:",
+        ("--dp", "distributed", "--noise-multiplier", "1"): "--dp:",
     }
     for args, flag in cases.items():
         assert main(["train", *args, "-q"]) == 2, args

@@ -6,7 +6,7 @@ import dp_accounting
 import numpy as np
 import pytest
 
-from fedprivacy.dp.per_user import per_user_epsilons, spread
+from fedprivacy.dp.per_user import per_user_epsilons, per_user_epsilons_by_round, spread
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.ledger import ParticipationLedger
 
@@ -47,3 +47,38 @@ def test_bad_inputs_name_the_parameter() -> None:
         per_user_epsilons(np.array([1]), 0.0, 1e-5)
     with pytest.raises(ParameterError, match="delta"):
         per_user_epsilons(np.array([1]), 1.0, 1.0)
+
+
+def test_by_round_matches_an_independent_accountant_composing_each_round() -> None:
+    """Heterogeneous rounds (distributed DP): each user's rounds, each with its own noise."""
+    rng = np.random.default_rng(4)
+    rounds, users = 25, 12
+    participation = rng.random((rounds, users)) < 0.4
+    participation[3] = False  # a round that released nothing
+    noise = rng.uniform(0.8, 2.5, size=rounds)
+    noise[3] = np.nan
+    eps = per_user_epsilons_by_round(participation, noise, 1e-5)
+    for u in range(users):
+        accountant = dp_accounting.rdp.RdpAccountant()
+        for t in np.flatnonzero(participation[:, u]):
+            accountant.compose(dp_accounting.GaussianDpEvent(float(noise[t])))
+        expected = float(accountant.get_epsilon(1e-5)) if participation[:, u].any() else 0.0
+        assert eps[u] == pytest.approx(expected, rel=1e-9, abs=1e-12), u
+
+
+def test_by_round_with_equal_noise_agrees_with_the_counts() -> None:
+    rng = np.random.default_rng(5)
+    participation = rng.random((30, 9)) < 0.5
+    by_round = per_user_epsilons_by_round(participation, np.full(30, 1.7), 1e-6)
+    by_count = per_user_epsilons(participation.sum(axis=0), 1.7, 1e-6)
+    np.testing.assert_allclose(by_round, by_count, rtol=1e-9)
+
+
+def test_by_round_refuses_inconsistent_input() -> None:
+    p = np.ones((2, 3), dtype=bool)
+    with pytest.raises(ParameterError, match="noise_multipliers"):
+        per_user_epsilons_by_round(p, [1.0], 1e-5)
+    with pytest.raises(ParameterError, match="noise_multipliers"):
+        per_user_epsilons_by_round(p, [1.0, float("nan")], 1e-5)  # users in a round without noise
+    with pytest.raises(ParameterError, match="participation"):
+        per_user_epsilons_by_round(np.ones((2, 3)), [1.0, 1.0], 1e-5)

@@ -6,12 +6,20 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from fedprivacy.dp.party_noise import PartyNoise
 from fedprivacy.errors import ParameterError
-from fedprivacy.fl.mechanism import MECHANISMS, CentralGaussian, NoMechanism, make_mechanism
+from fedprivacy.fl.aggregation import AggregateOutcome
+from fedprivacy.fl.mechanism import (
+    MECHANISMS,
+    CentralGaussian,
+    DistributedDiscreteGaussian,
+    NoMechanism,
+    make_mechanism,
+)
 
 
 def test_registry_and_options() -> None:
-    assert set(MECHANISMS) == {"none", "central"}
+    assert set(MECHANISMS) == {"none", "central", "distributed"}
     assert isinstance(make_mechanism("none"), NoMechanism)
     central = make_mechanism("central", noise_multiplier=0.8)
     assert isinstance(central, CentralGaussian) and central.clip == 1.0
@@ -20,7 +28,29 @@ def test_registry_and_options() -> None:
     with pytest.raises(ParameterError, match="clip"):
         make_mechanism("none", clip=2.0)
     with pytest.raises(ParameterError, match="dp"):
-        make_mechanism("distributed", noise_multiplier=1.0)
+        make_mechanism("local", noise_multiplier=1.0)
+    with pytest.raises(ParameterError, match="noise_multiplier.*--dp distributed"):
+        make_mechanism("distributed")
+
+
+def test_distributed_clips_like_central_and_releases_the_noisy_aggregate_as_is() -> None:
+    rng = np.random.default_rng(1)
+    updates = {u: (rng.standard_normal(20) * 3).astype(np.float32) for u in range(4)}
+    weights = {u: 0.5 for u in updates}
+    d = make_mechanism("distributed", noise_multiplier=1.5, clip=0.5)
+    c = CentralGaussian(noise_multiplier=1.5, clip=0.5)
+    assert isinstance(d, DistributedDiscreteGaussian) and d.adds_noise_in_aggregation
+    (du, dw), (cu, cw) = d.prepare(updates, weights), c.prepare(updates, weights)
+    assert dw == cw and all(np.array_equal(du[u], cu[u]) for u in updates)
+    assert d.party_noise == PartyNoise(1.5, 0.5)
+    mean = rng.standard_normal(20)
+    assert np.array_equal(d.release(mean, 4), mean)
+    # the accountant is given the noise really in the aggregate, never the planned one
+    outcome = AggregateOutcome((1, 2, 3), mean, mean * 3, 3.0, 0, 0.0, noise_multiplier=2.25)
+    assert d.accounted_noise(outcome) == 2.25
+    assert c.accounted_noise(outcome) == 1.5
+    with pytest.raises(ParameterError, match="secure aggregator"):
+        d.accounted_noise(AggregateOutcome((1, 2, 3), mean, mean * 3, 3.0, 0, 0.0))
 
 
 def test_central_clips_every_update_and_weighs_them_equally() -> None:

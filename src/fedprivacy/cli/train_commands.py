@@ -32,13 +32,16 @@ _OPTIONS: dict[str, dict[str, Any]] = {
     "shared": {"type": int, "help": "globally shared samples (partition data-sharing)"},
     "update_clip": {"type": float, "help": "entry-wise clip of weighted updates (fixed point)"},
     "bits": {"type": int, "help": "fixed-point modulus 2^bits of the aggregation"},
-    "dp": {"help": "differential privacy: none (default) or central (server-added Gaussian)"},
+    "dp": {
+        "help": "differential privacy: none (default), central (server-added Gaussian) or "
+        "distributed (each party's discrete Gaussian inside --secagg)"
+    },
     "noise_multiplier": {
         "type": float,
-        "help": "with --dp central: noise std = Z * clip on the sum of the clipped updates",
+        "help": "with --dp: noise std >= Z * clip on the sum of the clipped updates",
     },
-    "clip": {"type": float, "help": "with --dp central: L2 bound of each update (default 1)"},
-    "delta": {"type": float, "help": "with --dp central: the per-user delta (default 1e-5)"},
+    "clip": {"type": float, "help": "with --dp: L2 bound of each update (default 1)"},
+    "delta": {"type": float, "help": "with --dp: the per-user delta (default 1e-5)"},
     "secagg_degree": {"type": int, "help": "SecAgg+ neighbours (default: complete graph)"},
     "protocol_dropout": {"type": float, "help": "with --secagg: dropout during the protocol"},
     "batch_policy": {"help": "with --secagg: atomic, round or partial"},

@@ -5,6 +5,12 @@ With add/remove-one-user adjacency, a user whose clipped update (L2 norm at most
 been through ``n`` Gaussian mechanisms of noise multiplier ``z``; rounds it was not aggregated in
 do not depend on its data. No amplification by sub-sampling is claimed: the server chooses who
 participates (or knows it), so the sample is not secret.
+
+When the noise differs between rounds (distributed DP, where it depends on how many parties were
+really aggregated), :func:`per_user_epsilons_by_round` composes each user's rounds exactly: ``k``
+Gaussian mechanisms of noise multipliers ``z_1 .. z_k`` compose to one Gaussian mechanism of
+noise multiplier ``(sum_i z_i^-2)^(-1/2)`` (their Renyi divergences add up order by order, and
+so do their Gaussian-DP parameters ``mu_i^2 = z_i^-2``; Dong, Roth and Su 2019).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from fedprivacy.dp._checks import require_delta, require_positive
 from fedprivacy.dp.accounting import AccountantKind, epsilon_for
 from fedprivacy.errors import ParameterError
 
-__all__ = ["per_user_epsilons", "spread"]
+__all__ = ["per_user_epsilons", "per_user_epsilons_by_round", "spread"]
 
 
 def per_user_epsilons(
@@ -57,6 +63,58 @@ def per_user_epsilons(
     out = np.zeros(n.size, dtype=np.float64)
     for count in np.unique(n[n > 0]):
         out[n == count] = epsilon_for(z, int(count), d, accountant=accountant)
+    return out
+
+
+def per_user_epsilons_by_round(
+    participation: ArrayLike,
+    noise_multipliers: ArrayLike,
+    delta: float,
+    accountant: AccountantKind = "rdp",
+) -> NDArray[np.float64]:
+    """Epsilon at ``delta`` of every user, from the rounds it was in and each round's noise.
+
+    Parameters
+    ----------
+    participation : array_like of bool, shape (rounds, users)
+        Whether each user was in each round's aggregate (the ledger's matrix).
+    noise_multipliers : array_like of float, shape (rounds,)
+        The noise multiplier of each round's released aggregate; NaN for rounds that released
+        nothing (no user of such a round may be marked as aggregated).
+    delta : float
+        Target delta in (0, 1), per user.
+    accountant : {"rdp", "pld"}
+        Which dp-accounting accountant evaluates the composed mechanism.
+
+    Returns
+    -------
+    ndarray of float64, shape (users,)
+        0 for users never aggregated.
+
+    Examples
+    --------
+    >>> p = np.array([[1, 1], [1, 0]], dtype=bool)
+    >>> eps = per_user_epsilons_by_round(p, [2.0, 2.0], 1e-5)
+    >>> bool(eps[0] == per_user_epsilons([2], 2.0, 1e-5)[0] and eps[1] < eps[0])
+    True
+    """
+    m = np.asarray(participation)
+    z = np.asarray(noise_multipliers, dtype=np.float64)
+    if m.ndim != 2 or m.dtype != np.bool_:
+        raise ParameterError("participation", "must be a 2-D boolean array (rounds, users)")
+    if z.shape != (m.shape[0],):
+        raise ParameterError("noise_multipliers", f"must have one entry per round ({m.shape[0]})")
+    used = m.any(axis=1)
+    if np.any(~np.isfinite(z[used])) or np.any(z[used] <= 0):
+        raise ParameterError(
+            "noise_multipliers", "every round with aggregated users needs a positive noise"
+        )
+    d = require_delta("delta", delta)
+    inverse = np.where(used, 1.0 / np.where(used, z, 1.0) ** 2, 0.0)
+    total = inverse @ m  # sum over each user's rounds of z_t^-2
+    out = np.zeros(m.shape[1], dtype=np.float64)
+    for value in np.unique(total[total > 0]):
+        out[total == value] = epsilon_for(float(value) ** -0.5, 1, d, accountant=accountant)
     return out
 
 

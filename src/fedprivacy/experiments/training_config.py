@@ -159,7 +159,7 @@ class TrainConfig:
         self.mechanism()
         if self.delta is not None:
             if self.dp == "none":
-                raise ParameterError("delta", "needs the central DP mechanism (--dp central)")
+                raise ParameterError("delta", "needs a DP mechanism (--dp central or distributed)")
             require_delta("delta", self.delta)
         return self
 
@@ -173,6 +173,11 @@ class TrainConfig:
             if self.fairness:
                 raise ParameterError("fairness", "applies to the multiround scheme only")
         if not self.secagg:
+            if self.dp == "distributed":
+                raise ParameterError(
+                    "dp",
+                    "distributed DP is added by the parties inside secure aggregation (--secagg)",
+                )
             if self.secagg_degree is not None:
                 raise ParameterError("secagg_degree", "needs secure aggregation (--secagg)")
             if self.batch_policy != "atomic":

@@ -4,7 +4,8 @@ A run directory holds::
 
     config.toml         the resolved configuration
     checkpoint.pt       the state after the last checkpoint (every ``checkpoint_every`` rounds)
-    metrics.csv         one row per round: accuracy, loss, aggregated set size, T, F, C, seconds
+    metrics.csv         one row per round: accuracy, loss, aggregated set size, T, F, C, seconds,
+                        the noise multiplier of the released aggregate
     participation.csv   the ledger (who was aggregated in each round)
     summary.json / summary.md / accuracy.png / participation.png
 """
@@ -86,6 +87,7 @@ def build_training(
     availability = make_availability(
         config.users, config.dropout, np.random.default_rng([config.seed, 12])
     )
+    mechanism = config.mechanism()
     aggregator = make_aggregator(
         config.secagg,
         clip=config.update_clip,
@@ -96,6 +98,7 @@ def build_training(
         protocol_dropout=config.protocol_dropout,
         batch_policy=config.batch_policy,
         encoding=config.encoding,
+        party_noise=mechanism.party_noise,
     )
     return FederatedTraining(
         model=model,
@@ -117,7 +120,7 @@ def build_training(
         trainer=config.trainer,
         chunk_size=config.chunk_size,
         device=config.device,
-        mechanism=config.mechanism(),
+        mechanism=mechanism,
         **hooks,
     )
 
@@ -150,6 +153,11 @@ class TrainingResult:
             t_strong=None if self.curve is None else t_strong(tr.ledger.matrix()),
             exposed_users=len(self.exposed) if self.curve is not None else None,
             secure_aggregation=self.config.secagg,
+            participation=tr.ledger.matrix().astype(bool),
+            round_noise=np.array([r.noise_multiplier for r in tr.records], dtype=np.float64),
+            wrap_log_probability=np.array(
+                [r.wrap_log_probability for r in tr.records], dtype=np.float64
+            ),
         )
 
     def summary(self) -> dict[str, Any]:
@@ -301,7 +309,11 @@ def run_training(
 
 
 def metrics_csv(training: FederatedTraining, curve: TWeakCurve | None) -> str:
-    """Per-round metrics: accuracy, loss, sizes, C^(t), F^(t), T_weak bounds, seconds."""
+    """Per-round metrics: accuracy, loss, sizes, C^(t), F^(t), T_weak bounds, seconds, noise.
+
+    ``noise_multiplier`` is that of the round's released aggregate (empty without DP or when
+    nothing was aggregated), written exactly (``repr``) so the accounting can be redone.
+    """
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(
@@ -321,6 +333,7 @@ def metrics_csv(training: FederatedTraining, curve: TWeakCurve | None) -> str:
             "train_seconds",
             "aggregate_seconds",
             "aborted",
+            "noise_multiplier",
         ]
     )
     counts = np.zeros(training.ledger.num_users, dtype=np.int64)
@@ -349,6 +362,7 @@ def metrics_csv(training: FederatedTraining, curve: TWeakCurve | None) -> str:
                 f"{r.train_seconds:.4f}",
                 f"{r.aggregate_seconds:.4f}",
                 r.aborted,
+                "" if math.isnan(r.noise_multiplier) else repr(r.noise_multiplier),
             ]
         )
     return buf.getvalue()

@@ -18,13 +18,14 @@ import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
 
 from fedprivacy._validation import require_int
 from fedprivacy.crypto.fixed_point import FixedPointCodec
+from fedprivacy.dp.party_noise import PartyNoise
 from fedprivacy.errors import ParameterError
 from fedprivacy.secagg.driver import run_round
 from fedprivacy.secagg.errors import RoundAbortedError
@@ -57,6 +58,11 @@ class AggregateOutcome:
         Wall-clock time of the aggregation (encoding, protocol, decoding).
     aborted : str or None
         Why the protocol aborted (secure path only).
+    noise_multiplier : float or None
+        With distributed DP: the noise multiplier of the noise really in the sum (the parties
+        that were aggregated; :meth:`~fedprivacy.dp.party_noise.RoundNoise.noise_multiplier`).
+    wrap_log_probability : float or None
+        With distributed DP: log of a bound on the probability that the noisy sum wrapped.
     """
 
     aggregated: tuple[int, ...]
@@ -66,6 +72,8 @@ class AggregateOutcome:
     clipped_entries: int
     seconds: float
     aborted: str | None = None
+    noise_multiplier: float | None = None
+    wrap_log_probability: float | None = None
 
 
 ENCODINGS = ("fixed-point", "float")
@@ -232,6 +240,10 @@ class SecureAggregator(Aggregator):
         Probability that a selected user drops during the protocol (before a uniform stage).
     batch_policy : str
         ``atomic``, ``round`` or ``partial`` (see :mod:`fedprivacy.secagg.multiround`).
+    party_noise : PartyNoise, optional
+        Distributed DP: every party adds discrete Gaussian noise on the encoding's grid before
+        masking (:mod:`fedprivacy.dp.party_noise`); weights must then all be 1 and the round is
+        unweighted (the count of aggregated users is the protocol's survivor set).
     """
 
     name = "secagg"
@@ -246,8 +258,12 @@ class SecureAggregator(Aggregator):
         degree: int | None = None,
         protocol_dropout: float = 0.0,
         batch_policy: str = "atomic",
+        party_noise: PartyNoise | None = None,
     ) -> None:
         super().__init__(clip, per_round, bits, seed)
+        self.party_noise = party_noise
+        if party_noise is not None:  # no weight entry; room for the noise
+            self.codec = party_noise.codec(self.clip, per_round, bits)
         if not 0.0 <= protocol_dropout < 1.0:
             raise ParameterError("protocol_dropout", f"must lie in [0, 1), got {protocol_dropout}")
         parse_batch_policy(batch_policy)
@@ -275,6 +291,9 @@ class SecureAggregator(Aggregator):
             return AggregateOutcome((), None, None, 0.0, 0, 0.0, reason)
         values, clipped = self._prepare(deltas, weights)
         dim = next(iter(values.values())).shape[0]
+        noisy = self.party_noise is not None
+        if noisy and any(float(weights[u]) != 1.0 for u in users):
+            raise ParameterError("weights", "distributed DP aggregates equal weights (all 1)")
         degree = None if self.degree is None else min(self.degree, len(users) - 1)
         params = SecAggParameters.create(
             self.session,
@@ -282,7 +301,7 @@ class SecureAggregator(Aggregator):
             users,
             dim,
             self.codec,
-            weighted=True,
+            weighted=not noisy,
             degree=degree,
             graph_seed=self.session,
             ring_block=ring_block(batch_size, self.batch_policy, degree),
@@ -292,14 +311,18 @@ class SecureAggregator(Aggregator):
             if self.protocol_dropout > 0 and rng is not None
             else {}
         )
+        noise = None
+        if self.party_noise is not None:
+            noise = self.party_noise.round_noise(self.codec, self.clip, params.threshold, dim)
         try:
             outcome = run_round(
                 params,
                 values,
-                weights={u: float(weights[u]) for u in users},
+                weights=None if noisy else {u: float(weights[u]) for u in users},
                 dropouts=dropouts,
                 policy=aggregation_policy(params, batch_size, self.batch_policy),
                 rngs={u: rounding_rng(self.seed, round_index, u) for u in users},
+                noise_variance=None if noise is None else noise.variance,
             )
         except RoundAbortedError as exc:
             return AggregateOutcome((), None, None, 0.0, 0, time.perf_counter() - started, str(exc))
@@ -307,7 +330,15 @@ class SecureAggregator(Aggregator):
         if not result.aggregated:
             return AggregateOutcome((), None, None, 0.0, clipped, time.perf_counter() - started)
         total = np.append(result.sum, result.total_weight)
-        return _outcome(tuple(result.aggregated), total, clipped, time.perf_counter() - started)
+        out = _outcome(tuple(result.aggregated), total, clipped, time.perf_counter() - started)
+        if noise is None:
+            return out
+        n = len(result.aggregated)
+        return replace(
+            out,
+            noise_multiplier=noise.noise_multiplier(n),
+            wrap_log_probability=noise.wrap_log_probability(n),
+        )
 
 
 def _outcome(
@@ -331,11 +362,15 @@ def make_aggregator(
     protocol_dropout: float = 0.0,
     batch_policy: str = "atomic",
     encoding: str = "fixed-point",
+    party_noise: PartyNoise | None = None,
 ) -> Aggregator:
     """The plaintext or the secure aggregator (see the module docstring).
 
-    ``encoding="float"`` gives :class:`FloatAggregator` (plaintext only).
+    ``encoding="float"`` gives :class:`FloatAggregator` (plaintext only); ``party_noise``
+    (distributed DP) needs the secure aggregator.
     """
+    if party_noise is not None and not secure:
+        raise ParameterError("dp", "distributed DP is added inside secure aggregation (--secagg)")
     if encoding not in ENCODINGS:
         raise ParameterError("encoding", f"must be one of {', '.join(ENCODINGS)}; got {encoding!r}")
     if encoding == "float":
@@ -355,6 +390,7 @@ def make_aggregator(
             degree=degree,
             protocol_dropout=protocol_dropout,
             batch_policy=batch_policy,
+            party_noise=party_noise,
         )
     if protocol_dropout:
         raise ParameterError("protocol_dropout", "applies to the secure path only (--secagg)")

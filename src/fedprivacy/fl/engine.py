@@ -88,6 +88,8 @@ class RoundRecord:
     train_seconds: float
     aggregate_seconds: float
     aborted: str
+    noise_multiplier: float = float("nan")  # of the released aggregate's noise (NaN: no DP)
+    wrap_log_probability: float = float("nan")  # distributed DP: log of the wrap-around bound
 
 
 @dataclass
@@ -269,7 +271,9 @@ class FederatedTraining:
             if self.on_aggregate is not None:
                 self.on_aggregate(r, outcome, deltas)
         self.ledger.record(np.asarray(outcome.aggregated, dtype=np.intp))
+        noise = None
         if outcome.mean_update is not None:
+            noise = self.mechanism.accounted_noise(outcome)
             released = self.mechanism.release(outcome.mean_update, len(outcome.aggregated))
             update = torch.from_numpy(released.astype(np.float32)).to(self.torch_device)
             self.global_flat = self.global_flat + update
@@ -288,6 +292,8 @@ class FederatedTraining:
             train_s,
             outcome.seconds,
             outcome.aborted or "",
+            float("nan") if noise is None else noise,
+            float("nan") if outcome.wrap_log_probability is None else outcome.wrap_log_probability,
         )
         self.records.append(record)
         return record

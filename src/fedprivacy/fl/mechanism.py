@@ -11,6 +11,11 @@ in :data:`MECHANISMS`; :func:`make_mechanism` builds one.
   ``z C / |S|`` on the mean). The server sees the noise-free sum; the released models are
   ``(epsilon, delta)``-DP per user. The noise is drawn from a generator seeded by the operating
   system (``secrets``), never from the run's seed.
+* ``distributed``: the same clipping and equal weights; every party adds discrete Gaussian noise
+  on the integer grid of its fixed-point encoding before masking, inside secure aggregation
+  (:mod:`fedprivacy.dp.party_noise`), so the server never sees an unnoised sum. Each party's
+  share is over-provisioned for the protocol's threshold, and the accountant uses the noise
+  really in each aggregate (:meth:`Mechanism.accounted_noise`).
 """
 
 from __future__ import annotations
@@ -25,9 +30,18 @@ from numpy.typing import NDArray
 
 from fedprivacy.dp._checks import require_positive
 from fedprivacy.dp.mechanisms import clip_rows_l2
+from fedprivacy.dp.party_noise import PartyNoise
 from fedprivacy.errors import ParameterError
+from fedprivacy.fl.aggregation import AggregateOutcome
 
-__all__ = ["MECHANISMS", "CentralGaussian", "Mechanism", "NoMechanism", "make_mechanism"]
+__all__ = [
+    "MECHANISMS",
+    "CentralGaussian",
+    "DistributedDiscreteGaussian",
+    "Mechanism",
+    "NoMechanism",
+    "make_mechanism",
+]
 
 Updates = dict[int, NDArray[np.float32]]
 
@@ -38,6 +52,17 @@ class Mechanism(ABC):
     name: ClassVar[str]
     noise_multiplier: float | None = None
     clip: float | None = None
+    adds_noise_in_aggregation: ClassVar[bool] = False
+    """Whether the parties add the noise inside secure aggregation (:attr:`party_noise`)."""
+
+    @property
+    def party_noise(self) -> PartyNoise | None:
+        """What each party adds inside secure aggregation (None: nothing)."""
+        return None
+
+    def accounted_noise(self, outcome: AggregateOutcome) -> float | None:
+        """The noise multiplier of the aggregate released in ``outcome`` (None: no DP)."""
+        return self.noise_multiplier
 
     @abstractmethod
     def prepare(
@@ -73,7 +98,7 @@ class NoMechanism(Mechanism):
         """No parameters: a noise multiplier or a clip is an error naming it."""
         for name, value in (("noise_multiplier", noise_multiplier), ("clip", clip)):
             if value is not None:
-                raise ParameterError(name, "needs the central DP mechanism (--dp central)")
+                raise ParameterError(name, "needs a DP mechanism (--dp central or distributed)")
         return cls()
 
     def prepare(
@@ -88,32 +113,22 @@ class NoMechanism(Mechanism):
 
 
 @dataclass
-class CentralGaussian(Mechanism):
-    """L2 clipping to ``clip`` and Gaussian noise ``noise_multiplier * clip`` on the sum.
-
-    Examples
-    --------
-    >>> m = CentralGaussian(noise_multiplier=1.0, clip=0.5)
-    >>> u, w = m.prepare({3: np.array([3.0, 4.0], np.float32)}, {3: 0.2})
-    >>> ([round(float(x), 3) for x in u[3]], w)
-    ([0.3, 0.4], {3: 1.0})
-    """
+class _ClippedGaussian(Mechanism):
+    """L2 clipping to ``clip``, equal weights, Gaussian noise ``noise_multiplier * clip``."""
 
     noise_multiplier: float
     clip: float
-    name: ClassVar[str] = "central"
 
     @classmethod
     def from_options(cls, noise_multiplier: float | None, clip: float | None) -> Mechanism:
         """The noise multiplier is required; the clip defaults to 1."""
         if noise_multiplier is None:
-            raise ParameterError("noise_multiplier", "is required with --dp central")
+            raise ParameterError("noise_multiplier", f"is required with --dp {cls.name}")
         return cls(noise_multiplier=noise_multiplier, clip=1.0 if clip is None else clip)
 
     def __post_init__(self) -> None:
         require_positive("noise_multiplier", self.noise_multiplier)
         require_positive("clip", self.clip)
-        self._rng = np.random.default_rng(secrets.randbits(128))
 
     def prepare(
         self, updates: Updates, weights: dict[int, float]
@@ -126,6 +141,25 @@ class CentralGaussian(Mechanism):
         out = {u: clipped[i].astype(np.float32) for i, u in enumerate(users)}
         return out, dict.fromkeys(users, 1.0)
 
+
+@dataclass
+class CentralGaussian(_ClippedGaussian):
+    """L2 clipping to ``clip`` and Gaussian noise ``noise_multiplier * clip`` on the sum.
+
+    Examples
+    --------
+    >>> m = CentralGaussian(noise_multiplier=1.0, clip=0.5)
+    >>> u, w = m.prepare({3: np.array([3.0, 4.0], np.float32)}, {3: 0.2})
+    >>> ([round(float(x), 3) for x in u[3]], w)
+    ([0.3, 0.4], {3: 1.0})
+    """
+
+    name: ClassVar[str] = "central"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._rng = np.random.default_rng(secrets.randbits(128))
+
     def release(self, mean: NDArray[np.float64], aggregated: int) -> NDArray[np.float64]:
         """The mean plus Gaussian noise of std ``noise_multiplier * clip / aggregated``."""
         if aggregated < 1:
@@ -135,7 +169,52 @@ class CentralGaussian(Mechanism):
         return noisy
 
 
-MECHANISMS: dict[str, type[Mechanism]] = {m.name: m for m in (NoMechanism, CentralGaussian)}
+@dataclass
+class DistributedDiscreteGaussian(_ClippedGaussian):
+    """L2 clipping; each party adds discrete Gaussian noise inside secure aggregation.
+
+    The aggregate the secure aggregator returns already holds the noise (at least
+    ``noise_multiplier * clip`` in standard deviation on the sum), so :meth:`release` passes the
+    mean on, and :meth:`accounted_noise` is the noise multiplier of the noise really in it.
+
+    Examples
+    --------
+    >>> m = DistributedDiscreteGaussian(noise_multiplier=1.0, clip=0.5)
+    >>> m.party_noise
+    PartyNoise(noise_multiplier=1.0, clip=0.5)
+    >>> m.release(np.ones(2), 3).tolist()
+    [1.0, 1.0]
+    """
+
+    name: ClassVar[str] = "distributed"
+    adds_noise_in_aggregation: ClassVar[bool] = True
+
+    @property
+    def party_noise(self) -> PartyNoise:
+        """The parties' noise (for :class:`~fedprivacy.fl.aggregation.SecureAggregator`)."""
+        return PartyNoise(self.noise_multiplier, self.clip)
+
+    def release(self, mean: NDArray[np.float64], aggregated: int) -> NDArray[np.float64]:
+        """The mean unchanged: the parties' noise is already in it."""
+        return mean
+
+    def accounted_noise(self, outcome: AggregateOutcome) -> float | None:
+        """The aggregate's own noise multiplier, from the parties really aggregated.
+
+        Raises
+        ------
+        ParameterError
+            If the aggregate carries no distributed noise (it did not come from secure
+            aggregation with this mechanism's party noise).
+        """
+        if outcome.noise_multiplier is None:
+            raise ParameterError("dp", "distributed DP needs the secure aggregator's party noise")
+        return outcome.noise_multiplier
+
+
+MECHANISMS: dict[str, type[Mechanism]] = {
+    m.name: m for m in (NoMechanism, CentralGaussian, DistributedDiscreteGaussian)
+}
 
 
 def make_mechanism(

@@ -6,6 +6,7 @@ import os
 import struct
 import time
 from enum import IntEnum
+from fractions import Fraction
 
 import numpy as np
 
@@ -13,6 +14,7 @@ from fedprivacy.crypto.aead import open_sealed, seal
 from fedprivacy.crypto.keys import agree, generate_keypair, load_public_key, private_key_bytes
 from fedprivacy.crypto.prg import MaskExpander, reduce
 from fedprivacy.crypto.shamir import Share, split_secret
+from fedprivacy.dp.party_noise import add_grid_noise, draw_party_noise
 from fedprivacy.errors import ParameterError, ShamirError
 from fedprivacy.secagg.derivation import (
     pairwise_mask_key,
@@ -241,6 +243,7 @@ class SecAggClient:
         *,
         weight: float | None = None,
         rng: np.random.Generator | None = None,
+        noise_variance: Fraction | None = None,
     ) -> MaskedInput:
         """Stage 2: decrypt the received shares and send the masked, encoded update.
 
@@ -255,11 +258,15 @@ class SecAggClient:
             Required when ``params.weighted``: the vector sent is ``[weight * update, weight]``.
         rng : numpy.random.Generator, optional
             Randomness of the stochastic rounding (not secret); fresh from the OS by default.
+        noise_variance : fractions.Fraction, optional
+            Distributed DP: add ``N_Z(0, noise_variance)`` from the OS's randomness to every
+            update entry on the encoding's grid, before masking
+            (:mod:`fedprivacy.dp.party_noise`). The weight entry is never noised.
 
         Returns
         -------
         MaskedInput
-            ``encode(x) + PRG(b_u) + sum_v +-PRG(s_uv)`` modulo ``2**bits``.
+            ``encode(x) + noise + PRG(b_u) + sum_v +-PRG(s_uv)`` modulo ``2**bits``.
 
         """
         start = time.perf_counter()
@@ -295,6 +302,10 @@ class SecAggClient:
                 f"only {len(held)} neighbours shared their keys; the threshold is {p.threshold}"
             )
         encoded = p.codec.encode(values, rng if rng is not None else np.random.default_rng())
+        if noise_variance is not None:
+            encoded = add_grid_noise(
+                p.codec, encoded, draw_party_noise(noise_variance, p.dimension)
+            )
         expander = MaskExpander(p.vector_length, p.codec.bits)
         masked = encoded.astype(expander.dtype, copy=True)
         expander.add_into(masked, self_mask_key(self._seed, p, self.user))

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
+from fractions import Fraction
 from typing import Any, TypeVar
 
 import numpy as np
@@ -67,6 +68,7 @@ def run_round(
     rngs: Mapping[int, np.random.Generator] | None = None,
     wire: bool = True,
     observer: Callable[[SecAggServer], None] | None = None,
+    noise_variance: Fraction | None = None,
 ) -> RoundOutcome:
     """Run one round of secure aggregation in this process.
 
@@ -89,6 +91,9 @@ def run_round(
     observer : callable, optional
         Called with the server when the round ends, completed or aborted (for example to
         compute what it received with :meth:`SecAggServer.view`).
+    noise_variance : fractions.Fraction, optional
+        Distributed DP: every client adds ``N_Z(0, noise_variance)`` to its encoded update before
+        masking (see :meth:`SecAggClient.masked_input`).
 
     Returns
     -------
@@ -159,6 +164,8 @@ def run_round(
                     kw["weight"] = weights[u]
                 if rngs is not None:
                     kw["rng"] = rngs[u]
+                if noise_variance is not None:
+                    kw["noise_variance"] = noise_variance
                 reply = as_client(u, clients[u].masked_input, delivery, updates[u], **kw)
                 at_server(server.receive, reply)
         requests = to_clients(at_server(server.finish_inputs, policy))

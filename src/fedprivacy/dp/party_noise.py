@@ -1,0 +1,226 @@
+"""Distributed DP inside secure aggregation: each party's discrete Gaussian on the encoding's grid.
+
+Every party of a secure-aggregation round clips its update to L2 norm ``C``, encodes it with the
+round's :class:`~fedprivacy.crypto.fixed_point.FixedPointCodec` (grid step ``1 / scale``,
+unbiased stochastic rounding) and, before masking, adds a vector of independent discrete
+Gaussians ``N_Z(0, sigma^2)`` drawn from the operating system's randomness
+(:func:`fedprivacy.dp.discrete_gaussian.discrete_gaussian_vector`). The server unmasks the sum of
+the encodings *and* of the noises: it never sees an unnoised sum (Kairouz, Liu and Steinke, "The
+Distributed Discrete Gaussian Mechanism for Federated Learning with Secure Aggregation", ICML
+2021).
+
+* **Sensitivity** in grid units: ``Delta = C scale + sqrt(d)``; stochastic rounding moves each
+  of the ``d`` coordinates by less than one unit.
+* **Over-provisioning.** Parties that drop before sending their masked input add no noise, and a
+  batch policy can leave submitted inputs out of the sum. The protocol never unmasks fewer inputs
+  than its threshold ``t``, so each party adds ``sigma^2 = ceil((z Delta)^2 / t)``: every sum the
+  server can unmask holds ``n >= t`` noises, of total variance ``n sigma^2 >= (z Delta)^2``. The
+  accountant uses the noise really present, ``z_n = sqrt(n) sigma / Delta >= z``
+  (:meth:`RoundNoise.noise_multiplier`), never the planned one. (Dordis's alternative, adding the
+  missing parties' share at the unmask stage, is not implemented.)
+* **Accounting** of a sum of ``n`` discrete Gaussians: the continuous Gaussian's RDP with
+  variance ``n sigma^2`` plus ``tau d`` (KLS 2021, Theorem 1); ``tau d`` is checked below
+  ``1e-300`` (:func:`~fedprivacy.dp.distributed_discrete.check_negligible`), else a typed error.
+* **Wrap-around.** The codec (:meth:`PartyNoise.codec`) leaves room for ``K`` clipped entries
+  plus 10.6 standard deviations of the most noise a round of at most ``K`` parties can hold (two
+  parties, the smallest threshold, each over-provisioned). Discrete Gaussians are sub-Gaussian
+  (Canonne, Kamath and Steinke 2020), so a round of ``n`` summed inputs wraps with probability at
+  most ``2 d exp(-(H - n m)^2 / (2 n sigma^2))`` (``H = 2^(bits-1) - 1``, ``m`` the largest
+  encoded entry): :meth:`RoundNoise.wrap_log_probability` states it for every round.
+
+Examples
+--------
+>>> from fedprivacy.crypto.fixed_point import FixedPointCodec
+>>> plan = PartyNoise(noise_multiplier=1.0, clip=1.0)
+>>> codec = plan.codec(1.0, per_round=12, bits=32)
+>>> rn = plan.round_noise(codec, 1.0, threshold=6, dimension=100)
+>>> bool(rn.noise_multiplier(6) >= 0.99999 and rn.noise_multiplier(12) > 1.41)
+True
+>>> rn.wrap_log_probability(12) < -100
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fedprivacy._validation import require_int, require_positive_float
+from fedprivacy.crypto.fixed_point import FixedPointCodec
+from fedprivacy.dp.discrete_gaussian import discrete_gaussian_vector
+from fedprivacy.dp.distributed_discrete import check_negligible
+from fedprivacy.errors import ParameterError
+
+__all__ = ["PartyNoise", "RoundNoise", "add_grid_noise", "draw_party_noise"]
+
+HEADROOM_SIGMAS = 10.6
+"""Standard deviations of noise the codec leaves room for: ``2 exp(-10.6^2 / 2) < 2^-80``."""
+
+MIN_PARTIES = 2
+"""The smallest threshold of the protocol (:data:`fedprivacy.secagg.params.MIN_THRESHOLD`)."""
+
+_COARSEST = 0.01  # sqrt(d) / scale may add at most this fraction of C to the sensitivity
+_MARGIN = 1.0 + 2.0**-40  # float rounding of C * scale + sqrt(d)
+
+
+@dataclass(frozen=True)
+class RoundNoise:
+    """One round's noise: each party's variance on the grid and what it is worth.
+
+    Attributes
+    ----------
+    variance : fractions.Fraction
+        Each party's ``sigma^2`` in grid units (an integer).
+    sensitivity : float
+        ``Delta``, an upper bound on one party's encoded L2 norm in grid units.
+    threshold : int
+        The fewest inputs the protocol unmasks (the over-provisioning target).
+    dimension : int
+        ``d``, noised coordinates.
+    codec : FixedPointCodec
+        The encoding.
+    entry_magnitude : int
+        The largest ``|integer|`` an encoded entry takes before noise.
+    """
+
+    variance: Fraction
+    sensitivity: float
+    threshold: int
+    dimension: int
+    codec: FixedPointCodec
+    entry_magnitude: int
+
+    @property
+    def party_std(self) -> float:
+        """float: each party's standard deviation in real units (``sigma / scale``)."""
+        return math.sqrt(float(self.variance)) / self.codec.scale
+
+    def noise_multiplier(self, parties: int) -> float:
+        """``sqrt(n) sigma / Delta``: the noise multiplier of a sum of ``parties`` inputs.
+
+        Raises
+        ------
+        NonNegligibleTauError
+            If the sum of ``parties`` discrete Gaussians is not close enough to one (KLS 2021).
+        """
+        n = require_int("parties", parties, minimum=1)
+        check_negligible(self.variance, n, self.dimension)
+        return math.nextafter(math.sqrt(float(n * self.variance)) / self.sensitivity, 0.0)
+
+    def wrap_log_probability(self, parties: int) -> float:
+        """Natural log of an upper bound on the probability that a sum of ``parties`` wraps."""
+        n = require_int("parties", parties, minimum=1)
+        room = (1 << (self.codec.bits - 1)) - 1 - n * self.entry_magnitude
+        if room <= 0:
+            return 0.0
+        exponent = -(float(room) ** 2) / (2.0 * n * float(self.variance))
+        return min(0.0, math.log(2.0 * self.dimension) + exponent)
+
+
+@dataclass(frozen=True)
+class PartyNoise:
+    """The distributed discrete Gaussian mechanism's public parameters.
+
+    Parameters
+    ----------
+    noise_multiplier : float
+        ``z``: the noise of every unmaskable sum has standard deviation at least ``z Delta``.
+    clip : float
+        ``C``, the L2 bound of each party's update (real units).
+    """
+
+    noise_multiplier: float
+    clip: float
+
+    def __post_init__(self) -> None:
+        require_positive_float("noise_multiplier", self.noise_multiplier)
+        require_positive_float("clip", self.clip)
+
+    def codec(self, entry_bound: float, per_round: int, bits: int) -> FixedPointCodec:
+        """The codec of a round of at most ``per_round`` parties, with room for their noise.
+
+        Parameters
+        ----------
+        entry_bound : float
+            Bound on each entry of an update before noise.
+        per_round : int
+            ``K``, the most parties in one sum.
+        bits : int
+            The modulus is ``2**bits``.
+        """
+        k = require_int("per_round", per_round, minimum=1)
+        # the most noise: K parties over-provisioned for the smallest threshold, Delta inflated
+        # by at most _COARSEST (checked in round_noise)
+        inflation = 1.0 + 2 * _COARSEST
+        worst = self.noise_multiplier * self.clip * inflation * math.sqrt(k / MIN_PARTIES)
+        return FixedPointCodec.for_sum(entry_bound + HEADROOM_SIGMAS * worst / k, k, bits)
+
+    def round_noise(
+        self, codec: FixedPointCodec, entry_bound: float, threshold: int, dimension: int
+    ) -> RoundNoise:
+        """Each party's variance for a round whose protocol threshold is ``threshold``.
+
+        Parameters
+        ----------
+        codec : FixedPointCodec
+            The round's encoding (from :meth:`codec`).
+        entry_bound : float
+            Bound on each entry of an update before noise (as given to :meth:`codec`).
+        threshold : int
+            The fewest inputs the protocol unmasks.
+        dimension : int
+            ``d``, the number of noised coordinates.
+
+        Raises
+        ------
+        ParameterError
+            If the grid is too coarse for ``dimension`` (rounding would add more than 1 % of the
+            clip to the sensitivity) or the threshold is below two.
+        """
+        t = require_int("threshold", threshold, minimum=MIN_PARTIES)
+        d = require_int("dimension", dimension, minimum=1)
+        rounding = math.sqrt(d)
+        if rounding > _COARSEST * self.clip * codec.scale:
+            raise ParameterError(
+                "bits",
+                f"the grid (scale {codec.scale:g}) is too coarse for {d} coordinates and clip "
+                f"{self.clip}: stochastic rounding would add more than 1 % to the sensitivity; "
+                "use more bits",
+            )
+        sensitivity = (self.clip * codec.scale + rounding) * _MARGIN
+        target = (Fraction(self.noise_multiplier) * Fraction(sensitivity)) ** 2 / t
+        variance = Fraction(max(1, math.ceil(target)))
+        magnitude = min(codec.max_magnitude, math.ceil(entry_bound * codec.scale))
+        return RoundNoise(variance, sensitivity, t, d, codec, magnitude)
+
+
+def draw_party_noise(variance: Fraction, dimension: int) -> list[int]:
+    """``dimension`` independent ``N_Z(0, variance)`` integers from the OS's randomness."""
+    return discrete_gaussian_vector(variance, dimension)
+
+
+def add_grid_noise(
+    codec: FixedPointCodec, encoded: NDArray[np.unsignedinteger], noise: list[int]
+) -> NDArray[np.unsignedinteger]:
+    """``encoded + noise`` modulo ``2**bits`` on the leading ``len(noise)`` entries.
+
+    The noise is reduced modulo ``2**bits`` as Python integers, so any size is exact.
+
+    Examples
+    --------
+    >>> c = FixedPointCodec(clip=1.0, scale=4.0, bits=8)
+    >>> add_grid_noise(c, c.to_field(np.array([1, -1, 2])), [-3, 300]).tolist()
+    [254, 43, 2]
+    """
+    mask = (1 << codec.bits) - 1
+    out = encoded.astype(np.uint64, copy=True)
+    k = len(noise)
+    if k > out.shape[0]:
+        raise ParameterError("noise", f"has {k} entries for a vector of {out.shape[0]}")
+    out[:k] += np.array([v & mask for v in noise], dtype=np.uint64)
+    out &= np.uint64(mask)
+    return out.astype(codec.dtype, copy=False)
