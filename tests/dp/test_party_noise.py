@@ -17,6 +17,7 @@ from fedprivacy.dp.party_noise import (
     MIN_PARTIES,
     PartyNoise,
     add_grid_noise,
+    draw_party_noise,
 )
 from fedprivacy.errors import ParameterError
 from fedprivacy.secagg.params import MIN_THRESHOLD
@@ -88,10 +89,20 @@ def test_grid_noise_is_added_modulo_the_ring_exactly(bits: int, noise: list[int]
     size = len(noise) + data.draw(st.integers(0, 3))
     values = data.draw(st.lists(st.integers(0, modulus - 1), min_size=size, max_size=size))
     encoded = np.array(values, dtype=np.uint64).astype(codec.dtype)
+    expected = [(v + (noise[i] if i < len(noise) else 0)) % modulus for i, v in enumerate(values)]
     out = add_grid_noise(codec, encoded, noise)
     assert out.dtype == codec.dtype
-    expected = [(v + (noise[i] if i < len(noise) else 0)) % modulus for i, v in enumerate(values)]
     assert [int(x) for x in out] == expected
+    if all(abs(v) < 2**62 for v in noise):  # the vectorised sampler's int64 form
+        out = add_grid_noise(codec, encoded, np.array(noise, dtype=np.int64))
+        assert [int(x) for x in out] == expected
+
+
+def test_party_noise_is_vectorised_up_to_2_60_and_exact_beyond() -> None:
+    small = draw_party_noise(Fraction(2**50), 10)
+    assert isinstance(small, np.ndarray) and small.dtype == np.int64
+    big = draw_party_noise(Fraction(2**80), 3)
+    assert isinstance(big, list) and all(isinstance(v, int) for v in big)
 
 
 def test_more_noise_than_entries_is_an_error() -> None:

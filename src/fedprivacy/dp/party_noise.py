@@ -4,10 +4,9 @@ Every party of a secure-aggregation round clips its update to L2 norm ``C``, enc
 round's :class:`~fedprivacy.crypto.fixed_point.FixedPointCodec` (grid step ``1 / scale``,
 unbiased stochastic rounding) and, before masking, adds a vector of independent discrete
 Gaussians ``N_Z(0, sigma^2)`` drawn from the operating system's randomness
-(:func:`fedprivacy.dp.discrete_gaussian.discrete_gaussian_vector`). The server unmasks the sum of
-the encodings *and* of the noises: it never sees an unnoised sum (Kairouz, Liu and Steinke, "The
-Distributed Discrete Gaussian Mechanism for Federated Learning with Secure Aggregation", ICML
-2021).
+(:func:`draw_party_noise`). The server unmasks the sum of the encodings *and* of the noises: it
+never sees an unnoised sum (Kairouz, Liu and Steinke, "The Distributed Discrete Gaussian
+Mechanism for Federated Learning with Secure Aggregation", ICML 2021).
 
 * **Sensitivity** in grid units: ``Delta = C scale + sqrt(d)``; stochastic rounding moves each
   of the ``d`` coordinates by less than one unit.
@@ -52,6 +51,7 @@ from numpy.typing import NDArray
 from fedprivacy._validation import require_int, require_positive_float
 from fedprivacy.crypto.fixed_point import FixedPointCodec
 from fedprivacy.dp.discrete_gaussian import discrete_gaussian_vector
+from fedprivacy.dp.discrete_gaussian_array import MAX_VARIANCE, discrete_gaussian_array
 from fedprivacy.dp.distributed_discrete import check_negligible
 from fedprivacy.errors import ParameterError
 
@@ -198,17 +198,26 @@ class PartyNoise:
         return RoundNoise(variance, sensitivity, t, d, codec, magnitude)
 
 
-def draw_party_noise(variance: Fraction, dimension: int) -> list[int]:
-    """``dimension`` independent ``N_Z(0, variance)`` integers from the OS's randomness."""
+def draw_party_noise(variance: Fraction, dimension: int) -> NDArray[np.int64] | list[int]:
+    """``dimension`` independent ``N_Z(0, variance)`` integers from the OS's randomness.
+
+    Vectorised (:func:`~fedprivacy.dp.discrete_gaussian_array.discrete_gaussian_array`) for
+    integer variances up to ``2^60`` (every codec of at most 32 bits), else the scalar sampler
+    (Python integers of any size).
+    """
+    if variance.denominator == 1 and variance <= MAX_VARIANCE:
+        return discrete_gaussian_array(variance, dimension)
     return discrete_gaussian_vector(variance, dimension)
 
 
 def add_grid_noise(
-    codec: FixedPointCodec, encoded: NDArray[np.unsignedinteger], noise: list[int]
+    codec: FixedPointCodec,
+    encoded: NDArray[np.unsignedinteger],
+    noise: NDArray[np.int64] | list[int],
 ) -> NDArray[np.unsignedinteger]:
     """``encoded + noise`` modulo ``2**bits`` on the leading ``len(noise)`` entries.
 
-    The noise is reduced modulo ``2**bits`` as Python integers, so any size is exact.
+    int64 noise is reduced through its two's complement, a list as Python integers (any size).
 
     Examples
     --------
@@ -221,6 +230,9 @@ def add_grid_noise(
     k = len(noise)
     if k > out.shape[0]:
         raise ParameterError("noise", f"has {k} entries for a vector of {out.shape[0]}")
-    out[:k] += np.array([v & mask for v in noise], dtype=np.uint64)
+    if isinstance(noise, np.ndarray):
+        out[:k] += noise.astype(np.int64, copy=False).view(np.uint64)
+    else:
+        out[:k] += np.array([v & mask for v in noise], dtype=np.uint64)
     out &= np.uint64(mask)
     return out.astype(codec.dtype, copy=False)
