@@ -160,7 +160,6 @@ def cmd_reproduce(
     """Run a bundled experiment and print the comparison with the paper."""
     from fedprivacy.experiments.catalogue import program_experiments
     from fedprivacy.experiments.reproduce import (
-        comparison_markdown,
         experiment_names,
         load_experiment,
         run_experiment,
@@ -251,7 +250,7 @@ def cmd_reproduce(
             )
         )
         return 0
-    print(comparison_markdown(experiment, rows, ""))
+    print((args.out / experiment.name / "comparison.md").read_text(), end="")
     print(f"Results in {args.out / experiment.name}")
     return 0
 

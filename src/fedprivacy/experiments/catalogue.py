@@ -75,7 +75,45 @@ def _uldp_figure(name: str) -> Callable[[Path, dict[str, Any]], str]:
     return run
 
 
+#: Options honoured by the composed experiments (:func:`_composed`).
+COMPOSED_OPTIONS = frozenset({"seeds", "rounds", "settings"})
+
+
+def _composed(name: str) -> Callable[[Path, dict[str, Any]], str]:
+    """A runner of the composed experiment ``composed/NAME.toml``: its runs, table and plots.
+
+    The runs are training configurations like the paper tables' (reused when finished, resumed
+    from a checkpoint), compared with :func:`fedprivacy.experiments.reproduce.run_experiment`.
+    """
+
+    def run(out_dir: Path, options: dict[str, Any]) -> str:
+        import sys
+        from importlib import resources
+
+        from fedprivacy.experiments.reproduce import parse_experiment, run_experiment
+
+        text = (resources.files("fedprivacy.experiments") / "composed" / f"{name}.toml").read_text()
+        quiet = bool(options.get("quiet"))
+        run_experiment(
+            parse_experiment(name, text),
+            out_dir.parent,
+            seeds=options.get("seeds") or [0],
+            rounds=options.get("rounds"),
+            overrides=options.get("settings"),
+            log=None if quiet else lambda line: print(line, file=sys.stderr),
+        )
+        return (out_dir / "comparison.md").read_text()
+
+    return run
+
+
 _ENTRIES: list[ProgramExperiment] = [
+    ProgramExperiment(
+        "compose-digits",
+        "Composed: Multi-RoundSecAgg T=2 + SecAgg + distributed DP vs random selection, digits",
+        _composed("compose-digits"),
+        COMPOSED_OPTIONS,
+    ),
     ProgramExperiment(
         "uldp-fig2",
         "ULDP-FL Fig. 2: group privacy of DP-SGD (sigma 5, q 0.01, 1e5 steps), every route",

@@ -22,9 +22,13 @@ from typing import Any
 import numpy as np
 
 from fedprivacy.data.images import ImageDataset, load_dataset
+from fedprivacy.dp.per_user import per_user_epsilons_by_round
 from fedprivacy.errors import ParameterError
 from fedprivacy.experiments.training_config import TrainConfig
-from fedprivacy.experiments.training_plots import plot_accuracy_comparison
+from fedprivacy.experiments.training_plots import (
+    plot_accuracy_comparison,
+    plot_privacy_comparison,
+)
 from fedprivacy.experiments.training_run import CHECKPOINT, CONFIG, run_training
 from fedprivacy.files import atomic_write_json, atomic_write_text
 
@@ -115,6 +119,13 @@ class ReproductionRow:
     t_weak: list[int | None] = field(default_factory=list)
     average_cardinality: list[float] = field(default_factory=list)
     fairness_gap: list[float] = field(default_factory=list)
+    exposed_users: list[int | None] = field(default_factory=list)
+    privacy: list[dict[str, Any]] = field(default_factory=list)  # the runs' privacy objects
+
+    @property
+    def has_dp(self) -> bool:
+        """Whether the runs state an epsilon."""
+        return any(p.get("epsilon") is not None for p in self.privacy)
 
     @property
     def mean(self) -> float:
@@ -183,6 +194,7 @@ def run_experiment(
     dataset: ImageDataset | None = None
     rows: list[ReproductionRow] = []
     curves: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    privacy_curves: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for run in selected:
         row: ReproductionRow | None = None
         for seed in seeds:
@@ -213,8 +225,12 @@ def run_experiment(
             row.t_weak.append(summary.get("t_weak"))
             row.average_cardinality.append(float(summary["average_cardinality"]))
             row.fairness_gap.append(float(summary["fairness_gap"]))
+            row.exposed_users.append(summary.get("exposed_users"))
+            row.privacy.append(dict(summary.get("privacy") or {}))
             if seed == seeds[0]:
                 curves[config.label] = _curve(run_dir / "metrics.csv")
+                if config.dp != "none":
+                    privacy_curves[config.label] = _privacy_curves(run_dir, config.target_delta)
         assert row is not None
         rows.append(row)
     folder = out / experiment.name
@@ -236,11 +252,15 @@ def run_experiment(
                 "t_weak": r.t_weak,
                 "average_cardinality": r.average_cardinality,
                 "fairness_gap": r.fairness_gap,
+                "exposed_users": r.exposed_users,
+                "privacy": r.privacy,
             }
             for r in rows
         ],
     )
     plot_accuracy_comparison(curves, folder / "accuracy.png", experiment.title)
+    if privacy_curves:
+        plot_privacy_comparison(curves, privacy_curves, folder / "privacy.png", experiment.title)
     return rows
 
 
@@ -293,6 +313,20 @@ def _curve(metrics: Path) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(xs), np.asarray(ys)
 
 
+def _privacy_curves(run_dir: Path, delta: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per-user epsilons (redone from the ledger and each round's noise) and T_weak per round."""
+    participation = np.loadtxt(
+        run_dir / "participation.csv", delimiter=",", skiprows=1, ndmin=2
+    ).astype(bool)
+    noise, t_weak = [], []
+    with (run_dir / "metrics.csv").open() as fh:
+        for rec in csv.DictReader(fh):
+            noise.append(float(rec["noise_multiplier"] or "nan"))
+            t_weak.append(float(rec["t_weak_upper"] or "nan"))
+    eps = per_user_epsilons_by_round(participation, np.asarray(noise), delta)
+    return eps, np.asarray(t_weak)
+
+
 def comparison_markdown(
     experiment: Experiment, rows: Sequence[ReproductionRow], source: str
 ) -> str:
@@ -306,15 +340,48 @@ def comparison_markdown(
         "| scheme | rounds | seeds | test accuracy (ours) | paper | T_weak | C | F |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    dp = any(r.has_dp for r in rows)
+    if dp:
+        lines[-2] += " exposed users | per-user epsilon: max (median) | noise multiplier |"
+        lines[-1] += "---|---|---|"
     for r in rows:
         paper = "-" if r.paper_value is None else f"{r.paper_value:.2f} %"
         ours = f"{r.mean:.2f} %" + (f" ± {r.std:.2f}" if len(r.seeds) > 1 else "")
         t = ", ".join("-" if v is None else str(v) for v in r.t_weak)
-        lines.append(
+        line = (
             f"| {r.label} | {r.rounds} | {','.join(map(str, r.seeds))} | {ours} | {paper} | {t} | "
             f"{np.mean(r.average_cardinality):.2f} | {np.mean(r.fairness_gap):.3f} |"
         )
+        if dp:
+            line += f" {', '.join('-' if v is None else str(v) for v in r.exposed_users)} |"
+            line += f" {_epsilons(r.privacy)} | {_noise(r.privacy)} |"
+        lines.append(line)
+    if dp:
+        delta = next(p["delta"] for r in rows for p in r.privacy if p.get("delta") is not None)
+        lines += [
+            "",
+            f"Epsilon at delta = {delta:g} per user, each composing only the rounds it was "
+            "aggregated in; noise multiplier: of the released aggregates (distributed DP holds "
+            "the noise of the parties really aggregated, at least the target). T_weak: the "
+            "fewest users in any sum the server can compute from all its aggregates.",
+        ]
     return "\n".join(lines) + "\n"
+
+
+def _epsilons(privacy: Sequence[dict[str, Any]]) -> str:
+    parts = []
+    for p in privacy:
+        pu = p.get("per_user_epsilon")
+        parts.append("-" if pu is None else f"{pu['max']:.3g} ({pu['median']:.3g})")
+    return ", ".join(parts)
+
+
+def _noise(privacy: Sequence[dict[str, Any]]) -> str:
+    parts = []
+    for p in privacy:
+        nm = p.get("accounted_noise_multiplier")
+        parts.append("-" if nm is None else f"{nm['min']:.3g} to {nm['max']:.3g}")
+    return ", ".join(parts)
 
 
 def comparison_csv(rows: Sequence[ReproductionRow]) -> str:

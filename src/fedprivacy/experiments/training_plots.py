@@ -82,3 +82,38 @@ def plot_accuracy_comparison(
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def plot_privacy_comparison(
+    curves: dict[str, tuple[np.ndarray, np.ndarray]],
+    privacy: dict[str, tuple[np.ndarray, np.ndarray]],
+    path: Path,
+    title: str,
+) -> Path:
+    """Accuracy, per-user epsilon and T_weak of several DP runs, side by side.
+
+    ``privacy`` maps each label to (per-user epsilons, T_weak upper bound per round).
+    """
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.0))
+    for label, (x, y) in curves.items():
+        axes[0].plot(x, 100 * y, label=label)
+    for label, (eps, t_weak) in privacy.items():
+        ordered = np.sort(eps)
+        share = np.arange(1, ordered.size + 1) / ordered.size
+        axes[1].step(ordered, share, where="post", label=label)
+        known = np.isfinite(t_weak)  # rounds the T_weak curve evaluated
+        rounds = np.arange(1, t_weak.size + 1)[known]
+        axes[2].plot(rounds, t_weak[known], ".-", drawstyle="steps-post", label=label)
+    axes[0].set(xlabel="round", ylabel="test accuracy (%)", title="released model")
+    axes[1].set(xlabel="per-user epsilon", ylabel="fraction of users", title="per-user epsilon")
+    axes[2].set(
+        xlabel="round", ylabel="T_weak (attained upper bound)", title="server's multi-round view"
+    )
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
