@@ -49,6 +49,7 @@ def test_train_with_central_dp_reports_per_user_epsilon_from_the_ledger(capsys, 
     ):
         assert key in privacy
     assert privacy["mechanism"] == "central" and privacy["delta"] == 1e-5
+    assert privacy["epsilon_server"] is None  # the server adds the noise: no guarantee against it
     assert set(privacy["t_weak"]) == {"lower", "upper", "exact"}
     counts = np.loadtxt(run / "participation.csv", delimiter=",", skiprows=1).sum(axis=0)
     eps = per_user_epsilons(counts.astype(np.int64), 1.2, 1e-5)
@@ -106,5 +107,6 @@ def test_train_with_distributed_dp_accounts_the_noise_really_aggregated(capsys, 
     assert privacy["epsilon"] == pytest.approx(max(eps), rel=1e-9)
     assert privacy["per_user_epsilon"]["median"] == pytest.approx(float(np.median(eps)), rel=1e-9)
     assert privacy["wrap_around_log10_bound"] < -40
+    assert privacy["epsilon_server"] == privacy["epsilon"]  # the noise is in all it can compute
     text = (run / "privacy.md").read_text()
     assert "Distributed DP" in text and "wrapped around the modulus" in text

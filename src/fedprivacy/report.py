@@ -23,7 +23,7 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.fl.mechanism import Mechanism
 from fedprivacy.participation.privacy import TWeakResult
 
-__all__ = ["PrivacyReport", "privacy_report"]
+__all__ = ["PrivacyReport", "privacy_report", "uldp_privacy_report"]
 
 ACCOUNTANT: Final = "rdp"
 
@@ -46,6 +46,9 @@ class PrivacyReport:
         Its parameters (None without DP).
     epsilon : float or None
         The largest per-user epsilon (None without DP: no guarantee).
+    epsilon_server : float or None
+        The largest per-user epsilon against the server, from everything it received (None: no
+        guarantee against it, e.g. central DP, where it adds the noise itself).
     per_user_epsilon : dict or None
         ``{"min", "median", "max"}`` over the users (never-aggregated users count as 0).
     accounted_noise_multiplier : dict or None
@@ -67,6 +70,7 @@ class PrivacyReport:
     clip: float | None
     delta: float | None
     epsilon: float | None
+    epsilon_server: float | None
     per_user_epsilon: dict[str, float] | None
     accounted_noise_multiplier: dict[str, float] | None
     wrap_around_log10_bound: float | None
@@ -106,6 +110,12 @@ class PrivacyReport:
                 f" clip {self.clip} (L2), accountant {self.accountant} (dp-accounting)",
                 f"- per-user epsilon at delta = {self.delta}: min {pu['min']:.3g}, median "
                 f"{pu['median']:.3g}, max {pu['max']:.3g}",
+                "- against the server: "
+                + (
+                    "no guarantee (it sees the noise-free aggregate)"
+                    if self.epsilon_server is None
+                    else f"epsilon {self.epsilon_server:.3g}"
+                ),
             ]
             nm = self.accounted_noise_multiplier
             if nm is not None:
@@ -238,8 +248,81 @@ def privacy_report(
         clip=mechanism.clip,
         delta=None if noise is None else delta,
         epsilon=None if epsilons is None else epsilons["max"],
+        epsilon_server=(
+            None if epsilons is None or not mechanism.adds_noise_in_aggregation else epsilons["max"]
+        ),
         per_user_epsilon=epsilons,
         accounted_noise_multiplier=accounted,
         wrap_around_log10_bound=wrap,
         caveats=tuple(caveats),
+    )
+
+
+def uldp_privacy_report(
+    method: str,
+    *,
+    noise_multiplier: float | None,
+    clip: float | None,
+    delta: float,
+    epsilon: float | None,
+    epsilon_server: float | None,
+    adversaries: dict[str, str],
+    caveats: tuple[str, ...] = (),
+) -> PrivacyReport:
+    """The ``privacy`` object of a ULDP-FL run (``fedprivacy uldp --json``).
+
+    ULDP-FL's accountant bounds the user-level epsilon of every user alike (each user's
+    contribution is bounded the same way in every round and sampled at the same rate), so the
+    per-user spread is that one value. The server's multi-round view (``T_weak``) is not computed:
+    the silos, not users, are the aggregated parties.
+
+    Parameters
+    ----------
+    method : str
+        The ULDP-FL method (``DEFAULT`` has no DP).
+    noise_multiplier, clip : float or None
+        ``sigma`` and ``C``.
+    delta : float
+        Delta of the epsilons.
+    epsilon, epsilon_server : float or None
+        User-level epsilon against the released models and against the server (None: infinite).
+    adversaries : dict of str to str
+        Who each epsilon is against (``{"epsilon": ..., "epsilon_server": ...}``).
+    caveats : tuple of str
+        The run's own caveats.
+
+    Examples
+    --------
+    >>> r = uldp_privacy_report("ULDP-AVG", noise_multiplier=5.0, clip=1.0, delta=1e-5,
+    ...                         epsilon=2.5, epsilon_server=3.0,
+    ...                         adversaries={"epsilon": "a", "epsilon_server": "b"})
+    >>> r.per_user_epsilon, r.mechanism
+    ({'min': 2.5, 'median': 2.5, 'max': 2.5}, 'ULDP-AVG')
+    """
+    private = epsilon is not None
+    notes = [
+        "T_weak, T_strong and the exposed users are not computed for ULDP-FL: the aggregated "
+        "parties are the silos (all of them in every round), not the users.",
+        "Epsilon is user-level (add or remove all records of one user across every silo): "
+        f"against {adversaries['epsilon']}.",
+        f"Epsilon against the server: {adversaries['epsilon_server']}.",
+    ]
+    if not private:
+        notes = notes[:1] + ["No differential privacy: the released models carry no guarantee."]
+    spread_ = None if epsilon is None else dict.fromkeys(("min", "median", "max"), epsilon)
+    return PrivacyReport(
+        t_weak=None,
+        t_strong=None,
+        exposed_users=None,
+        mechanism=method,
+        accountant=ACCOUNTANT if private else None,
+        noise_multiplier=noise_multiplier if private else None,
+        clip=clip,
+        delta=delta if private else None,
+        epsilon=epsilon,
+        epsilon_server=epsilon_server if private else None,
+        per_user_epsilon=spread_,
+        accounted_noise_multiplier=None,
+        wrap_around_log10_bound=None,
+        caveats=tuple(notes) + tuple(caveats),
     )

@@ -160,3 +160,29 @@ def test_group_on_tcga_prints_the_cox_caveat(
     assert "caveat: ULDP-GROUP on a Cox loss" in out
     code, out, _ = run(capsys, *heart(data_dir, "--method", "ULDP-GROUP-2"))
     assert code == 0 and "caveat" not in out
+
+
+def test_json_privacy_object_like_train(capsys: pytest.CaptureFixture[str], data_dir: Path) -> None:
+    code, out, _ = run(
+        capsys, *heart(data_dir, "--method", "ULDP-AVG-ws", "--sampling-rate", "0.5", "--json")
+    )
+    assert code == 0
+    data = json.loads(out)
+    privacy = data["privacy"]
+    for key in ("t_weak", "t_strong", "exposed_users", "epsilon", "delta", "per_user_epsilon"):
+        assert key in privacy
+    assert privacy["mechanism"] == "ULDP-AVG-ws" and privacy["accountant"] == "rdp"
+    assert privacy["epsilon"] == data["epsilon"] and privacy["delta"] == data["delta"]
+    assert privacy["epsilon_server"] == data["epsilon_server"] > data["epsilon"]  # no amplification
+    assert set(privacy["per_user_epsilon"].values()) == {data["epsilon"]}
+    assert privacy["noise_multiplier"] == data["sigma"] and privacy["t_weak"] is None
+    assert any(c.startswith("Noise: seeded") for c in privacy["caveats"])
+
+
+def test_json_privacy_without_dp_claims_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ("uldp", "--dataset", "creditcard-synthetic", "--method", "DEFAULT")
+    code, out, _ = run(capsys, *argv, "--users", "10", "--rounds", "1", "--json")
+    assert code == 0
+    privacy = json.loads(out)["privacy"]
+    assert privacy["epsilon"] is None and privacy["per_user_epsilon"] is None
+    assert privacy["epsilon_server"] is None and privacy["accountant"] is None

@@ -33,6 +33,7 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.fl.engine import resolve_device
 from fedprivacy.fl.params import flatten_parameters, load_flat_
+from fedprivacy.report import PrivacyReport, uldp_privacy_report
 from fedprivacy.uldp.allocation import Allocation, allocate_fixed_silos, allocate_pool
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.federation import Federation, build_federation
@@ -175,6 +176,22 @@ class UldpResult:
         """The last round's record."""
         return self.records[-1]
 
+    def privacy_report(self) -> PrivacyReport:
+        """The run's ``privacy`` object (:func:`fedprivacy.report.uldp_privacy_report`)."""
+        c, last = self.config, self.final
+        private = c.method != "DEFAULT" and math.isfinite(last.epsilon)
+        server = last.epsilon_server
+        return uldp_privacy_report(
+            c.method,
+            noise_multiplier=c.sigma,
+            clip=c.clip,
+            delta=c.delta,
+            epsilon=last.epsilon if private else None,
+            epsilon_server=server if private and math.isfinite(server) else None,
+            adversaries=EPSILON_ADVERSARIES,
+            caveats=self.caveats + ((f"Noise: {self.noise_source}.",) if self.noise_source else ()),
+        )
+
     def summary(self) -> dict[str, Any]:
         """JSON-ready summary: ``metric``, ``metric_name``, ``epsilon``, ``method``, ... ."""
         c = self.config
@@ -214,6 +231,7 @@ class UldpResult:
             ),
             "noise_source": self.noise_source,
             "caveats": list(self.caveats),
+            "privacy": self.privacy_report().to_dict(),
             **(
                 {}
                 if self.epsilon_at is None
