@@ -354,7 +354,9 @@ def comparison_markdown(
         )
         if dp:
             line += f" {', '.join('-' if v is None else str(v) for v in r.exposed_users)} |"
-            line += f" {_epsilons(r.privacy)} | {_noise(r.privacy)} |"
+            eps = _per_seed(r.privacy, "per_user_epsilon", "{max:.3g} ({median:.3g})")
+            noise = _per_seed(r.privacy, "accounted_noise_multiplier", "{min:.3g} to {max:.3g}")
+            line += f" {eps} | {noise} |"
         lines.append(line)
     if dp:
         delta = next(p["delta"] for r in rows for p in r.privacy if p.get("delta") is not None)
@@ -368,20 +370,9 @@ def comparison_markdown(
     return "\n".join(lines) + "\n"
 
 
-def _epsilons(privacy: Sequence[dict[str, Any]]) -> str:
-    parts = []
-    for p in privacy:
-        pu = p.get("per_user_epsilon")
-        parts.append("-" if pu is None else f"{pu['max']:.3g} ({pu['median']:.3g})")
-    return ", ".join(parts)
-
-
-def _noise(privacy: Sequence[dict[str, Any]]) -> str:
-    parts = []
-    for p in privacy:
-        nm = p.get("accounted_noise_multiplier")
-        parts.append("-" if nm is None else f"{nm['min']:.3g} to {nm['max']:.3g}")
-    return ", ".join(parts)
+def _per_seed(privacy: Sequence[dict[str, Any]], key: str, template: str) -> str:
+    """``template`` filled from each seed's ``privacy[key]`` (``-`` where absent), comma-joined."""
+    return ", ".join("-" if p.get(key) is None else template.format(**p[key]) for p in privacy)
 
 
 def comparison_csv(rows: Sequence[ReproductionRow]) -> str:
