@@ -158,3 +158,12 @@ def test_distributed_noise_needs_equal_weights_and_the_secure_path() -> None:
         agg.aggregate(0, updates, {0: 0.5, 1: 1.0, 2: 1.0, 3: 1.0})
     with pytest.raises(ParameterError, match="dp"):
         make_aggregator(False, clip=1.0, per_round=4, bits=32, seed=0, party_noise=PartyNoise(1, 1))
+
+
+def test_a_grid_too_coarse_for_the_model_is_refused_before_any_round(capsys) -> None:  # type: ignore[no-untyped-def]
+    from fedprivacy.cli.main import main
+
+    args = ["train", "-N", "8", "-K", "4", "-R", "2", "--secagg", "--dp", "distributed"]
+    assert main([*args, "--noise-multiplier", "1", "--bits", "16", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "--bits:" in err and "too coarse" in err and "Traceback" not in err

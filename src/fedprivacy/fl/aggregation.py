@@ -274,6 +274,17 @@ class SecureAggregator(Aggregator):
         self.batch_policy = batch_policy
         self.session = os.urandom(16)
 
+    def check_dimension(self, dimension: int) -> None:
+        """Refuse, before any round, updates of ``dimension`` the codec cannot noise well.
+
+        Raises
+        ------
+        ParameterError
+            With distributed DP, if the grid is too coarse for ``dimension`` (names ``bits``).
+        """
+        if self.party_noise is not None:
+            self.party_noise.round_noise(self.codec, self.clip, MIN_THRESHOLD, dimension)
+
     def aggregate(
         self,
         round_index: int,
