@@ -106,7 +106,8 @@ class PrivacyReport:
         else:
             pu = self.per_user_epsilon
             lines += [
-                f"- mechanism: {self.mechanism} Gaussian, noise multiplier {self.noise_multiplier},"
+                f"- mechanism: {_MECHANISM_TEXT.get(self.mechanism, self.mechanism)}, noise "
+                f"multiplier {self.noise_multiplier},"
                 f" clip {self.clip} (L2), accountant {self.accountant} (dp-accounting)",
                 f"- per-user epsilon at delta = {self.delta}: min {pu['min']:.3g}, median "
                 f"{pu['median']:.3g}, max {pu['max']:.3g}",
@@ -126,11 +127,16 @@ class PrivacyReport:
             if self.wrap_around_log10_bound is not None:
                 lines.append(
                     "- probability that a noisy sum wrapped around the modulus: at most "
-                    f"1e{self.wrap_around_log10_bound:.4g}"
+                    f"10^{self.wrap_around_log10_bound:.4g}"
                 )
         lines += ["", "## Caveats", ""] + [f"- {c}" for c in self.caveats]
         return "\n".join(lines) + "\n"
 
+
+_MECHANISM_TEXT: Final = {
+    "central": "central Gaussian (added by the server)",
+    "distributed": "distributed discrete Gaussian (added by every party inside SecAgg)",
+}
 
 _WHO_SEES_WHAT: Final = {
     "central": "Central DP: the server adds the noise, so it sees the noise-free sum; the epsilon "
