@@ -11,18 +11,16 @@ import numpy as np
 import phe
 import pytest
 
-from fedprivacy.crypto.paillier import (
-    MIN_KEY_BITS,
+from fedprivacy.crypto.fixed_base import (
     FixedBaseTable,
-    PaillierPrivateKey,
-    PaillierPublicKey,
     build_tables,
-    check_key_bits,
     choose_window,
-    generate_keypair,
-    powmod_many,
     product_of_powers,
 )
+from fedprivacy.crypto.key_size import MIN_KEY_BITS, check_key_bits
+from fedprivacy.crypto.paillier import PaillierPrivateKey, generate_keypair
+from fedprivacy.crypto.paillier_public import PaillierPublicKey
+from fedprivacy.crypto.parallel import powmod_many
 from fedprivacy.errors import CryptoError, InvalidKeyError, ParameterError, WeakKeyWarning
 
 

@@ -48,8 +48,9 @@ from gmpy2 import mpz
 from numpy.typing import ArrayLike
 
 from fedprivacy.crypto.aead import open_sealed, seal
+from fedprivacy.crypto.fixed_base import choose_window
 from fedprivacy.crypto.keys import agree, generate_keypair
-from fedprivacy.crypto.paillier import PaillierPublicKey, choose_window
+from fedprivacy.crypto.paillier_public import PaillierPublicKey
 from fedprivacy.errors import InvalidKeyError, ParameterError
 from fedprivacy.uldp.private_weighting.encoding import encode
 from fedprivacy.uldp.private_weighting.errors import (

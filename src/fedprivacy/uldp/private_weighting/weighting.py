@@ -2,7 +2,7 @@
 
 ``W_u = Enc(B_inv(N_u))^(k_u)`` with the setup scalar ``k_u = n_{s,u} r_u C_LCM mod n`` encrypts
 ``n_{s,u} C_LCM / N_u``; one fixed-base table of each ``W_u``
-(:class:`fedprivacy.crypto.paillier.FixedBaseTable`) serves every parameter, and
+(:class:`fedprivacy.crypto.fixed_base.FixedBaseTable`) serves every parameter, and
 :class:`WeightTables` keeps them while the server sends the same ciphertexts (sessions without
 sub-sampling). Negative exponents are handled by an offset: ``W_u^(E + 2^b)`` with ``2^b > |E|``,
 times ``(prod_u W_u^(2^b))^-1``, one inversion per round (:func:`weighted_products`).
@@ -16,7 +16,8 @@ import gmpy2
 import numpy as np
 from gmpy2 import mpz
 
-from fedprivacy.crypto.paillier import FixedBaseTable, parallel_map, product_of_powers
+from fedprivacy.crypto.fixed_base import FixedBaseTable, product_of_powers
+from fedprivacy.crypto.parallel import parallel_map
 from fedprivacy.errors import CryptoError
 
 __all__ = ["WeightTables", "weighted_products"]
