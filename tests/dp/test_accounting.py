@@ -8,14 +8,8 @@ import pytest
 from dp_accounting.rdp import RdpAccountant
 
 from fedprivacy.dp import accounting
-from fedprivacy.dp.accounting import (
-    DEFAULT_ORDERS,
-    PrivacyAccountant,
-    epsilon_for,
-    gaussian_rdp,
-    lemma2_epsilons,
-    rdp_to_epsilon,
-)
+from fedprivacy.dp.accounting import PrivacyAccountant, epsilon_for
+from fedprivacy.dp.rdp import DEFAULT_ORDERS, gaussian_rdp, lemma2_epsilons, rdp_to_epsilon
 from fedprivacy.errors import ParameterError
 
 # the paper's record-level setting (Section 2.2, Fig. 2)

@@ -3,8 +3,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedprivacy.dp.accounting import DEFAULT_ORDERS, PrivacyAccountant, epsilon_for
+from fedprivacy.dp.accounting import PrivacyAccountant, epsilon_for
 from fedprivacy.dp.calibration import noise_multiplier_for
+from fedprivacy.dp.rdp import DEFAULT_ORDERS
 from fedprivacy.errors import ParameterError
 
 

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from fedprivacy.dp.accounting import PrivacyAccountant, lemma2_epsilons, rdp_to_epsilon
+from fedprivacy.dp.accounting import PrivacyAccountant
 from fedprivacy.dp.group_privacy import (
     ROUTE_APPROX_DP,
     ROUTE_RDP,
@@ -15,6 +15,7 @@ from fedprivacy.dp.group_privacy import (
     group_privacy_bounds,
     rdp_group_bound,
 )
+from fedprivacy.dp.rdp import lemma2_epsilons, rdp_to_epsilon
 from fedprivacy.errors import ParameterError
 
 DELTA = 1e-5

@@ -5,15 +5,13 @@ import pytest
 
 from fedprivacy.dp.accounting import epsilon_for
 from fedprivacy.errors import ParameterError
+from fedprivacy.regression.accounting import laplace_epsilon, laplace_rdp
+from fedprivacy.regression.nbafl_calibration import nbafl_constant, nbafl_noise
 from fedprivacy.regression.privacy import (
     C_MA,
     calibrate_client_noise,
     dp_sgd_epsilon,
     dp_sgd_noise_multiplier,
-    laplace_epsilon,
-    laplace_rdp,
-    nbafl_constant,
-    nbafl_noise,
     paper_noise_scale,
     record_sensitivity,
 )

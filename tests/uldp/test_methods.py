@@ -7,8 +7,9 @@ import pytest
 import torch
 from opacus.accountants.analysis.rdp import compute_rdp
 
-from fedprivacy.dp.accounting import DEFAULT_ORDERS, PrivacyAccountant
+from fedprivacy.dp.accounting import PrivacyAccountant
 from fedprivacy.dp.group_privacy import group_privacy_bounds
+from fedprivacy.dp.rdp import DEFAULT_ORDERS
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.params import flatten_parameters, load_flat_
 from fedprivacy.uldp.config import DEFAULT_HYPER

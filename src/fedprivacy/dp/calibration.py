@@ -62,7 +62,7 @@ def noise_multiplier_for(
         Which accountant measures epsilon.
     orders : array_like, optional
         RDP orders for the ``"rdp"`` accountant (default
-        :data:`~fedprivacy.dp.accounting.DEFAULT_ORDERS`; every new noise multiplier costs
+        :data:`~fedprivacy.dp.rdp.DEFAULT_ORDERS`; every new noise multiplier costs
         about half a second on that grid with sub-sampling, so pass a smaller grid for speed).
     lower, upper : float
         Search range of the noise multiplier, ``0 < lower < upper``.

@@ -46,7 +46,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy._validation import require_int
 from fedprivacy.dp._checks import require_delta
-from fedprivacy.dp.accounting import _curve, lemma2_epsilons, rdp_to_epsilon
+from fedprivacy.dp.rdp import _curve, lemma2_epsilons, rdp_to_epsilon
 from fedprivacy.errors import ParameterError
 
 __all__ = [

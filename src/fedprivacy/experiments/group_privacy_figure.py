@@ -39,11 +39,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from numpy.typing import NDArray  # noqa: E402
 
-from fedprivacy.dp.accounting import (  # noqa: E402
-    PrivacyAccountant,
-    gaussian_rdp,
-    quiet_accounting,
-)
+from fedprivacy.dp.accounting import PrivacyAccountant, quiet_accounting  # noqa: E402
 from fedprivacy.dp.group_privacy import (  # noqa: E402
     ROUTE_APPROX_DP,
     ROUTE_RDP,
@@ -52,6 +48,7 @@ from fedprivacy.dp.group_privacy import (  # noqa: E402
     group_privacy_bounds,
     rdp_group_bound,
 )
+from fedprivacy.dp.rdp import gaussian_rdp  # noqa: E402
 from fedprivacy.files import atomic_write_bytes, atomic_write_json, atomic_write_text  # noqa: E402
 
 __all__ = [

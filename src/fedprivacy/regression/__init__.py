@@ -7,8 +7,10 @@ Estimators (vectorised over replications: every array has a leading replication 
   Laplace variant with ``mechanism="laplace"``), :func:`~fedprivacy.regression.estimators.ana_fgd`;
 * baselines :func:`~fedprivacy.regression.baselines.dp_sgd` (record-level, Opacus-style) and
   :func:`~fedprivacy.regression.baselines.nbafl` (Wei et al. 2020);
-* noise calibration and accounting in :mod:`fedprivacy.regression.privacy` (``paper`` and
-  ``accountant`` modes; the accountant's epsilon for the noise actually used is always reported);
+* noise calibration in :mod:`fedprivacy.regression.privacy` (``paper`` and ``accountant`` modes;
+  the accountant's epsilon for the noise actually used is always reported), the Gaussian and
+  Laplace accountants in :mod:`fedprivacy.regression.accounting` and NbAFL's noise in
+  :mod:`fedprivacy.regression.nbafl_calibration`;
 * :func:`~fedprivacy.regression.schedule.iteration_count` (Appendix C.2's ``T = c N^(3/4) /
   alpha``) and :func:`~fedprivacy.regression.schedule.learning_rates`;
 * the conditional covariances of Theorems 2-3 in :mod:`fedprivacy.regression.theory`;
@@ -19,6 +21,7 @@ The study (Appendix B's figures) is :mod:`fedprivacy.experiments.regression_stud
 line is ``fedprivacy regress``.
 """
 
+from fedprivacy.regression.accounting import laplace_epsilon
 from fedprivacy.regression.baselines import DPSGDResult, NbAFLResult, dp_sgd, nbafl
 from fedprivacy.regression.config import ESTIMATORS, RegressionConfig
 from fedprivacy.regression.data import (
@@ -30,14 +33,12 @@ from fedprivacy.regression.data import (
 )
 from fedprivacy.regression.engine import GDRun, Spectral, noisy_gradient_descent, spectral
 from fedprivacy.regression.estimators import NAFGDResult, ana_fgd, fgd, na_fgd, ols
+from fedprivacy.regression.nbafl_calibration import NbAFLNoise, nbafl_noise
 from fedprivacy.regression.privacy import (
     C_MA,
     ClientNoise,
-    NbAFLNoise,
     calibrate_client_noise,
     dp_sgd_noise_multiplier,
-    laplace_epsilon,
-    nbafl_noise,
     paper_noise_scale,
 )
 from fedprivacy.regression.schedule import iteration_count, learning_rates

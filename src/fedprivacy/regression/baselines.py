@@ -22,7 +22,7 @@ NbAFL
     full-batch gradient steps, clips its parameters to norm ``W`` (``w / max(1, ||w|| / W)``),
     adds the uplink noise, and the server averages with ``pi_k`` (adding downlink noise when
     Wei et al.'s condition ``T > L sqrt(K)`` holds). Noise:
-    :func:`~fedprivacy.regression.privacy.nbafl_noise`.
+    :func:`~fedprivacy.regression.nbafl_calibration.nbafl_noise`.
 """
 
 from __future__ import annotations
@@ -38,12 +38,8 @@ from fedprivacy._validation import require_int
 from fedprivacy.dp._checks import require_positive, require_sampling_rate
 from fedprivacy.errors import ParameterError
 from fedprivacy.regression.data import STREAM_DP_SGD, STREAM_NBAFL, RegressionData, rep_generator
-from fedprivacy.regression.privacy import (
-    NbAFLNoise,
-    dp_sgd_epsilon,
-    dp_sgd_noise_multiplier,
-    nbafl_noise,
-)
+from fedprivacy.regression.nbafl_calibration import NbAFLNoise, nbafl_noise
+from fedprivacy.regression.privacy import dp_sgd_epsilon, dp_sgd_noise_multiplier
 
 __all__ = [
     "DPSGDResult",
@@ -330,7 +326,7 @@ def nbafl(
     exposures : int, optional
         ``L`` (``T`` when omitted).
     calibration : {"paper", "accountant"}
-        See :func:`~fedprivacy.regression.privacy.nbafl_noise`.
+        See :func:`~fedprivacy.regression.nbafl_calibration.nbafl_noise`.
     seed : int
         Base seed.
     reps : ndarray of int, optional

@@ -1,4 +1,4 @@
-"""Noise calibration and privacy accounting of NA-FGD, its Laplace variant, DP-SGD and NbAFL.
+"""Noise calibration of NA-FGD, its Laplace variant and DP-SGD, with the accountant's epsilon.
 
 NA-FGD (the paper's Algorithm 2)
     In every iteration client ``k`` releases its local gradient, clipped to norm ``C``, plus
@@ -33,70 +33,53 @@ Laplace variant (Appendix B.2)
     n_k``. The accountant is the RDP of the Laplace mechanism (Mironov 2017, Prop. 6; the RDP of
     a p-dimensional Laplace mechanism with L1-bounded shift is at most the one-dimensional value,
     because the per-coordinate RDP is a convex function of the shift that vanishes at 0),
-    composed over ``T`` iterations and converted by the DP core's :func:`rdp_to_epsilon`.
+    composed over ``T`` iterations and converted by the DP core's
+    :func:`~fedprivacy.dp.rdp.rdp_to_epsilon`.
 
 DP-SGD (record-level, Opacus-style baseline)
     Per-sample clipping to ``C``, Poisson sampling with rate ``q``, Gaussian noise ``z C`` on
     each client's sum: a Poisson-sub-sampled Gaussian mechanism per record, composed over the
     steps. ``paper`` calibration: Abadi et al.'s ``z = c_MA q sqrt(T log(1/delta)) / epsilon``;
     ``accountant``: :func:`fedprivacy.dp.calibration.noise_multiplier_for`. Both search and
-    report on :data:`SUBSAMPLED_ORDERS` (63 of the DP core's orders) for speed.
+    report on :data:`~fedprivacy.regression.accounting.SUBSAMPLED_ORDERS` (63 of the DP core's
+    orders) for speed.
 
-NbAFL (Wei et al. 2020)
-    Uplink standard deviation ``c L Delta_U / epsilon`` with ``c = sqrt(2 ln(1.25/delta))``,
-    ``Delta_U = 2 W / m_k`` (``W`` the parameter clipping norm, ``m_k`` the local size) and ``L``
-    exposures; downlink noise ``2 c W sqrt(T^2 - L^2 K) / (m K epsilon)`` (``m = min m_k``) only
-    when ``T > L sqrt(K)``, ``K`` the number of clients (Wei et al.'s ``N``). Every client
-    uploads in every round, so ``L = T`` by default and there is no downlink noise. The accountant
-    epsilon composes the uplink Gaussian mechanism (noise multiplier ``sigma_U / Delta_U``) over
-    the ``L`` exposures (the downlink noise is not counted). ``accountant`` calibration: the
-    uplink multiplier from :func:`noise_multiplier_for` over ``L`` exposures, no downlink noise
-    (the broadcast is post-processing of private uploads).
+The accountants themselves (Gaussian and Laplace RDP, the ``accountant`` calibrations) are in
+:mod:`fedprivacy.regression.accounting`; the NbAFL baseline's noise is in
+:mod:`fedprivacy.regression.nbafl_calibration`.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.optimize import brentq
 
 from fedprivacy._validation import require_int
 from fedprivacy.dp._checks import require_delta, require_positive, require_sampling_rate
-from fedprivacy.dp.accounting import (
-    DEFAULT_ORDERS,
-    PrivacyAccountant,
-    epsilon_for,
-    quiet_accounting,
-    rdp_to_epsilon,
-)
-from fedprivacy.dp.calibration import noise_multiplier_for
 from fedprivacy.errors import ParameterError
+from fedprivacy.regression.accounting import (
+    _gaussian_multiplier,
+    gaussian_epsilon,
+    laplace_epsilon,
+    laplace_noise_multiplier_for,
+)
 
 __all__ = [
     "CALIBRATIONS",
     "C_MA",
     "MECHANISMS",
     "NEIGHBOURINGS",
-    "SUBSAMPLED_ORDERS",
     "Calibration",
     "ClientNoise",
     "Mechanism",
-    "NbAFLNoise",
     "Neighbouring",
     "calibrate_client_noise",
     "dp_sgd_epsilon",
     "dp_sgd_noise_multiplier",
-    "gaussian_epsilon",
-    "laplace_epsilon",
-    "laplace_noise_multiplier_for",
-    "laplace_rdp",
-    "nbafl_constant",
-    "nbafl_noise",
     "paper_noise_scale",
     "record_sensitivity",
 ]
@@ -110,17 +93,6 @@ Neighbouring = Literal["add-remove", "replace"]
 MECHANISMS: Final = ("gaussian", "laplace")
 CALIBRATIONS: Final = ("paper", "accountant")
 NEIGHBOURINGS: Final = ("add-remove", "replace")
-
-#: RDP orders for sub-sampled Gaussian accounting (DP-SGD): 63 of the DP core's DEFAULT_ORDERS.
-#: The sub-sampled RDP costs about 10 ms per order, so the full 485-order grid would cost seconds
-#: per (noise, rate) pair; this subset gives epsilons at most a few percent above the full grid's.
-SUBSAMPLED_ORDERS: Final = tuple(
-    [1.1 + 0.1 * i for i in range(9)]
-    + [2.0 + 0.5 * i for i in range(13)]
-    + [float(v) for v in range(9, 33)]
-    + [float(v) for v in range(36, 65, 4)]
-    + [80.0, 96.0, 112.0, 128.0, 160.0, 192.0, 256.0, 512.0, 1024.0]
-)
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -197,115 +169,6 @@ def paper_noise_scale(
     c = require_positive("clip", clip)
     n = _sizes(sizes).astype(np.float64)
     return C_MA * c * math.sqrt(t * math.log(1.0 / d)) / (e * n)
-
-
-@functools.lru_cache(maxsize=1024)
-def gaussian_epsilon(
-    noise_multiplier: float, steps: int, delta: float, sampling_rate: float = 1.0
-) -> float:
-    """RDP-accountant epsilon of ``steps`` (sub-sampled) Gaussian releases (cached).
-
-    :func:`fedprivacy.dp.accounting.epsilon_for` for sampling rate 1; with sub-sampling the DP
-    core's accountant on the orders :data:`SUBSAMPLED_ORDERS`.
-    """
-    if sampling_rate == 1.0:
-        return float(epsilon_for(noise_multiplier, steps, delta))
-    acc = PrivacyAccountant("rdp", SUBSAMPLED_ORDERS)
-    with quiet_accounting():
-        return float(acc.compose_gaussian(noise_multiplier, steps, sampling_rate).epsilon(delta))
-
-
-def laplace_rdp(noise_multiplier: float, orders: ArrayLike | None = None) -> NDArray[np.float64]:
-    """RDP of one Laplace release with scale ``b = noise_multiplier * sensitivity``.
-
-    Mironov (2017), Proposition 6: for ``alpha > 1``,
-    ``eps(alpha) = log(alpha/(2 alpha - 1) e^{(alpha-1)/z} + (alpha-1)/(2 alpha-1) e^{-alpha/z})
-    / (alpha - 1)`` with ``z = b / sensitivity``.
-
-    Parameters
-    ----------
-    noise_multiplier : float
-        ``z = b / Delta_1`` (> 0).
-    orders : array_like, optional
-        RDP orders (> 1); the DP core's ``DEFAULT_ORDERS`` when omitted.
-
-    Returns
-    -------
-    ndarray of float64
-        ``eps(alpha)`` per order.
-    """
-    z = require_positive("noise_multiplier", noise_multiplier)
-    a = np.asarray(DEFAULT_ORDERS if orders is None else orders, dtype=np.float64)
-    if np.any(a <= 1.0):
-        raise ParameterError("orders", "every RDP order must be > 1")
-    first = np.log(a / (2 * a - 1)) + (a - 1) / z
-    second = np.log((a - 1) / (2 * a - 1)) - a / z
-    return np.asarray(np.logaddexp(first, second) / (a - 1), dtype=np.float64)
-
-
-@functools.lru_cache(maxsize=1024)
-def laplace_epsilon(noise_multiplier: float, steps: int, delta: float) -> float:
-    """RDP-accountant epsilon of ``steps`` Laplace releases with multiplier ``b / Delta_1``.
-
-    The per-release RDP of :func:`laplace_rdp`, times ``steps``, converted at ``delta`` by the DP
-    core's :func:`~fedprivacy.dp.accounting.rdp_to_epsilon` (never above the pure-DP bound
-    ``steps / noise_multiplier``, which is also returned when smaller).
-    """
-    t = require_int("steps", steps, minimum=1)
-    rdp = t * laplace_rdp(noise_multiplier)
-    eps, _ = rdp_to_epsilon(DEFAULT_ORDERS, rdp, delta)
-    return float(min(eps, t / noise_multiplier))
-
-
-def _solve_decreasing(fn: Any, target: float, what: str) -> float:
-    """Smallest ``z`` in [1e-4, 1e7] with ``fn(z) <= target`` for a decreasing ``fn``."""
-    lo, hi = 1e-4, 1e7
-    if fn(hi) > target:
-        raise ParameterError("epsilon", f"{what}: target {target:g} unreachable")
-    if fn(lo) <= target:
-        return lo
-    root = float(brentq(lambda u: fn(math.exp(u)) - target, math.log(lo), math.log(hi), xtol=1e-9))
-    z = math.exp(root)
-    while fn(z) > target:
-        z *= 1.0 + 1e-9
-    return z
-
-
-@functools.lru_cache(maxsize=256)
-def laplace_noise_multiplier_for(epsilon: float, delta: float, steps: int) -> float:
-    """Smallest ``b / Delta_1`` whose ``steps``-fold Laplace composition meets the target.
-
-    Parameters
-    ----------
-    epsilon : float
-        Target epsilon (> 0).
-    delta : float
-        Target delta in (0, 1).
-    steps : int
-        Number of releases (>= 1).
-
-    Returns
-    -------
-    float
-        The multiplier ``z`` with ``laplace_epsilon(z, steps, delta) <= epsilon``.
-    """
-    e = require_positive("epsilon", epsilon)
-    d = require_delta("delta", delta)
-    t = require_int("steps", steps, minimum=1)
-    return _solve_decreasing(lambda z: laplace_epsilon(z, t, d), e, "Laplace calibration")
-
-
-@functools.lru_cache(maxsize=256)
-def _gaussian_multiplier(epsilon: float, delta: float, steps: int, rate: float) -> float:
-    if rate == 1.0:
-        return float(noise_multiplier_for(epsilon, delta, steps, lower=1e-3, upper=1e7))
-    with quiet_accounting():
-        return float(
-            noise_multiplier_for(
-                epsilon, delta, steps, rate, orders=SUBSAMPLED_ORDERS, lower=1e-2, upper=1e3,
-                rtol=1e-3,
-            )
-        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -465,7 +328,8 @@ def dp_sgd_noise_multiplier(
         Poisson sampling rate ``q`` in (0, 1].
     calibration : {"paper", "accountant"}
         ``paper``: Abadi et al.'s ``c_MA q sqrt(T log(1/delta)) / epsilon``; ``accountant``: the
-        DP core's :func:`noise_multiplier_for` (searched on a coarse order grid).
+        DP core's :func:`~fedprivacy.dp.calibration.noise_multiplier_for` (searched on a coarse
+        order grid).
 
     Returns
     -------
@@ -486,128 +350,3 @@ def dp_sgd_epsilon(
 ) -> float:
     """RDP-accountant epsilon of DP-SGD: Poisson-sub-sampled Gaussian composed over steps."""
     return gaussian_epsilon(float(noise_multiplier), int(steps), float(delta), float(sampling_rate))
-
-
-def nbafl_constant(delta: float) -> float:
-    """Wei et al.'s ``c = sqrt(2 ln(1.25 / delta))``."""
-    return math.sqrt(2.0 * math.log(1.25 / require_delta("delta", delta)))
-
-
-@dataclass(frozen=True)
-class NbAFLNoise:
-    """Uplink and downlink noise of NbAFL and the accountant's epsilon of the uplink.
-
-    Attributes
-    ----------
-    uplink_std : ndarray, shape (K,)
-        Standard deviation of every coordinate of client ``k``'s upload.
-    downlink_std : float
-        Standard deviation of the server's broadcast noise (0 when ``T <= L sqrt(K)``).
-    sensitivities : ndarray, shape (K,)
-        ``Delta_U = 2 W / m_k``.
-    rounds, exposures : int
-        ``T`` and ``L``.
-    clip : float
-        Parameter clipping norm ``W``.
-    calibration : str
-        ``paper`` (Wei et al.'s formulas) or ``accountant``.
-    epsilon, delta : float
-        Target budget.
-    epsilon_accountant : float
-        RDP epsilon of the uplink releases of a client over ``L`` exposures (largest over
-        clients).
-    """
-
-    uplink_std: NDArray[np.float64]
-    downlink_std: float
-    sensitivities: NDArray[np.float64]
-    rounds: int
-    exposures: int
-    clip: float
-    calibration: str
-    epsilon: float
-    delta: float
-    epsilon_accountant: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready summary."""
-        z = self.uplink_std / self.sensitivities
-        return {
-            "calibration": self.calibration,
-            "rounds": self.rounds,
-            "exposures": self.exposures,
-            "clip": self.clip,
-            "uplink_noise_multiplier": float(z.min()),
-            "uplink_std_max": float(self.uplink_std.max()),
-            "downlink_std": self.downlink_std,
-            "target_epsilon": self.epsilon,
-            "delta": self.delta,
-            "epsilon_accountant": self.epsilon_accountant,
-        }
-
-
-def nbafl_noise(
-    epsilon: float,
-    delta: float,
-    rounds: int,
-    sizes: ArrayLike,
-    *,
-    clip: float = 1.0,
-    exposures: int | None = None,
-    calibration: str = "paper",
-) -> NbAFLNoise:
-    """NbAFL's noise (Wei et al. 2020, Theorems 1-2) for ``K = len(sizes)`` clients.
-
-    Parameters
-    ----------
-    epsilon, delta : float
-        Target budget.
-    rounds : int
-        Aggregation rounds ``T`` (>= 1).
-    sizes : array_like of int
-        Local sample sizes ``m_k``.
-    clip : float
-        Parameter clipping norm ``W`` (Wei et al.'s ``C``).
-    exposures : int, optional
-        ``L``, the number of uploads of each client; ``T`` (every client uploads every round)
-        when omitted.
-    calibration : {"paper", "accountant"}
-        See the module docstring.
-
-    Returns
-    -------
-    NbAFLNoise
-        Uplink and downlink standard deviations and the accountant's epsilon.
-    """
-    e = require_positive("epsilon", epsilon)
-    d = require_delta("delta", delta)
-    t = require_int("rounds", rounds, minimum=1)
-    w = require_positive("clip", clip)
-    m = _sizes(sizes).astype(np.float64)
-    big_l = t if exposures is None else require_int("exposures", exposures, minimum=1)
-    cal = _choice("calibration", calibration, CALIBRATIONS)
-    k = m.size
-    sens = 2.0 * w / m
-    c = nbafl_constant(d)
-    if cal == "paper":
-        up = c * big_l * sens / e
-        down = 0.0
-        if t > big_l * math.sqrt(k):
-            down = 2.0 * c * w * math.sqrt(t**2 - big_l**2 * k) / (float(m.min()) * k * e)
-    else:
-        up = _gaussian_multiplier(e, d, big_l, 1.0) * sens
-        down = 0.0
-    z = up / sens
-    eps = max(gaussian_epsilon(float(v), big_l, d) for v in np.unique(np.round(z, 12)))
-    return NbAFLNoise(
-        uplink_std=up,
-        downlink_std=float(down),
-        sensitivities=sens,
-        rounds=t,
-        exposures=big_l,
-        clip=w,
-        calibration=cal,
-        epsilon=e,
-        delta=d,
-        epsilon_accountant=float(eps),
-    )

@@ -23,7 +23,7 @@
    ``make_private`` does with a ``DataLoader(batch_size=B)``; empty batches still take a (noise
    only) step, as the analysis of the sampled Gaussian requires (the authors' loop skips them).
 4. **Accounting** (:func:`group_epsilon`, Theorem 2): each silo's RDP curve is computed from its
-   accountant's history at :data:`fedprivacy.dp.accounting.DEFAULT_ORDERS` with Opacus'
+   accountant's history at :data:`fedprivacy.dp.rdp.DEFAULT_ORDERS` with Opacus'
    ``compute_rdp``; the silos hold disjoint records, so the federation is
    ``(alpha, max_s rho_s(alpha))``-RDP (parallel composition); the curve goes into a
    :class:`~fedprivacy.dp.accounting.PrivacyAccountant` (``compose_rdp``) whose
@@ -52,7 +52,8 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from fedprivacy.dp.accounting import DEFAULT_ORDERS, PrivacyAccountant
+from fedprivacy.dp.accounting import PrivacyAccountant
+from fedprivacy.dp.rdp import DEFAULT_ORDERS
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.params import load_flat_
 from fedprivacy.uldp.federation import Federation
