@@ -4,10 +4,10 @@ import pytest
 
 from fedprivacy.errors import ParameterError
 from fedprivacy.experiments.regression_study import (
-    experiment_names,
     run_regression_experiment,
     run_regression_study,
 )
+from fedprivacy.experiments.regression_study_specs import experiment_names
 
 
 def test_names():

@@ -154,7 +154,7 @@ def _regression_runner(name: str) -> Callable[[Path, dict[str, Any]], str]:
 
 
 def _register_regression() -> None:
-    from fedprivacy.experiments.regression_study import FIGURES, experiment_names
+    from fedprivacy.experiments.regression_study_specs import FIGURES, experiment_names
 
     for name in experiment_names():
         spec = FIGURES.get(name)

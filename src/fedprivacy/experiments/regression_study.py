@@ -28,366 +28,43 @@ Settings (Appendix B; Section 3.1 itself is not in the supplement, see
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from fedprivacy.data.regression_data import NIO_NOTE, load_regression_dataset
+from fedprivacy.errors import ParameterError
+from fedprivacy.experiments.regression_study_report import (
+    LABELS,
+    _csv,
+    _findings,
+    _num,
+    _plot_figure,
+    _plot_real,
+    _plot_theory,
+    _row,
+    _write,
+)
+from fedprivacy.experiments.regression_study_specs import (
+    EPSILONS,
+    FIGURES,
+    PAPER_B,
+    REGRESSION_EXPERIMENTS,
+    SIZES,
+    FigureSpec,
+    _panel_label,
+    experiment_names,
+)
+from fedprivacy.files import atomic_write_json, atomic_write_text
+from fedprivacy.regression.config import RegressionConfig
+from fedprivacy.regression.simulation import RegressionResult, run_regression_grid
+from fedprivacy.regression.theory import theory_check
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from fedprivacy.data.regression_data import NIO_NOTE, load_regression_dataset  # noqa: E402
-from fedprivacy.errors import ParameterError  # noqa: E402
-from fedprivacy.files import atomic_write_bytes, atomic_write_json, atomic_write_text  # noqa: E402
-from fedprivacy.regression.config import ESTIMATORS, RegressionConfig  # noqa: E402
-from fedprivacy.regression.simulation import RegressionResult, run_regression_grid  # noqa: E402
-from fedprivacy.regression.theory import theory_check  # noqa: E402
-
-__all__ = [
-    "REGRESSION_EXPERIMENTS",
-    "experiment_names",
-    "run_regression_experiment",
-    "run_regression_study",
-]
+__all__ = ["run_regression_experiment", "run_regression_study"]
 
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
-
-SIZES = (150, 300, 500, 750)
-EPSILONS = (0.8, 2.0, 5.0)
-PAPER_B = 100
-LABELS = {
-    "ols": "OLS",
-    "fgd": "FGD",
-    "na_fgd": "NA-FGD",
-    "ana_fgd": "ANA-FGD",
-    "dp_sgd": "DP-SGD (Opacus-style)",
-    "nbafl": "NbAFL",
-}
-COLORS = {
-    "ols": "black",
-    "fgd": "tab:gray",
-    "na_fgd": "tab:blue",
-    "ana_fgd": "tab:red",
-    "dp_sgd": "tab:green",
-    "nbafl": "tab:purple",
-}
-THREE = ("ols", "fgd", "na_fgd", "ana_fgd")
-
-
-@dataclass(frozen=True)
-class FigureSpec:
-    """A simulated figure: panels over one setting, lines over ``n``, one line per estimator."""
-
-    name: str
-    title: str
-    paper: str
-    panel: str  # "clients", "epsilon", "gamma" or "spread"
-    values: tuple[float, ...]
-    truths: tuple[str, ...]
-    estimators: tuple[str, ...]
-    base: Mapping[str, Any] = field(default_factory=dict)
-
-
-def _panel_label(panel: str, value: float) -> str:
-    if panel == "clients":
-        return f"K = {int(value)}"
-    if panel == "epsilon":
-        return f"epsilon = {value:g}"
-    if panel == "gamma":
-        return f"gamma = {value:g}"
-    return f"Delta = {value:g} sqrt(n)" if value != 1 else "Delta = sqrt(n)"
-
-
-FIGURES: dict[str, FigureSpec] = {
-    s.name: s
-    for s in (
-        FigureSpec(
-            "regression-main",
-            "Gaussian NA-FGD: all estimators (K = 15)",
-            "Section 3.1 (Figs. 1-2, not in the supplement) and Appendix B.4: ANA-FGD beats "
-            "NA-FGD, approaches OLS/FGD as n grows, and beats the Opacus and NbAFL baselines.",
-            "epsilon",
-            EPSILONS,
-            ("sparse", "dense"),
-            ESTIMATORS,
-        ),
-        FigureSpec(
-            "regression-b1",
-            "Fig. B.1: effect of K (sparse, epsilon = 0.8)",
-            "All three estimators improve as K grows; ANA-FGD beats NA-FGD.",
-            "clients",
-            (5, 15, 30),
-            ("sparse",),
-            THREE,
-        ),
-        FigureSpec(
-            "regression-b2",
-            "Fig. B.2: effect of K (dense, epsilon = 0.8)",
-            "All three estimators improve as K grows; ANA-FGD beats NA-FGD.",
-            "clients",
-            (5, 15, 30),
-            ("dense",),
-            THREE,
-        ),
-        FigureSpec(
-            "regression-b3",
-            "Fig. B.3: Laplace mechanism (sparse)",
-            "The DP estimators approach FGD as epsilon grows; ANA-FGD is much better than "
-            "NA-FGD and nearly matches FGD as n grows; both are worse than with Gaussian noise.",
-            "epsilon",
-            EPSILONS,
-            ("sparse",),
-            THREE,
-            {"mechanism": "laplace"},
-        ),
-        FigureSpec(
-            "regression-b4",
-            "Fig. B.4: Laplace mechanism (dense)",
-            "The DP estimators approach FGD as epsilon grows; ANA-FGD is much better than "
-            "NA-FGD and nearly matches FGD as n grows; both are worse than with Gaussian noise.",
-            "epsilon",
-            EPSILONS,
-            ("dense",),
-            THREE,
-            {"mechanism": "laplace"},
-        ),
-        FigureSpec(
-            "regression-b5",
-            "Fig. B.5: diminishing rates alpha_t = t^-gamma (sparse, epsilon = 0.8)",
-            "NA-FGD improves as gamma increases (gamma in (1/2, 1] is appropriate); ANA-FGD "
-            "beats NA-FGD for every gamma.",
-            "gamma",
-            (0.2, 0.5, 0.8),
-            ("sparse",),
-            THREE,
-            {"lr0": 1.0},
-        ),
-        FigureSpec(
-            "regression-b6",
-            "Fig. B.6: diminishing rates alpha_t = t^-gamma (dense, epsilon = 0.8)",
-            "NA-FGD improves as gamma increases (gamma in (1/2, 1] is appropriate); ANA-FGD "
-            "beats NA-FGD for every gamma.",
-            "gamma",
-            (0.2, 0.5, 0.8),
-            ("dense",),
-            THREE,
-            {"lr0": 1.0},
-        ),
-        FigureSpec(
-            "regression-b7",
-            "Fig. B.7: heterogeneous n_k ~ N(n, Delta^2) (sparse, epsilon = 0.8)",
-            "ANA-FGD, Opacus and NbAFL get worse as Delta grows; ANA-FGD still beats Opacus "
-            "and NbAFL.",
-            "spread",
-            (1.0, 3.0, 5.0),
-            ("sparse",),
-            ("ols", "fgd", "na_fgd", "ana_fgd", "dp_sgd", "nbafl"),
-        ),
-    )
-}
-
-REGRESSION_EXPERIMENTS: dict[str, str] = {
-    **{name: spec.title for name, spec in FIGURES.items()},
-    "regression-real": "Real data (substitutes for NIO): California Housing and Diabetes",
-    "regression-theory": "Conditional covariance of Theorems 2-3 vs the empirical covariance",
-}
-
-
-def experiment_names() -> list[str]:
-    """Names accepted by :func:`run_regression_experiment`."""
-    return list(REGRESSION_EXPERIMENTS)
-
-
-# ---------------------------------------------------------------------------------- tables
-
-
-def _row(
-    figure: str, panel: str, value: float | str, truth: str, n: int, res: RegressionResult
-) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "figure": figure,
-        "panel": panel,
-        "value": value,
-        "truth": truth,
-        "n": n,
-        "iterations": res.steps,
-        "total_samples": int(sum(res.sizes)),
-        "epsilon": res.config.epsilon,
-        "calibration": res.config.calibration,
-        "mechanism": res.config.mechanism,
-    }
-    for name in ESTIMATORS:
-        if name in res.errors:
-            row[f"mse_{name}"] = res.mse[name]
-            row[f"se_{name}"] = res.se[name]
-    for name, eps in res.epsilon_accountant.items():
-        row[f"eps_acc_{name}"] = eps
-    for name, frac in res.clip_fraction.items():
-        row[f"clip_{name}"] = frac
-    return row
-
-
-def _csv(rows: Sequence[Mapping[str, Any]]) -> str:
-    keys: list[str] = []
-    for r in rows:
-        keys.extend(k for k in r if k not in keys)
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({k: r.get(k, "") for k in keys})
-    return buf.getvalue()
-
-
-def _num(x: float) -> str:
-    return f"{x:.3g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
-
-
-def _markdown(title: str, paper: str, rows: Sequence[Mapping[str, Any]], checks: list[str]) -> str:
-    present = [e for e in ESTIMATORS if any(f"mse_{e}" in r for r in rows)]
-    noisy = [e for e in ("na_fgd", "dp_sgd", "nbafl") if any(f"eps_acc_{e}" in r for r in rows)]
-    head = ["setting", "truth", "n", "T", *[LABELS[e] for e in present]]
-    head += [f"eps acc. {LABELS[e]}" for e in noisy]
-    lines = [f"## {title}", "", f"Paper: {paper}", ""]
-    lines.append("| " + " | ".join(head) + " |")
-    lines.append("|" + "---|" * len(head))
-    for r in rows:
-        cells = [str(r["panel_label"]), str(r["truth"]), str(r["n"]), str(r["iterations"])]
-        for e in present:
-            key = f"mse_{e}"
-            cells.append(f"{_num(r[key])} ± {_num(r[f'se_{e}'])}" if key in r else "")
-        cells += [_num(r[f"eps_acc_{e}"]) if f"eps_acc_{e}" in r else "" for e in noisy]
-        lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
-    lines.append(
-        "MSE = mean over replications of ||theta_hat - theta||^2, ± standard error; "
-        "eps acc. = RDP accountant's epsilon (delta = 1e-5) for the noise used."
-    )
-    if checks:
-        lines += ["", "Measured:", *[f"- {c}" for c in checks]]
-    return "\n".join(lines) + "\n"
-
-
-def _findings(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    out: list[str] = []
-
-    def frac(cond: Callable[[Mapping[str, Any]], bool], need: Sequence[str]) -> str | None:
-        cells = [r for r in rows if all(f"mse_{k}" in r for k in need)]
-        if not cells:
-            return None
-        hits = sum(1 for r in cells if cond(r))
-        return f"{hits}/{len(cells)}"
-
-    f = frac(lambda r: r["mse_ana_fgd"] < r["mse_na_fgd"], ("ana_fgd", "na_fgd"))
-    if f:
-        out.append(f"ANA-FGD < NA-FGD in {f} settings")
-    for base in ("dp_sgd", "nbafl"):
-
-        def beats(r: Mapping[str, Any], b: str = base) -> bool:
-            return bool(r["mse_ana_fgd"] < r[f"mse_{b}"])
-
-        f = frac(beats, ("ana_fgd", base))
-        if f:
-            out.append(f"ANA-FGD < {LABELS[base]} in {f} settings")
-    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for r in rows:
-        if "mse_ana_fgd" in r and r.get("mse_ols", 0.0) > 0:
-            groups.setdefault((str(r["panel_label"]), str(r["truth"])), []).append(r)
-    parts = []
-    for (label, truth), grp in groups.items():
-        grp = sorted(grp, key=lambda r: r["n"])
-        lo, hi = grp[0], grp[-1]
-        parts.append(
-            f"{label} ({truth}): {lo['mse_ana_fgd'] / lo['mse_ols']:.3g} at n={lo['n']} -> "
-            f"{hi['mse_ana_fgd'] / hi['mse_ols']:.3g} at n={hi['n']}"
-        )
-    if parts:
-        out.append("MSE(ANA-FGD) / MSE(OLS): " + "; ".join(parts))
-    out.extend(_trends(rows))
-    return out
-
-
-def _trends(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """How each estimator's MSE moves along the panel variable, at fixed truth and n."""
-    out: list[str] = []
-    panels = {str(r["panel"]) for r in rows}
-    if len(panels) != 1:
-        return out
-    panel = panels.pop()
-    groups: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault((str(r["truth"]), int(r["n"])), []).append(r)
-    for e in ESTIMATORS:
-        if e in ("ols", "fgd") and panel != "clients":
-            continue
-        down = up = total = 0
-        for grp in groups.values():
-            cells = sorted((r for r in grp if f"mse_{e}" in r), key=lambda r: float(r["value"]))
-            if len(cells) < 2:
-                continue
-            m = [float(r[f"mse_{e}"]) for r in cells]
-            total += 1
-            down += all(b < a for a, b in zip(m, m[1:], strict=False))
-            up += all(b > a for a, b in zip(m, m[1:], strict=False))
-        if total:
-            out.append(
-                f"{LABELS[e]} MSE as {panel} increases: decreasing in {down}/{total}, "
-                f"increasing in {up}/{total} (truth, n) groups"
-            )
-    return out
-
-
-# ---------------------------------------------------------------------------------- plots
-
-
-def _save(fig: Any, path: Path) -> Path:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-    return path
-
-
-def _plot_figure(spec: FigureSpec, rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
-    nrow, ncol = len(spec.truths), len(spec.values)
-    fig, axes = plt.subplots(
-        nrow, ncol, figsize=(4.2 * ncol, 3.4 * nrow), squeeze=False, constrained_layout=True
-    )
-    for i, truth in enumerate(spec.truths):
-        for j, value in enumerate(spec.values):
-            ax = axes[i][j]
-            cell = sorted(
-                (r for r in rows if r["truth"] == truth and r["value"] == value),
-                key=lambda r: r["n"],
-            )
-            ns = np.array([r["n"] for r in cell])
-            for e in spec.estimators:
-                if not cell or f"mse_{e}" not in cell[0]:
-                    continue
-                m = np.array([r[f"mse_{e}"] for r in cell])
-                s = np.array([r[f"se_{e}"] for r in cell])
-                style = {"ols": ":", "fgd": "--"}.get(e, "-")
-                ax.plot(ns, m, style, marker="o", ms=3, color=COLORS[e], label=LABELS[e])
-                ax.fill_between(ns, np.maximum(m - s, m * 1e-3), m + s, color=COLORS[e],
-                                alpha=0.2, linewidth=0)  # fmt: skip
-            ax.set_yscale("log")
-            ax.set_xticks(ns)
-            ax.set_title(f"{_panel_label(spec.panel, value)} ({truth})", fontsize=9)
-            if i == nrow - 1:
-                ax.set_xlabel("local sample size n")
-            ax.grid(alpha=0.3)
-            if j == 0:
-                ax.set_ylabel("MSE")
-    axes[0][0].legend(fontsize=7)
-    fig.suptitle(spec.title, fontsize=10)
-    return _save(fig, path)
 
 
 # ---------------------------------------------------------------------------------- runners
@@ -487,39 +164,6 @@ def _run_pair(
     return out
 
 
-def _write(
-    name: str,
-    title: str,
-    paper: str,
-    rows: list[dict[str, Any]],
-    checks: list[str],
-    out: Path,
-    pngs: list[Path],
-    seconds: float,
-    extra: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    md = _markdown(title, paper, rows, checks) if rows else f"## {title}\n\nPaper: {paper}\n"
-    if extra and "markdown" in extra:
-        md += "\n" + str(extra["markdown"])
-    atomic_write_text(out / "results.md", md)
-    atomic_write_text(out / "results.csv", _csv(rows))
-    summary: dict[str, Any] = {
-        "name": name,
-        "title": title,
-        "paper": paper,
-        "findings": checks,
-        "rows": rows,
-        "figures": [str(p) for p in pngs],
-        "files": [str(p) for p in (*pngs, out / "results.md", out / "results.csv")],
-        "seconds": round(seconds, 1),
-    }
-    if extra:
-        summary.update({k: v for k, v in extra.items() if k != "markdown"})
-    atomic_write_json(out / "results.json", summary)
-    summary["files"].append(str(out / "results.json"))
-    return summary
-
-
 def _run_real(
     out: Path,
     replications: int,
@@ -538,24 +182,7 @@ def _run_real(
             row["panel_label"] = f"{name}, epsilon = {eps:g}"
             row["seconds"] = round(res.seconds, 2)
             rows.append(row)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), constrained_layout=True)
-    for ax, name in zip(axes, ("california", "diabetes"), strict=True):
-        sub = [r for r in rows if r["truth"] == name]
-        est = [e for e in ESTIMATORS if e != "ols"]
-        width = 0.8 / len(est)
-        for i, e in enumerate(est):
-            m = np.array([r[f"mse_{e}"] for r in sub])
-            s = np.array([r[f"se_{e}"] for r in sub])
-            ax.bar(np.arange(len(sub)) + i * width, m, width, yerr=s, color=COLORS[e],
-                   label=LABELS[e])  # fmt: skip
-        ax.set_xticks(np.arange(len(sub)) + 0.4 - width / 2)
-        ax.set_xticklabels([f"eps={r['epsilon']:g}" for r in sub])
-        ax.set_yscale("log")
-        ax.set_title(f"{name}: ||theta_hat - theta_OLS||^2", fontsize=9)
-        ax.grid(alpha=0.3, axis="y")
-    axes[0].legend(fontsize=7)
-    fig.suptitle("Real data substituting NIO (not public); alpha = 0.01, c = 0.25", fontsize=10)
-    png = _save(fig, out / "regression-real.png")
+    png = _plot_real(rows, out / "regression-real.png")
     paper = (
         "Appendix C (NIO data, not public): noise levels from Theorem 3 with alpha = 0.01, "
         "c = 0.25; " + NIO_NOTE
@@ -581,31 +208,7 @@ def _run_theory(
     if bar is not None:
         bar(1)
     summ = check.summary()
-    lam = check.closed.eigenvalues
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
-    for ax, key, emp, title in (
-        (axes[0], "na", check.na_empirical, "NA-FGD (Theorem 2)"),
-        (axes[1], "ana", check.ana_empirical, "ANA-FGD (Theorem 3)"),
-    ):
-        ax.plot(lam, emp, "o", ms=2.5, color="tab:blue", label=f"empirical (B = {b})")
-        ax.plot(lam, getattr(check.closed, f"{key}_exact"), "-", color="black",
-                label="exact closed form")  # fmt: skip
-        ax.plot(lam, getattr(check.closed, f"{key}_paper"), "--", color="tab:red",
-                label="paper's expression")  # fmt: skip
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("eigenvalue of Sigma_hat")
-        ax.set_ylabel("variance along the eigenvector")
-        ax.set_title(title, fontsize=9)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    s = summ["settings"]
-    fig.suptitle(
-        f"Conditional covariance given D: K={s['clients']}, n={s['n']}, p={s['p']}, "
-        f"eps={s['epsilon']:g}, alpha={s['lr']:g}, T={s['iterations']}",
-        fontsize=10,
-    )
-    png = _save(fig, out / "regression-theory.png")
+    png = _plot_theory(check, b, summ["settings"], out / "regression-theory.png")
     rows = []
     for est in ("na_fgd", "ana_fgd"):
         r = summ[est]
