@@ -18,7 +18,7 @@ and summed):
   too.
 * ``loop`` (the baseline, how the authors' code trains: ``local_trainer.py``, ULDP-AVG): for
   each user a :func:`copy.deepcopy` of the model, a fresh ``torch.optim.SGD``, one
-  ``backward()`` per minibatch (:func:`fedprivacy.uldp.per_user_training.train_groups_loop`,
+  ``backward()`` per minibatch (:func:`fedprivacy.uldp.per_user_loops.train_groups_loop`,
   the same minibatches as ours), then clip, weight and sum.
 * ``authors`` (``--baseline authors``): the authors' whole per-user pipeline
   (:func:`loop_authors`): each user's records as a list of ``(image, label)`` pairs behind its
@@ -57,12 +57,12 @@ from fedprivacy.fl.params import flatten_parameters, load_flat_
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.methods import MethodRunner, RoundHyper
+from fedprivacy.uldp.per_user_loops import train_groups_loop
 from fedprivacy.uldp.per_user_training import (
     LocalSGD,
     PerUserTrainer,
     clip_rows,
     epoch_orders,
-    train_groups_loop,
 )
 from fedprivacy.uldp.run import allocate
 

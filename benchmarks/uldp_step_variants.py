@@ -31,7 +31,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from fedprivacy.uldp.models import PaperMnistCNN, cross_entropy_loss
+from fedprivacy.uldp.losses import cross_entropy_loss
+from fedprivacy.uldp.models import PaperMnistCNN
 from fedprivacy.uldp.per_user_training import PerUserTrainer
 
 Step = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]

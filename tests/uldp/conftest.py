@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from fedprivacy.data.tabular import SiloDataset, load_silo_dataset
-from fedprivacy.uldp.allocation import allocate_fixed_silos
+from fedprivacy.uldp.allocators import allocate_fixed_silos
 from fedprivacy.uldp.federation import Federation, build_federation
 
 DATA = Path(
@@ -22,11 +22,14 @@ _METHOD_TESTS = {
     "test_config.py",
     "test_federation.py",
     "test_group_dp.py",
+    "test_losses.py",
     "test_methods.py",
+    "test_metrics.py",
     "test_models.py",
     "test_per_user_training.py",
     "test_run.py",
     "test_sensitivity.py",
+    "test_tasks.py",
 }
 
 

@@ -5,8 +5,9 @@ import pytest
 import torch
 
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.allocation import allocate_fixed_silos, silo_shards
+from fedprivacy.uldp.allocators import allocate_fixed_silos
 from fedprivacy.uldp.federation import Federation, build_federation
+from fedprivacy.uldp.shards import silo_shards
 
 
 def test_build_matches_allocation(heart) -> None:  # type: ignore[no-untyped-def]

@@ -6,19 +6,18 @@ import torch
 
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.params import flatten_parameters
-from fedprivacy.uldp.models import (
+from fedprivacy.uldp.losses import (
     binary_logistic_loss,
-    build_model,
     cox_loss,
     cross_entropy_loss,
 )
+from fedprivacy.uldp.models import build_model
+from fedprivacy.uldp.per_user_loops import group_gradients_loop, train_groups_loop
 from fedprivacy.uldp.per_user_training import (
     LocalSGD,
     PerUserTrainer,
     clip_rows,
     epoch_orders,
-    group_gradients_loop,
-    train_groups_loop,
 )
 
 

@@ -18,8 +18,8 @@ from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.uldp.federation import Federation
 from fedprivacy.uldp.group_dp import clipped_per_sample_sum, group_flags
 from fedprivacy.uldp.methods import METHODS, MethodRunner, RoundHyper, method_spec
-from fedprivacy.uldp.models import task_for
 from fedprivacy.uldp.per_user_training import LocalSGD
+from fedprivacy.uldp.tasks import task_for
 
 USER_METHODS = [m for m in METHODS if m.startswith(("ULDP-AVG", "ULDP-SGD"))]
 C = 0.05

@@ -22,7 +22,7 @@ from fedprivacy._validation import read_toml, require_int, require_one_of
 from fedprivacy.crypto.key_size import check_key_bits
 from fedprivacy.data.tabular import SILO_DATASETS
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.allocation import DISTRIBUTIONS
+from fedprivacy.uldp.allocators import DISTRIBUTIONS
 from fedprivacy.uldp.methods import method_spec
 
 __all__ = ["DEFAULT_HYPER", "FIXED_SILOS", "HyperDefaults", "UldpConfig"]

@@ -57,7 +57,7 @@ from fedprivacy.dp.rdp import DEFAULT_ORDERS
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.params import load_flat_
 from fedprivacy.uldp.federation import Federation
-from fedprivacy.uldp.models import MaskedLoss
+from fedprivacy.uldp.losses import MaskedLoss
 
 __all__ = [
     "SiloDpSgdState",

@@ -79,14 +79,13 @@ from fedprivacy.uldp.group_dp import (
     group_size,
     new_state,
 )
+from fedprivacy.uldp.per_user_loops import group_gradients_loop, train_groups_loop
 from fedprivacy.uldp.per_user_training import (
     DEFAULT_MAX_ROWS,
     LocalSGD,
     PerUserTrainer,
     clip_rows,
     epoch_orders,
-    group_gradients_loop,
-    train_groups_loop,
 )
 
 __all__ = [
@@ -663,9 +662,9 @@ def reference_presum(
     """The pre-noise aggregate of a ULDP-AVG / ULDP-SGD round, computed with per-user loops.
 
     Draws the same randomness as :meth:`MethodRunner.run_round` (sample, then keys) and, in
-    every silo, trains each user with :func:`~fedprivacy.uldp.per_user_training.train_groups_loop`
+    every silo, trains each user with :func:`~fedprivacy.uldp.per_user_loops.train_groups_loop`
     (a model copy and an optimiser per user, the authors' way) or takes its gradient with
-    :func:`~fedprivacy.uldp.per_user_training.group_gradients_loop`, then clips, weights and
+    :func:`~fedprivacy.uldp.per_user_loops.group_gradients_loop`, then clips, weights and
     sums in float64.
 
     Returns

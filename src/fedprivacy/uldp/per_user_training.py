@@ -7,7 +7,7 @@ copy of the model and an optimiser each; here all the users of a silo (or any se
 *groups*) are trained at once:
 
 * the records of a silo are grouped by user, each group's rows contiguous (as
-  :func:`fedprivacy.uldp.allocation.silo_shards` lays them out); ``offsets`` delimit the groups;
+  :func:`fedprivacy.uldp.shards.silo_shards` lays them out); ``offsets`` delimit the groups;
 * the groups' parameters are stacked into a ``(k, P)`` tensor; every local step gathers the
   minibatch of every active group with one indexing operation into a padded
   ``(k, b, *input_shape)`` tensor with a 0/1 mask, and :func:`torch.func.vmap` over
@@ -31,7 +31,8 @@ order, each over ``ceil(n_g / B)`` batches, the last one smaller if ``B`` does n
 random keys, so the batches of a user do not depend on the other users' records (what the
 sensitivity tests rely on).
 
-:func:`train_groups_loop` and :func:`group_gradients_loop` are the oracles: one deep copy of the
+:func:`~fedprivacy.uldp.per_user_loops.train_groups_loop` and
+:func:`~fedprivacy.uldp.per_user_loops.group_gradients_loop` are the oracles: one deep copy of the
 model and one :class:`torch.optim.SGD` per group, one ``backward()`` per batch, as the
 authors' code does. The vectorised trainer reproduces them to float rounding
 (``tests/uldp/test_per_user_training.py``).
@@ -39,7 +40,6 @@ authors' code does. The vectorised trainer reproduces them to float rounding
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -52,8 +52,8 @@ from torch.func import functional_call, grad, vmap
 
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
-from fedprivacy.fl.params import load_flat_, parameter_shapes, unflatten
-from fedprivacy.uldp.models import MaskedLoss
+from fedprivacy.fl.params import parameter_shapes, unflatten
+from fedprivacy.uldp.losses import MaskedLoss
 
 __all__ = [
     "DEFAULT_MAX_ROWS",
@@ -62,8 +62,6 @@ __all__ = [
     "PerUserTrainer",
     "clip_rows",
     "epoch_orders",
-    "group_gradients_loop",
-    "train_groups_loop",
 ]
 
 _I64 = NDArray[np.int64]
@@ -449,91 +447,3 @@ class PerUserTrainer:
             clipped=clipped,
             mean_norm=norm_sum / groups if groups else math.nan,
         )
-
-
-# -- oracles ---------------------------------------------------------------------------------
-
-
-def _flat(model: nn.Module) -> torch.Tensor:
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-
-
-def train_groups_loop(
-    model: nn.Module,
-    loss: MaskedLoss,
-    global_flat: torch.Tensor,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    offsets: ArrayLike,
-    orders: _I64,
-    spec: LocalSGD,
-) -> torch.Tensor:
-    """Reference per-group local SGD: a model copy and an optimiser per group (the oracle).
-
-    For every group in order: :func:`copy.deepcopy` of ``model`` loaded with ``global_flat``, a
-    fresh ``torch.optim.SGD(lr=spec.lr)``, and for each epoch and batch (as fixed by ``orders``,
-    see the module docstring) ``zero_grad``, the mean loss of the batch, ``backward``, ``step``.
-
-    Parameters
-    ----------
-    model, loss, global_flat, x, y, offsets, orders, spec
-        As in :meth:`PerUserTrainer.iter_deltas`.
-
-    Returns
-    -------
-    torch.Tensor
-        Float32 ``(k, P)``: each group's delta ``x_g - x_t`` (zero for an empty group).
-    """
-    spec.validate()
-    off = _check_offsets(offsets, int(x.shape[0]))
-    counts = np.diff(off)
-    out = torch.zeros((len(counts), global_flat.numel()), dtype=global_flat.dtype)
-    for g in range(len(counts)):
-        n = int(counts[g])
-        if n == 0:
-            continue
-        local = copy.deepcopy(model)
-        load_flat_(local, global_flat)
-        opt = torch.optim.SGD(local.parameters(), lr=spec.lr)
-        for e in range(spec.epochs):
-            for j in range(-(-n // spec.batch_size)):
-                lo, hi = j * spec.batch_size, min((j + 1) * spec.batch_size, n)
-                rows = torch.from_numpy(orders[e, off[g] + lo : off[g] + hi].copy())
-                xb, yb = x[rows], y[rows]
-                opt.zero_grad()
-                value = loss(local(xb), yb, torch.ones(len(rows), dtype=x.dtype))
-                torch.autograd.backward(value)
-                opt.step()
-        out[g] = _flat(local) - global_flat
-    return out
-
-
-def group_gradients_loop(
-    model: nn.Module,
-    loss: MaskedLoss,
-    global_flat: torch.Tensor,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    offsets: ArrayLike,
-) -> torch.Tensor:
-    """Reference per-group full-batch gradients: a model copy per group (the oracle).
-
-    Returns
-    -------
-    torch.Tensor
-        Float32 ``(k, P)``: the gradient of each group's mean loss at ``global_flat`` (zero for
-        an empty group).
-    """
-    off = _check_offsets(offsets, int(x.shape[0]))
-    counts = np.diff(off)
-    out = torch.zeros((len(counts), global_flat.numel()), dtype=global_flat.dtype)
-    for g in range(len(counts)):
-        if counts[g] == 0:
-            continue
-        local = copy.deepcopy(model)
-        load_flat_(local, global_flat)
-        xb, yb = x[int(off[g]) : int(off[g + 1])], y[int(off[g]) : int(off[g + 1])]
-        value = loss(local(xb), yb, torch.ones(len(xb), dtype=x.dtype))
-        grads = torch.autograd.grad(value, list(local.parameters()))
-        out[g] = torch.cat([gr.reshape(-1) for gr in grads])
-    return out

@@ -34,7 +34,8 @@ from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.fl.engine import resolve_device
 from fedprivacy.fl.params import flatten_parameters, load_flat_
 from fedprivacy.report import PrivacyReport, uldp_privacy_report
-from fedprivacy.uldp.allocation import Allocation, allocate_fixed_silos, allocate_pool
+from fedprivacy.uldp.allocation import Allocation
+from fedprivacy.uldp.allocators import allocate_fixed_silos, allocate_pool
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.methods import MethodRunner, RoundHyper, method_spec
