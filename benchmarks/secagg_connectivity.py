@@ -1,6 +1,6 @@
 """Rounds lost to the connectivity invariant: plain against batch-aware SecAgg+ graph.
 
-Runs :func:`fedprivacy.secagg.multiround.run_secure_selection` (the real protocol, every message
+Runs :func:`fedprivacy.fl.secure_selection.run_secure_selection` (the real protocol, every message
 through its bytes) with the Multi-RoundSecAgg selector (``N = 2K``, uniform mode, no availability
 dropout), the ``atomic`` batch policy and protocol dropout ``p`` (each selected user drops before
 a uniformly random stage), once on the plain random Harary ring and once on the batch-aware ring
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fedprivacy.fl.secure_selection import SecureSelectionConfig, run_secure_selection
 from fedprivacy.participation.availability import BernoulliDropout
 from fedprivacy.participation.selectors import BatchPartitionSelector
-from fedprivacy.secagg.multiround import SecureSelectionConfig, run_secure_selection
 from fedprivacy.secagg.params import batch_degree, default_degree
 
 DEGREE_RULES: dict[str, Callable[[int, int], int]] = {

@@ -11,17 +11,13 @@ from hypothesis import strategies as st
 
 from fedprivacy.crypto.fixed_point import FixedPointCodec
 from fedprivacy.errors import ParameterError
+from fedprivacy.fl.secure_selection import SecureSelectionConfig, run_secure_selection
 from fedprivacy.participation.availability import BernoulliDropout
 from fedprivacy.participation.privacy import t_weak
 from fedprivacy.participation.selectors import BatchPartitionSelector, RandomSelector
 from fedprivacy.secagg import SecAggParameters, SecAggServer
 from fedprivacy.secagg.driver import Stage
-from fedprivacy.secagg.multiround import (
-    SecureSelectionConfig,
-    aggregation_policy,
-    run_secure_selection,
-    sample_dropouts,
-)
+from fedprivacy.secagg.multiround import aggregation_policy, sample_dropouts
 from fedprivacy.secagg.params import default_degree
 
 

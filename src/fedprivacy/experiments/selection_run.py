@@ -16,17 +16,17 @@ from numpy.typing import NDArray
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_json, atomic_write_text
+from fedprivacy.fl.secure_selection import (
+    SecureSelectionConfig,
+    SecureSelectionReport,
+    run_secure_selection,
+)
 from fedprivacy.participation.availability import AvailabilityModel, make_availability
 from fedprivacy.participation.curve import TWeakCurve, t_weak_curve
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.selectors import SCHEMES, Selector, make_selector
 from fedprivacy.participation.simulation import run_selection
-from fedprivacy.secagg.multiround import (
-    SecureSelectionConfig,
-    SecureSelectionReport,
-    run_secure_selection,
-)
 from fedprivacy.secagg.params import MIN_PARTICIPANTS
 
 MetricsMode = Literal["exact", "bounds", "none"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -28,14 +28,16 @@ from fedprivacy.crypto.fixed_point import FixedPointCodec
 from fedprivacy.dp.party_noise import PartyNoise
 from fedprivacy.errors import ParameterError
 from fedprivacy.secagg.driver import run_round
-from fedprivacy.secagg.errors import RoundAbortedError
+from fedprivacy.secagg.errors import DisconnectedSetError, RoundAbortedError
 from fedprivacy.secagg.multiround import (
+    RoundObserver,
     aggregation_policy,
     parse_batch_policy,
     ring_block,
     sample_dropouts,
 )
 from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD, SecAggParameters
+from fedprivacy.secagg.server import SecAggServer
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,12 @@ class AggregateOutcome:
         that were aggregated; :meth:`~fedprivacy.dp.party_noise.RoundNoise.noise_multiplier`).
     wrap_log_probability : float or None
         With distributed DP: log of a bound on the probability that the noisy sum wrapped.
+    client_seconds, server_seconds : float
+        Secure path: the mean computation time of the clients that took part, and the server's.
+    connectivity : str
+        Secure path: ``"shrunk"`` when the batch policy removed users to keep the aggregated set
+        connected in the neighbour graph, ``"aborted"`` when that (or a disconnected set) ended
+        the round, else empty; ``connectivity_removed`` counts the users removed.
     """
 
     aggregated: tuple[int, ...]
@@ -74,6 +82,10 @@ class AggregateOutcome:
     aborted: str | None = None
     noise_multiplier: float | None = None
     wrap_log_probability: float | None = None
+    client_seconds: float = 0.0
+    server_seconds: float = 0.0
+    connectivity: str = ""
+    connectivity_removed: int = 0
 
 
 ENCODINGS = ("fixed-point", "float")
@@ -244,6 +256,15 @@ class SecureAggregator(Aggregator):
         Distributed DP: every party adds discrete Gaussian noise on the encoding's grid before
         masking (:mod:`fedprivacy.dp.party_noise`); weights must then all be 1 and the round is
         unweighted (the count of aggregated users is the protocol's survivor set).
+    weighted : bool
+        Encode ``[w_u delta_u, w_u]`` (default); false sends ``delta_u`` alone, with every weight
+        1, on a codec sized for the clip (selection simulations; always false with
+        ``party_noise``).
+    batch_ring : bool
+        Use the batch-aware SecAgg+ graph (default); false keeps the plain random ring.
+    observer : callable, optional
+        Called with the round index and the server after every round that ran the protocol
+        (completed or aborted), for example to compute :meth:`SecAggServer.view`.
     """
 
     name = "secagg"
@@ -259,11 +280,19 @@ class SecureAggregator(Aggregator):
         protocol_dropout: float = 0.0,
         batch_policy: str = "atomic",
         party_noise: PartyNoise | None = None,
+        weighted: bool = True,
+        batch_ring: bool = True,
+        observer: RoundObserver | None = None,
     ) -> None:
         super().__init__(clip, per_round, bits, seed)
         self.party_noise = party_noise
+        self.weighted = weighted and party_noise is None
         if party_noise is not None:  # no weight entry; room for the noise
             self.codec = party_noise.codec(self.clip, per_round, bits)
+        elif not weighted:  # no weight entry
+            self.codec = FixedPointCodec.for_sum(self.clip, per_round, bits)
+        self.batch_ring = batch_ring
+        self.observer = observer
         if not 0.0 <= protocol_dropout < 1.0:
             raise ParameterError("protocol_dropout", f"must lie in [0, 1), got {protocol_dropout}")
         parse_batch_policy(batch_policy)
@@ -302,25 +331,28 @@ class SecureAggregator(Aggregator):
             return AggregateOutcome((), None, None, 0.0, 0, 0.0, reason)
         values, clipped = self._prepare(deltas, weights)
         dim = next(iter(values.values())).shape[0]
-        noisy = self.party_noise is not None
-        if noisy and any(float(weights[u]) != 1.0 for u in users):
-            raise ParameterError("weights", "distributed DP aggregates equal weights (all 1)")
+        if not self.weighted and any(float(weights[u]) != 1.0 for u in users):
+            raise ParameterError("weights", "an unweighted secure round needs every weight to be 1")
         degree = None if self.degree is None else min(self.degree, len(users) - 1)
+        block = ring_block(batch_size, self.batch_policy, degree)
         params = SecAggParameters.create(
             self.session,
             round_index,
             users,
             dim,
             self.codec,
-            weighted=not noisy,
+            weighted=self.weighted,
             degree=degree,
             graph_seed=self.session,
-            ring_block=ring_block(batch_size, self.batch_policy, degree),
+            ring_block=block if self.batch_ring else None,
         )
-        dropouts = (
-            sample_dropouts(users, self.protocol_dropout, rng)
-            if self.protocol_dropout > 0 and rng is not None
-            else {}
+        dropouts = {} if rng is None else sample_dropouts(users, self.protocol_dropout, rng)
+        removed: list[int] = []
+        policy = aggregation_policy(
+            params,
+            batch_size,
+            self.batch_policy,
+            on_shrink=lambda before, after: removed.append(len(before) - len(after)),
         )
         noise = None
         if self.party_noise is not None:
@@ -329,27 +361,50 @@ class SecureAggregator(Aggregator):
             outcome = run_round(
                 params,
                 values,
-                weights=None if noisy else {u: float(weights[u]) for u in users},
+                weights={u: float(weights[u]) for u in users} if self.weighted else None,
                 dropouts=dropouts,
-                policy=aggregation_policy(params, batch_size, self.batch_policy),
+                policy=policy,
                 rngs={u: rounding_rng(self.seed, round_index, u) for u in users},
                 noise_variance=None if noise is None else noise.variance,
+                observer=self._observer(round_index),
             )
         except RoundAbortedError as exc:
-            return AggregateOutcome((), None, None, 0.0, 0, time.perf_counter() - started, str(exc))
+            lost = "aborted" if removed or isinstance(exc, DisconnectedSetError) else ""
+            seconds = time.perf_counter() - started
+            return AggregateOutcome(
+                (),
+                None,
+                None,
+                0.0,
+                0,
+                seconds,
+                str(exc),
+                connectivity=lost,
+                connectivity_removed=sum(removed),
+            )
         result = outcome.result
-        if not result.aggregated:
-            return AggregateOutcome((), None, None, 0.0, clipped, time.perf_counter() - started)
-        total = np.append(result.sum, result.total_weight)
-        out = _outcome(tuple(result.aggregated), total, clipped, time.perf_counter() - started)
-        if noise is None:
-            return out
+        took_part = [t for u, t in outcome.client_seconds.items() if u not in dropouts]
+        if result.aggregated:
+            total = np.append(result.sum, result.total_weight)
+            out = _outcome(tuple(result.aggregated), total, clipped, time.perf_counter() - started)
+        else:
+            out = AggregateOutcome((), None, None, 0.0, clipped, time.perf_counter() - started)
         n = len(result.aggregated)
         return replace(
             out,
-            noise_multiplier=noise.noise_multiplier(n),
-            wrap_log_probability=noise.wrap_log_probability(n),
+            client_seconds=float(np.mean(took_part)) if took_part else 0.0,
+            server_seconds=outcome.server_seconds,
+            connectivity="shrunk" if removed else "",
+            connectivity_removed=sum(removed),
+            noise_multiplier=None if noise is None or not n else noise.noise_multiplier(n),
+            wrap_log_probability=None if noise is None or not n else noise.wrap_log_probability(n),
         )
+
+    def _observer(self, round_index: int) -> Callable[[SecAggServer], None] | None:
+        observer = self.observer
+        if observer is None:
+            return None
+        return lambda server: observer(round_index, server)
 
 
 def _outcome(

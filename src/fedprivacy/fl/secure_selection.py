@@ -1,0 +1,252 @@
+"""Selection simulated with the real secure aggregation protocol every round.
+
+The selection decides who is asked; users may still drop out during the protocol, and the batch
+policy (:mod:`fedprivacy.secagg.multiround`) decides what the server aggregates. Every round runs
+through :class:`~fedprivacy.fl.aggregation.SecureAggregator` (unweighted, on synthetic updates
+uniform in ``[-clip, clip]``), and the participation ledger records exactly the aggregated set.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from fedprivacy._validation import require_int
+from fedprivacy.errors import ParameterError
+from fedprivacy.fl.aggregation import SecureAggregator
+from fedprivacy.participation.availability import AvailabilityModel
+from fedprivacy.participation.ledger import ParticipationLedger
+from fedprivacy.participation.selectors import Selector
+from fedprivacy.secagg.multiround import RoundObserver, parse_batch_policy
+from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD
+
+__all__ = [
+    "SecureRoundRecord",
+    "SecureSelectionConfig",
+    "SecureSelectionReport",
+    "run_secure_selection",
+]
+
+
+@dataclass(frozen=True)
+class SecureRoundRecord:
+    """One round of a secure selection run.
+
+    ``connectivity`` is ``"shrunk"`` when the policy removed ``connectivity_removed`` users from
+    the aggregated set to keep it connected in the neighbour graph and the round completed,
+    ``"aborted"`` when that left too few users (or the server refused a disconnected set), and
+    empty otherwise.
+    """
+
+    round_index: int
+    selected: int
+    aggregated: int
+    aborted: str | None
+    max_abs_error: float
+    client_seconds: float  # mean over the clients that took part
+    server_seconds: float
+    connectivity: str = ""
+    connectivity_removed: int = 0
+
+
+@dataclass
+class SecureSelectionReport:
+    """Per-round records of a run with the real protocol."""
+
+    records: list[SecureRoundRecord] = field(default_factory=list)
+
+    def to_csv(self) -> str:
+        """One line per round: sizes, abort reason, error and seconds."""
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow([f.name for f in fields(SecureRoundRecord)])
+        for r in self.records:
+            writer.writerow(
+                [
+                    r.round_index,
+                    r.selected,
+                    r.aggregated,
+                    r.aborted or "",
+                    f"{r.max_abs_error:.3g}",
+                    f"{r.client_seconds:.6f}",
+                    f"{r.server_seconds:.6f}",
+                    r.connectivity,
+                    r.connectivity_removed,
+                ]
+            )
+        return buf.getvalue()
+
+    def summary(self) -> dict[str, object]:
+        """The ``secagg`` object of ``fedprivacy simulate --secagg --json``."""
+        done = [r for r in self.records if r.aborted is None and r.aggregated > 0]
+        return {
+            "rounds_aggregated": len(done),
+            "rounds_aborted": sum(r.aborted is not None for r in self.records),
+            "rounds_shrunk_for_connectivity": sum(r.connectivity == "shrunk" for r in self.records),
+            "rounds_aborted_for_connectivity": sum(
+                r.connectivity == "aborted" for r in self.records
+            ),
+            "max_abs_error": max((r.max_abs_error for r in done), default=0.0),
+            "client_seconds": [round(r.client_seconds, 6) for r in self.records],
+            "server_seconds": [round(r.server_seconds, 6) for r in self.records],
+            "mean_client_seconds": float(np.mean([r.client_seconds for r in done]))
+            if done
+            else 0.0,
+            "mean_server_seconds": float(np.mean([r.server_seconds for r in done]))
+            if done
+            else 0.0,
+        }
+
+
+@dataclass(frozen=True)
+class SecureSelectionConfig:
+    """How the protocol runs inside a selection simulation.
+
+    Parameters
+    ----------
+    dimension : int
+        Length of the synthetic update vectors (uniform in ``[-clip, clip]``).
+    protocol_dropout : float
+        Probability that a selected user drops during the protocol (stage uniform).
+    batch_policy : str
+        ``atomic``, ``round`` or ``partial``.
+    batch_size : int
+        ``T`` for batch partitioning, 1 otherwise.
+    bits : int
+        Modulus ``2**bits`` of the fixed-point encoding.
+    clip : float
+        Bound on the entries of the updates.
+    degree : int or None
+        SecAgg+ neighbour count, or ``None`` for the complete graph.
+    batch_ring : bool
+        Use the batch-aware SecAgg+ graph when whole batches are aggregated (see
+        :func:`ring_block`); false keeps the plain random ring (for comparisons).
+
+    """
+
+    dimension: int = 1000
+    protocol_dropout: float = 0.0
+    batch_policy: str = "atomic"
+    batch_size: int = 1
+    bits: int = 32
+    clip: float = 1.0
+    degree: int | None = None
+    batch_ring: bool = True
+
+    def validate(self) -> None:
+        """Raise :class:`ParameterError` for the first invalid field."""
+        require_int("dimension", self.dimension, minimum=1)
+        require_int("batch_size", self.batch_size, minimum=1)
+        require_int("bits", self.bits, minimum=8, maximum=64)
+        if not 0.0 <= self.protocol_dropout < 1.0:
+            raise ParameterError("protocol_dropout", "must lie in [0, 1)")
+        parse_batch_policy(self.batch_policy)
+        if self.degree is not None:
+            require_int("degree", self.degree, minimum=MIN_THRESHOLD)
+
+
+def run_secure_selection(
+    selector: Selector,
+    availability: AvailabilityModel,
+    rounds: int,
+    rng: np.random.Generator,
+    config: SecureSelectionConfig,
+    *,
+    ledger: ParticipationLedger | None = None,
+    progress: Callable[[int], None] | None = None,
+    observer: RoundObserver | None = None,
+) -> tuple[ParticipationLedger, SecureSelectionReport]:
+    """Selection with the real protocol every round; the ledger records what was aggregated.
+
+    Parameters
+    ----------
+    selector, availability, rounds, rng, ledger, progress
+        As in :func:`fedprivacy.participation.simulation.run_selection`.
+    config : SecureSelectionConfig
+        Protocol settings.
+    observer : callable, optional
+        Called with the round index and the server after every round that ran the protocol
+        (completed or aborted), for example to compute :meth:`SecAggServer.view`.
+
+    Returns
+    -------
+    tuple of ParticipationLedger and SecureSelectionReport
+        The ledger (one row per round: the aggregated set, empty when skipped or aborted) and
+        the per-round protocol records.
+
+    """
+    config.validate()
+    count = require_int("rounds", rounds, minimum=0)
+    if ledger is None:
+        ledger = ParticipationLedger(selector.num_users)
+    aggregator = SecureAggregator(
+        config.clip,
+        selector.per_round,
+        config.bits,
+        0,
+        degree=config.degree,
+        protocol_dropout=config.protocol_dropout,
+        batch_policy=config.batch_policy,
+        weighted=False,
+        batch_ring=config.batch_ring,
+        observer=observer,
+    )
+    report = SecureSelectionReport()
+    frequency = ledger.frequency_view
+    for r in range(ledger.rounds, ledger.rounds + count):
+        selected = [int(u) for u in selector.select(availability.sample(r, rng), frequency, rng)]
+        record, aggregated = _secure_round(r, selected, aggregator, config, rng)
+        report.records.append(record)
+        ledger.record(np.asarray(aggregated, dtype=np.intp))
+        if progress is not None:
+            progress(1)
+    return ledger, report
+
+
+def _secure_round(
+    r: int,
+    selected: list[int],
+    aggregator: SecureAggregator,
+    config: SecureSelectionConfig,
+    rng: np.random.Generator,
+) -> tuple[SecureRoundRecord, tuple[int, ...]]:
+    if len(selected) < MIN_PARTICIPANTS:  # nothing to aggregate securely: the round is skipped
+        reason = f"fewer than {MIN_PARTICIPANTS} users selected"
+        return SecureRoundRecord(r, len(selected), 0, reason, 0, 0, 0), ()
+    updates = {u: rng.uniform(-config.clip, config.clip, config.dimension) for u in selected}
+    out = aggregator.aggregate(
+        r, updates, dict.fromkeys(updates, 1.0), batch_size=config.batch_size, rng=rng
+    )
+    if out.aborted is not None:
+        record = SecureRoundRecord(
+            r,
+            len(selected),
+            0,
+            out.aborted,
+            0.0,
+            0.0,
+            out.seconds,
+            out.connectivity,
+            out.connectivity_removed,
+        )
+        return record, ()
+    error = 0.0
+    if out.weighted_sum is not None:
+        plain = np.sum([updates[u] for u in out.aggregated], axis=0)
+        error = float(np.max(np.abs(out.weighted_sum - plain)))
+    record = SecureRoundRecord(
+        r,
+        len(selected),
+        len(out.aggregated),
+        None,
+        error,
+        out.client_seconds,
+        out.server_seconds,
+        out.connectivity,
+        out.connectivity_removed,
+    )
+    return record, out.aggregated
