@@ -171,10 +171,8 @@ class Aggregator(ABC):
         """
 
 
-class PlaintextAggregator(Aggregator):
-    """Sums the fixed-point encodings in the clear: the result the secure path decodes."""
-
-    name = "plaintext"
+class _ClearAggregator(Aggregator):
+    """The paths that sum in the clear: timing, the empty round and clipping done once here."""
 
     def aggregate(
         self,
@@ -191,6 +189,32 @@ class PlaintextAggregator(Aggregator):
         if not users:
             return AggregateOutcome((), None, None, 0.0, 0, 0.0)
         values, clipped = self._prepare(deltas, weights)
+        total = self._total(round_index, users, values, weights)
+        return _outcome(tuple(users), total, clipped, time.perf_counter() - started)
+
+    @abstractmethod
+    def _total(
+        self,
+        round_index: int,
+        users: list[int],
+        values: dict[int, NDArray[np.float64]],
+        weights: Mapping[int, float],
+    ) -> NDArray[np.float64]:
+        """``[sum_u w_u delta_u, sum_u w_u]`` of the (clipped) ``values``."""
+
+
+class PlaintextAggregator(_ClearAggregator):
+    """Sums the fixed-point encodings in the clear: the result the secure path decodes."""
+
+    name = "plaintext"
+
+    def _total(
+        self,
+        round_index: int,
+        users: list[int],
+        values: dict[int, NDArray[np.float64]],
+        weights: Mapping[int, float],
+    ) -> NDArray[np.float64]:
         acc: NDArray[np.uint64] | None = None
         for u in users:
             w = float(weights[u])
@@ -199,11 +223,11 @@ class PlaintextAggregator(Aggregator):
             ).astype(np.uint64)
             acc = enc if acc is None else acc + enc  # uint64 wraps modulo 2**64 ⊇ 2**bits
         assert acc is not None
-        total = self.codec.decode_sum(acc, len(users))
-        return _outcome(tuple(users), total, clipped, time.perf_counter() - started)
+        total: NDArray[np.float64] = self.codec.decode_sum(acc, len(users))
+        return total
 
 
-class FloatAggregator(Aggregator):
+class FloatAggregator(_ClearAggregator):
     """The exact weighted mean in float64, without the fixed-point encoding.
 
     For accuracy studies where the encoding does not matter (its resolution is ``1 / scale``,
@@ -214,27 +238,19 @@ class FloatAggregator(Aggregator):
 
     name = "float"
 
-    def aggregate(
+    def _total(
         self,
         round_index: int,
-        deltas: Mapping[int, NDArray[np.floating]],
+        users: list[int],
+        values: dict[int, NDArray[np.float64]],
         weights: Mapping[int, float],
-        *,
-        batch_size: int = 1,
-        rng: np.random.Generator | None = None,
-    ) -> AggregateOutcome:
-        """See :meth:`Aggregator.aggregate`."""
-        started = time.perf_counter()
-        users = sorted(deltas)
-        if not users:
-            return AggregateOutcome((), None, None, 0.0, 0, 0.0)
-        values, clipped = self._prepare(deltas, weights)
+    ) -> NDArray[np.float64]:
         acc = np.zeros(values[users[0]].shape[0] + 1, dtype=np.float64)
         for u in users:
             w = float(weights[u])
             acc[:-1] += values[u] * w
             acc[-1] += w
-        return _outcome(tuple(users), acc, clipped, time.perf_counter() - started)
+        return acc
 
 
 class SecureAggregator(Aggregator):
