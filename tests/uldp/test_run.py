@@ -10,7 +10,8 @@ import torch
 
 from fedprivacy.dp.accounting import PrivacyAccountant
 from fedprivacy.uldp.config import UldpConfig
-from fedprivacy.uldp.run import COX_DP_SGD_CAVEAT, privacy_caveats, run_uldp, write_outputs
+from fedprivacy.uldp.results import write_outputs
+from fedprivacy.uldp.run import COX_DP_SGD_CAVEAT, privacy_caveats, run_uldp
 
 
 def test_run_records_and_determinism(data_dir: Path, tmp_path: Path) -> None:

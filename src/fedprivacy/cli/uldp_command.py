@@ -91,7 +91,8 @@ def _progress(enabled: bool, total: int) -> tuple[Any, Any]:
 def cmd_uldp(args: argparse.Namespace) -> int:
     """Run one ULDP-FL training and print its utility and user-level epsilon."""
     from fedprivacy.cli.memory import check_memory
-    from fedprivacy.uldp.run import EPSILON_ADVERSARIES, run_uldp, write_outputs
+    from fedprivacy.uldp.results import EPSILON_ADVERSARIES, write_outputs
+    from fedprivacy.uldp.run import run_uldp
 
     config = build_config(args)
     check_memory("uldp", config)

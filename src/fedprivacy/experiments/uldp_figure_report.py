@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from fedprivacy.experiments.uldp_figure_specs import DELTA, SIGMA, Curve, FigureSpec, Panel
 from fedprivacy.files import atomic_write_bytes
-from fedprivacy.uldp.run import EPSILON_ADVERSARIES
+from fedprivacy.uldp.results import EPSILON_ADVERSARIES
 
 __all__ = ["CurveResult", "figure_markdown"]
 

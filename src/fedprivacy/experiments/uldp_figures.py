@@ -71,7 +71,8 @@ from fedprivacy.experiments.uldp_figure_specs import FIGURES, Curve, FigureSpec,
 from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.fl.engine import resolve_device
 from fedprivacy.uldp.config import HyperDefaults, UldpConfig
-from fedprivacy.uldp.run import UldpResult, run_uldp
+from fedprivacy.uldp.results import UldpResult
+from fedprivacy.uldp.run import run_uldp
 
 __all__ = ["run_figure", "runner_for"]
 

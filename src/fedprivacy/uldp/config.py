@@ -23,7 +23,7 @@ from fedprivacy.crypto.key_size import check_key_bits
 from fedprivacy.data.tabular import SILO_DATASETS
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.allocators import DISTRIBUTIONS
-from fedprivacy.uldp.methods import method_spec
+from fedprivacy.uldp.method_specs import method_spec
 
 __all__ = ["DEFAULT_HYPER", "FIXED_SILOS", "HyperDefaults", "UldpConfig"]
 

@@ -46,9 +46,15 @@ seed). With the private weighting protocol (``secure``) the silos draw their noi
 OS randomness instead, as discrete Gaussians on the protocol's integer grid. A user's minibatches
 do not depend on the other users' records.
 
+Each family is one short entry of :data:`fedprivacy.uldp.families.FAMILIES` (a
+:class:`~fedprivacy.uldp.families.MethodFamily`: its round, noise and accounting);
+:class:`MethodRunner` looks its method's family up there. What a name means is the table
+:data:`fedprivacy.uldp.method_specs.SPECS`; :class:`RoundHyper` and :class:`RoundOutput` are in
+:mod:`fedprivacy.uldp.rounds`.
+
 :func:`run_round` runs one round on a :class:`~fedprivacy.uldp.federation.Federation`
-(what a benchmark times); :func:`reference_presum` recomputes a round's pre-noise aggregate of
-ULDP-AVG / ULDP-SGD with the per-user loop (the authors' way).
+(what a benchmark times); :func:`~fedprivacy.uldp.reference.reference_presum` recomputes a
+round's pre-noise aggregate of ULDP-AVG / ULDP-SGD with the per-user loop (the authors' way).
 """
 
 from __future__ import annotations
@@ -56,7 +62,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -66,27 +72,17 @@ from torch import nn
 from fedprivacy._validation import require_int
 from fedprivacy.dp.accounting import PrivacyAccountant, quiet_accounting
 from fedprivacy.errors import ParameterError
+from fedprivacy.uldp.families import FAMILIES, MethodFamily
 from fedprivacy.uldp.federation import Federation
+from fedprivacy.uldp.group_dp import SiloDpSgdState
 from fedprivacy.uldp.method_names import METHODS
+from fedprivacy.uldp.method_specs import MethodSpec, method_spec
+from fedprivacy.uldp.per_user_training import DEFAULT_MAX_ROWS, PerUserTrainer
+from fedprivacy.uldp.reference import reference_presum
+from fedprivacy.uldp.rounds import RoundHyper, RoundOutput
 
 if TYPE_CHECKING:
     from fedprivacy.uldp.private_weighting import SecureWeighting
-from fedprivacy.uldp.group_dp import (
-    SiloDpSgdState,
-    dp_sgd_silo,
-    group_epsilon,
-    group_flags,
-    group_size,
-    new_state,
-)
-from fedprivacy.uldp.per_user_loops import group_gradients_loop, train_groups_loop
-from fedprivacy.uldp.per_user_training import (
-    DEFAULT_MAX_ROWS,
-    LocalSGD,
-    PerUserTrainer,
-    clip_rows,
-    epoch_orders,
-)
 
 __all__ = [
     "METHODS",
@@ -98,123 +94,6 @@ __all__ = [
     "reference_presum",
     "run_round",
 ]
-
-Family = Literal["default", "naive", "group", "avg", "sgd"]
-
-
-@dataclass(frozen=True)
-class MethodSpec:
-    """What a method name means.
-
-    Attributes
-    ----------
-    name : str
-        The paper's name.
-    family : {"default", "naive", "group", "avg", "sgd"}
-        The algorithm.
-    weighted : bool
-        ``w_{s,u} = n_{s,u} / N_u`` instead of ``1 / |S|`` (``-w``).
-    sampled : bool
-        User-level Poisson sub-sampling (``-s``).
-    group : str or None
-        ``"max"``, ``"median"``, ``"2"``, ``"8"`` for ULDP-GROUP-k.
-    """
-
-    name: str
-    family: Family
-    weighted: bool = False
-    sampled: bool = False
-    group: str | None = None
-
-    @property
-    def private(self) -> bool:
-        """Whether the method is differentially private (all but DEFAULT)."""
-        return self.family != "default"
-
-
-def method_spec(name: str) -> MethodSpec:
-    """Return the :class:`MethodSpec` of a method name.
-
-    Raises
-    ------
-    ParameterError
-        If the name is not one of :data:`METHODS` (the message lists them).
-    """
-    if name not in METHODS:
-        raise ParameterError("method", f"must be one of {', '.join(METHODS)}; got {name!r}")
-    if name == "DEFAULT":
-        return MethodSpec(name, "default")
-    if name == "ULDP-NAIVE":
-        return MethodSpec(name, "naive")
-    if name.startswith("ULDP-GROUP-"):
-        return MethodSpec(name, "group", group=name.removeprefix("ULDP-GROUP-"))
-    family: Family = "avg" if name.startswith("ULDP-AVG") else "sgd"
-    suffix = name.split("-")[2] if name.count("-") == 2 else ""
-    return MethodSpec(name, family, weighted="w" in suffix, sampled="s" in suffix)
-
-
-@dataclass(frozen=True)
-class RoundHyper:
-    """Hyper-parameters of a round.
-
-    Attributes
-    ----------
-    local : LocalSGD
-        Local epochs ``Q``, batch size ``B``, local learning rate ``eta_l`` (ULDP-SGD uses none
-        of them: one full-batch gradient per user).
-    global_lr : float
-        ``eta_g``.
-    clip : float
-        ``C``.
-    sigma : float
-        Noise multiplier.
-    sampling_rate : float
-        ``q`` of the ``-s`` variants (ignored otherwise).
-    naive_noise : {"corrected", "paper"}
-        ULDP-NAIVE's noise, see the module docstring.
-    """
-
-    local: LocalSGD
-    global_lr: float = 1.0
-    clip: float = 1.0
-    sigma: float = 5.0
-    sampling_rate: float = 1.0
-    naive_noise: Literal["corrected", "paper"] = "corrected"
-
-
-@dataclass
-class RoundOutput:
-    """The result of one round.
-
-    Attributes
-    ----------
-    flat : torch.Tensor
-        ``x_{t+1}``.
-    presum : torch.Tensor
-        ``sum_s`` of the silos' contributions before noise (for ULDP-GROUP-k, whose noise is
-        added inside DP-SGD, the noisy deltas).
-    noisy_sum : torch.Tensor
-        ``sum_s Delta_s`` as the server receives it.
-    sampled : numpy.ndarray or None
-        Boolean mask of the sampled users (``-s`` variants).
-    groups : int
-        Users (AVG / SGD) or silos that contributed.
-    clipped : int
-        How many of their updates were clipped.
-    mean_norm : float
-        Mean norm of the updates before clipping.
-    seconds : float
-        Wall time of the round.
-    """
-
-    flat: torch.Tensor
-    presum: torch.Tensor
-    noisy_sum: torch.Tensor
-    sampled: NDArray[np.bool_] | None = None
-    groups: int = 0
-    clipped: int = 0
-    mean_norm: float = math.nan
-    seconds: float = 0.0
 
 
 @dataclass
@@ -243,6 +122,17 @@ class MethodRunner:
         ``noise_rng``); the protocol's output is the round's noisy aggregate. The plaintext
         aggregate of the same round is still computed, to report the protocol's deviation from
         it (``secure_log``). Must be set up (the accounting needs its parameters).
+
+    Attributes
+    ----------
+    spec : MethodSpec
+        What the method name means.
+    family : MethodFamily
+        The method's entry of :data:`~fedprivacy.uldp.families.FAMILIES`: every round, the
+        noise and the accounting are its hooks, called with this runner.
+    group_k, group_fed, group_state
+        ULDP-GROUP-k's ``k``, kept records and per-silo DP-SGD accountants (``None`` for the
+        other methods).
     """
 
     method: str | MethodSpec
@@ -252,6 +142,7 @@ class MethodRunner:
     model: nn.Module | None = None
     max_rows: int = DEFAULT_MAX_ROWS
     spec: MethodSpec = field(init=False)
+    family: MethodFamily = field(init=False, repr=False)
     trainer: PerUserTrainer = field(init=False)
     accountant: PrivacyAccountant = field(init=False)
     group_k: int | None = field(init=False, default=None)
@@ -264,6 +155,7 @@ class MethodRunner:
 
     def __post_init__(self) -> None:
         self.spec = self.method if isinstance(self.method, MethodSpec) else method_spec(self.method)
+        self.family = FAMILIES[self.spec.family]
         self.hyper.local.validate()
         h = self.hyper
         for name in ("global_lr", "clip", "sigma"):
@@ -276,9 +168,7 @@ class MethodRunner:
             raise ParameterError(
                 "naive_noise", f"must be 'corrected' or 'paper', got {h.naive_noise!r}"
             )
-        if self.secure is not None and not (
-            self.spec.weighted and self.spec.family in ("avg", "sgd")
-        ):
+        if self.secure is not None and not (self.spec.weighted and self.family.per_user):
             raise ParameterError(
                 "secure_weighting", f"applies to the weighted methods only, not {self.spec.name}"
             )
@@ -289,12 +179,7 @@ class MethodRunner:
         self.trainer = PerUserTrainer(self.model, self.fed.task.loss, max_rows=self.max_rows)
         self.times_sampled = np.zeros(self.fed.num_users, dtype=np.int64)
         self.accountant = PrivacyAccountant("rdp")
-        if self.spec.family == "group":
-            assert self.spec.group is not None
-            self.group_k = group_size(self.fed, self.spec.group)
-            m = 2 if self.fed.task.task == "survival" else 1
-            self.group_fed = self.fed.keep_rows(group_flags(self.fed, self.group_k, m))
-            self.group_state = new_state(self.fed.num_silos)
+        self.family.setup(self)
 
     # -- accounting ------------------------------------------------------------------------
 
@@ -311,23 +196,11 @@ class MethodRunner:
         on the protocol's integer grid, whose sensitivity includes the encoding's rounding:
         :meth:`SecureWeighting.noise_multiplier` (slightly below ``sigma``) is used.
         """
-        h = self.hyper
-        if self.spec.family == "naive" and h.naive_noise == "paper":
-            return h.sigma / 2.0
-        if self.secure is not None:
-            std = h.sigma * h.clip / math.sqrt(self.fed.num_silos)
-            return min(h.sigma, self.secure.noise_multiplier(std, h.clip))
-        return h.sigma
+        return self.family.noise_multiplier(self)
 
     def epsilon(self) -> float:
         """User-level epsilon of the rounds run so far at :attr:`delta` (``inf`` for DEFAULT)."""
-        if self.spec.family == "default":
-            return math.inf
-        if self.spec.family == "group":
-            assert self.group_state is not None and self.group_k is not None
-            histories = [self.group_state.history(s) for s in range(self.fed.num_silos)]
-            return group_epsilon(histories, self.group_k, self.delta)
-        return self.accountant.epsilon(self.delta)
+        return self.family.epsilon(self)
 
     def epsilon_server(self) -> float:
         """User-level epsilon against the aggregation server (``inf`` for DEFAULT).
@@ -391,19 +264,7 @@ class MethodRunner:
         ParameterError
             If ``rounds`` is not a positive integer or no round has run yet.
         """
-        target = require_int("rounds", rounds, minimum=1)
-        if self.spec.family == "default":
-            return math.inf
-        if self.rounds == 0:
-            raise ParameterError("rounds", "needs at least one round run first")
-        repeat = target / self.rounds
-        if self.spec.family == "group":
-            assert self.group_state is not None and self.group_k is not None
-            histories = [self.group_state.history(s) for s in range(self.fed.num_silos)]
-            return group_epsilon(histories, self.group_k, self.delta, repeat=repeat)
-        orders, rho = self.accountant.rdp()
-        scaled = PrivacyAccountant("rdp", orders=orders).compose_rdp(orders, repeat * rho)
-        return scaled.epsilon(self.delta)
+        return self.family.epsilon_after(self, require_int("rounds", rounds, minimum=1))
 
     # -- one round -------------------------------------------------------------------------
 
@@ -431,18 +292,8 @@ class MethodRunner:
         """
         started = time.perf_counter()
         nrng = rng if noise_rng is None else noise_rng
-        fam = self.spec.family
-        if fam == "group":
-            out = self._group_round(global_flat, rng)
-        elif fam in ("default", "naive"):
-            out = self._silo_round(global_flat, rng, nrng)
-        else:
-            out = self._user_round(global_flat, rng, nrng)
-        if fam in ("naive", "avg", "sgd"):
-            with quiet_accounting():
-                self.accountant.compose_gaussian(
-                    self.effective_noise_multiplier, 1, self.sampling_rate
-                )
+        out = self.family.round(self, global_flat, rng, nrng)
+        self.family.compose(self)
         self.rounds += 1
         out.seconds = time.perf_counter() - started
         return out
@@ -455,176 +306,7 @@ class MethodRunner:
         ParameterError
             For ULDP-GROUP-k (see :func:`fedprivacy.uldp.group_dp.clipped_per_sample_sum`).
         """
-        if self.spec.family == "group":
-            raise ParameterError("method", "ULDP-GROUP-k adds its noise inside DP-SGD")
-        dummy = np.random.default_rng(0)
-        if self.spec.family in ("default", "naive"):
-            return self._silo_round(global_flat, rng, dummy, noise=False).presum
-        return self._user_round(global_flat, rng, dummy, noise=False).presum
-
-    def _keys(self, rng: np.random.Generator) -> NDArray[np.float64]:
-        return rng.random((self.hyper.local.epochs, self.fed.pool_size))
-
-    def _noise(self, rng: np.random.Generator, std: float, like: torch.Tensor) -> torch.Tensor:
-        z = rng.normal(0.0, std, size=like.shape[0])
-        return torch.from_numpy(z).to(device=like.device, dtype=like.dtype)
-
-    def _silo_round(
-        self,
-        global_flat: torch.Tensor,
-        rng: np.random.Generator,
-        noise_rng: np.random.Generator,
-        *,
-        noise: bool = True,
-    ) -> RoundOutput:
-        fed, h, spec = self.fed, self.hyper, self.spec
-        keys = self._keys(rng)
-        orders = epoch_orders(keys[:, fed.record_index], fed.silo_offsets, h.local.epochs)
-        deltas = self.trainer.train(global_flat, fed.x, fed.y, fed.silo_offsets, orders, h.local)
-        s = fed.num_silos
-        if spec.family == "naive":
-            factors, norms = clip_rows(deltas, h.clip)
-            contrib = deltas * factors[:, None]
-            scale = 2.0 if h.naive_noise == "corrected" else 1.0
-            std = scale * h.sigma * h.clip * math.sqrt(s)
-            clipped = int((norms > h.clip).sum())
-            mean_norm = float(norms.mean())
-        else:
-            contrib, std, clipped = deltas, 0.0, 0
-            mean_norm = float(torch.linalg.vector_norm(deltas, dim=1).mean())
-        presum = contrib.sum(dim=0)
-        noisy = presum.clone()
-        if noise and std > 0:
-            for _ in range(s):
-                noisy += self._noise(noise_rng, std, presum)
-        flat = global_flat + h.global_lr * noisy / s
-        return RoundOutput(flat, presum, noisy, None, s, clipped, mean_norm)
-
-    def _user_round(
-        self,
-        global_flat: torch.Tensor,
-        rng: np.random.Generator,
-        noise_rng: np.random.Generator,
-        *,
-        noise: bool = True,
-    ) -> RoundOutput:
-        fed, h, spec = self.fed, self.hyper, self.spec
-        q = self.sampling_rate
-        sampled = rng.random(fed.num_users) < q if spec.sampled else None
-        if sampled is not None and noise:
-            self.times_sampled += sampled
-        keys = self._keys(rng) if spec.family == "avg" else None
-        weights = fed.weights(spec.weighted)
-        if sampled is not None:
-            weights = weights * sampled[None, :]
-        s = fed.num_silos
-        std = h.sigma * h.clip / math.sqrt(s)
-        presum = torch.zeros_like(global_flat)
-        noisy = torch.zeros_like(global_flat)
-        groups = clipped = 0
-        norm_total = 0.0
-        secure = self.secure if noise else None
-        silo_deltas: list[NDArray[np.float64]] = []
-        for silo in range(s):
-            sl = fed.silo_slice(silo)
-            x, y = fed.x[sl], fed.y[sl]
-            off, users = fed.user_offsets[silo], fed.silo_users[silo]
-            w = weights[silo, users]
-            live = np.flatnonzero(w != 0)
-            if spec.family == "avg":
-                assert keys is not None
-                orders = epoch_orders(keys[:, fed.record_index[sl]], off, h.local.epochs)
-                chunks = self.trainer.iter_deltas(global_flat, x, y, off, orders, h.local, live)
-            else:
-                chunks = self.trainer.iter_gradients(global_flat, x, y, off, live)
-            if secure is not None:
-                chunk_list = list(chunks)
-                silo_deltas.append(
-                    _dense_clipped(chunk_list, users, fed.num_users, global_flat.numel(), h.clip)
-                )
-                chunks = iter(chunk_list)
-            part = PerUserTrainer.clipped_sum(
-                chunks, h.clip, w, num_params=global_flat.numel(), device=global_flat.device
-            )
-            presum += part.total
-            noisy += part.total
-            if noise and secure is None:  # the protocol's silos draw their own noise
-                noisy += self._noise(noise_rng, std, global_flat)
-            groups += part.groups
-            clipped += part.clipped
-            if part.groups:
-                norm_total += part.mean_norm * part.groups
-        if secure is not None:
-            kept = sampled if spec.sampled else None
-            aggregate, seconds = secure.aggregate(self.rounds + 1, silo_deltas, std, kept)
-            reference = secure.plaintext_reference(silo_deltas, kept)
-            # the engine's float32 pre-noise sum plus the noise the silos report they added
-            engine = presum.detach().cpu().numpy().astype(np.float64)
-            engine = engine + np.sum(secure.silo_noise(), axis=0)
-            self.secure_log.append(
-                {
-                    "max_abs_deviation": float(np.max(np.abs(aggregate - reference))),
-                    "engine_float32_deviation": float(np.max(np.abs(aggregate - engine))),
-                    **seconds,
-                }
-            )
-            noisy = torch.from_numpy(aggregate).to(device=noisy.device, dtype=noisy.dtype)
-        step = h.global_lr / (q * fed.num_users * s)
-        sign = 1.0 if spec.family == "avg" else -1.0
-        flat = global_flat + sign * step * noisy
-        mean_norm = norm_total / groups if groups else math.nan
-        return RoundOutput(flat, presum, noisy, sampled, groups, clipped, mean_norm)
-
-    def _group_round(self, global_flat: torch.Tensor, rng: np.random.Generator) -> RoundOutput:
-        fed, h = self.group_fed, self.hyper
-        assert fed is not None and self.group_state is not None and self.model is not None
-        total = torch.zeros_like(global_flat)
-        norms = []
-        for silo in range(fed.num_silos):
-            sl = fed.silo_slice(silo)
-            delta = dp_sgd_silo(
-                self.model,
-                fed.task.loss,
-                global_flat,
-                fed.x[sl],
-                fed.y[sl],
-                epochs=h.local.epochs,
-                batch_size=h.local.batch_size,
-                lr=h.local.lr,
-                clip=h.clip,
-                sigma=h.sigma,
-                accountant=self.group_state.accountants[silo],
-                rng=rng,
-            )
-            total += delta
-            norms.append(float(torch.linalg.vector_norm(delta)))
-        flat = global_flat + h.global_lr * total / fed.num_silos
-        return RoundOutput(
-            flat, total, total.clone(), None, fed.num_silos, 0, float(np.mean(norms))
-        )
-
-
-def _dense_clipped(
-    chunks: list[tuple[NDArray[np.int64], torch.Tensor]],
-    silo_users: NDArray[np.int64],
-    num_users: int,
-    num_params: int,
-    clip: float,
-) -> NDArray[np.float64]:
-    """The clipped per-user vectors of one silo as a dense ``(num_users, P)`` array.
-
-    Rows of users without records in the silo (or not trained this round) are zero; the
-    private weighting protocol multiplies them by their encrypted weights.
-    """
-    out = np.zeros((num_users, num_params), dtype=np.float64)
-    for ids, vectors in chunks:
-        wide = vectors.to(torch.float64)
-        # clipped in float64: the L2 bound the accounting assumes then holds to a few ulps (a
-        # float32 factor would let norms exceed the clip by ~1e-7 relative)
-        norms = torch.linalg.vector_norm(wide, dim=1)
-        factors = torch.clamp(clip / torch.clamp(norms, min=1e-300), max=1.0)
-        out[np.asarray(silo_users)[np.asarray(ids)]] = (wide * factors[:, None]).cpu().numpy()
-    return out
+        return self.family.presum(self, global_flat, rng)
 
 
 def run_round(
@@ -648,64 +330,3 @@ def run_round(
     """
     runner = MethodRunner(method, fed, hyper, max_rows=max_rows)
     return runner.run_round(global_flat, rng)
-
-
-def reference_presum(
-    method: str,
-    fed: Federation,
-    global_flat: torch.Tensor,
-    hyper: RoundHyper,
-    rng: np.random.Generator,
-    *,
-    model: nn.Module | None = None,
-) -> torch.Tensor:
-    """The pre-noise aggregate of a ULDP-AVG / ULDP-SGD round, computed with per-user loops.
-
-    Draws the same randomness as :meth:`MethodRunner.run_round` (sample, then keys) and, in
-    every silo, trains each user with :func:`~fedprivacy.uldp.per_user_loops.train_groups_loop`
-    (a model copy and an optimiser per user, the authors' way) or takes its gradient with
-    :func:`~fedprivacy.uldp.per_user_loops.group_gradients_loop`, then clips, weights and
-    sums in float64.
-
-    Returns
-    -------
-    torch.Tensor
-        Float32 ``(P,)``.
-
-    Raises
-    ------
-    ParameterError
-        For other methods.
-    """
-    spec = method_spec(method)
-    if spec.family not in ("avg", "sgd"):
-        raise ParameterError("method", "reference_presum covers ULDP-AVG and ULDP-SGD only")
-    arch = model if model is not None else fed.task.build_model()
-    loss = fed.task.loss
-    h = hyper
-    q = h.sampling_rate if spec.sampled else 1.0
-    sampled = rng.random(fed.num_users) < q if spec.sampled else None
-    keys = rng.random((h.local.epochs, fed.pool_size)) if spec.family == "avg" else None
-    weights = fed.weights(spec.weighted)
-    if sampled is not None:
-        weights = weights * sampled[None, :]
-    total = torch.zeros(global_flat.numel(), dtype=torch.float64)
-    for silo in range(fed.num_silos):
-        sl = fed.silo_slice(silo)
-        x, y = fed.x[sl].cpu(), fed.y[sl].cpu()
-        off, users = fed.user_offsets[silo], fed.silo_users[silo]
-        g0 = global_flat.cpu()
-        if keys is not None:
-            orders = epoch_orders(keys[:, fed.record_index[sl]], off, h.local.epochs)
-            vectors = train_groups_loop(arch, loss, g0, x, y, off, orders, h.local)
-        else:
-            vectors = group_gradients_loop(arch, loss, g0, x, y, off)
-        for j, u in enumerate(users):
-            w = float(weights[silo, u])
-            if w == 0:
-                continue
-            v = vectors[j].to(torch.float64)
-            norm = float(torch.linalg.vector_norm(v))
-            factor = h.clip / norm if norm > h.clip else 1.0
-            total += w * factor * v
-    return total.to(torch.float32)

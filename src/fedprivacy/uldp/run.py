@@ -3,8 +3,10 @@
 :func:`run_uldp` loads the dataset, allocates its records to users and silos, builds the
 federation and the initial model, runs the rounds of the method and evaluates the global model
 on the pooled test set, recording after every round the utility metric, the test loss, the
-user-level epsilon from the method's accountant and the round's wall time.
-:func:`write_outputs` writes the per-round CSV, the summary JSON and a plot.
+user-level epsilon from the method's accountant and the round's wall time, into a
+:class:`~fedprivacy.uldp.results.UldpResult`;
+:func:`~fedprivacy.uldp.results.write_outputs` writes the per-round CSV, the summary JSON and a
+plot (both are re-exported here).
 
 Randomness: one :class:`numpy.random.SeedSequence` of the config's seed is split into four
 streams -- the allocation, the model initialisation, the training (user sampling and
@@ -15,13 +17,9 @@ the allocation and the initial model.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,21 +28,23 @@ import torch
 from fedprivacy.data.tabular import SiloDataset, load_silo_dataset
 from fedprivacy.dp.accounting import quiet_accounting
 from fedprivacy.errors import ParameterError
-from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.fl.engine import resolve_device
 from fedprivacy.fl.params import flatten_parameters, load_flat_
-from fedprivacy.report import PrivacyReport, uldp_privacy_report
 from fedprivacy.uldp.allocation import Allocation
 from fedprivacy.uldp.allocators import allocate_fixed_silos, allocate_pool
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.federation import Federation, build_federation
-from fedprivacy.uldp.methods import MethodRunner, RoundHyper, method_spec
+from fedprivacy.uldp.method_specs import method_spec
+from fedprivacy.uldp.methods import MethodRunner
 from fedprivacy.uldp.per_user_training import LocalSGD
 from fedprivacy.uldp.private_weighting import SecureWeighting
 from fedprivacy.uldp.private_weighting.noise import TAIL_SIGMAS
+from fedprivacy.uldp.results import EPSILON_ADVERSARIES, RoundRecord, UldpResult, write_outputs
+from fedprivacy.uldp.rounds import RoundHyper
 
 __all__ = [
     "COX_DP_SGD_CAVEAT",
+    "EPSILON_ADVERSARIES",
     "RoundRecord",
     "UldpResult",
     "allocate",
@@ -53,218 +53,6 @@ __all__ = [
     "run_uldp",
     "write_outputs",
 ]
-
-
-@dataclass(frozen=True)
-class RoundRecord:
-    """The state after one round.
-
-    Attributes
-    ----------
-    round : int
-        Round number, from 1.
-    metric : float
-        Test utility (accuracy or C-index); ``nan`` if the round was not evaluated.
-    loss : float
-        Test loss; ``nan`` if not evaluated.
-    epsilon : float
-        User-level epsilon after this round (``inf`` for DEFAULT), against anyone who sees the
-        released models but not the user sample (see :data:`EPSILON_ADVERSARIES`).
-    seconds : float
-        Wall time of the round's training and aggregation (evaluation excluded).
-    roc_auc : float or None
-        Test ROC-AUC for binary tasks.
-    clipped_fraction : float
-        Fraction of the contributing updates that were clipped.
-    epsilon_server : float
-        User-level epsilon after this round against the aggregation server, which knows the
-        user sample (:meth:`~fedprivacy.uldp.methods.MethodRunner.epsilon_server`).
-    """
-
-    round: int
-    metric: float
-    loss: float
-    epsilon: float
-    seconds: float
-    roc_auc: float | None = None
-    clipped_fraction: float = math.nan
-    epsilon_server: float = math.nan
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (non-finite numbers become ``None``)."""
-        return {
-            "round": self.round,
-            "metric": _finite(self.metric),
-            "loss": _finite(self.loss),
-            "epsilon": _finite(self.epsilon),
-            "seconds": self.seconds,
-            "roc_auc": _finite(self.roc_auc),
-            "clipped_fraction": _finite(self.clipped_fraction),
-            "epsilon_server": _finite(self.epsilon_server),
-        }
-
-
-#: Who each reported epsilon protects against (every output names them).
-EPSILON_ADVERSARIES = {
-    "epsilon": "anyone who sees the released models (every round's aggregate) but not which "
-    "users were sampled; amplified by user-level sub-sampling (-s methods)",
-    "epsilon_server": "the aggregation server, which chooses and knows the user sample: no "
-    "amplification by sub-sampling (the most-sampled user's rounds, unsampled Gaussian); "
-    "like the paper, it assumes the server sees only the sum over silos of each round",
-}
-
-
-def _finite(value: float | None) -> float | None:
-    if value is None or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-@dataclass
-class UldpResult:
-    """A finished run.
-
-    Attributes
-    ----------
-    config : UldpConfig
-        The resolved configuration (every hyper-parameter filled in).
-    metric_name : str
-        ``"accuracy"`` or ``"c_index"``.
-    data_source : str
-        The dataset's provenance (``synthetic stand-in`` for generated data).
-    records : list of RoundRecord
-        One per round.
-    initial : dict
-        Test ``metric`` and ``loss`` of the initial model.
-    allocation : dict
-        :meth:`~fedprivacy.uldp.allocation.Allocation.summary`.
-    group_size : int or None
-        ``k`` of ULDP-GROUP-k.
-    seconds : float
-        Total wall time.
-    final_params : torch.Tensor
-        The final global model (flat).
-    secure_weighting : dict or None
-        Protocol 1 report of a ``--secure-weighting`` run.
-    epsilon_at : tuple of (int, float, float) or None
-        ``(R, epsilon after R rounds, epsilon against the server after R rounds)`` when
-        ``run_uldp(..., epsilon_at=R)`` asked for it (the server's in the worst case: every
-        round).
-    caveats : tuple of str
-        Known limits of the reported guarantee for this configuration (see
-        :func:`privacy_caveats`); empty when there are none.
-    noise_source : str
-        Where the noise comes from (:func:`noise_source`): seeded noise is reproducible by
-        whoever holds the seed, the protocol's silos draw theirs from OS randomness.
-    """
-
-    config: UldpConfig
-    metric_name: str
-    data_source: str
-    records: list[RoundRecord]
-    initial: dict[str, float]
-    allocation: dict[str, Any]
-    group_size: int | None
-    seconds: float
-    final_params: torch.Tensor = field(repr=False)
-    secure_weighting: dict[str, Any] | None = None
-    caveats: tuple[str, ...] = ()
-    epsilon_at: tuple[int, float, float] | None = None
-    noise_source: str = ""
-
-    @property
-    def final(self) -> RoundRecord:
-        """The last round's record."""
-        return self.records[-1]
-
-    def privacy_report(self) -> PrivacyReport:
-        """The run's ``privacy`` object (:func:`fedprivacy.report.uldp_privacy_report`)."""
-        c, last = self.config, self.final
-        private = c.method != "DEFAULT" and math.isfinite(last.epsilon)
-        server = last.epsilon_server
-        return uldp_privacy_report(
-            c.method,
-            noise_multiplier=c.sigma,
-            clip=c.clip,
-            delta=c.delta,
-            epsilon=last.epsilon if private else None,
-            epsilon_server=server if private and math.isfinite(server) else None,
-            adversaries=EPSILON_ADVERSARIES,
-            caveats=self.caveats + ((f"Noise: {self.noise_source}.",) if self.noise_source else ()),
-        )
-
-    def summary(self) -> dict[str, Any]:
-        """JSON-ready summary: ``metric``, ``metric_name``, ``epsilon``, ``method``, ... ."""
-        c = self.config
-        last = self.final
-        return {
-            "metric": _finite(last.metric),
-            "metric_name": self.metric_name,
-            "epsilon": _finite(last.epsilon),
-            "epsilon_server": _finite(last.epsilon_server),
-            "epsilon_adversaries": dict(EPSILON_ADVERSARIES),
-            "delta": c.delta,
-            "private": c.method != "DEFAULT",
-            "method": c.method,
-            "dataset": c.dataset,
-            "data_source": self.data_source,
-            "rounds": c.rounds,
-            "users": c.users,
-            "silos": c.num_silos,
-            "distribution": c.distribution,
-            "seed": c.seed,
-            "sigma": c.sigma,
-            "sampling_rate": c.sampling_rate,
-            "clip": c.clip,
-            "local_epochs": c.local_epochs,
-            "local_lr": c.local_lr,
-            "global_lr": c.global_lr,
-            "batch_size": c.batch_size,
-            "group_size": self.group_size,
-            "loss": _finite(last.loss),
-            "roc_auc": _finite(last.roc_auc),
-            "initial_metric": _finite(self.initial.get("metric")),
-            "initial_loss": _finite(self.initial.get("loss")),
-            "seconds": round(self.seconds, 3),
-            "allocation": self.allocation,
-            **(
-                {} if self.secure_weighting is None else {"secure_weighting": self.secure_weighting}
-            ),
-            "noise_source": self.noise_source,
-            "caveats": list(self.caveats),
-            "privacy": self.privacy_report().to_dict(),
-            **(
-                {}
-                if self.epsilon_at is None
-                else {
-                    "epsilon_at": {
-                        "rounds": self.epsilon_at[0],
-                        "epsilon": _finite(self.epsilon_at[1]),
-                        "epsilon_server": _finite(self.epsilon_at[2]),
-                    }
-                }
-            ),
-        }
-
-    def to_csv(self) -> str:
-        """Per-round CSV: ``round, metric, loss, epsilon, epsilon_server, seconds, ...``."""
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        cols = [
-            "round",
-            "metric",
-            "loss",
-            "epsilon",
-            "epsilon_server",
-            "seconds",
-            "roc_auc",
-            "clipped_fraction",
-        ]
-        writer.writerow(cols)
-        for r in self.records:
-            d = r.to_dict()
-            writer.writerow(["" if d[k] is None else d[k] for k in cols])
-        return buf.getvalue()
 
 
 def allocate(config: UldpConfig, dataset: SiloDataset, rng: np.random.Generator) -> Allocation:
@@ -552,59 +340,3 @@ def _load(cfg: UldpConfig) -> SiloDataset:
 def _evaluate(fed: Federation, model: torch.nn.Module, flat: torch.Tensor) -> dict[str, float]:
     load_flat_(model, flat)
     return fed.task.evaluate(model, fed.test_x, fed.test_y)
-
-
-def write_outputs(result: UldpResult, out: str | Path) -> list[Path]:
-    """Write ``rounds.csv``, ``summary.json`` and ``uldp.png`` (metric and epsilon per round).
-
-    Returns
-    -------
-    list of pathlib.Path
-        The files written.
-    """
-    folder = Path(out)
-    files = [folder / "rounds.csv", folder / "summary.json", folder / "uldp.png"]
-    atomic_write_text(files[0], result.to_csv())
-    data = result.summary()
-    data["records"] = [r.to_dict() for r in result.records]
-    atomic_write_json(files[1], data)
-    _plot(result, files[2])
-    return files
-
-
-def _plot(result: UldpResult, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from fedprivacy.files import atomic_write_bytes
-
-    rounds = [0] + [r.round for r in result.records]
-    metric = [result.initial.get("metric", math.nan)] + [r.metric for r in result.records]
-    eps = [0.0] + [r.epsilon for r in result.records]
-    c = result.config
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
-    shown = [(x, y) for x, y in zip(rounds, metric, strict=True) if math.isfinite(y)]
-    ax1.plot([x for x, _ in shown], [y for _, y in shown], marker="o", ms=3)
-    ax1.set_xlabel("round")
-    ax1.set_ylabel(f"test {result.metric_name.replace('_', '-')}")
-    ax1.grid(alpha=0.3)
-    if all(math.isfinite(e) for e in eps):
-        ax2.plot(rounds, eps, marker="o", ms=3, color="tab:red")
-        ax2.set_ylabel(f"user-level epsilon (delta={c.delta:g})")
-    else:
-        ax2.text(0.5, 0.5, "not private (epsilon = inf)", ha="center", va="center")
-        ax2.set_xticks([])
-        ax2.set_yticks([])
-    ax2.set_xlabel("round")
-    ax2.grid(alpha=0.3)
-    title = f"{c.method} on {c.dataset} ({c.users} users, {c.distribution})"
-    if "synthetic" in result.data_source:
-        title += " [synthetic stand-in data]"
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())

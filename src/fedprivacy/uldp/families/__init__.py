@@ -1,0 +1,75 @@
+"""The ULDP-FL method families, one module each, registered by name.
+
+:data:`FAMILIES` maps every :attr:`MethodSpec.family <fedprivacy.uldp.method_specs.MethodSpec>`
+(``default``, ``naive``, ``group``, ``avg``, ``sgd``) to its :class:`MethodFamily`; a
+:class:`~fedprivacy.uldp.methods.MethodRunner` looks its method's family up there and calls its
+hooks (:meth:`~MethodFamily.round`, :meth:`~MethodFamily.compose`,
+:meth:`~MethodFamily.epsilon`, ...) instead of branching on the name. DEFAULT and ULDP-NAIVE
+share the silo-level round of :mod:`~fedprivacy.uldp.families.silo_level`, ULDP-AVG and
+ULDP-SGD the per-user round of :mod:`~fedprivacy.uldp.families.user_level`.
+
+Examples
+--------
+>>> sorted(FAMILIES)
+['avg', 'default', 'group', 'naive', 'sgd']
+>>> family_for("ULDP-AVG-ws").name
+'avg'
+"""
+
+from __future__ import annotations
+
+from fedprivacy.uldp.families.avg import AvgFamily
+from fedprivacy.uldp.families.base import MethodFamily
+from fedprivacy.uldp.families.default import DefaultFamily
+from fedprivacy.uldp.families.group import GroupFamily
+from fedprivacy.uldp.families.naive import NaiveFamily
+from fedprivacy.uldp.families.sgd import SgdFamily
+from fedprivacy.uldp.families.silo_level import SiloLevelFamily
+from fedprivacy.uldp.families.user_level import UserLevelFamily
+from fedprivacy.uldp.method_specs import Family, method_spec
+
+__all__ = [
+    "FAMILIES",
+    "AvgFamily",
+    "DefaultFamily",
+    "GroupFamily",
+    "MethodFamily",
+    "NaiveFamily",
+    "SgdFamily",
+    "SiloLevelFamily",
+    "UserLevelFamily",
+    "family_for",
+    "register",
+]
+
+#: The family of every ``MethodSpec.family`` name.
+FAMILIES: dict[Family, MethodFamily] = {}
+
+
+def register(family: MethodFamily) -> MethodFamily:
+    """Add ``family`` to :data:`FAMILIES` under its :attr:`~MethodFamily.name`; return it.
+
+    Raises
+    ------
+    ValueError
+        If a family of that name is registered already.
+    """
+    if family.name in FAMILIES:
+        raise ValueError(f"method family {family.name!r} is registered already")
+    FAMILIES[family.name] = family
+    return family
+
+
+for _family in (DefaultFamily(), NaiveFamily(), GroupFamily(), AvgFamily(), SgdFamily()):
+    register(_family)
+
+
+def family_for(method: str) -> MethodFamily:
+    """The :class:`MethodFamily` of a method name.
+
+    Raises
+    ------
+    ParameterError
+        If the name is not a method (see :func:`~fedprivacy.uldp.method_specs.method_spec`).
+    """
+    return FAMILIES[method_spec(method).family]

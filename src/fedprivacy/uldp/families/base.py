@@ -1,0 +1,131 @@
+"""The interface of a ULDP-FL method family: a round, its noise and its accounting.
+
+A :class:`MethodFamily` is stateless: every hook takes the
+:class:`~fedprivacy.uldp.methods.MethodRunner` whose round it computes, and reads the
+federation, the hyper-parameters and the method's variant flags from it. The defaults here are
+those of the families that add one Gaussian mechanism of noise multiplier ``sigma`` per round,
+Poisson-sub-sampled at the runner's user sampling rate and composed by the runner's RDP
+accountant (ULDP-NAIVE, ULDP-AVG, ULDP-SGD); DEFAULT and ULDP-GROUP-k override them.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+
+from fedprivacy.dp.accounting import PrivacyAccountant, quiet_accounting
+from fedprivacy.errors import ParameterError
+
+if TYPE_CHECKING:
+    from fedprivacy.uldp.federation import Federation
+    from fedprivacy.uldp.method_specs import Family
+    from fedprivacy.uldp.methods import MethodRunner
+    from fedprivacy.uldp.rounds import RoundHyper, RoundOutput
+
+__all__ = ["MethodFamily", "epoch_keys", "gaussian_noise"]
+
+
+class MethodFamily(ABC):
+    """One algorithm of the ULDP-FL methods, as the hooks a :class:`MethodRunner` calls.
+
+    Attributes
+    ----------
+    name : str
+        The family's key in :data:`fedprivacy.uldp.families.FAMILIES` (``MethodSpec.family``).
+    per_user : bool
+        Whether the silos send weighted sums of per-user updates, so that the private
+        weighting protocol can aggregate the ``-w`` variants.
+    """
+
+    name: ClassVar[Family]
+    per_user: ClassVar[bool] = False
+
+    def setup(self, runner: MethodRunner) -> None:
+        """Prepare the runner's per-family state, once, when the runner is made (no-op)."""
+        return None
+
+    @abstractmethod
+    def round(
+        self,
+        runner: MethodRunner,
+        global_flat: torch.Tensor,
+        rng: np.random.Generator,
+        noise_rng: np.random.Generator,
+        *,
+        noise: bool = True,
+    ) -> RoundOutput:
+        """Compute one round from ``global_flat``, without composing its privacy cost.
+
+        Parameters
+        ----------
+        runner : MethodRunner
+            The method's runner (federation, hyper-parameters, trainer, state).
+        global_flat : torch.Tensor
+            ``x_t``.
+        rng, noise_rng : numpy.random.Generator
+            Sampling and minibatch randomness; noise randomness.
+        noise : bool
+            ``False``: compute the pre-noise aggregate only (:meth:`presum`), drawing no noise
+            and leaving the runner's state as it is.
+        """
+
+    def presum(
+        self, runner: MethodRunner, global_flat: torch.Tensor, rng: np.random.Generator
+    ) -> torch.Tensor:
+        """The round's pre-noise aggregate (:meth:`MethodRunner.presum`)."""
+        dummy = np.random.default_rng(0)
+        return self.round(runner, global_flat, rng, dummy, noise=False).presum
+
+    def noise_multiplier(self, runner: MethodRunner) -> float:
+        """:attr:`MethodRunner.effective_noise_multiplier`: ``sigma``, or the protocol's."""
+        h = runner.hyper
+        if runner.secure is not None:
+            std = h.sigma * h.clip / math.sqrt(runner.fed.num_silos)
+            return min(h.sigma, runner.secure.noise_multiplier(std, h.clip))
+        return h.sigma
+
+    def compose(self, runner: MethodRunner) -> None:
+        """Compose one round's privacy cost into ``runner.accountant``."""
+        with quiet_accounting():
+            runner.accountant.compose_gaussian(
+                runner.effective_noise_multiplier, 1, runner.sampling_rate
+            )
+
+    def epsilon(self, runner: MethodRunner) -> float:
+        """User-level epsilon of the rounds run so far (:meth:`MethodRunner.epsilon`)."""
+        return runner.accountant.epsilon(runner.delta)
+
+    def epsilon_after(self, runner: MethodRunner, rounds: int) -> float:
+        """Epsilon after ``rounds`` rounds like those run so far (``rounds`` validated)."""
+        if runner.rounds == 0:
+            raise ParameterError("rounds", "needs at least one round run first")
+        return self.scaled_epsilon(runner, rounds / runner.rounds)
+
+    def scaled_epsilon(self, runner: MethodRunner, repeat: float) -> float:
+        """Epsilon of the RDP curve of the rounds run so far, scaled by ``repeat``."""
+        orders, rho = runner.accountant.rdp()
+        scaled = PrivacyAccountant("rdp", orders=orders).compose_rdp(orders, repeat * rho)
+        return scaled.epsilon(runner.delta)
+
+
+def epoch_keys(hyper: RoundHyper, fed: Federation, rng: np.random.Generator) -> NDArray[np.float64]:
+    """Per-record keys that shuffle the local minibatches: ``rng.random((Q, pool_size))``."""
+    return rng.random((hyper.local.epochs, fed.pool_size))
+
+
+def gaussian_noise(rng: np.random.Generator, std: float, like: torch.Tensor) -> torch.Tensor:
+    """``N(0, std^2)`` per coordinate of ``like``, drawn in float64, cast to its dtype.
+
+    Examples
+    --------
+    >>> z = gaussian_noise(np.random.default_rng(0), 2.0, torch.zeros(3))
+    >>> (tuple(z.shape), z.dtype)
+    ((3,), torch.float32)
+    """
+    z = rng.normal(0.0, std, size=like.shape[0])
+    return torch.from_numpy(z).to(device=like.device, dtype=like.dtype)

@@ -1,0 +1,48 @@
+"""DEFAULT: FedAvg with two-sided learning rates (Reddi et al.); not private.
+
+Each silo sends its unclipped delta and no noise is added, so epsilon is infinite and nothing
+is composed.
+
+Examples
+--------
+>>> from fedprivacy.uldp.families import FAMILIES
+>>> isinstance(FAMILIES["default"], DefaultFamily)
+True
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+
+from fedprivacy.uldp.families.silo_level import SiloLevelFamily
+
+if TYPE_CHECKING:
+    from fedprivacy.uldp.methods import MethodRunner
+
+__all__ = ["DefaultFamily"]
+
+
+class DefaultFamily(SiloLevelFamily):
+    """DEFAULT: ``x_{t+1} = x_t + eta_g * mean_s Delta_s``."""
+
+    name = "default"
+
+    def contributions(
+        self, runner: MethodRunner, deltas: torch.Tensor
+    ) -> tuple[torch.Tensor, float, int, float]:
+        """The deltas themselves, no noise, none clipped, and their mean norm."""
+        return deltas, 0.0, 0, float(torch.linalg.vector_norm(deltas, dim=1).mean())
+
+    def compose(self, runner: MethodRunner) -> None:
+        """Nothing to compose: DEFAULT is not private."""
+
+    def epsilon(self, runner: MethodRunner) -> float:
+        """``inf``."""
+        return math.inf
+
+    def epsilon_after(self, runner: MethodRunner, rounds: int) -> float:
+        """``inf``, even before any round."""
+        return math.inf

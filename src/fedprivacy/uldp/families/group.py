@@ -1,0 +1,94 @@
+"""ULDP-GROUP-k (Algorithm 2 of Kato et al.): record-level DP-SGD in every silo, group privacy.
+
+At most ``k`` records per user are kept (:func:`~fedprivacy.uldp.group_dp.group_flags`); every
+silo runs DP-SGD on them (:func:`~fedprivacy.uldp.group_dp.dp_sgd_silo`, noise and Poisson
+sampling from ``rng``) and ``x_{t+1} = x_t + eta_g * mean_s Delta_s``. The epsilon is that of
+the silos' DP-SGD converted to user level (:func:`~fedprivacy.uldp.group_dp.group_epsilon`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from fedprivacy.errors import ParameterError
+from fedprivacy.uldp.families.base import MethodFamily
+from fedprivacy.uldp.group_dp import dp_sgd_silo, group_epsilon, group_flags, group_size, new_state
+from fedprivacy.uldp.rounds import RoundOutput
+
+if TYPE_CHECKING:
+    from fedprivacy.uldp.methods import MethodRunner
+
+__all__ = ["GroupFamily"]
+
+
+class GroupFamily(MethodFamily):
+    """ULDP-GROUP-k: state ``runner.group_k``, ``group_fed``, ``group_state``."""
+
+    name = "group"
+
+    def setup(self, runner: MethodRunner) -> None:
+        """Choose ``k``, keep at most ``k`` records per user, one DP-SGD accountant per silo."""
+        assert runner.spec.group is not None
+        runner.group_k = group_size(runner.fed, runner.spec.group)
+        m = 2 if runner.fed.task.task == "survival" else 1
+        runner.group_fed = runner.fed.keep_rows(group_flags(runner.fed, runner.group_k, m))
+        runner.group_state = new_state(runner.fed.num_silos)
+
+    def round(
+        self,
+        runner: MethodRunner,
+        global_flat: torch.Tensor,
+        rng: np.random.Generator,
+        noise_rng: np.random.Generator,
+        *,
+        noise: bool = True,
+    ) -> RoundOutput:
+        """DP-SGD in every silo; all randomness from ``rng`` (``noise_rng`` is not used)."""
+        fed, h, state = runner.group_fed, runner.hyper, runner.group_state
+        assert fed is not None and state is not None and runner.model is not None
+        total = torch.zeros_like(global_flat)
+        norms = []
+        for silo in range(fed.num_silos):
+            sl = fed.silo_slice(silo)
+            delta = dp_sgd_silo(
+                runner.model,
+                fed.task.loss,
+                global_flat,
+                fed.x[sl],
+                fed.y[sl],
+                epochs=h.local.epochs,
+                batch_size=h.local.batch_size,
+                lr=h.local.lr,
+                clip=h.clip,
+                sigma=h.sigma,
+                accountant=state.accountants[silo],
+                rng=rng,
+            )
+            total += delta
+            norms.append(float(torch.linalg.vector_norm(delta)))
+        flat = global_flat + h.global_lr * total / fed.num_silos
+        return RoundOutput(
+            flat, total, total.clone(), None, fed.num_silos, 0, float(np.mean(norms))
+        )
+
+    def presum(
+        self, runner: MethodRunner, global_flat: torch.Tensor, rng: np.random.Generator
+    ) -> torch.Tensor:
+        """Refused: see :func:`fedprivacy.uldp.group_dp.clipped_per_sample_sum`."""
+        raise ParameterError("method", "ULDP-GROUP-k adds its noise inside DP-SGD")
+
+    def compose(self, runner: MethodRunner) -> None:
+        """Nothing: the silos' DP-SGD accountants record every step."""
+
+    def epsilon(self, runner: MethodRunner) -> float:
+        """Group-privacy epsilon of the silos' DP-SGD histories."""
+        return self.scaled_epsilon(runner, 1.0)
+
+    def scaled_epsilon(self, runner: MethodRunner, repeat: float) -> float:
+        """As :meth:`epsilon`, every silo's history repeated ``repeat`` times."""
+        assert runner.group_state is not None and runner.group_k is not None
+        histories = [runner.group_state.history(s) for s in range(runner.fed.num_silos)]
+        return group_epsilon(histories, runner.group_k, runner.delta, repeat=repeat)

@@ -1,0 +1,62 @@
+"""The round shared by DEFAULT and ULDP-NAIVE: every silo trains one model on its records.
+
+Each silo runs ``Q`` epochs of minibatch SGD from ``x_t`` on all its records (one vectorised
+call for all silos); the family turns the silo deltas into contributions and a per-silo noise
+standard deviation (:meth:`SiloLevelFamily.contributions`), and ``x_{t+1} = x_t + eta_g *
+(sum_s Delta_s + noise) / |S|``. Randomness: the minibatch keys from ``rng``, then one
+``noise_rng.normal`` vector per silo.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from fedprivacy.uldp.families.base import MethodFamily, epoch_keys, gaussian_noise
+from fedprivacy.uldp.per_user_training import epoch_orders
+from fedprivacy.uldp.rounds import RoundOutput
+
+if TYPE_CHECKING:
+    from fedprivacy.uldp.methods import MethodRunner
+
+__all__ = ["SiloLevelFamily"]
+
+
+class SiloLevelFamily(MethodFamily):
+    """A family whose silos each send one (possibly clipped and noised) model delta."""
+
+    @abstractmethod
+    def contributions(
+        self, runner: MethodRunner, deltas: torch.Tensor
+    ) -> tuple[torch.Tensor, float, int, float]:
+        """From the ``(|S|, P)`` silo deltas: ``(contributions, noise std, clipped, mean norm)``.
+
+        The noise standard deviation is per silo and coordinate (``0``: no noise drawn).
+        """
+
+    def round(
+        self,
+        runner: MethodRunner,
+        global_flat: torch.Tensor,
+        rng: np.random.Generator,
+        noise_rng: np.random.Generator,
+        *,
+        noise: bool = True,
+    ) -> RoundOutput:
+        """One round of silo-level training (see the module docstring)."""
+        fed, h = runner.fed, runner.hyper
+        keys = epoch_keys(h, fed, rng)
+        orders = epoch_orders(keys[:, fed.record_index], fed.silo_offsets, h.local.epochs)
+        deltas = runner.trainer.train(global_flat, fed.x, fed.y, fed.silo_offsets, orders, h.local)
+        s = fed.num_silos
+        contrib, std, clipped, mean_norm = self.contributions(runner, deltas)
+        presum = contrib.sum(dim=0)
+        noisy = presum.clone()
+        if noise and std > 0:
+            for _ in range(s):
+                noisy += gaussian_noise(noise_rng, std, presum)
+        flat = global_flat + h.global_lr * noisy / s
+        return RoundOutput(flat, presum, noisy, None, s, clipped, mean_norm)
