@@ -56,7 +56,7 @@ from fedprivacy.data.tabular import load_silo_dataset
 from fedprivacy.fl.params import flatten_parameters, load_flat_
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.federation import Federation, build_federation
-from fedprivacy.uldp.methods import MethodRunner, RoundHyper
+from fedprivacy.uldp.methods import MethodRunner
 from fedprivacy.uldp.per_user_loops import train_groups_loop
 from fedprivacy.uldp.per_user_training import (
     LocalSGD,
@@ -64,6 +64,7 @@ from fedprivacy.uldp.per_user_training import (
     clip_rows,
     epoch_orders,
 )
+from fedprivacy.uldp.rounds import RoundHyper
 from fedprivacy.uldp.run import allocate
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from fedprivacy.cli.main import main
-from fedprivacy.uldp.methods import METHODS
+from fedprivacy.uldp.method_names import METHODS
 
 DATA = Path(
     os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"

@@ -6,7 +6,7 @@ import pytest
 
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.config import DEFAULT_HYPER, UldpConfig
-from fedprivacy.uldp.methods import METHODS
+from fedprivacy.uldp.method_names import METHODS
 
 
 def test_defaults_resolve_per_dataset_and_method() -> None:

@@ -14,15 +14,12 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.fl.params import flatten_parameters, load_flat_
 from fedprivacy.uldp.config import DEFAULT_HYPER
 from fedprivacy.uldp.federation import Federation
-from fedprivacy.uldp.methods import (
-    METHODS,
-    MethodRunner,
-    RoundHyper,
-    method_spec,
-    reference_presum,
-    run_round,
-)
+from fedprivacy.uldp.method_names import METHODS
+from fedprivacy.uldp.method_specs import method_spec
+from fedprivacy.uldp.methods import MethodRunner, run_round
 from fedprivacy.uldp.per_user_training import LocalSGD
+from fedprivacy.uldp.reference import reference_presum
+from fedprivacy.uldp.rounds import RoundHyper
 
 
 def hyper_for(method: str, **changes: float) -> RoundHyper:

@@ -17,8 +17,11 @@ import torch
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.uldp.federation import Federation
 from fedprivacy.uldp.group_dp import clipped_per_sample_sum, group_flags
-from fedprivacy.uldp.methods import METHODS, MethodRunner, RoundHyper, method_spec
+from fedprivacy.uldp.method_names import METHODS
+from fedprivacy.uldp.method_specs import method_spec
+from fedprivacy.uldp.methods import MethodRunner
 from fedprivacy.uldp.per_user_training import LocalSGD
+from fedprivacy.uldp.rounds import RoundHyper
 from fedprivacy.uldp.tasks import task_for
 
 USER_METHODS = [m for m in METHODS if m.startswith(("ULDP-AVG", "ULDP-SGD"))]

@@ -49,7 +49,7 @@ class Curve:
     Attributes
     ----------
     method : str
-        A name of :data:`fedprivacy.uldp.methods.METHODS`.
+        A name of :data:`fedprivacy.uldp.method_names.METHODS`.
     sampling_rate : float or None
         User-level sampling rate ``q`` (``-s`` / ``-ws`` methods only).
     """

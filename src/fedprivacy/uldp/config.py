@@ -124,7 +124,7 @@ class UldpConfig:
         ``heart_disease``, ``tcga_brca``, ``mnist``, ``creditcard`` (a user-supplied Kaggle file)
         or ``creditcard-synthetic`` (the generated stand-in).
     method : str
-        One of :data:`fedprivacy.uldp.methods.METHODS`.
+        One of :data:`fedprivacy.uldp.method_names.METHODS`.
     users : int
         Number of users ``|U|``.
     silos : int or None

@@ -75,25 +75,14 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.families import FAMILIES, MethodFamily
 from fedprivacy.uldp.federation import Federation
 from fedprivacy.uldp.group_dp import SiloDpSgdState
-from fedprivacy.uldp.method_names import METHODS
 from fedprivacy.uldp.method_specs import MethodSpec, method_spec
 from fedprivacy.uldp.per_user_training import DEFAULT_MAX_ROWS, PerUserTrainer
-from fedprivacy.uldp.reference import reference_presum
 from fedprivacy.uldp.rounds import RoundHyper, RoundOutput
 
 if TYPE_CHECKING:
     from fedprivacy.uldp.private_weighting import SecureWeighting
 
-__all__ = [
-    "METHODS",
-    "MethodRunner",
-    "MethodSpec",
-    "RoundHyper",
-    "RoundOutput",
-    "method_spec",
-    "reference_presum",
-    "run_round",
-]
+__all__ = ["MethodRunner", "run_round"]
 
 
 @dataclass

@@ -6,7 +6,7 @@ on the pooled test set, recording after every round the utility metric, the test
 user-level epsilon from the method's accountant and the round's wall time, into a
 :class:`~fedprivacy.uldp.results.UldpResult`;
 :func:`~fedprivacy.uldp.results.write_outputs` writes the per-round CSV, the summary JSON and a
-plot (both are re-exported here).
+plot.
 
 Randomness: one :class:`numpy.random.SeedSequence` of the config's seed is split into four
 streams -- the allocation, the model initialisation, the training (user sampling and
@@ -39,20 +39,10 @@ from fedprivacy.uldp.methods import MethodRunner
 from fedprivacy.uldp.per_user_training import LocalSGD
 from fedprivacy.uldp.private_weighting import SecureWeighting
 from fedprivacy.uldp.private_weighting.noise import TAIL_SIGMAS
-from fedprivacy.uldp.results import EPSILON_ADVERSARIES, RoundRecord, UldpResult, write_outputs
+from fedprivacy.uldp.results import RoundRecord, UldpResult
 from fedprivacy.uldp.rounds import RoundHyper
 
-__all__ = [
-    "COX_DP_SGD_CAVEAT",
-    "EPSILON_ADVERSARIES",
-    "RoundRecord",
-    "UldpResult",
-    "allocate",
-    "privacy_caveats",
-    "quiet_accounting",
-    "run_uldp",
-    "write_outputs",
-]
+__all__ = ["COX_DP_SGD_CAVEAT", "allocate", "privacy_caveats", "run_uldp"]
 
 
 def allocate(config: UldpConfig, dataset: SiloDataset, rng: np.random.Generator) -> Allocation:
