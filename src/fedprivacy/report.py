@@ -146,7 +146,10 @@ _WHO_SEES_WHAT: Final = {
     "holds the noise of at least the protocol's threshold of parties. Each party's noise is "
     "over-provisioned for that threshold; the accountant uses the noise of the parties really "
     "aggregated. The participation list is public to the server; epsilon protects the content of "
-    "each user's update (a user without data would send a zero update).",
+    "each user's update (a user without data would send a zero update). The epsilon against the "
+    "server assumes it follows the protocol and colludes with no party: parties it controls "
+    "(or Sybils it adds) know their own noise, and with c of the n aggregated parties colluding "
+    "only n - c noises protect the rest.",
 }
 
 
