@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
 import numpy as np
+from numpy.typing import NDArray
 
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
@@ -21,6 +22,7 @@ from fedprivacy.fl.aggregation import SecureAggregator
 from fedprivacy.participation.availability import AvailabilityModel
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.selectors import Selector
+from fedprivacy.participation.simulation import run_selection
 from fedprivacy.secagg.multiround import RoundObserver, parse_batch_policy
 from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD
 
@@ -180,9 +182,6 @@ def run_secure_selection(
 
     """
     config.validate()
-    count = require_int("rounds", rounds, minimum=0)
-    if ledger is None:
-        ledger = ParticipationLedger(selector.num_users)
     aggregator = SecureAggregator(
         config.clip,
         selector.per_round,
@@ -196,14 +195,15 @@ def run_secure_selection(
         observer=observer,
     )
     report = SecureSelectionReport()
-    frequency = ledger.frequency_view
-    for r in range(ledger.rounds, ledger.rounds + count):
-        selected = [int(u) for u in selector.select(availability.sample(r, rng), frequency, rng)]
-        record, aggregated = _secure_round(r, selected, aggregator, config, rng)
+
+    def aggregate(r: int, selected: NDArray[np.intp]) -> NDArray[np.intp]:
+        record, aggregated = _secure_round(r, [int(u) for u in selected], aggregator, config, rng)
         report.records.append(record)
-        ledger.record(np.asarray(aggregated, dtype=np.intp))
-        if progress is not None:
-            progress(1)
+        return np.asarray(aggregated, dtype=np.intp)
+
+    ledger = run_selection(
+        selector, availability, rounds, rng, ledger, progress, aggregate=aggregate
+    )
     return ledger, report
 
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from numpy.typing import NDArray
 
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.availability import AvailabilityModel
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.selectors import Selector
+
+Aggregation = Callable[[int, NDArray[np.intp]], NDArray[np.intp]]
+"""What a round aggregates of its selection: ``aggregate(round, selected) -> aggregated``."""
 
 
 def run_selection(
@@ -20,6 +24,7 @@ def run_selection(
     rng: np.random.Generator,
     ledger: ParticipationLedger | None = None,
     progress: Callable[[int], None] | None = None,
+    aggregate: Aggregation | None = None,
 ) -> ParticipationLedger:
     """Simulate ``rounds`` rounds of user selection and record who was aggregated.
 
@@ -42,6 +47,10 @@ def run_selection(
         Ledger to extend (its frequencies steer fairness-aware selectors); a new one by default.
     progress : callable, optional
         Called as ``progress(1)`` after each round (for example ``tqdm.update``).
+    aggregate : callable, optional
+        ``aggregate(round, selected)`` returns the users really aggregated (for example by the
+        secure aggregation protocol, :func:`fedprivacy.fl.secure_selection.run_secure_selection`);
+        the ledger records that set. By default every selected user is aggregated.
 
     Returns
     -------
@@ -69,8 +78,8 @@ def run_selection(
     start = ledger.rounds
     frequency = ledger.frequency_view  # a live read-only view: record() updates it in place
     for r in range(start, start + count):
-        available = availability.sample(r, rng)
-        ledger.record(selector.select(available, frequency, rng))
+        selected = selector.select(availability.sample(r, rng), frequency, rng)
+        ledger.record(selected if aggregate is None else aggregate(r, selected))
         if progress is not None:
             progress(1)
     return ledger
