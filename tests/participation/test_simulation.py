@@ -143,3 +143,22 @@ def test_fairness_aware_selection_reduces_the_gap_with_heterogeneous_dropout() -
         assert fair_gap < 0.75 * uniform_gap
         assert fair_min > 0.06
         assert fair_min > 1.5 * uniform_min
+
+
+def test_the_ledger_records_what_the_aggregate_step_returns() -> None:
+    """The aggregate step (e.g. the secure protocol) decides what the server saw, round by round."""
+    selector = BatchPartitionSelector(12, 4, 2)
+    seen: list[tuple[int, list[int]]] = []
+
+    def first_batch_only(r: int, selected: np.ndarray) -> np.ndarray:
+        seen.append((r, selected.tolist()))
+        return selected[:2]
+
+    rng_a, rng_b = np.random.default_rng(5), np.random.default_rng(5)
+    everyone = BernoulliDropout(12, 0.0)
+    ledger = run_selection(selector, everyone, 6, rng_a, aggregate=first_batch_only)
+    plain = run_selection(selector, everyone, 6, rng_b)
+    assert [r for r, _ in seen] == list(range(6))
+    for r, selected in seen:
+        assert ledger.selected(r).tolist() == selected[:2]
+        assert plain.selected(r).tolist() == selected  # the same selections without the step
