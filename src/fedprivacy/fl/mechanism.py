@@ -52,13 +52,16 @@ class Mechanism(ABC):
     name: ClassVar[str]
     noise_multiplier: float | None = None
     clip: float | None = None
-    adds_noise_in_aggregation: ClassVar[bool] = False
-    """Whether the parties add the noise inside secure aggregation (:attr:`party_noise`)."""
 
     @property
     def party_noise(self) -> PartyNoise | None:
         """What each party adds inside secure aggregation (None: nothing)."""
         return None
+
+    @property
+    def adds_noise_in_aggregation(self) -> bool:
+        """Whether the parties add the noise inside secure aggregation (:attr:`party_noise`)."""
+        return self.party_noise is not None
 
     def accounted_noise(self, outcome: AggregateOutcome) -> float | None:
         """The noise multiplier of the aggregate released in ``outcome`` (None: no DP)."""
@@ -187,7 +190,6 @@ class DistributedDiscreteGaussian(_ClippedGaussian):
     """
 
     name: ClassVar[str] = "distributed"
-    adds_noise_in_aggregation: ClassVar[bool] = True
 
     @property
     def party_noise(self) -> PartyNoise:
