@@ -31,7 +31,11 @@ def exact_pmf(sigma2: float, support: np.ndarray) -> np.ndarray:
 
 
 def chi_square_p(samples: list[int], pmf: Callable[[np.ndarray], np.ndarray]) -> float:
-    """p-value of a chi-square test, the tails merged into bins of expected count >= 5."""
+    """p-value of a chi-square test, each tail pooled into the outermost bin of expected count >= 5.
+
+    Pooling into the outermost bin (not a bin of its own) keeps every bin's expected count at
+    least 5, so a single rare draw far out in a tail cannot dominate the statistic.
+    """
     x = np.asarray(samples)
     n = len(x)
     lo, hi = int(x.min()) - 1, int(x.max()) + 1
@@ -40,13 +44,14 @@ def chi_square_p(samples: list[int], pmf: Callable[[np.ndarray], np.ndarray]) ->
     keep = probs * n >= 5
     inner = support[keep]
     a, b = int(inner.min()), int(inner.max())
-    expected = [probs[support < a].sum() + (1 - probs.sum()) / 2]
-    observed = [int((x < a).sum())]
-    for v in range(a, b + 1):
+    outside = (1 - probs.sum()) / 2
+    expected = [probs[support <= a].sum() + outside]
+    observed = [int((x <= a).sum())]
+    for v in range(a + 1, b):
         expected.append(probs[support == v].sum())
         observed.append(int((x == v).sum()))
-    expected.append(probs[support > b].sum() + (1 - probs.sum()) / 2)
-    observed.append(int((x > b).sum()))
+    expected.append(probs[support >= b].sum() + outside)
+    observed.append(int((x >= b).sum()))
     e = np.array(expected) * n
     o = np.array(observed)
     return float(stats.chisquare(o, e * o.sum() / e.sum()).pvalue)

@@ -26,12 +26,20 @@ def _pmf(sigma2: float, support: np.ndarray) -> np.ndarray:
 
 
 def _chi_square_p(samples: np.ndarray, sigma2: float) -> float:
-    """Goodness of fit against the exact pmf, tails pooled into the outermost bins."""
-    k = 3 * math.isqrt(int(sigma2)) + 2
+    """Goodness of fit against the exact pmf, each tail pooled into the outermost bin.
+
+    The outermost bins are the last values whose expected count is at least 5, so every bin
+    keeps an expected count of at least 5 and a rare far-tail draw cannot dominate.
+    """
+    n = samples.size
+    k = 0
+    while _pmf(sigma2, np.array([k + 1]))[0] * n >= 5:
+        k += 1
     support = np.arange(-k, k + 1)
-    expected = _pmf(sigma2, support) * samples.size
-    expected[0] += samples.size * _pmf(sigma2, np.arange(-60 * k, -k)).sum()
-    expected[-1] += samples.size * _pmf(sigma2, np.arange(k + 1, 60 * k)).sum()
+    expected = _pmf(sigma2, support) * n
+    far = _pmf(sigma2, np.arange(k + 1, 60 * k + 60)).sum()
+    expected[0] += n * far
+    expected[-1] += n * far
     observed = np.array([np.count_nonzero(np.clip(samples, -k, k) == x) for x in support])
     return float(stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue)
 
