@@ -46,6 +46,8 @@ from fedprivacy.participation.selectors import (
     Selector,
     UserPartitionSelector,
 )
+from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
+from fedprivacy.pipeline.loop import FederatedRun
 
 # purposes of the per-round generators
 _SELECTION, _BATCHES, _PROTOCOL = 1, 2, 3
@@ -93,8 +95,12 @@ class RoundRecord:
 
 
 @dataclass
-class FederatedTraining:
+class FederatedTraining(Algorithm[RoundRecord]):
     """FedAvg with partial participation over a partitioned dataset.
+
+    An :class:`~fedprivacy.pipeline.algorithm.Algorithm`: :meth:`step` and :meth:`run` drive
+    the round loop (:class:`~fedprivacy.pipeline.loop.FederatedRun`, availability and
+    selection from ``round_rng(seed, t, ...)``), which calls :meth:`run_round`.
 
     Parameters
     ----------
@@ -153,7 +159,7 @@ class FederatedTraining:
     mechanism: Mechanism = field(default_factory=NoMechanism)
 
     def __post_init__(self) -> None:
-        n = self.selector.num_users
+        n = self.num_users = self.selector.num_users
         if self.partition.num_users != n or self.availability.num_users != n:
             raise ParameterError(
                 "users",
@@ -186,6 +192,13 @@ class FederatedTraining:
         self.weights = sizes / sizes.max()  # w_u in (0, 1], proportional to n_u
         self.global_flat = flatten_parameters(self.model)
         self.ledger = ParticipationLedger(n)
+        self.loop: FederatedRun[RoundRecord] = FederatedRun(
+            self.selector,
+            self.availability,
+            self,
+            selection_rng=lambda t: round_rng(self.seed, t, _SELECTION),
+            ledger=self.ledger,
+        )
         self.records: list[RoundRecord] = []
         self._trainers: dict[float, VectorisedTrainer] = {}
         # the unit the secure path aggregates atomically: a batch of T users, or a whole group
@@ -243,11 +256,17 @@ class FederatedTraining:
         return np.asarray((local - self.global_flat).cpu().numpy())
 
     def step(self) -> RoundRecord:
-        """Run one round and return its record."""
-        r = self.round
-        rng = round_rng(self.seed, r, _SELECTION)
-        available = self.availability.sample(r, rng)
-        selected = self.selector.select(available, self.ledger.frequency_view, rng)
+        """Run one round (through the round loop) and return its record."""
+        return self.loop.step().record
+
+    def run_round(self, ctx: RoundContext) -> RoundResult[RoundRecord]:
+        """One FedAvg round for ``ctx.selected``, called by the round loop.
+
+        Local training (vectorised) -> the mechanism's clipping -> the aggregator -> the
+        mechanism's release -> ``x^(t+1) = x^(t) + update``; evaluates every ``eval_every``
+        rounds and after the last round of :meth:`run`.
+        """
+        r, selected = ctx.round_index, ctx.selected
         lr = self.schedule(r)
         train_s = 0.0
         outcome = AggregateOutcome((), None, None, 0.0, 0, 0.0)
@@ -270,7 +289,6 @@ class FederatedTraining:
             )
             if self.on_aggregate is not None:
                 self.on_aggregate(r, outcome, deltas)
-        self.ledger.record(np.asarray(outcome.aggregated, dtype=np.intp))
         noise = None
         if outcome.mean_update is not None:
             noise = self.mechanism.accounted_noise(outcome)
@@ -278,11 +296,11 @@ class FederatedTraining:
             update = torch.from_numpy(released.astype(np.float32)).to(self.torch_device)
             self.global_flat = self.global_flat + update
         accuracy, loss = float("nan"), float("nan")
-        if (r + 1) % self.eval_every == 0:
+        if (r + 1) % self.eval_every == 0 or ctx.final:
             accuracy, loss = self.evaluate()
         record = RoundRecord(
             r,
-            int(np.count_nonzero(available)),
+            int(np.count_nonzero(ctx.available)),
             int(selected.size),
             len(outcome.aggregated),
             lr,
@@ -296,7 +314,7 @@ class FederatedTraining:
             float("nan") if outcome.wrap_log_probability is None else outcome.wrap_log_probability,
         )
         self.records.append(record)
-        return record
+        return RoundResult(np.asarray(outcome.aggregated, dtype=np.intp), record)
 
     def run(
         self,
@@ -308,11 +326,7 @@ class FederatedTraining:
         """Run until ``rounds`` rounds exist in total; evaluates after the last one."""
         total = require_int("rounds", rounds, minimum=0)
         while self.round < total:
-            record = self.step()
-            if self.round == total and np.isnan(record.test_accuracy):
-                accuracy, loss = self.evaluate()
-                record = replace(record, test_accuracy=accuracy, test_loss=loss)
-                self.records[-1] = record
+            record = self.loop.step(final=self.round + 1 == total).record
             if progress is not None:
                 progress(1)
             if after_round is not None:

@@ -50,6 +50,28 @@ class AvailabilityModel(ABC):
         """
 
 
+class AlwaysAvailable(AvailabilityModel):
+    """Every user is reachable in every round (silos, or a simulation without dropouts).
+
+    Draws nothing from the round's generator, so a run's other random draws do not depend on
+    the number of users.
+
+    Examples
+    --------
+    >>> AlwaysAvailable(3).sample(0, np.random.default_rng(0)).tolist()
+    [True, True, True]
+
+    """
+
+    def __init__(self, num_users: int) -> None:
+        self.num_users = require_int("num_users", num_users, minimum=1)
+
+    def sample(self, round_index: int, rng: np.random.Generator) -> NDArray[np.bool_]:
+        """Every user; see base class."""
+        require_int("round_index", round_index, minimum=0)
+        return np.ones(self.num_users, dtype=np.bool_)
+
+
 class BernoulliDropout(AvailabilityModel):
     """Each user ``i`` drops out of each round independently with probability ``p_i``.
 

@@ -1,20 +1,23 @@
-"""Run a user selection strategy against an availability model for many rounds."""
+"""Run a user selection strategy against an availability model for many rounds.
+
+Selection simulation is the round loop (:class:`fedprivacy.pipeline.loop.FederatedRun`) with
+an algorithm that trains nothing (:class:`~fedprivacy.pipeline.algorithm.SelectionOnly`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import numpy as np
-from numpy.typing import NDArray
 
 from fedprivacy._validation import require_int
-from fedprivacy.errors import ParameterError
 from fedprivacy.participation.availability import AvailabilityModel
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.selectors import Selector
+from fedprivacy.pipeline.algorithm import Aggregation, SelectionOnly
+from fedprivacy.pipeline.loop import FederatedRun
 
-Aggregation = Callable[[int, NDArray[np.intp]], NDArray[np.intp]]
-"""What a round aggregates of its selection: ``aggregate(round, selected) -> aggregated``."""
+__all__ = ["Aggregation", "run_selection"]
 
 
 def run_selection(
@@ -65,21 +68,12 @@ def run_selection(
 
     """
     count = require_int("rounds", rounds, minimum=0)
-    n = selector.num_users
-    if availability.num_users != n:
-        raise ParameterError(
-            "availability",
-            f"has {availability.num_users} users but the selector has {n}",
-        )
-    if ledger is None:
-        ledger = ParticipationLedger(n)
-    elif ledger.num_users != n:
-        raise ParameterError("ledger", f"has {ledger.num_users} users but the selector has {n}")
-    start = ledger.rounds
-    frequency = ledger.frequency_view  # a live read-only view: record() updates it in place
-    for r in range(start, start + count):
-        selected = selector.select(availability.sample(r, rng), frequency, rng)
-        ledger.record(selected if aggregate is None else aggregate(r, selected))
-        if progress is not None:
-            progress(1)
-    return ledger
+    run: FederatedRun[None] = FederatedRun(
+        selector,
+        availability,
+        SelectionOnly(selector.num_users, aggregate),
+        selection_rng=lambda _t: rng,
+        ledger=ledger,
+    )
+    run.run(count, progress=progress)
+    return run.ledger

@@ -1,0 +1,20 @@
+"""The one federated round loop and the interface of the algorithms it runs."""
+
+from fedprivacy.pipeline.algorithm import (
+    Aggregation,
+    Algorithm,
+    RoundContext,
+    RoundResult,
+    SelectionOnly,
+)
+from fedprivacy.pipeline.loop import FederatedRun, UserSampler
+
+__all__ = [
+    "Aggregation",
+    "Algorithm",
+    "FederatedRun",
+    "RoundContext",
+    "RoundResult",
+    "SelectionOnly",
+    "UserSampler",
+]

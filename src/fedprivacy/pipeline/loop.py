@@ -1,0 +1,158 @@
+"""The one federated round loop: availability -> selection -> algorithm -> ledger -> callbacks.
+
+Every federated run of the package goes through :class:`FederatedRun`: selection simulation
+(:func:`fedprivacy.participation.simulation.run_selection`, with
+:class:`~fedprivacy.pipeline.algorithm.SelectionOnly`), the selection driven by the real secure
+aggregation protocol (:func:`fedprivacy.fl.secure_selection.run_secure_selection`), FedAvg with
+any mechanism and aggregator (:class:`fedprivacy.fl.engine.FederatedTraining`) and the ULDP-FL
+methods (:func:`fedprivacy.uldp.run.run_uldp`). Per round::
+
+    available = availability.sample(t, rng(t))
+    selected  = selector.select(available, ledger frequency, rng(t))
+    result    = algorithm.run_round(RoundContext(t, available, selected, final))
+    ledger.record(result.aggregated)          # what the server observed
+    callback(result) for each callback        # progress, CSV, checkpoints, ...
+
+The ledger is what every privacy figure of the run is computed from: the server-view metrics
+(:mod:`fedprivacy.participation.metrics`) and the per-user epsilons
+(:mod:`fedprivacy.dp.per_user`), which compose only the rounds in which a user was aggregated.
+
+Examples
+--------
+>>> import numpy as np
+>>> from fedprivacy.participation.availability import AlwaysAvailable
+>>> from fedprivacy.participation.selectors import RandomSelector
+>>> from fedprivacy.pipeline.algorithm import SelectionOnly
+>>> rng = np.random.default_rng(0)
+>>> run = FederatedRun(RandomSelector(6, 2), AlwaysAvailable(6), SelectionOnly(6),
+...                    selection_rng=lambda t: rng)
+>>> results = run.run(3)
+>>> run.ledger.rounds, int(run.ledger.frequency.sum())
+(3, 6)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Generic, Protocol, TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fedprivacy._validation import require_int
+from fedprivacy.errors import ParameterError
+from fedprivacy.participation.availability import AvailabilityModel
+from fedprivacy.participation.ledger import ParticipationLedger
+from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
+
+__all__ = ["FederatedRun", "UserSampler"]
+
+R = TypeVar("R")
+
+
+class UserSampler(Protocol):
+    """What the loop needs of a selector.
+
+    Every :class:`~fedprivacy.participation.selectors.Selector` is one, and so are the samplers
+    of :mod:`fedprivacy.participation.sampling`.
+    """
+
+    @property
+    def num_users(self) -> int:
+        """Number of users."""
+
+    def select(
+        self,
+        available: NDArray[np.bool_],
+        frequency: NDArray[np.int64],
+        rng: np.random.Generator,
+    ) -> NDArray[np.intp]:
+        """The sorted users chosen in this round (empty: skipped)."""
+
+
+class FederatedRun(Generic[R]):
+    """Round after round of one algorithm, with one selection and one ledger.
+
+    Parameters
+    ----------
+    selector : UserSampler
+        Who is asked each round.
+    availability : AvailabilityModel
+        Who is reachable each round.
+    algorithm : Algorithm
+        What a round does with the selection.
+    selection_rng : callable
+        ``selection_rng(t)`` is the generator of round ``t``'s availability and selection (one
+        shared generator, or one per round seeded by ``(seed, t)`` so that a resumed run
+        continues bit for bit).
+    ledger : ParticipationLedger, optional
+        The ledger to extend (a resumed run's); a new one by default. Round indices continue
+        from its number of rounds.
+    callbacks : sequence of callable
+        Each called as ``callback(result)`` after every round.
+
+    Raises
+    ------
+    ParameterError
+        If the selector, availability model, algorithm and ledger disagree on the number of
+        users.
+    """
+
+    def __init__(
+        self,
+        selector: UserSampler,
+        availability: AvailabilityModel,
+        algorithm: Algorithm[R],
+        *,
+        selection_rng: Callable[[int], np.random.Generator],
+        ledger: ParticipationLedger | None = None,
+        callbacks: Sequence[Callable[[RoundResult[R]], None]] = (),
+    ) -> None:
+        n = selector.num_users
+        if availability.num_users != n:
+            raise ParameterError(
+                "availability", f"has {availability.num_users} users but the selector has {n}"
+            )
+        if algorithm.num_users != n:
+            raise ParameterError(
+                "users", f"the algorithm has {algorithm.num_users} users but the selector has {n}"
+            )
+        if ledger is None:
+            ledger = ParticipationLedger(n)
+        elif ledger.num_users != n:
+            raise ParameterError("ledger", f"has {ledger.num_users} users but the selector has {n}")
+        self.selector = selector
+        self.availability = availability
+        self.algorithm = algorithm
+        self.selection_rng = selection_rng
+        self.ledger = ledger
+        self.callbacks = tuple(callbacks)
+
+    @property
+    def round(self) -> int:
+        """The index of the next round."""
+        return self.ledger.rounds
+
+    def step(self, *, final: bool = False) -> RoundResult[R]:
+        """Run one round; ``final`` tells the algorithm it is the last of a run."""
+        t = self.round
+        rng = self.selection_rng(t)
+        available = self.availability.sample(t, rng)
+        selected = self.selector.select(available, self.ledger.frequency_view, rng)
+        result = self.algorithm.run_round(RoundContext(t, available, selected, final))
+        self.ledger.record(np.asarray(result.aggregated, dtype=np.intp))
+        for callback in self.callbacks:
+            callback(result)
+        return result
+
+    def run(
+        self, rounds: int, *, progress: Callable[[int], None] | None = None
+    ) -> list[RoundResult[R]]:
+        """Run ``rounds`` more rounds (at least 0); ``progress(1)`` after each."""
+        count = require_int("rounds", rounds, minimum=0)
+        results = []
+        for i in range(count):
+            results.append(self.step(final=i == count - 1))
+            if progress is not None:
+                progress(1)
+        return results
