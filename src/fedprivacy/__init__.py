@@ -31,14 +31,18 @@ if TYPE_CHECKING:
     from fedprivacy.participation.metrics import exposed_users, t_strong
     from fedprivacy.participation.privacy import t_weak
     from fedprivacy.participation.selectors import make_selector
-    from fedprivacy.participation.simulation import run_selection
+    from fedprivacy.pipeline.algorithm import Algorithm
+    from fedprivacy.pipeline.loop import FederatedRun
+    from fedprivacy.pipeline.selection import run_selection
     from fedprivacy.report import PrivacyReport, privacy_report
 
 # name -> module that defines it
 _LAZY = {
     "ParticipationLedger": "fedprivacy.participation.ledger",
     "make_selector": "fedprivacy.participation.selectors",
-    "run_selection": "fedprivacy.participation.simulation",
+    "run_selection": "fedprivacy.pipeline.selection",
+    "FederatedRun": "fedprivacy.pipeline.loop",
+    "Algorithm": "fedprivacy.pipeline.algorithm",
     "t_weak": "fedprivacy.participation.privacy",
     "t_weak_curve": "fedprivacy.participation.curve",
     "t_strong": "fedprivacy.participation.metrics",
@@ -62,6 +66,8 @@ __all__ = [
     "ParticipationLedger",
     "make_selector",
     "run_selection",
+    "FederatedRun",
+    "Algorithm",
     "t_weak",
     "t_weak_curve",
     "t_strong",

@@ -13,7 +13,7 @@ Two adversaries, two kinds of figures:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -276,14 +276,17 @@ def uldp_privacy_report(
     epsilon: float | None,
     epsilon_server: float | None,
     adversaries: dict[str, str],
+    server_view: dict[str, Any] | None = None,
+    scheme: str = "poisson",
     caveats: tuple[str, ...] = (),
 ) -> PrivacyReport:
     """The ``privacy`` object of a ULDP-FL run (``fedprivacy uldp --json``).
 
-    ULDP-FL's accountant bounds the user-level epsilon of every user alike (each user's
-    contribution is bounded the same way in every round and sampled at the same rate), so the
-    per-user spread is that one value. The server's multi-round view (``T_weak``) is not computed:
-    the silos, not users, are the aggregated parties.
+    The server-view figures come from the run's ledger of user samples
+    (:func:`fedprivacy.uldp.algorithm.server_view`): a row per round, the users whose records
+    the round aggregated. The per-user spread is against the server: each user's unsampled
+    Gaussian mechanism composed over the rounds it was in (for ULDP-GROUP-k, whose accounting is
+    per record group, every user gets the run's epsilon).
 
     Parameters
     ----------
@@ -297,6 +300,10 @@ def uldp_privacy_report(
         User-level epsilon against the released models and against the server (None: infinite).
     adversaries : dict of str to str
         Who each epsilon is against (``{"epsilon": ..., "epsilon_server": ...}``).
+    server_view : dict, optional
+        ``t_weak``, ``t_strong``, ``exposed_users`` and ``per_user_epsilon`` of the ledger.
+    scheme : str
+        How users were selected (``poisson`` or a selection scheme chosen by the server).
     caveats : tuple of str
         The run's own caveats.
 
@@ -306,23 +313,35 @@ def uldp_privacy_report(
     ...                         epsilon=2.5, epsilon_server=3.0,
     ...                         adversaries={"epsilon": "a", "epsilon_server": "b"})
     >>> r.per_user_epsilon, r.mechanism
-    ({'min': 2.5, 'median': 2.5, 'max': 2.5}, 'ULDP-AVG')
+    ({'min': 3.0, 'median': 3.0, 'max': 3.0}, 'ULDP-AVG')
     """
     private = epsilon is not None
+    view = server_view or {}
     notes = [
-        "T_weak, T_strong and the exposed users are not computed for ULDP-FL: the aggregated "
-        "parties are the silos (all of them in every round), not the users.",
+        "T_weak, T_strong and the exposed users are computed from the ledger of user samples "
+        "(one row per round: the users whose records it aggregated), against a server that sees "
+        "only the sum over silos (the private weighting protocol); a server that receives each "
+        "silo's noisy contribution sees one such sum per silo and round.",
         "Epsilon is user-level (add or remove all records of one user across every silo): "
         f"against {adversaries['epsilon']}.",
         f"Epsilon against the server: {adversaries['epsilon_server']}.",
     ]
+    if scheme != "poisson":
+        notes.append(
+            f"Users were chosen by the {scheme!r} selection scheme, which the server runs: no "
+            "amplification by sub-sampling is claimed; epsilon is that of the most-selected user."
+        )
     if not private:
         notes = notes[:1] + ["No differential privacy: the released models carry no guarantee."]
-    spread_ = None if epsilon is None else dict.fromkeys(("min", "median", "max"), epsilon)
+    spread_: dict[str, float] | None = None
+    if private:
+        uniform = epsilon if epsilon_server is None else epsilon_server
+        assert uniform is not None
+        spread_ = view.get("per_user_epsilon") or dict.fromkeys(("min", "median", "max"), uniform)
     return PrivacyReport(
-        t_weak=None,
-        t_strong=None,
-        exposed_users=None,
+        t_weak=view.get("t_weak"),
+        t_strong=view.get("t_strong"),
+        exposed_users=view.get("exposed_users"),
         mechanism=method,
         accountant=ACCOUNTANT if private else None,
         noise_multiplier=noise_multiplier if private else None,

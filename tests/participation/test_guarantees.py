@@ -11,7 +11,7 @@ from fedprivacy.participation.availability import BernoulliDropout, TraceAvailab
 from fedprivacy.participation.metrics import fairness_gap_curve, t_strong, theorem1_cardinality
 from fedprivacy.participation.privacy import t_weak
 from fedprivacy.participation.selectors import BatchPartitionSelector
-from fedprivacy.participation.simulation import run_selection
+from fedprivacy.pipeline.selection import run_selection
 
 
 @st.composite

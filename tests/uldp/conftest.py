@@ -19,6 +19,7 @@ DATA = Path(
 
 #: The test modules of the ULDP-FL methods (the fixtures below are theirs).
 _METHOD_TESTS = {
+    "test_algorithm.py",
     "test_config.py",
     "test_federation.py",
     "test_group_dp.py",

@@ -22,6 +22,9 @@ _OPTIONS = (
     "distribution",
     "rounds",
     "sampling_rate",
+    "scheme",
+    "per_round",
+    "target_privacy",
     "seed",
     "sigma",
     "delta",
@@ -210,6 +213,28 @@ def add_uldp_parser(sub: Any) -> None:
         type=float,
         default=None,
         help="user-level sampling rate of the -s / -ws methods (default 0.1)",
+    )
+    p.add_argument(
+        "--scheme",
+        choices=["poisson", "random", "weighted-random", "partition", "multiround"],
+        default=None,
+        help="-s / -ws methods: how users are chosen each round: poisson (the paper, rate "
+        "--sampling-rate) or a selection scheme choosing K users (multiround: batch "
+        "partitioning with -T); a scheme the server runs gets no amplification by sampling",
+    )
+    p.add_argument(
+        "--per-round",
+        "-K",
+        type=int,
+        default=None,
+        help="users per round K of --scheme (default round(q |U|))",
+    )
+    p.add_argument(
+        "--target-privacy",
+        "-T",
+        type=int,
+        default=None,
+        help="T of --scheme multiround (must divide K and |U|)",
     )
     p.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
     p.add_argument(

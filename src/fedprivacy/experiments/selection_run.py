@@ -26,7 +26,7 @@ from fedprivacy.participation.curve import TWeakCurve, t_weak_curve
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.selectors import SCHEMES, Selector, make_selector
-from fedprivacy.participation.simulation import run_selection
+from fedprivacy.pipeline.selection import run_selection
 from fedprivacy.secagg.params import MIN_PARTICIPANTS
 
 MetricsMode = Literal["exact", "bounds", "none"]

@@ -22,7 +22,7 @@ from fedprivacy.fl.aggregation import SecureAggregator
 from fedprivacy.participation.availability import AvailabilityModel
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.selectors import Selector
-from fedprivacy.participation.simulation import run_selection
+from fedprivacy.pipeline.selection import run_selection
 from fedprivacy.secagg.multiround import RoundObserver, parse_batch_policy
 from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD
 
@@ -167,7 +167,7 @@ def run_secure_selection(
     Parameters
     ----------
     selector, availability, rounds, rng, ledger, progress
-        As in :func:`fedprivacy.participation.simulation.run_selection`.
+        As in :func:`fedprivacy.pipeline.selection.run_selection`.
     config : SecureSelectionConfig
         Protocol settings.
     observer : callable, optional

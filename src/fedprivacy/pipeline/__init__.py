@@ -8,6 +8,7 @@ from fedprivacy.pipeline.algorithm import (
     SelectionOnly,
 )
 from fedprivacy.pipeline.loop import FederatedRun, UserSampler
+from fedprivacy.pipeline.selection import run_selection
 
 __all__ = [
     "Aggregation",
@@ -17,4 +18,5 @@ __all__ = [
     "RoundResult",
     "SelectionOnly",
     "UserSampler",
+    "run_selection",
 ]

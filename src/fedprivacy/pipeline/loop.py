@@ -1,7 +1,7 @@
 """The one federated round loop: availability -> selection -> algorithm -> ledger -> callbacks.
 
 Every federated run of the package goes through :class:`FederatedRun`: selection simulation
-(:func:`fedprivacy.participation.simulation.run_selection`, with
+(:func:`fedprivacy.pipeline.selection.run_selection`, with
 :class:`~fedprivacy.pipeline.algorithm.SelectionOnly`), the selection driven by the real secure
 aggregation protocol (:func:`fedprivacy.fl.secure_selection.run_secure_selection`), FedAvg with
 any mechanism and aggregator (:class:`fedprivacy.fl.engine.FederatedTraining`) and the ULDP-FL

@@ -22,6 +22,7 @@ from fedprivacy._validation import read_toml, require_int, require_one_of
 from fedprivacy.crypto.key_size import check_key_bits
 from fedprivacy.data.tabular import SILO_DATASETS
 from fedprivacy.errors import ParameterError
+from fedprivacy.participation.selectors import SCHEMES, validate_batch_parameters
 from fedprivacy.uldp.allocators import DISTRIBUTIONS
 from fedprivacy.uldp.method_specs import method_spec
 
@@ -137,6 +138,14 @@ class UldpConfig:
     sampling_rate : float or None
         User-level Poisson sampling rate ``q`` of the ``-s`` / ``-ws`` methods (default 0.1); an
         error for the other methods.
+    scheme : str
+        How the ``-s`` / ``-ws`` methods choose their users each round: ``poisson`` (the paper:
+        each user independently with probability ``q``) or a selection scheme of
+        :data:`fedprivacy.participation.selectors.SCHEMES` choosing exactly ``per_round`` users
+        (``multiround``: Multi-RoundSecAgg's batch partitioning with ``target_privacy``). The
+        server chooses those, so their epsilon carries no amplification by sub-sampling.
+    per_round, target_privacy : int or None
+        ``K`` (default ``round(q |U|)``) and ``T`` of the selection schemes.
     seed : int
         Seed of the allocation, the initial model, the minibatches, the sampling and the noise.
     sigma, delta : float
@@ -177,6 +186,9 @@ class UldpConfig:
     distribution: str = "uniform"
     rounds: int = 10
     sampling_rate: float | None = None
+    scheme: str = "poisson"
+    per_round: int | None = None
+    target_privacy: int | None = None
     seed: int = 0
     sigma: float = 5.0
     delta: float = 1e-5
@@ -210,10 +222,20 @@ class UldpConfig:
 
     @property
     def effective_sampling_rate(self) -> float:
-        """``q`` for the ``-s`` methods (default 0.1), 1 otherwise."""
+        """``q`` of the ``-s`` methods (default 0.1; ``K / |U|`` for a scheme), else 1."""
         if not method_spec(self.method).sampled:
             return 1.0
+        if self.scheme != "poisson":
+            return self.effective_per_round / self.users
         return DEFAULT_SAMPLING_RATE if self.sampling_rate is None else float(self.sampling_rate)
+
+    @property
+    def effective_per_round(self) -> int:
+        """``K`` of a selection scheme: ``per_round``, else ``round(q |U|)`` (at least 1)."""
+        if self.per_round is not None:
+            return self.per_round
+        q = DEFAULT_SAMPLING_RATE if self.sampling_rate is None else float(self.sampling_rate)
+        return max(1, round(q * self.users))
 
     def defaults(self) -> HyperDefaults:
         """The :data:`DEFAULT_HYPER` entry of this dataset and method."""
@@ -231,8 +253,11 @@ class UldpConfig:
             global_lr=d.global_lr if self.global_lr is None else self.global_lr,
             batch_size=d.batch_size if self.batch_size is None else self.batch_size,
             sampling_rate=(
-                self.effective_sampling_rate if method_spec(self.method).sampled else None
+                self.effective_sampling_rate
+                if method_spec(self.method).sampled and self.scheme == "poisson"
+                else None
             ),
+            per_round=self.effective_per_round if self.scheme != "poisson" else None,
         )
 
     # -- validation ------------------------------------------------------------------------
@@ -274,6 +299,7 @@ class UldpConfig:
                 "applies to the weighted methods (ULDP-AVG-w, -AVG-ws, -SGD-w, -SGD-ws), "
                 f"not {self.method}",
             )
+        self._validate_scheme()
         if self.silos is not None:
             require_int("silos", self.silos, minimum=1)
             fixed = FIXED_SILOS.get(self.dataset)
@@ -314,6 +340,31 @@ class UldpConfig:
         if not (self.device == "cpu" or self.device.startswith("cuda")):
             raise ParameterError("device", f"must be 'cpu' or 'cuda[:N]', got {self.device!r}")
         return self
+
+    def _validate_scheme(self) -> None:
+        """The user selection options: ``scheme``, ``per_round``, ``target_privacy``."""
+        require_one_of("scheme", self.scheme, ("poisson", *SCHEMES))
+        if self.scheme != "poisson" and not method_spec(self.method).sampled:
+            raise ParameterError(
+                "scheme",
+                f"applies only to the user-sampling methods (-s, -ws), not {self.method}",
+            )
+        if self.per_round is not None:
+            if self.scheme == "poisson":
+                raise ParameterError("per_round", "applies to a selection scheme, not poisson")
+            require_int("per_round", self.per_round, minimum=1, maximum=self.users)
+            if self.sampling_rate is not None:
+                raise ParameterError(
+                    "per_round", "give per_round or sampling_rate (K = round(q |U|)), not both"
+                )
+        if self.target_privacy is not None and self.scheme != "multiround":
+            raise ParameterError(
+                "target_privacy", f"only the multiround scheme has batches, not {self.scheme!r}"
+            )
+        if self.scheme == "multiround":
+            if self.target_privacy is None:
+                raise ParameterError("target_privacy", "is required for the multiround scheme")
+            validate_batch_parameters(self.users, self.effective_per_round, self.target_privacy)
 
     # -- (de)serialisation -----------------------------------------------------------------
 

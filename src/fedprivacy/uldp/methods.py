@@ -111,6 +111,12 @@ class MethodRunner:
         ``noise_rng``); the protocol's output is the round's noisy aggregate. The plaintext
         aggregate of the same round is still computed, to report the protocol's deviation from
         it (``secure_log``). Must be set up (the accounting needs its parameters).
+    amplified : bool
+        Whether a ``-s`` method's user sample is Poisson sampling hidden from whoever sees the
+        released models (the paper; its epsilon is amplified by ``q``). ``False`` when the
+        server chooses the sample (a selection scheme such as Multi-RoundSecAgg's batch
+        partitioning): :meth:`epsilon` is then :meth:`epsilon_server`, the unsampled Gaussian
+        mechanism composed over the rounds of the most-selected user.
 
     Attributes
     ----------
@@ -139,6 +145,7 @@ class MethodRunner:
     group_state: SiloDpSgdState | None = field(init=False, default=None)
     rounds: int = field(init=False, default=0)
     secure: SecureWeighting | None = None
+    amplified: bool = True
     secure_log: list[dict[str, float]] = field(init=False, default_factory=list)
     times_sampled: NDArray[np.int64] = field(init=False, repr=False)
 
@@ -189,6 +196,8 @@ class MethodRunner:
 
     def epsilon(self) -> float:
         """User-level epsilon of the rounds run so far at :attr:`delta` (``inf`` for DEFAULT)."""
+        if self.spec.sampled and not self.amplified:
+            return self.epsilon_server()
         return self.family.epsilon(self)
 
     def epsilon_server(self) -> float:
@@ -253,6 +262,8 @@ class MethodRunner:
         ParameterError
             If ``rounds`` is not a positive integer or no round has run yet.
         """
+        if self.spec.sampled and not self.amplified:
+            return self.epsilon_server_after(rounds)
         return self.family.epsilon_after(self, require_int("rounds", rounds, minimum=1))
 
     # -- one round -------------------------------------------------------------------------
@@ -262,6 +273,8 @@ class MethodRunner:
         global_flat: torch.Tensor,
         rng: np.random.Generator,
         noise_rng: np.random.Generator | None = None,
+        *,
+        sampled: NDArray[np.bool_] | None = None,
     ) -> RoundOutput:
         """Run one round from ``global_flat``; compose its privacy cost.
 
@@ -273,6 +286,9 @@ class MethodRunner:
             Sampling and minibatch randomness.
         noise_rng : numpy.random.Generator, optional
             Noise randomness (default ``rng``).
+        sampled : numpy.ndarray of bool, optional
+            The user sample of a ``-s`` method, chosen by the round loop's selector (drawn
+            from ``rng`` when not given).
 
         Returns
         -------
@@ -281,7 +297,7 @@ class MethodRunner:
         """
         started = time.perf_counter()
         nrng = rng if noise_rng is None else noise_rng
-        out = self.family.round(self, global_flat, rng, nrng)
+        out = self.family.round(self, global_flat, rng, nrng, sampled=sampled)
         self.family.compose(self)
         self.rounds += 1
         out.seconds = time.perf_counter() - started

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
+from numpy.typing import NDArray
 
 from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.report import PrivacyReport, uldp_privacy_report
@@ -128,6 +130,11 @@ class UldpResult:
     caveats : tuple of str
         Known limits of the reported guarantee for this configuration (see
         :func:`fedprivacy.uldp.run.privacy_caveats`); empty when there are none.
+    server_view : dict or None
+        What the ledger of user samples reveals and the per-user epsilons against the server
+        (:func:`fedprivacy.uldp.algorithm.server_view`).
+    sample_counts : numpy.ndarray or None
+        The ledger's participation counts: in how many rounds each user was aggregated.
     noise_source : str
         Where the noise comes from (:func:`fedprivacy.uldp.run.noise_source`): seeded noise
         is reproducible by whoever holds the seed, the protocol's silos draw theirs from OS
@@ -147,6 +154,8 @@ class UldpResult:
     caveats: tuple[str, ...] = ()
     epsilon_at: tuple[int, float, float] | None = None
     noise_source: str = ""
+    server_view: dict[str, Any] | None = None
+    sample_counts: NDArray[np.int64] | None = None
 
     @property
     def final(self) -> RoundRecord:
@@ -166,6 +175,8 @@ class UldpResult:
             epsilon=last.epsilon if private else None,
             epsilon_server=server if private and math.isfinite(server) else None,
             adversaries=EPSILON_ADVERSARIES,
+            server_view=self.server_view,
+            scheme=c.scheme,
             caveats=self.caveats + ((f"Noise: {self.noise_source}.",) if self.noise_source else ()),
         )
 
@@ -191,6 +202,9 @@ class UldpResult:
             "seed": c.seed,
             "sigma": c.sigma,
             "sampling_rate": c.sampling_rate,
+            "scheme": c.scheme,
+            "per_round": c.per_round,
+            "target_privacy": c.target_privacy,
             "clip": c.clip,
             "local_epochs": c.local_epochs,
             "local_lr": c.local_lr,

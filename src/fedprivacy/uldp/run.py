@@ -1,8 +1,11 @@
 """Run a ULDP-FL experiment from a :class:`~fedprivacy.uldp.config.UldpConfig`.
 
 :func:`run_uldp` loads the dataset, allocates its records to users and silos, builds the
-federation and the initial model, runs the rounds of the method and evaluates the global model
-on the pooled test set, recording after every round the utility metric, the test loss, the
+federation and the initial model, runs the rounds of the method through the round loop
+(:class:`~fedprivacy.pipeline.loop.FederatedRun` with
+:class:`~fedprivacy.uldp.algorithm.UldpAlgorithm`: the user selection, the ledger of who was
+aggregated, the callbacks) and evaluates the global model on the pooled test set, recording
+after every round the utility metric, the test loss, the
 user-level epsilon from the method's accountant and the round's wall time, into a
 :class:`~fedprivacy.uldp.results.UldpResult`;
 :func:`~fedprivacy.uldp.results.write_outputs` writes the per-round CSV, the summary JSON and a
@@ -30,6 +33,9 @@ from fedprivacy.dp.accounting import quiet_accounting
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.engine import resolve_device
 from fedprivacy.fl.params import flatten_parameters, load_flat_
+from fedprivacy.participation.availability import AlwaysAvailable
+from fedprivacy.pipeline.loop import FederatedRun
+from fedprivacy.uldp.algorithm import UldpAlgorithm, server_view, uldp_selector
 from fedprivacy.uldp.allocation import Allocation
 from fedprivacy.uldp.allocators import allocate_fixed_silos, allocate_pool
 from fedprivacy.uldp.config import UldpConfig
@@ -141,33 +147,21 @@ def run_uldp(
         model=model,
         max_rows=cfg.max_rows,
         secure=secure,
+        amplified=cfg.scheme == "poisson",
     )
-    train_rng, noise_rng = np.random.default_rng(train_ss), np.random.default_rng(noise_ss)
     flat = flatten_parameters(model).to(fed.device)
     initial = _evaluate(fed, model, flat)
-    records: list[RoundRecord] = []
+    train_rng, noise_rng = np.random.default_rng(train_ss), np.random.default_rng(noise_ss)
+    algorithm = UldpAlgorithm(runner, model, flat, train_rng, noise_rng, eval_every=cfg.eval_every)
+    loop: FederatedRun[RoundRecord] = FederatedRun(
+        uldp_selector(cfg),
+        AlwaysAvailable(fed.num_users),
+        algorithm,
+        selection_rng=lambda _t: train_rng,  # the sample is the first draw of a round
+    )
     with quiet_accounting():
-        for t in range(1, cfg.rounds + 1):
-            out = runner.run_round(flat, train_rng, noise_rng)
-            flat = out.flat
-            eps = runner.epsilon()
-            ev: dict[str, float] = {}
-            if t % cfg.eval_every == 0 or t == cfg.rounds:
-                ev = _evaluate(fed, model, flat)
-            records.append(
-                RoundRecord(
-                    round=t,
-                    metric=ev.get("metric", math.nan),
-                    loss=ev.get("loss", math.nan),
-                    epsilon=eps,
-                    epsilon_server=runner.epsilon_server(),
-                    seconds=out.seconds,
-                    roc_auc=ev.get("roc_auc"),
-                    clipped_fraction=out.clipped / out.groups if out.groups else math.nan,
-                )
-            )
-            if progress is not None:
-                progress(1)
+        records = [result.record for result in loop.run(cfg.rounds, progress=progress)]
+    flat = algorithm.flat
     secure_report = None
     if secure is not None:
         secure_report = _secure_report(
@@ -186,6 +180,8 @@ def run_uldp(
         final_params=flat.detach().cpu(),
         secure_weighting=secure_report,
         caveats=privacy_caveats(cfg.method, fed.task.task),
+        server_view=server_view(loop.ledger, runner),
+        sample_counts=loop.ledger.frequency.copy(),
         noise_source=noise_source(cfg.method, cfg.secure_weighting),
         epsilon_at=None
         if epsilon_at is None

@@ -58,6 +58,7 @@ class MethodFamily(ABC):
         noise_rng: np.random.Generator,
         *,
         noise: bool = True,
+        sampled: NDArray[np.bool_] | None = None,
     ) -> RoundOutput:
         """Compute one round from ``global_flat``, without composing its privacy cost.
 
@@ -72,6 +73,10 @@ class MethodFamily(ABC):
         noise : bool
             ``False``: compute the pre-noise aggregate only (:meth:`presum`), drawing no noise
             and leaving the runner's state as it is.
+        sampled : numpy.ndarray of bool, optional
+            The round's user sample, chosen by the round loop's selector, for the families that
+            sub-sample users (``-s``); drawn from ``rng`` as ``rng.random(U) < q`` when not
+            given. The other families train every user and ignore it.
         """
 
     def presum(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from numpy.typing import NDArray
 
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.families.base import MethodFamily
@@ -45,6 +46,7 @@ class GroupFamily(MethodFamily):
         noise_rng: np.random.Generator,
         *,
         noise: bool = True,
+        sampled: NDArray[np.bool_] | None = None,
     ) -> RoundOutput:
         """DP-SGD in every silo; all randomness from ``rng`` (``noise_rng`` is not used)."""
         fed, h, state = runner.group_fed, runner.hyper, runner.group_state

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from numpy.typing import NDArray
 
 from fedprivacy.uldp.families.base import MethodFamily, epoch_keys, gaussian_noise
 from fedprivacy.uldp.per_user_training import epoch_orders
@@ -45,6 +46,7 @@ class SiloLevelFamily(MethodFamily):
         noise_rng: np.random.Generator,
         *,
         noise: bool = True,
+        sampled: NDArray[np.bool_] | None = None,
     ) -> RoundOutput:
         """One round of silo-level training (see the module docstring)."""
         fed, h = runner.fed, runner.hyper

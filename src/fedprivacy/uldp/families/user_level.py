@@ -92,11 +92,13 @@ class UserLevelFamily(MethodFamily):
         noise_rng: np.random.Generator,
         *,
         noise: bool = True,
+        sampled: NDArray[np.bool_] | None = None,
     ) -> RoundOutput:
         """One round of per-user updates (see the module docstring)."""
         fed, h, spec = runner.fed, runner.hyper, runner.spec
         q = runner.sampling_rate
-        sampled = rng.random(fed.num_users) < q if spec.sampled else None
+        if sampled is None and spec.sampled:
+            sampled = rng.random(fed.num_users) < q
         if sampled is not None and noise:
             runner.times_sampled += sampled
         keys = self.draw_keys(h, fed, rng)

@@ -8,7 +8,7 @@ from fedprivacy.participation.availability import BernoulliDropout, TraceAvailab
 from fedprivacy.participation.family import ExplicitFamilySelector
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.selectors import SCHEMES, BatchPartitionSelector, make_selector
-from fedprivacy.participation.simulation import run_selection
+from fedprivacy.pipeline.selection import run_selection
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)

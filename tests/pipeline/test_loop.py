@@ -1,0 +1,114 @@
+"""The round loop: what the ledger records, the callbacks, the final round, resuming, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from fedprivacy.errors import ParameterError
+from fedprivacy.participation.availability import AlwaysAvailable, BernoulliDropout
+from fedprivacy.participation.ledger import ParticipationLedger
+from fedprivacy.participation.selectors import BatchPartitionSelector, RandomSelector
+from fedprivacy.pipeline import Algorithm, FederatedRun, RoundContext, RoundResult, SelectionOnly
+from fedprivacy.pipeline.selection import run_selection
+
+
+class DropFirst(Algorithm[int]):
+    """Aggregates all but the lowest selected user; records the round index and the context."""
+
+    def __init__(self, num_users: int) -> None:
+        self.num_users = num_users
+        self.contexts: list[RoundContext] = []
+
+    def run_round(self, ctx: RoundContext) -> RoundResult[int]:
+        self.contexts.append(ctx)
+        return RoundResult(ctx.selected[1:], ctx.round_index)
+
+
+def test_the_ledger_records_what_the_algorithm_aggregated_not_the_selection() -> None:
+    algo = DropFirst(8)
+    run = FederatedRun(
+        RandomSelector(8, 3), AlwaysAvailable(8), algo, selection_rng=np.random.default_rng
+    )
+    results = run.run(5)
+    assert [r.record for r in results] == [0, 1, 2, 3, 4]
+    for t, ctx in enumerate(algo.contexts):
+        assert ctx.round_index == t and ctx.selected.size == 3
+        np.testing.assert_array_equal(run.ledger.selected(t), ctx.selected[1:])
+    assert [c.final for c in algo.contexts] == [False] * 4 + [True]
+    assert run.ledger.cardinalities.tolist() == [2] * 5
+
+
+def test_callbacks_see_every_result_and_progress_counts_rounds() -> None:
+    seen: list[int] = []
+    ticks: list[int] = []
+    run = FederatedRun(
+        RandomSelector(6, 2),
+        AlwaysAvailable(6),
+        DropFirst(6),
+        selection_rng=np.random.default_rng,
+        callbacks=[lambda r: seen.append(r.record)],
+    )
+    run.run(3, progress=ticks.append)
+    assert seen == [0, 1, 2] and ticks == [1, 1, 1]
+
+
+def test_a_resumed_ledger_continues_the_round_indices_bit_for_bit() -> None:
+    """Per-round generators seeded by (seed, t): a run split in two equals one run."""
+    sel = BatchPartitionSelector(12, 4, 2)
+    avail = BernoulliDropout(12, 0.3)
+
+    def rng(t: int) -> np.random.Generator:
+        return np.random.default_rng([7, t])
+
+    whole = FederatedRun(sel, avail, SelectionOnly(12), selection_rng=rng)
+    whole.run(20)
+    first = FederatedRun(sel, avail, SelectionOnly(12), selection_rng=rng)
+    first.run(8)
+    rest = FederatedRun(sel, avail, SelectionOnly(12), selection_rng=rng, ledger=first.ledger)
+    assert rest.round == 8
+    rest.run(12)
+    np.testing.assert_array_equal(whole.ledger.matrix(), rest.ledger.matrix())
+
+
+def test_run_selection_is_the_loop_with_selection_only() -> None:
+    """The old hand-written loop, replayed: the same draws in the same order."""
+    sel, avail = RandomSelector(30, 5), BernoulliDropout(30, 0.2)
+    ledger = run_selection(sel, avail, 40, np.random.default_rng(3))
+    rng = np.random.default_rng(3)
+    expected = ParticipationLedger(30)
+    for t in range(40):
+        expected.record(sel.select(avail.sample(t, rng), expected.frequency_view, rng))
+    np.testing.assert_array_equal(ledger.matrix(), expected.matrix())
+
+
+def test_an_aggregate_step_decides_what_selection_only_records() -> None:
+    def half(_t: int, selected: NDArray[np.intp]) -> NDArray[np.intp]:
+        return selected[: selected.size // 2]
+
+    ledger = run_selection(
+        RandomSelector(10, 4), AlwaysAvailable(10), 6, np.random.default_rng(0), aggregate=half
+    )
+    assert ledger.cardinalities.tolist() == [2] * 6
+
+
+def test_disagreeing_user_counts_are_refused() -> None:
+    rng = np.random.default_rng
+    with pytest.raises(ParameterError, match="availability"):
+        FederatedRun(RandomSelector(5, 2), AlwaysAvailable(6), SelectionOnly(5), selection_rng=rng)
+    with pytest.raises(ParameterError, match="users"):
+        FederatedRun(RandomSelector(5, 2), AlwaysAvailable(5), SelectionOnly(4), selection_rng=rng)
+    with pytest.raises(ParameterError, match="ledger"):
+        FederatedRun(
+            RandomSelector(5, 2),
+            AlwaysAvailable(5),
+            SelectionOnly(5),
+            selection_rng=rng,
+            ledger=ParticipationLedger(7),
+        )
+    run = FederatedRun(
+        RandomSelector(5, 2), AlwaysAvailable(5), SelectionOnly(5), selection_rng=rng
+    )
+    with pytest.raises(ParameterError, match="rounds"):
+        run.run(-1)
