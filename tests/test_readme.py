@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
 
 
@@ -18,4 +20,9 @@ def test_the_readme_has_python_examples() -> None:
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_readme_example_runs(index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
+    if "heart_disease" in BLOCKS[index]:  # the examples read the data from $FEDPRIVACY_DATA
+        if not os.environ.get("FEDPRIVACY_DATA"):
+            if not (DATA / "heart_disease").is_dir():
+                pytest.skip("Heart Disease data not found (../shared/data or $FEDPRIVACY_DATA)")
+            monkeypatch.setenv("FEDPRIVACY_DATA", str(DATA))
     exec(compile(BLOCKS[index], f"README.md python block {index}", "exec"), {})
