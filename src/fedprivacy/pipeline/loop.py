@@ -127,6 +127,7 @@ class FederatedRun(Generic[R]):
         self.selection_rng = selection_rng
         self.ledger = ledger
         self.callbacks = tuple(callbacks)
+        self._frequency = ledger.frequency_view  # live: record() updates it in place
 
     @property
     def round(self) -> int:
@@ -138,7 +139,7 @@ class FederatedRun(Generic[R]):
         t = self.round
         rng = self.selection_rng(t)
         available = self.availability.sample(t, rng)
-        selected = self.selector.select(available, self.ledger.frequency_view, rng)
+        selected = self.selector.select(available, self._frequency, rng)
         result = self.algorithm.run_round(RoundContext(t, available, selected, final))
         self.ledger.record(np.asarray(result.aggregated, dtype=np.intp))
         for callback in self.callbacks:
