@@ -13,9 +13,9 @@ fedprivacy`` (and the command line's start-up) stays light.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from fedprivacy._lazy import lazy_exports
 from fedprivacy.errors import FedPrivacyError, ParameterError
 
 if TYPE_CHECKING:
@@ -86,14 +86,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:
-    """Load a top-level noun on first use."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fedprivacy' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, _dir = lazy_exports(__name__, _LAZY)
 
 
 def __dir__() -> list[str]:
