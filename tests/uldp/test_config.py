@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import astuple
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,51 @@ def test_toml_round_trip_and_errors(tmp_path: Path) -> None:
     with pytest.raises(ParameterError, match="TOML"):
         UldpConfig.from_toml(bad)
     assert cfg.with_overrides(users=5, clip=None).users == 5
+
+
+# DEFAULT_HYPER as tuned (see its docstring): dataset, family, global_lr, local_lr, clip, Q, B
+HYPER_TABLE = """
+heart_disease        default  1.0 0.05 1.0  1 4
+heart_disease        naive    1.0 0.05 0.1  1 4
+heart_disease        group    1.0 0.05 1.0  1 4
+heart_disease        avg     20.0 0.05 0.1 10 4
+heart_disease        sgd      3.0 0.05 1.0  1 4
+tcga_brca            default  1.0 0.01 1.0  1 8
+tcga_brca            naive    1.0 0.01 0.1  1 8
+tcga_brca            group    1.0 0.01 1.0  1 8
+tcga_brca            avg     10.0 0.1  0.5  5 8
+tcga_brca            sgd      3.0 0.1  0.5  1 8
+mnist                default  1.0 0.05 1.0  1 64
+mnist                naive    1.0 0.05 0.5  1 64
+mnist                group    1.0 0.05 1.0  1 64
+mnist                avg     10.0 0.05 0.5  5 16
+mnist                sgd     10.0 0.05 1.0  1 16
+creditcard           default  1.0 0.05 1.0  1 64
+creditcard           naive    1.0 0.05 0.1  1 64
+creditcard           group    1.0 0.05 1.0  1 64
+creditcard           avg     10.0 0.05 0.5  5 16
+creditcard           sgd     10.0 0.05 1.0  1 16
+creditcard-synthetic default  1.0 0.05 1.0  1 64
+creditcard-synthetic naive    1.0 0.05 0.1  1 64
+creditcard-synthetic group    1.0 0.05 1.0  1 64
+creditcard-synthetic avg     10.0 0.05 0.5  5 16
+creditcard-synthetic sgd     10.0 0.05 1.0  1 16
+"""
+
+
+def test_default_hyper_values() -> None:
+    expected: dict[str, dict[str, tuple[float, float, float, int, int]]] = {}
+    for line in HYPER_TABLE.strip().splitlines():
+        dataset, family, g, lr, clip, q, b = line.split()
+        expected.setdefault(dataset, {})[family] = (
+            float(g),
+            float(lr),
+            float(clip),
+            int(q),
+            int(b),
+        )
+    actual = {
+        dataset: {family: astuple(h) for family, h in table.items()}
+        for dataset, table in DEFAULT_HYPER.items()
+    }
+    assert actual == expected
