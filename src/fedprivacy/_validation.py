@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import tomllib
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -115,25 +112,3 @@ def require_one_of(name: str, value: object, allowed: tuple[str, ...]) -> None:
     """Raise :class:`ParameterError` unless ``value`` is one of ``allowed``."""
     if value not in allowed:
         raise ParameterError(name, f"must be one of {', '.join(allowed)}; got {value!r}")
-
-
-def read_toml(path: str | Path) -> dict[str, Any]:
-    """The top-level table of a TOML configuration file.
-
-    Raises
-    ------
-    ParameterError
-        If the file does not exist, cannot be read (a directory, no permission), is not UTF-8
-        text or is not valid TOML (named ``config``).
-    """
-    p = Path(path)
-    try:
-        return tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise ParameterError("config", f"file not found: {p}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ParameterError("config", f"{p} is not valid TOML: {exc}") from None
-    except UnicodeDecodeError:
-        raise ParameterError("config", f"{p} is not a text (UTF-8) file") from None
-    except OSError as exc:
-        raise ParameterError("config", f"cannot read {p}: {exc.strerror or exc}") from None

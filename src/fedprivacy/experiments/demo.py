@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from fedprivacy.attacks.least_squares import least_squares_reconstruction, simulate_aggregates
+from fedprivacy.config import Config
 from fedprivacy.experiments import plots
 from fedprivacy.experiments.selection_run import (
     SelectionConfig,
@@ -39,7 +40,7 @@ PAPER_FAMILY_SIZES = {
 
 
 @dataclass(frozen=True)
-class DemoConfig:
+class DemoConfig(Config):
     """Parameters of the demo (defaults: the paper's Section 6 setting)."""
 
     users: int = 120

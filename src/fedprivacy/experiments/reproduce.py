@@ -1,8 +1,9 @@
 """``fedprivacy reproduce NAME``: the paper's tables as sets of training runs.
 
 Each experiment is a TOML file in ``fedprivacy/experiments/configs/``: a ``[base]`` training
-configuration, one ``[[runs]]`` entry per scheme (with the paper's value when it reports one),
-a title and the paper's source. Runs are written to ``OUT/NAME/RUN-seedS``; a run that finished is
+configuration (flat, or grouped in sections such as ``[base.training]``), one ``[[runs]]`` entry
+per scheme (with the paper's value when it reports one) whose keys override the base's, a title
+and the paper's source. Runs are written to ``OUT/NAME/RUN-seedS``; a run that finished is
 reused and one with a checkpoint is resumed, so a long reproduction can be done in pieces.
 """
 
@@ -74,7 +75,7 @@ def parse_experiment(name: str, text: str) -> Experiment:
         entry = dict(entry)
         run_name = str(entry.pop("name"))
         paper_value = entry.pop("paper_value", None)
-        config = TrainConfig.from_mapping({**base, **entry}).validate()
+        config = TrainConfig.from_mapping(base).with_settings(entry).validate()
         runs.append(ExperimentRun(run_name, config, None if paper_value is None else paper_value))
     if not runs:
         raise ParameterError("experiment", f"{name} has no [[runs]]")

@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fedprivacy._validation import require_int
+from fedprivacy.config import Config
 from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.fl.secure_selection import (
@@ -36,7 +37,7 @@ MAX_DENSE_CELLS = 50_000_000
 
 
 @dataclass(frozen=True)
-class SelectionConfig:
+class SelectionConfig(Config):
     """Parameters of one selection run (what ``fedprivacy simulate`` takes)."""
 
     scheme: str

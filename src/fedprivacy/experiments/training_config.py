@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
-import tomli_w
-
-from fedprivacy._validation import read_toml, require_int, require_one_of
+from fedprivacy._validation import require_int, require_one_of
+from fedprivacy.config import Config
 from fedprivacy.data.images import DATASETS
 from fedprivacy.data.partition import PARTITIONS
 from fedprivacy.dp._checks import require_delta
@@ -31,10 +28,12 @@ DEFAULT_DELTA = 1e-5
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(Config):
     """One federated training run. Every field is also a TOML key and a ``train`` option.
 
     The defaults are a small run on scikit-learn's bundled digits that needs no download.
+    ``to_dict``, ``to_toml``, ``from_mapping`` and ``from_toml`` come from
+    :class:`~fedprivacy.config.Config` (``data_dir`` is not written to TOML).
     """
 
     dataset: str = "digits"
@@ -193,63 +192,8 @@ class TrainConfig:
         return DEFAULT_DELTA if self.delta is None else self.delta
 
     def to_dict(self) -> dict[str, Any]:
-        """TOML-ready mapping (``None`` values left out, tuples as lists)."""
-        out: dict[str, Any] = {}
-        for k, v in asdict(self).items():
-            if v is None:
-                continue
-            out[k] = list(v) if isinstance(v, tuple) else v
-        out["model"] = self.model_name
-        return out
-
-    def to_toml(self) -> str:
-        """The configuration as TOML text (``data_dir`` omitted: it is not part of the run)."""
-        data = self.to_dict()
-        data.pop("data_dir", None)
-        return tomli_w.dumps(data)
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> TrainConfig:
-        """Build from a mapping with the field names (dashes accepted); unknown keys are errors."""
-        known = {f.name: f for f in fields(cls)}
-        values: dict[str, Any] = {}
-        for key, value in data.items():
-            name = key.replace("-", "_")
-            if name not in known:
-                close = ", ".join(sorted(known))
-                raise ParameterError("config", f"unknown key {key!r}; known keys: {close}")
-            values[name] = _coerce(name, value)
-        return cls(**values)
-
-    @classmethod
-    def from_toml(cls, path: str | Path) -> TrainConfig:
-        """Read a TOML file (the keys of :meth:`from_mapping`, at top level)."""
-        return cls.from_mapping(read_toml(path))
-
-    def with_overrides(self, **changes: Any) -> TrainConfig:
-        """A copy with the given (non-None) fields replaced."""
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
-
-
-def _coerce(name: str, value: Any) -> Any:
-    if name == "lr_milestones":
-        if not isinstance(value, list | tuple):
-            raise ParameterError(name, f"must be a list of rounds, got {value!r}")
-        return tuple(value)
-    if name == "dropout" and isinstance(value, str) and value != "heterogeneous":
-        try:
-            return float(value)
-        except ValueError:
-            raise ParameterError(
-                name, f"must be 'heterogeneous' or a number, got {value!r}"
-            ) from None
-    floats: tuple[str, ...] = ("lr", "lr_decay", "momentum", "weight_decay", "beta")
-    floats += ("update_clip", "noise_multiplier", "clip", "delta")
-    if name in floats + ("protocol_dropout", "metrics_time_limit"):
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ParameterError(name, f"must be a number, got {value!r}")
-        return float(value)
-    return value
+        """TOML-ready mapping (``None`` values left out, tuples as lists, ``model`` resolved)."""
+        return {**super().to_dict(), "model": self.model_name}
 
 
 def _positive(name: str, value: object) -> None:

@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fedprivacy._validation import require_int
+from fedprivacy.config import Config
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import SecureAggregator
 from fedprivacy.participation.availability import AvailabilityModel
@@ -105,7 +106,7 @@ class SecureSelectionReport:
 
 
 @dataclass(frozen=True)
-class SecureSelectionConfig:
+class SecureSelectionConfig(Config):
     """How the protocol runs inside a selection simulation.
 
     Parameters

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields, replace
-from pathlib import Path
-from typing import Any, Final
+from dataclasses import dataclass, field
+from typing import Final
 
-from fedprivacy._validation import read_toml, require_int, require_one_of
+from fedprivacy._validation import require_int, require_one_of
+from fedprivacy.config import Config
 from fedprivacy.dp._checks import require_delta, require_nonnegative, require_positive
 from fedprivacy.errors import ParameterError
 from fedprivacy.regression.data import TRUTHS
@@ -36,7 +35,7 @@ MISSING: Final = ("impute", "drop")
 
 
 @dataclass(frozen=True)
-class RegressionConfig:
+class RegressionConfig(Config):
     """One regression experiment. Every field is a TOML key; most are ``regress`` options.
 
     Simulation defaults (our reconstruction of the paper's Section 3.1, which the supplement
@@ -102,7 +101,8 @@ class RegressionConfig:
     dataset : {"california", "diabetes"} or None
         Real data instead of a simulation.
     data_dir : str or None
-        Data directory (else ``$FEDPRIVACY_DATA``).
+        Data directory (else ``$FEDPRIVACY_DATA``); not part of the run (equality and
+        ``to_toml`` ignore it).
     missing : {"impute", "drop"}
         California Housing's missing ``total_bedrooms``.
     chunk : int or None
@@ -138,7 +138,7 @@ class RegressionConfig:
     nbafl_local_steps: int = 10
     nbafl_clip: float = 1.0
     dataset: str | None = None
-    data_dir: str | None = None
+    data_dir: str | None = field(default=None, compare=False)
     missing: str = "impute"
     chunk: int | None = None
 
@@ -199,42 +199,3 @@ class RegressionConfig:
                 f"<= p = {self.p}",
             )
         return self
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON/TOML-ready mapping (``None`` values left out, tuples as lists)."""
-        out: dict[str, Any] = {}
-        for key, value in asdict(self).items():
-            if value is None:
-                continue
-            out[key] = list(value) if isinstance(value, tuple) else value
-        return out
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> RegressionConfig:
-        """Build from a mapping of field names (dashes accepted); unknown keys are errors."""
-        known = {f.name for f in fields(cls)}
-        values: dict[str, Any] = {}
-        for key, value in data.items():
-            name = key.replace("-", "_")
-            if name not in known:
-                raise ParameterError(
-                    "config", f"unknown key {key!r}; known keys: {', '.join(sorted(known))}"
-                )
-            if name == "estimators":
-                if isinstance(value, str):
-                    value = tuple(v.strip() for v in value.split(",") if v.strip())
-                elif isinstance(value, list | tuple):
-                    value = tuple(str(v) for v in value)
-                else:
-                    raise ParameterError("estimators", f"must be a list of names, got {value!r}")
-            values[name] = value
-        return cls(**values)
-
-    @classmethod
-    def from_toml(cls, path: str | Path) -> RegressionConfig:
-        """Read a TOML file whose top-level keys are the fields."""
-        return cls.from_mapping(read_toml(path))
-
-    def with_overrides(self, **changes: Any) -> RegressionConfig:
-        """A copy with the given non-``None`` fields replaced."""
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})

@@ -11,14 +11,10 @@ FLamby (Heart Disease 4) and of the authors' code.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field, replace
 
-import tomli_w
-
-from fedprivacy._validation import read_toml, require_int, require_one_of
+from fedprivacy._validation import require_int, require_one_of
+from fedprivacy.config import Config
 from fedprivacy.crypto.key_size import check_key_bits
 from fedprivacy.data.tabular import SILO_DATASETS
 from fedprivacy.errors import ParameterError
@@ -117,7 +113,7 @@ batch sizes of the authors' runs.
 
 
 @dataclass(frozen=True)
-class UldpConfig:
+class UldpConfig(Config):
     """One ULDP-FL run. Every field is also a TOML key; most are ``uldp`` options.
 
     Attributes
@@ -366,86 +362,6 @@ class UldpConfig:
             if self.target_privacy is None:
                 raise ParameterError("target_privacy", "is required for the multiround scheme")
             validate_batch_parameters(self.users, self.effective_per_round, self.target_privacy)
-
-    # -- (de)serialisation -----------------------------------------------------------------
-
-    def to_dict(self) -> dict[str, Any]:
-        """TOML/JSON-ready mapping (``None`` values left out)."""
-        return {k: v for k, v in asdict(self).items() if v is not None}
-
-    def to_toml(self) -> str:
-        """The configuration as TOML (paths omitted: they are not part of the run)."""
-        data = self.to_dict()
-        data.pop("data_dir", None)
-        data.pop("creditcard_path", None)
-        return tomli_w.dumps(data)
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> UldpConfig:
-        """Build from a mapping of field names (dashes accepted); unknown keys are errors.
-
-        Raises
-        ------
-        ParameterError
-            For an unknown key (the message lists the known ones) or a value of the wrong type.
-        """
-        known = {f.name for f in fields(cls)}
-        values: dict[str, Any] = {}
-        for key, value in data.items():
-            name = key.replace("-", "_")
-            if name not in known:
-                raise ParameterError(
-                    "config", f"unknown key {key!r}; known keys: {', '.join(sorted(known))}"
-                )
-            values[name] = _coerce(name, value)
-        return cls(**values)
-
-    @classmethod
-    def from_toml(cls, path: str | Path) -> UldpConfig:
-        """Read a TOML file whose top-level keys are fields.
-
-        Raises
-        ------
-        ParameterError
-            If the file is missing or not TOML, or for a bad key.
-        """
-        return cls.from_mapping(read_toml(path))
-
-    def with_overrides(self, **changes: Any) -> UldpConfig:
-        """A copy with the given non-``None`` fields replaced."""
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
-
-
-_FLOATS = (
-    "sampling_rate",
-    "sigma",
-    "delta",
-    "clip",
-    "local_lr",
-    "global_lr",
-    "user_alpha",
-    "silo_alpha",
-    "main_silo_share",
-)
-_STRINGS = (
-    "dataset",
-    "method",
-    "distribution",
-    "naive_noise",
-    "device",
-    "data_dir",
-    "creditcard_path",
-)
-
-
-def _coerce(name: str, value: Any) -> Any:
-    if name in _FLOATS:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ParameterError(name, f"must be a number, got {value!r}")
-        return float(value)
-    if name in _STRINGS and not isinstance(value, str):
-        raise ParameterError(name, f"must be a string, got {value!r}")
-    return value
 
 
 def _number(name: str, value: object) -> float:
