@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import numpy as np
 import pytest
@@ -11,9 +13,10 @@ import torch
 from fedprivacy.dp.accounting import PrivacyAccountant
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.participation.availability import AlwaysAvailable
+from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.sampling import PoissonSampler
 from fedprivacy.pipeline import FederatedRun
-from fedprivacy.uldp.algorithm import UldpAlgorithm, uldp_selector
+from fedprivacy.uldp.algorithm import UldpAlgorithm, server_view, uldp_selector
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.federation import Federation
 from fedprivacy.uldp.method_names import METHODS
@@ -137,3 +140,21 @@ def test_selection_schemes_choose_exactly_k_users(data_dir: Path) -> None:
     res = run_uldp(cfg)
     assert res.sample_counts is not None and int(np.sum(res.sample_counts)) == 4 * 8
     assert method_spec(cfg.method).sampled
+
+
+def test_server_view_of_a_large_ledger_is_a_certified_audit() -> None:
+    """10,000 users x 100 Poisson rounds: the scalable audit, per-user epsilon by counts."""
+    rng = np.random.default_rng(0)
+    ledger = ParticipationLedger(10_000)
+    for _ in range(100):
+        ledger.record(np.flatnonzero(rng.random(10_000) < 0.1))
+    runner = SimpleNamespace(
+        spec=SimpleNamespace(family="avg"), effective_noise_multiplier=5.0, delta=1e-5
+    )
+    view = server_view(ledger, cast(MethodRunner, runner), time_limit=5.0)
+    tw = view["t_weak"]
+    assert tw is not None and 1 <= tw["lower"] <= tw["upper"]
+    assert view["exposed_users"] == 0 and view["t_strong"] is not None
+    for key, count in (("max", ledger.frequency.max()), ("min", ledger.frequency.min())):
+        expected = _independent_epsilon(int(count), 5.0, 1e-5)
+        assert view["per_user_epsilon"][key] == pytest.approx(expected)

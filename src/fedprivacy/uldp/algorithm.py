@@ -24,7 +24,6 @@ Examples
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -32,9 +31,9 @@ import torch
 
 from fedprivacy.dp.per_user import per_user_epsilons, spread
 from fedprivacy.fl.params import load_flat_
+from fedprivacy.participation.audit import audit_ledger
+from fedprivacy.participation.exposure import CertificationError
 from fedprivacy.participation.ledger import ParticipationLedger
-from fedprivacy.participation.metrics import exposed_users, t_strong
-from fedprivacy.participation.privacy import t_weak
 from fedprivacy.participation.sampling import EveryUser, PoissonSampler
 from fedprivacy.participation.selectors import make_selector
 from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
@@ -48,8 +47,8 @@ from fedprivacy.uldp.rounds import RoundOutput
 
 __all__ = ["UldpAlgorithm", "server_view", "uldp_selector"]
 
-#: Seconds the exact ``T_weak`` search of a ULDP run may take before it reports an interval.
-T_WEAK_TIME_LIMIT = 10.0
+#: Seconds the audit of a ULDP run's ledger may take (``T_weak`` is an interval beyond it).
+AUDIT_TIME_LIMIT = 10.0
 
 
 def uldp_selector(config: UldpConfig) -> UserSampler:
@@ -144,32 +143,39 @@ def server_view(
     ledger: ParticipationLedger,
     runner: MethodRunner,
     *,
-    time_limit: float = T_WEAK_TIME_LIMIT,
-    progress: Callable[[int], None] | None = None,
+    time_limit: float = AUDIT_TIME_LIMIT,
 ) -> dict[str, Any]:
     """What the run's ledger reveals, and the per-user epsilons against the server.
 
-    ``t_weak`` (an exact value, or an interval when the search ran out of ``time_limit``),
-    ``t_strong`` and ``exposed_users`` of the ledger's participation matrix, in which a row is
-    a round's user sample: the server's view when it sees only the sum over silos (the private
-    weighting protocol or secure aggregation of the silos' contributions). ``per_user_epsilon``
-    (``min``/``median``/``max``): for the methods with one Gaussian mechanism per round, each
-    user's unsampled Gaussian mechanism composed over the rounds it was in; ``None`` for DEFAULT
-    and ULDP-GROUP-k, whose accounting is not per round of a user.
+    The ledger's audit (:func:`fedprivacy.participation.audit.audit_ledger`, which scales to
+    large federations: exposure and ``T_strong`` exact, ``T_weak`` certified within
+    ``time_limit``) of the participation matrix in which a row is a round's user sample: the
+    server's view when it sees only the sum over silos (the private weighting protocol or secure
+    aggregation of the silos' contributions). ``t_weak`` is ``{"lower", "upper", "exact"}``;
+    the three figures are ``None`` when even the exact exposure analysis cannot fit in
+    ``time_limit``. ``per_user_epsilon`` (``min``/``median``/``max``): for the methods with one
+    Gaussian mechanism per round, each user's unsampled Gaussian mechanism composed over the
+    rounds it was in; ``None`` for DEFAULT and ULDP-GROUP-k, whose accounting is not per round
+    of a user.
     """
-    p = ledger.matrix()
-    tw = t_weak(p, time_limit=time_limit)
-    if progress is not None:
-        progress(1)
     per_user: dict[str, float] | None = None
     if runner.spec.family in ("naive", "avg", "sgd"):
         eps = per_user_epsilons(
             ledger.frequency, runner.effective_noise_multiplier, runner.delta, "rdp"
         )
         per_user = spread(eps)
-    return {
-        "t_weak": {"lower": tw.lower, "upper": tw.upper, "exact": tw.exact},
-        "t_strong": t_strong(p),
-        "exposed_users": int(exposed_users(p).size),
+    view: dict[str, Any] = {
+        "t_weak": None,
+        "t_strong": None,
+        "exposed_users": None,
         "per_user_epsilon": per_user,
     }
+    try:
+        audit = audit_ledger(ledger, time_limit=time_limit)
+    except CertificationError:
+        return view
+    tw = audit.t_weak
+    view["t_weak"] = {"lower": tw.lower, "upper": tw.upper, "exact": tw.exact}
+    view["t_strong"] = audit.exposure.t_strong
+    view["exposed_users"] = int(audit.exposure.exposed.size)
+    return view
