@@ -19,14 +19,20 @@ from enum import IntEnum
 import numpy as np
 
 from fedprivacy.secagg.errors import MalformedMessageError
+from fedprivacy.wire import MessageFormat, pack_pairs
 
 MAGIC = b"FPSA"
 VERSION = 1
 SERVER = 0xFFFFFFFF
 PUBLIC_KEY_BYTES = 32
 COMMITMENT_BYTES = 32
-_HEADER = struct.Struct(">4sBB16sQII")
-_MAX_ENTRIES = 1 << 24
+_FORMAT = MessageFormat(
+    MAGIC,
+    VERSION,
+    struct.Struct(">4sBB16sQII"),
+    "fedprivacy secure aggregation",
+    MalformedMessageError,
+)
 
 
 class MessageKind(IntEnum):
@@ -128,53 +134,8 @@ Message = (
 )
 
 
-class _Reader:
-    """Strict cursor over a byte string."""
-
-    def __init__(self, data: bytes, offset: int) -> None:
-        self.data = data
-        self.offset = offset
-
-    def take(self, size: int, what: str) -> bytes:
-        end = self.offset + size
-        if size < 0 or end > len(self.data):
-            raise MalformedMessageError(f"message truncated while reading {what}")
-        chunk = self.data[self.offset : end]
-        self.offset = end
-        return chunk
-
-    def take_view(self, size: int, what: str) -> None:
-        """Skip ``size`` bytes after checking they are there (the caller views them in place)."""
-        if size < 0 or self.offset + size > len(self.data):
-            raise MalformedMessageError(f"message truncated while reading {what}")
-        self.offset += size
-
-    def u8(self, what: str) -> int:
-        return self.take(1, what)[0]
-
-    def u16(self, what: str) -> int:
-        value: int = struct.unpack(">H", self.take(2, what))[0]
-        return value
-
-    def u32(self, what: str) -> int:
-        value: int = struct.unpack(">I", self.take(4, what))[0]
-        return value
-
-    def count(self, what: str) -> int:
-        n = self.u32(what)
-        if n > _MAX_ENTRIES:
-            raise MalformedMessageError(f"{what} count {n} exceeds {_MAX_ENTRIES}")
-        return n
-
-    def finish(self) -> None:
-        if self.offset != len(self.data):
-            raise MalformedMessageError(f"{len(self.data) - self.offset} trailing bytes")
-
-
 def _header_bytes(h: Header) -> bytes:
-    return _HEADER.pack(
-        MAGIC, VERSION, int(h.kind), h.session_id, h.round_index, h.sender, h.recipient
-    )
+    return _FORMAT.pack_header(int(h.kind), h.session_id, h.round_index, h.sender, h.recipient)
 
 
 def encode_message(message: Message) -> bytes:
@@ -199,9 +160,7 @@ def encode_message(message: Message) -> bytes:
         for user, c_pk, s_pk in message.keys:
             parts += [struct.pack(">I", user), c_pk, s_pk]
     elif isinstance(message, ShareKeys | ShareDelivery):
-        parts.append(struct.pack(">I", len(message.ciphertexts)))
-        for peer, ct in message.ciphertexts:
-            parts += [struct.pack(">II", peer, len(ct)), ct]
+        parts.append(pack_pairs(message.ciphertexts))
     elif isinstance(message, MaskedInput):
         vec = message.vector
         little = vec.astype(vec.dtype.newbyteorder("<"), copy=False)
@@ -227,32 +186,21 @@ def decode_message(data: bytes) -> Message:
     Returns
     -------
     Message
-        The typed message.
+        The typed message; a :class:`MaskedInput`'s vector is a read-only view of ``data``.
 
     Raises
     ------
     MalformedMessageError
-        On any deviation from the format.
+        On any deviation from the format (see the module docstring), including a word size
+        other than 4 or 8 bytes or an unknown share kind.
 
     """
-    if not isinstance(data, bytes | bytearray | memoryview):
-        raise MalformedMessageError(f"expected bytes, got {type(data).__name__}")
-    data = bytes(data)
-    if len(data) < _HEADER.size:
-        raise MalformedMessageError("message shorter than its header")
-    magic, version, kind_code, session_id, round_index, sender, recipient = _HEADER.unpack_from(
-        data
-    )
-    if magic != MAGIC:
-        raise MalformedMessageError("bad magic: not a fedprivacy secure aggregation message")
-    if version != VERSION:
-        raise MalformedMessageError(f"unsupported version {version}")
+    (kind_code, session_id, round_index, sender, recipient), r = _FORMAT.unpack_header(data)
     try:
         kind = MessageKind(kind_code)
     except ValueError:
         raise MalformedMessageError(f"unknown message kind {kind_code}") from None
     header = Header(kind, session_id, round_index, sender, recipient)
-    r = _Reader(data, _HEADER.size)
     message: Message
     if kind is MessageKind.ADVERTISE_KEYS:
         message = AdvertiseKeys(
@@ -268,12 +216,8 @@ def decode_message(data: bytes) -> Message:
         )
         message = KeyRoster(header, keys)
     elif kind in (MessageKind.SHARE_KEYS, MessageKind.SHARE_DELIVERY):
-        cts = []
-        for _ in range(r.count("ciphertext")):
-            peer = r.u32("peer")
-            cts.append((peer, r.take(r.u32("ciphertext length"), "ciphertext")))
         cls = ShareKeys if kind is MessageKind.SHARE_KEYS else ShareDelivery
-        message = cls(header, tuple(cts))
+        message = cls(header, r.pairs("ciphertext"))
     elif kind is MessageKind.MASKED_INPUT:
         itemsize = r.u8("word size")
         if itemsize not in (4, 8):
@@ -283,7 +227,7 @@ def decode_message(data: bytes) -> Message:
         r.take_view(itemsize * length, "vector")
         dtype = np.dtype(f"<u{itemsize}")
         # a read-only view of the message bytes, no copy (byte-swapped only on big-endian hosts)
-        vector = np.frombuffer(data, dtype=dtype, count=length, offset=start)
+        vector = np.frombuffer(r.data, dtype=dtype, count=length, offset=start)
         vector = vector.astype(dtype.newbyteorder("="), copy=False)
         message = MaskedInput(header, vector)
     elif kind is MessageKind.UNMASK_REQUEST:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from fedprivacy.uldp.private_weighting.errors import MalformedMessageError
+from fedprivacy.wire import MessageFormat, WireReader, pack_pairs
 
 __all__ = [
     "MAGIC",
@@ -46,8 +47,9 @@ MAGIC = b"FPPW"
 VERSION = 1
 SERVER = 0xFFFFFFFF
 PUBLIC_KEY_BYTES = 32
-_HEADER = struct.Struct(">4sBBB16sQII")
-_MAX_ENTRIES = 1 << 24
+_FORMAT = MessageFormat(
+    MAGIC, VERSION, struct.Struct(">4sBBB16sQII"), "private weighting", MalformedMessageError
+)
 _MAX_WIDTH = 1 << 16
 
 
@@ -183,44 +185,6 @@ def make_header(
     return Header(kind, PHASE_OF[kind], session_id, round_index, sender, recipient)
 
 
-class _Reader:
-    """Strict cursor over a byte string."""
-
-    def __init__(self, data: bytes, offset: int) -> None:
-        self.data = data
-        self.offset = offset
-
-    def take(self, size: int, what: str) -> bytes:
-        end = self.offset + size
-        if size < 0 or end > len(self.data):
-            raise MalformedMessageError(f"message truncated while reading {what}")
-        chunk = self.data[self.offset : end]
-        self.offset = end
-        return chunk
-
-    def u32(self, what: str) -> int:
-        value: int = struct.unpack(">I", self.take(4, what))[0]
-        return value
-
-    def count(self, what: str) -> int:
-        n = self.u32(what)
-        if n > _MAX_ENTRIES:
-            raise MalformedMessageError(f"{what} count {n} exceeds {_MAX_ENTRIES}")
-        return n
-
-    def integers(self, what: str) -> tuple[int, ...]:
-        width = self.u32(f"{what} width")
-        if not 1 <= width <= _MAX_WIDTH:
-            raise MalformedMessageError(f"{what} width {width} is not in [1, {_MAX_WIDTH}]")
-        n = self.count(what)
-        raw = self.take(width * n, what)
-        return tuple(int.from_bytes(raw[i * width : (i + 1) * width], "big") for i in range(n))
-
-    def finish(self) -> None:
-        if self.offset != len(self.data):
-            raise MalformedMessageError(f"{len(self.data) - self.offset} trailing bytes")
-
-
 def _integers(values: tuple[int, ...]) -> bytes:
     width = max(1, max((v.bit_length() for v in values), default=0) + 7 >> 3)
     if any(v < 0 for v in values):
@@ -229,11 +193,14 @@ def _integers(values: tuple[int, ...]) -> bytes:
     return struct.pack(">II", width, len(values)) + body
 
 
-def _pairs(pairs: tuple[tuple[int, bytes], ...]) -> bytes:
-    parts = [struct.pack(">I", len(pairs))]
-    for peer, blob in pairs:
-        parts += [struct.pack(">II", peer, len(blob)), blob]
-    return b"".join(parts)
+def _read_integers(r: WireReader, what: str) -> tuple[int, ...]:
+    """A list written by :func:`_integers`: width, count, then fixed-width big-endian integers."""
+    width = r.u32(f"{what} width")
+    if not 1 <= width <= _MAX_WIDTH:
+        raise MalformedMessageError(f"{what} width {width} is not in [1, {_MAX_WIDTH}]")
+    n = r.count(what)
+    raw = r.take(width * n, what)
+    return tuple(int.from_bytes(raw[i * width : (i + 1) * width], "big") for i in range(n))
 
 
 def encode_message(message: Message) -> bytes:
@@ -250,15 +217,8 @@ def encode_message(message: Message) -> bytes:
         The wire encoding, parsed back by :func:`decode_message`.
     """
     h = message.header
-    head = _HEADER.pack(
-        MAGIC,
-        VERSION,
-        int(h.kind),
-        int(h.phase),
-        h.session_id,
-        h.round_index,
-        h.sender,
-        h.recipient,
+    head = _FORMAT.pack_header(
+        int(h.kind), int(h.phase), h.session_id, h.round_index, h.sender, h.recipient
     )
     body: bytes
     if isinstance(message, PaillierKeyAnnouncement):
@@ -270,7 +230,7 @@ def encode_message(message: Message) -> bytes:
             struct.pack(">I", s) + pk for s, pk in message.keys
         )
     elif isinstance(message, SeedShares | SeedDelivery):
-        body = _pairs(message.ciphertexts)
+        body = pack_pairs(message.ciphertexts)
     elif isinstance(message, BlindedHistogram):
         body = _integers(message.values)
     else:
@@ -289,25 +249,17 @@ def decode_message(data: bytes) -> Message:
     Returns
     -------
     Message
-        The typed message.
+        The typed message, its header's phase that of its kind.
 
     Raises
     ------
     MalformedMessageError
-        On any deviation from the format.
+        On any deviation from the format (see the module docstring), including a phase that
+        does not match the kind, a setup message of a round other than 0, or an integer list of
+        width 0 or above 65536 bytes.
     """
-    if not isinstance(data, bytes | bytearray | memoryview):
-        raise MalformedMessageError(f"expected bytes, got {type(data).__name__}")
-    data = bytes(data)
-    if len(data) < _HEADER.size:
-        raise MalformedMessageError("message shorter than its header")
-    magic, version, kind_code, phase_code, session, round_index, sender, recipient = (
-        _HEADER.unpack_from(data)
-    )
-    if magic != MAGIC:
-        raise MalformedMessageError("bad magic: not a private weighting message")
-    if version != VERSION:
-        raise MalformedMessageError(f"unsupported version {version}")
+    fields, r = _FORMAT.unpack_header(data)
+    kind_code, phase_code, session, round_index, sender, recipient = fields
     try:
         kind = MessageKind(kind_code)
         phase = Phase(phase_code)
@@ -318,10 +270,9 @@ def decode_message(data: bytes) -> Message:
     if phase is Phase.SETUP and round_index != 0:
         raise MalformedMessageError("setup messages carry round 0")
     header = Header(kind, phase, session, round_index, sender, recipient)
-    r = _Reader(data, _HEADER.size)
     message: Message
     if kind is MessageKind.PAILLIER_KEY:
-        values = r.integers("modulus")
+        values = _read_integers(r, "modulus")
         if len(values) != 1:
             raise MalformedMessageError("a key announcement carries exactly one modulus")
         message = PaillierKeyAnnouncement(header, values[0])
@@ -334,17 +285,13 @@ def decode_message(data: bytes) -> Message:
         )
         message = DhRoster(header, keys)
     elif kind in (MessageKind.SEED_SHARES, MessageKind.SEED_DELIVERY):
-        pairs = []
-        for _ in range(r.count("ciphertexts")):
-            peer = r.u32("peer")
-            pairs.append((peer, r.take(r.u32("ciphertext length"), "ciphertext")))
         cls = SeedShares if kind is MessageKind.SEED_SHARES else SeedDelivery
-        message = cls(header, tuple(pairs))
+        message = cls(header, r.pairs("ciphertexts"))
     elif kind is MessageKind.BLINDED_HISTOGRAM:
-        message = BlindedHistogram(header, r.integers("histogram"))
+        message = BlindedHistogram(header, _read_integers(r, "histogram"))
     elif kind is MessageKind.ENCRYPTED_WEIGHTS:
-        message = EncryptedWeights(header, r.integers("ciphertexts"))
+        message = EncryptedWeights(header, _read_integers(r, "ciphertexts"))
     else:
-        message = MaskedUpdate(header, r.integers("ciphertexts"))
+        message = MaskedUpdate(header, _read_integers(r, "ciphertexts"))
     r.finish()
     return message
