@@ -118,6 +118,21 @@ def test_accumulator_checks() -> None:
         ex.subtract_from(np.zeros((10, 1), dtype=np.uint32), KEY_A)
 
 
+def test_combine_is_add_into_and_subtract_from() -> None:
+    ex = MaskExpander(50, 20)
+    acc = np.arange(50, dtype=ex.dtype)
+    added = acc.copy()
+    ex.add_into(added, KEY_A)
+    combined = acc.copy()
+    ex.combine(combined, KEY_A, 1)
+    np.testing.assert_array_equal(combined, added)
+    ex.combine(combined, KEY_A, -1)
+    np.testing.assert_array_equal(combined, acc)
+    for sign in (0, 2, True):
+        with pytest.raises(ParameterError, match="sign"):
+            ex.combine(acc.copy(), KEY_A, sign)
+
+
 @pytest.mark.parametrize("key", [b"", bytes(16), bytes(31), bytes(33)])
 def test_bad_key_raises(key: bytes) -> None:
     ex = MaskExpander(10, 32)

@@ -197,10 +197,11 @@ class MaskExpander:
             raise ParameterError("acc", f"must have shape ({self.length},), got {acc.shape}")
         return acc
 
-    def add_into(self, acc: np.ndarray, key: bytes) -> None:
-        """Add the mask expanded from ``key`` to ``acc`` in place (wrapping arithmetic).
+    def combine(self, acc: np.ndarray, key: bytes, sign: int) -> None:
+        """Add (``sign=1``) or subtract (``sign=-1``) the mask of ``key`` in ``acc`` in place.
 
-        The result is correct modulo ``2**bits``; call :func:`reduce` on the final sum.
+        The arithmetic wraps around the dtype; the result is correct modulo ``2**bits``, so call
+        :func:`reduce` on the final sum.
 
         Parameters
         ----------
@@ -208,35 +209,35 @@ class MaskExpander:
             Accumulator of shape ``(length,)`` and dtype :attr:`dtype`.
         key : bytes
             A 32-byte key.
+        sign : int
+            ``1`` to add the mask, ``-1`` to subtract it.
 
         Raises
         ------
         ParameterError
-            If ``acc`` has the wrong dtype or shape.
+            If ``acc`` has the wrong dtype or shape, or ``sign`` is not 1 or -1.
         InvalidKeyError
             If ``key`` is not 32 bytes.
         """
         target = self._check_acc(acc)
+        if sign not in (1, -1) or isinstance(sign, bool):
+            raise ParameterError("sign", f"must be 1 or -1, got {sign!r}")
         # the unmasked keystream word is congruent to the mask modulo 2**bits, and 2**bits
         # divides the dtype's wrap-around modulus, so skipping the masking pass is exact
-        np.add(target, self._fill(key, masked=False), out=target)
+        op = np.add if sign == 1 else np.subtract
+        op(target, self._fill(key, masked=False), out=target)
+
+    def add_into(self, acc: np.ndarray, key: bytes) -> None:
+        """Add the mask expanded from ``key`` to ``acc`` in place (wrapping arithmetic).
+
+        :meth:`combine` with ``sign=1``: same parameters and errors. The result is correct
+        modulo ``2**bits``; call :func:`reduce` on the final sum.
+        """
+        self.combine(acc, key, 1)
 
     def subtract_from(self, acc: np.ndarray, key: bytes) -> None:
         """Subtract the mask expanded from ``key`` from ``acc`` in place (wrapping arithmetic).
 
-        Parameters
-        ----------
-        acc : numpy.ndarray
-            Accumulator of shape ``(length,)`` and dtype :attr:`dtype`.
-        key : bytes
-            A 32-byte key.
-
-        Raises
-        ------
-        ParameterError
-            If ``acc`` has the wrong dtype or shape.
-        InvalidKeyError
-            If ``key`` is not 32 bytes.
+        :meth:`combine` with ``sign=-1``: same parameters and errors.
         """
-        target = self._check_acc(acc)
-        np.subtract(target, self._fill(key, masked=False), out=target)
+        self.combine(acc, key, -1)
