@@ -12,6 +12,8 @@ simulation, not a hardened implementation (floating-point noise is not a secure 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -164,6 +166,17 @@ def laplace_scale(sensitivity: float, epsilon: float) -> float:
     return require_positive("sensitivity", sensitivity) / require_positive("epsilon", epsilon)
 
 
+def _add_noise(
+    value: ArrayLike,
+    rng: np.random.Generator,
+    draw: Callable[[np.random.Generator, tuple[int, ...]], NDArray[np.float64]],
+) -> NDArray[np.float64]:
+    """``value + draw(rng, value.shape)`` after checking ``rng`` and then ``value``."""
+    gen = require_generator("rng", rng)
+    arr = require_finite_array("value", value)
+    return arr + draw(gen, arr.shape)
+
+
 def gaussian_mechanism(
     value: ArrayLike,
     *,
@@ -199,9 +212,7 @@ def gaussian_mechanism(
         If a parameter is out of range or ``value`` has a non-finite entry.
     """
     std = gaussian_std(sensitivity, noise_multiplier)
-    gen = require_generator("rng", rng)
-    arr = require_finite_array("value", value)
-    return arr + gen.normal(0.0, std, size=arr.shape)
+    return _add_noise(value, rng, lambda gen, shape: gen.normal(0.0, std, size=shape))
 
 
 def laplace_mechanism(
@@ -237,6 +248,4 @@ def laplace_mechanism(
         If a parameter is out of range or ``value`` has a non-finite entry.
     """
     scale = laplace_scale(sensitivity, epsilon)
-    gen = require_generator("rng", rng)
-    arr = require_finite_array("value", value)
-    return arr + gen.laplace(0.0, scale, size=arr.shape)
+    return _add_noise(value, rng, lambda gen, shape: gen.laplace(0.0, scale, size=shape))
