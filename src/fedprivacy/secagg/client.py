@@ -30,7 +30,6 @@ from fedprivacy.secagg.errors import (
     ProtocolViolationError,
     RoundAbortedError,
     UnknownSenderError,
-    WrongRoundError,
 )
 from fedprivacy.secagg.graph import describe
 from fedprivacy.secagg.messages import (
@@ -46,9 +45,9 @@ from fedprivacy.secagg.messages import (
     ShareKind,
     UnmaskRequest,
     UnmaskResponse,
-    decode_message,
 )
 from fedprivacy.secagg.params import SecAggParameters
+from fedprivacy.secagg.party import RoundParty, pairwise_sign
 
 SEED_BYTES = 32
 
@@ -94,7 +93,7 @@ def decode_share_plaintext(data: bytes) -> tuple[int, int, Share, Share]:
         raise MalformedMessageError(f"bad share plaintext: {exc}") from exc
 
 
-class SecAggClient:
+class SecAggClient(RoundParty):
     """One user's side of a secure aggregation round.
 
     The client is driven by the messages it receives: :meth:`advertise_keys` starts it, and
@@ -115,7 +114,7 @@ class SecAggClient:
     def __init__(self, params: SecAggParameters, user: int) -> None:
         if user not in params.participants:
             raise ParameterError("user", f"{user} is not a participant of this round")
-        self.params = params
+        super().__init__(params, int(user), "this client")
         self.user = int(user)
         self.stage = ClientStage.NEW
         self._enc = generate_keypair()
@@ -123,21 +122,14 @@ class SecAggClient:
         self._seed = os.urandom(SEED_BYTES)
         self._neighbour_keys: dict[int, tuple[bytes, bytes]] = {}
         self._held: dict[int, tuple[Share, Share]] = {}
-        self.seconds: dict[str, float] = {}
 
     # ------------------------------------------------------------------ helpers
-    def _header(self, kind: MessageKind) -> Header:
-        p = self.params
-        return Header(kind, p.session_id, p.round_index, self.user, SERVER)
+    def _to_server(self, kind: MessageKind) -> Header:
+        return self._header(kind, SERVER)
 
     def _accept(self, message: Message | bytes, kind: MessageKind) -> Message:
-        msg = decode_message(message) if isinstance(message, bytes | bytearray) else message
+        msg = self._decode(message)
         h = msg.header
-        if h.session_id != self.params.session_id or h.round_index != self.params.round_index:
-            raise WrongRoundError(
-                f"message for round {h.round_index} of another session or round; this client is "
-                f"in round {self.params.round_index}"
-            )
         if h.sender != SERVER:
             raise UnknownSenderError(f"client messages come only from the server, not {h.sender}")
         if h.recipient != self.user:
@@ -158,9 +150,6 @@ class SecAggClient:
             )
         return msg
 
-    def _timed(self, name: str, start: float) -> None:
-        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
-
     # ------------------------------------------------------------------ stages
     def advertise_keys(self) -> AdvertiseKeys:
         """Stage 0: publish the two public keys and the commitment to the self-mask seed.
@@ -175,7 +164,7 @@ class SecAggClient:
             raise OutOfOrderError("keys were already advertised")
         start = time.perf_counter()
         msg = AdvertiseKeys(
-            self._header(MessageKind.ADVERTISE_KEYS),
+            self._to_server(MessageKind.ADVERTISE_KEYS),
             self._enc.public_bytes,
             self._mask.public_bytes,
             seed_commitment(self._seed, self.params, self.user),
@@ -234,7 +223,7 @@ class SecAggClient:
         self._neighbour_keys = peers
         self.stage = ClientStage.SHARED
         self._timed("share_keys", start)
-        return ShareKeys(self._header(MessageKind.SHARE_KEYS), tuple(cts))
+        return ShareKeys(self._to_server(MessageKind.SHARE_KEYS), tuple(cts))
 
     def masked_input(
         self,
@@ -312,15 +301,12 @@ class SecAggClient:
         for v in sorted(held):
             agreement = agree(self._mask.private, self._neighbour_keys[v][1])
             key = pairwise_mask_key(agreement, p, self.user, v)
-            if self.user < v:
-                expander.add_into(masked, key)
-            else:
-                expander.subtract_from(masked, key)
+            expander.combine(masked, key, pairwise_sign(self.user, v))
         reduce(masked, p.codec.bits)
         self._held = held
         self.stage = ClientStage.MASKED
         self._timed("masked_input", start)
-        return MaskedInput(self._header(MessageKind.MASKED_INPUT), masked)
+        return MaskedInput(self._to_server(MessageKind.MASKED_INPUT), masked)
 
     def unmask(self, request: UnmaskRequest | bytes) -> UnmaskResponse:
         """Stage 3: reveal, for each neighbour, the share of ``b_v`` or of ``s_sk_v``, never both.
@@ -374,4 +360,4 @@ class SecAggClient:
         self._held = {}
         self.stage = ClientStage.DONE
         self._timed("unmask", start)
-        return UnmaskResponse(self._header(MessageKind.UNMASK_RESPONSE), tuple(shares))
+        return UnmaskResponse(self._to_server(MessageKind.UNMASK_RESPONSE), tuple(shares))

@@ -21,13 +21,11 @@ from fedprivacy.secagg.errors import (
     ProtocolViolationError,
     RoundAbortedError,
     UnknownSenderError,
-    WrongRoundError,
 )
 from fedprivacy.secagg.graph import describe
 from fedprivacy.secagg.messages import (
     SERVER,
     AdvertiseKeys,
-    Header,
     KeyRoster,
     MaskedInput,
     Message,
@@ -37,9 +35,9 @@ from fedprivacy.secagg.messages import (
     ShareKind,
     UnmaskRequest,
     UnmaskResponse,
-    decode_message,
 )
 from fedprivacy.secagg.params import SecAggParameters
+from fedprivacy.secagg.party import RoundParty, pairwise_sign
 from fedprivacy.secagg.result import AggregationResult
 from fedprivacy.secagg.server_view import ReceivedState, ServerView, server_view
 
@@ -66,7 +64,7 @@ _STAGE_OF = {
 }
 
 
-class SecAggServer:
+class SecAggServer(RoundParty):
     """The server's side of a round, for an honest-but-curious server.
 
     Feed every client message to :meth:`receive`; close each stage with the matching
@@ -88,7 +86,7 @@ class SecAggServer:
     """
 
     def __init__(self, params: SecAggParameters) -> None:
-        self.params = params
+        super().__init__(params, SERVER, "the server")
         self.stage = ServerStage.KEYS
         self._keys: dict[int, AdvertiseKeys] = {}
         self._shares: dict[int, ShareKeys] = {}
@@ -98,7 +96,6 @@ class SecAggServer:
         self._responses: dict[int, dict[int, tuple[ShareKind, Share]]] = {}
         self._aggregated: frozenset[int] = frozenset()
         self._asked: frozenset[int] = frozenset()
-        self.seconds: dict[str, float] = {}
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -115,13 +112,6 @@ class SecAggServer:
     def submitted(self) -> frozenset[int]:
         """U3: users whose masked inputs arrived."""
         return frozenset(self._inputs)
-
-    def _timed(self, name: str, start: float) -> None:
-        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
-
-    def _header(self, kind: MessageKind, recipient: int) -> Header:
-        p = self.params
-        return Header(kind, p.session_id, p.round_index, SERVER, recipient)
 
     def _abort(
         self, reason: str, error: type[RoundAbortedError] = RoundAbortedError
@@ -152,14 +142,9 @@ class SecAggServer:
 
         """
         start = time.perf_counter()
-        msg = decode_message(message) if isinstance(message, bytes | bytearray) else message
+        msg = self._decode(message)
         h = msg.header
         p = self.params
-        if h.session_id != p.session_id or h.round_index != p.round_index:
-            raise WrongRoundError(
-                f"message for round {h.round_index} of another session or round; the server is "
-                f"in round {p.round_index}"
-            )
         if h.recipient != SERVER:
             raise UnknownSenderError(f"message addressed to {h.recipient}, not to the server")
         if h.sender not in p.participants:
@@ -406,10 +391,7 @@ class SecAggServer:
             for u in sorted(p.neighbours[v] & self._aggregated):
                 agreement = agree(private[v], self._keys[u].masking_key)
                 key = pairwise_mask_key(agreement, p, u, v)
-                if u < v:  # u added this mask
-                    expander.subtract_from(acc, key)
-                else:
-                    expander.add_into(acc, key)
+                expander.combine(acc, key, -pairwise_sign(u, v))  # undo u's application
         reduce(acc, p.codec.bits)
         total = p.codec.decode_sum(acc, len(aggregated))
         self._timed("unmask", start)
