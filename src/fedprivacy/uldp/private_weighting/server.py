@@ -34,7 +34,6 @@ from fedprivacy.uldp.private_weighting.errors import (
     OutOfOrderError,
     UnknownSenderError,
     WrongRoundError,
-    WrongSessionError,
 )
 from fedprivacy.uldp.private_weighting.messages import (
     SERVER,
@@ -42,17 +41,15 @@ from fedprivacy.uldp.private_weighting.messages import (
     DhPublicKey,
     DhRoster,
     EncryptedWeights,
-    Header,
     MaskedUpdate,
     Message,
     MessageKind,
     PaillierKeyAnnouncement,
     SeedDelivery,
     SeedShares,
-    decode_message,
-    make_header,
 )
 from fedprivacy.uldp.private_weighting.params import PrivateWeightingParameters
+from fedprivacy.uldp.private_weighting.party import Party
 
 __all__ = ["PrivateWeightingServer", "ServerStage"]
 
@@ -78,7 +75,7 @@ _STAGE_OF = {
 }
 
 
-class PrivateWeightingServer:
+class PrivateWeightingServer(Party):
     """The server's state machine.
 
     Call :meth:`start_setup`, feed every silo message to :meth:`receive`, close each step with
@@ -108,7 +105,7 @@ class PrivateWeightingServer:
             raise ParameterError(
                 "private_key", f"has {private_key.public_key.bits} bits, not {params.key_bits}"
             )
-        self.params = params
+        super().__init__(params, SERVER)
         self.stage = ServerStage.NEW
         self.round_index: int | None = None
         self._key = private_key
@@ -136,9 +133,6 @@ class PrivateWeightingServer:
     def blinded_totals(self) -> tuple[int, ...]:
         """The server's setup view: ``B(N_u) = r_u N_u mod n`` for every user."""
         return self._totals
-
-    def _header(self, kind: MessageKind, recipient: int, round_index: int = 0) -> Header:
-        return make_header(kind, self.params.session_id, round_index, SERVER, recipient)
 
     def _missing(self, received: Mapping[int, object], what: str) -> None:
         missing = sorted(set(range(self.params.n_silos)) - set(received))
@@ -191,11 +185,9 @@ class PrivateWeightingServer:
             ``OutOfOrderError``, ``WrongRoundError`` or ``DuplicateMessageError``; the message is
             ignored and the state is unchanged.
         """
-        msg = decode_message(message) if isinstance(message, bytes | bytearray) else message
+        msg = self._decode(message)
         h = msg.header
         p = self.params
-        if h.session_id != p.session_id:
-            raise WrongSessionError("message from another session")
         if h.recipient != SERVER:
             raise UnknownSenderError(f"message addressed to {h.recipient}, not to the server")
         if not 0 <= h.sender < p.n_silos:

@@ -58,7 +58,6 @@ from fedprivacy.uldp.private_weighting.errors import (
     OutOfOrderError,
     UnknownSenderError,
     WrongRoundError,
-    WrongSessionError,
 )
 from fedprivacy.uldp.private_weighting.messages import (
     SERVER,
@@ -73,11 +72,10 @@ from fedprivacy.uldp.private_weighting.messages import (
     PaillierKeyAnnouncement,
     SeedDelivery,
     SeedShares,
-    decode_message,
-    make_header,
 )
 from fedprivacy.uldp.private_weighting.noise import sample_noise
 from fedprivacy.uldp.private_weighting.params import PrivateWeightingParameters, silo_records
+from fedprivacy.uldp.private_weighting.party import Party
 from fedprivacy.uldp.private_weighting.randomness import (
     UniformSampler,
     blind_key,
@@ -116,7 +114,7 @@ _EXPECTED = {
 }
 
 
-class PrivateWeightingSilo:
+class PrivateWeightingSilo(Party):
     """One silo's state machine.
 
     Parameters
@@ -161,7 +159,7 @@ class PrivateWeightingSilo:
     ) -> None:
         if isinstance(silo, bool) or not isinstance(silo, int) or not 0 <= silo < params.n_silos:
             raise ParameterError("silo", f"must be an integer in [0, {params.n_silos})")
-        self.params = params
+        super().__init__(params, silo)
         self.silo = silo
         self._records = silo_records(records, params.n_users, params.n_max)
         self._seed_source = seed_source
@@ -190,14 +188,12 @@ class PrivateWeightingSilo:
             raise OutOfOrderError("the silo has not received the Paillier key")
         return self._public
 
-    def _header(self, kind: MessageKind, round_index: int = 0) -> Header:
-        return make_header(kind, self.params.session_id, round_index, self.silo, SERVER)
+    def _to_server(self, kind: MessageKind, round_index: int = 0) -> Header:
+        return self._header(kind, SERVER, round_index)
 
     def _accept(self, message: Message | bytes) -> Message:
-        msg = decode_message(message) if isinstance(message, bytes | bytearray) else message
+        msg = self._decode(message)
         h = msg.header
-        if h.session_id != self.params.session_id:
-            raise WrongSessionError("message from another session")
         if h.sender != SERVER:
             raise UnknownSenderError(f"silos only accept messages from the server, not {h.sender}")
         if h.recipient != self.silo:
@@ -249,7 +245,7 @@ class PrivateWeightingSilo:
         self._public = public
         self.received.append(msg)
         self.stage = SiloStage.KEY_SENT
-        return DhPublicKey(self._header(MessageKind.DH_PUBLIC_KEY), self._keypair.public_bytes)
+        return DhPublicKey(self._to_server(MessageKind.DH_PUBLIC_KEY), self._keypair.public_bytes)
 
     # ------------------------------------------------------------------ 1(b), 1(c)
     def on_roster(self, message: DhRoster | bytes) -> SeedShares | None:
@@ -305,7 +301,7 @@ class PrivateWeightingSilo:
             )
             for peer, agreement in sorted(agreements.items())
         )
-        return SeedShares(self._header(MessageKind.SEED_SHARES), sealed)
+        return SeedShares(self._to_server(MessageKind.SEED_SHARES), sealed)
 
     def on_seed_delivery(self, message: SeedDelivery | bytes) -> None:
         """Step 1(c): decrypt the shared seed ``R`` sent by silo 0 (silo 0 already has it).
@@ -386,7 +382,7 @@ class PrivateWeightingSilo:
         ]
         self._seed = None  # R is no longer needed; the k_u = n_{s,u} r_u C_LCM are kept
         self.stage = SiloStage.READY
-        return BlindedHistogram(self._header(MessageKind.BLINDED_HISTOGRAM), values)
+        return BlindedHistogram(self._to_server(MessageKind.BLINDED_HISTOGRAM), values)
 
     # ------------------------------------------------------------------ offline
     def precompute_randomisers(self, count: int) -> None:
@@ -489,5 +485,5 @@ class PrivateWeightingSilo:
         self._last_noise = tuple(noise)
         self.received.append(msg)
         return MaskedUpdate(
-            self._header(MessageKind.MASKED_UPDATE, msg.header.round_index), tuple(out)
+            self._to_server(MessageKind.MASKED_UPDATE, msg.header.round_index), tuple(out)
         )
