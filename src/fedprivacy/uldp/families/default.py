@@ -15,8 +15,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-import torch
-
 from fedprivacy.uldp.families.silo_level import SiloLevelFamily
 
 if TYPE_CHECKING:
@@ -30,11 +28,13 @@ class DefaultFamily(SiloLevelFamily):
 
     name = "default"
 
-    def contributions(
-        self, runner: MethodRunner, deltas: torch.Tensor
-    ) -> tuple[torch.Tensor, float, int, float]:
-        """The deltas themselves, no noise, none clipped, and their mean norm."""
-        return deltas, 0.0, 0, float(torch.linalg.vector_norm(deltas, dim=1).mean())
+    def clip_bound(self, runner: MethodRunner) -> float | None:
+        """``None``: the deltas are sent as they are."""
+        return None
+
+    def silo_noise_std(self, runner: MethodRunner) -> float:
+        """``0``: no noise."""
+        return 0.0
 
     def compose(self, runner: MethodRunner) -> None:
         """Nothing to compose: DEFAULT is not private."""

@@ -18,10 +18,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-import torch
-
 from fedprivacy.uldp.families.silo_level import SiloLevelFamily
-from fedprivacy.uldp.per_user_training import clip_rows
 
 if TYPE_CHECKING:
     from fedprivacy.uldp.methods import MethodRunner
@@ -34,16 +31,11 @@ class NaiveFamily(SiloLevelFamily):
 
     name = "naive"
 
-    def contributions(
-        self, runner: MethodRunner, deltas: torch.Tensor
-    ) -> tuple[torch.Tensor, float, int, float]:
-        """The deltas clipped to ``C``, the noise std ``(2) sigma C sqrt(|S|)``, statistics."""
+    def silo_noise_std(self, runner: MethodRunner) -> float:
+        """``2 sigma C sqrt(|S|)``, or ``sigma C sqrt(|S|)`` with the paper's noise."""
         h = runner.hyper
-        factors, norms = clip_rows(deltas, h.clip)
-        contrib = deltas * factors[:, None]
         scale = 2.0 if h.naive_noise == "corrected" else 1.0
-        std = scale * h.sigma * h.clip * math.sqrt(runner.fed.num_silos)
-        return contrib, std, int((norms > h.clip).sum()), float(norms.mean())
+        return scale * h.sigma * h.clip * math.sqrt(runner.fed.num_silos)
 
     def noise_multiplier(self, runner: MethodRunner) -> float:
         """``sigma``, or ``sigma / 2`` with the paper's noise."""

@@ -1,10 +1,10 @@
 """The round shared by DEFAULT and ULDP-NAIVE: every silo trains one model on its records.
 
 Each silo runs ``Q`` epochs of minibatch SGD from ``x_t`` on all its records (one vectorised
-call for all silos); the family turns the silo deltas into contributions and a per-silo noise
-standard deviation (:meth:`SiloLevelFamily.contributions`), and ``x_{t+1} = x_t + eta_g *
-(sum_s Delta_s + noise) / |S|``. Randomness: the minibatch keys from ``rng``, then one
-``noise_rng.normal`` vector per silo.
+call for all silos) and clips its delta to the family's bound
+(:meth:`SiloLevelFamily.clip_bound`); ``x_{t+1} = x_t + eta_g * (sum_s Delta_s + noise) / |S|``
+with the family's noise per silo (:meth:`SiloLevelFamily.silo_noise_std`). Randomness: the
+minibatch keys from ``rng``, then one ``noise_rng.normal`` vector per silo.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 from numpy.typing import NDArray
 
 from fedprivacy.uldp.families.base import MethodFamily, epoch_keys, gaussian_noise
-from fedprivacy.uldp.per_user_training import epoch_orders
+from fedprivacy.uldp.per_user_training import clip_rows, epoch_orders
 from fedprivacy.uldp.rounds import RoundOutput
 
 if TYPE_CHECKING:
@@ -29,14 +29,30 @@ __all__ = ["SiloLevelFamily"]
 class SiloLevelFamily(MethodFamily):
     """A family whose silos each send one (possibly clipped and noised) model delta."""
 
+    def clip_bound(self, runner: MethodRunner) -> float | None:
+        """The L2 norm each silo clips its delta to: ``C`` (``None``: deltas sent unclipped)."""
+        return runner.hyper.clip
+
     @abstractmethod
+    def silo_noise_std(self, runner: MethodRunner) -> float:
+        """The standard deviation of each silo's noise per coordinate (``0``: no noise drawn)."""
+
     def contributions(
         self, runner: MethodRunner, deltas: torch.Tensor
     ) -> tuple[torch.Tensor, float, int, float]:
         """From the ``(|S|, P)`` silo deltas: ``(contributions, noise std, clipped, mean norm)``.
 
-        The noise standard deviation is per silo and coordinate (``0``: no noise drawn).
+        The contributions are the deltas clipped to :meth:`clip_bound`; the norms are those
+        before clipping.
         """
+        bound = self.clip_bound(runner)
+        if bound is None:
+            norms = torch.linalg.vector_norm(deltas, dim=1)
+            return deltas, self.silo_noise_std(runner), 0, float(norms.mean())
+        factors, norms = clip_rows(deltas, bound)
+        contrib = deltas * factors[:, None]
+        clipped = int((norms > bound).sum())
+        return contrib, self.silo_noise_std(runner), clipped, float(norms.mean())
 
     def round(
         self,
