@@ -53,8 +53,8 @@ from fedprivacy.fl.local_training import (
     batch_plan,
     train_clients_loop,
 )
-from fedprivacy.fl.models import build_model
 from fedprivacy.fl.params import flatten_parameters, load_flat_
+from fedprivacy.models.registry import build_model
 
 METHODS = ("baseline", "loop", "vectorised", "vectorised-c1")
 NUM_USERS = 120

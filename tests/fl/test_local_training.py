@@ -11,8 +11,8 @@ from fedprivacy.fl.local_training import (
     batch_plan,
     train_clients_loop,
 )
-from fedprivacy.fl.models import build_model
 from fedprivacy.fl.params import flatten_parameters
+from fedprivacy.models.registry import build_model
 
 # Float32 tolerance of "vectorised == loop": batched kernels (grouped convolutions, bmm) sum in
 # another order than the per-client ones, so the results agree to rounding, not bit for bit.

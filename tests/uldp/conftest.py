@@ -26,7 +26,6 @@ _METHOD_TESTS = {
     "test_losses.py",
     "test_methods.py",
     "test_metrics.py",
-    "test_models.py",
     "test_per_user_training.py",
     "test_run.py",
     "test_sensitivity.py",

@@ -15,7 +15,7 @@ from fedprivacy.dp._checks import require_delta
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import ENCODINGS
 from fedprivacy.fl.mechanism import Mechanism, make_mechanism
-from fedprivacy.fl.models import MODELS
+from fedprivacy.models.registry import FEDAVG_MODELS as MODELS
 from fedprivacy.participation.selectors import SCHEMES
 from fedprivacy.secagg.multiround import BatchPolicy
 from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD

@@ -39,7 +39,7 @@ from fedprivacy.fl.engine import (
     summarise_records,
 )
 from fedprivacy.fl.local_training import LocalTrainingSpec
-from fedprivacy.fl.models import build_model, count_parameters
+from fedprivacy.models.registry import build_model, count_parameters
 from fedprivacy.participation.availability import make_availability
 from fedprivacy.participation.curve import TWeakCurve, t_weak_curve
 from fedprivacy.participation.metrics import exposed_users, t_strong

@@ -237,7 +237,7 @@ class VectorisedTrainer:
     :class:`torch.optim.SGD` defines them (dampening 0, no Nesterov).
 
     The model must be a pure function of its parameters (no buffers that change, no BatchNorm or
-    dropout), as are all the models of :mod:`fedprivacy.fl.models`.
+    dropout), as are all the models of :mod:`fedprivacy.models`.
 
     Parameters
     ----------
@@ -258,13 +258,13 @@ class VectorisedTrainer:
     -----
     Where the arithmetic is small (MLPs, small batches) the per-step Python, autograd and
     optimiser overhead of a per-client loop dominates, and this trainer is several times faster
-    (5.7x the papers' DataLoader loop for :class:`~fedprivacy.fl.models.DigitsMLP`, batch 10).
+    (5.7x the papers' DataLoader loop for :class:`~fedprivacy.models.images.DigitsMLP`, batch 10).
     Convolutional models are another matter on a CPU: ``vmap`` turns a convolution with
     per-client weights into one *grouped* convolution, and on the 2-core CPU this was measured on
     (PyTorch 2.13, oneDNN) grouped convolutions were about twice as slow, forward and backward, as
     the same convolutions run client by client. With ``chunk_size=None`` this trainer was thus
-    1.5-1.8x *slower* than the per-client loop for :class:`~fedprivacy.fl.models.MnistCNN` and
-    :class:`~fedprivacy.fl.models.LeNet5`; ``chunk_size=1`` (ordinary convolutions again, plus
+    1.5-1.8x *slower* than the per-client loop for :class:`~fedprivacy.models.images.MnistCNN` and
+    :class:`~fedprivacy.models.images.LeNet5`; ``chunk_size=1`` (ordinary convolutions again, plus
     the per-call overhead of ``vmap``) was still about 15 % slower than the loop. Channels-last
     layouts and disabling oneDNN did not help. See ``benchmarks/training.py``.
 

@@ -1,8 +1,24 @@
 """What to train and how to score it, per ULDP-FL dataset (Section 5.1 of Kato et al.).
 
-:func:`task_for` gives each dataset its model (:mod:`fedprivacy.uldp.models`), its training
-loss (:mod:`fedprivacy.uldp.losses`) and its metric (:mod:`fedprivacy.uldp.metrics`) as a
-:class:`TaskSpec`, which builds the model and scores it on a test set.
+:func:`task_for` gives each dataset its model (a name of the model registry,
+:mod:`fedprivacy.models.registry`), its training loss (:mod:`fedprivacy.uldp.losses`) and its
+metric (:mod:`fedprivacy.uldp.metrics`) as a :class:`TaskSpec`, which builds the model and scores
+it on a test set:
+
+=================  ===================  ============  =========================
+dataset            model                parameters    loss / metric
+=================  ===================  ============  =========================
+heart_disease      ``logistic``         14            logistic / accuracy
+tcga_brca          ``cox-linear``       40            Cox (Breslow) / C-index
+mnist              ``paper-mnist-cnn``  21,840        cross-entropy / accuracy
+creditcard         ``fraudnet``         4,022         cross-entropy / accuracy
+=================  ===================  ============  =========================
+
+Examples
+--------
+>>> spec = task_for("heart_disease", "binary", num_features=13, num_classes=2)
+>>> spec.model_name, type(spec.build_model(seed=0)).__name__
+('logistic', 'LogisticRegression')
 """
 
 from __future__ import annotations
@@ -13,9 +29,9 @@ import torch
 from torch import nn
 
 from fedprivacy.errors import ParameterError
+from fedprivacy.models.registry import build_model
 from fedprivacy.uldp.losses import MaskedLoss, binary_logistic_loss, cox_loss, cross_entropy_loss
 from fedprivacy.uldp.metrics import accuracy, concordance_index, roc_auc
-from fedprivacy.uldp.models import build_model
 
 __all__ = [
     "TaskSpec",
@@ -34,9 +50,9 @@ class TaskSpec:
     task : {"binary", "multiclass", "survival"}
         The learning task.
     model_name : str
-        Name for :func:`build_model`.
+        Name for :func:`fedprivacy.models.registry.build_model`.
     num_features : int or None
-        Input width of a tabular model.
+        Input width of a tabular model (``None``: the model's default input shape).
     loss : MaskedLoss
         Training (and test) loss.
     metric_name : str
@@ -51,8 +67,20 @@ class TaskSpec:
     metric_name: str
 
     def build_model(self, seed: int = 0) -> nn.Module:
-        """Return a freshly initialised model (see :func:`build_model`)."""
-        return build_model(self.model_name, seed=seed, num_features=self.num_features)
+        """Return a freshly initialised model (see :func:`fedprivacy.models.registry.build_model`).
+
+        Parameters
+        ----------
+        seed : int
+            Seed of the initialisation (non-negative).
+
+        Returns
+        -------
+        torch.nn.Module
+            The model, in float32 on the CPU.
+        """
+        shape = None if self.num_features is None else (self.num_features,)
+        return build_model(self.model_name, shape, seed=seed)
 
     def evaluate(
         self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, batch_rows: int = 8192

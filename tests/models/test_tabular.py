@@ -4,14 +4,9 @@ import pytest
 import torch
 
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.models import (
-    CoxLinear,
-    FraudNet,
-    LogisticRegression,
-    PaperMnistCNN,
-    build_model,
-    count_parameters,
-)
+from fedprivacy.models.images import PaperMnistCNN
+from fedprivacy.models.registry import build_model, count_parameters
+from fedprivacy.models.tabular import CoxLinear, FraudNet, LogisticRegression
 
 
 def test_parameter_counts() -> None:

@@ -1,24 +1,36 @@
-"""Neural networks of the federated-learning experiments and a seeded factory for them.
+"""Image classifiers: the networks of the FedAvg experiments and the ULDP-FL MNIST CNN.
 
 Every model is a plain :class:`torch.nn.Module` without BatchNorm or dropout, so that its output
 is a pure function of its parameters and its input. This is what lets
-:class:`fedprivacy.fl.local_training.VectorisedTrainer` train many clients at once with
+:class:`fedprivacy.fl.local_training.VectorisedTrainer` and
+:class:`fedprivacy.uldp.per_user_training.PerUserTrainer` train many clients at once with
 :func:`torch.func.vmap` over stacked parameters (no buffers, no train/eval switch, no randomness
-in the forward pass).
+in the forward pass). Build them by name, with a seeded initialisation, through
+:func:`fedprivacy.models.registry.build_model`.
+
+Examples
+--------
+>>> model = LeNet5(num_classes=10)
+>>> tuple(model(torch.zeros(2, 3, 32, 32)).shape)
+(2, 10)
+>>> list(model.buffers())
+[]
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
+from torch.nn import functional as F
 
-from fedprivacy._validation import require_int
-from fedprivacy.errors import ParameterError
-
-#: Names accepted by :func:`build_model`.
-MODELS: tuple[str, ...] = ("mnist-cnn", "lenet", "vgg11", "mlp")
+__all__ = [
+    "VGG11_CONFIG",
+    "VGG11",
+    "DigitsMLP",
+    "LeNet5",
+    "MnistCNN",
+    "PaperMnistCNN",
+]
 
 #: VGG-11 ("configuration A") feature extractor: output channels of each 3x3 conv, ``"M"`` = pool.
 VGG11_CONFIG = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
@@ -202,98 +214,42 @@ class DigitsMLP(nn.Module):
         return out
 
 
-#: Input shape each model requires (``None``: any shape, flattened).
-_REQUIRED_SHAPES: dict[str, tuple[int, int, int] | None] = {
-    "mnist-cnn": (1, 28, 28),
-    "lenet": (3, 32, 32),
-    "vgg11": (3, 32, 32),
-    "mlp": None,
-}
+class PaperMnistCNN(nn.Module):
+    """The MNIST CNN of the ULDP-FL experiments (Kato et al.), without dropout: 21,840 parameters.
 
+    ``conv5x5(1->10) -> maxpool2 -> ReLU -> conv5x5(10->20) -> maxpool2 -> ReLU -> flatten (320)
+    -> Linear(50) -> ReLU -> Linear(num_classes)``. Input ``(batch, 1, 28, 28)``, output logits.
 
-def build_model(
-    name: str, input_shape: tuple[int, int, int], num_classes: int, *, seed: int
-) -> nn.Module:
-    """Build one of :data:`MODELS` with a deterministic initialisation.
-
-    The parameters are drawn with PyTorch's default initialisers inside
-    :func:`torch.random.fork_rng` seeded with ``seed``, so the same arguments always give the
-    same parameters and the caller's global random state is left untouched.
+    The paper uses "a CNN with about 20K parameters"; the authors' code (``CNNMnist`` in
+    ``src/models.py`` of github.com/FumiyukiKato/uldp-fl) is ``conv5x5(1->10) -> maxpool2 -> ReLU
+    -> conv5x5(10->20) -> Dropout2d -> maxpool2 -> ReLU -> Linear(320, 50) -> ReLU -> Dropout ->
+    Linear(50, 10) -> log_softmax``. This is that network without the two dropout layers (a
+    dropout layer would make the forward pass random, which the vectorised per-user trainer and
+    its loop oracle cannot share) and returning logits (the authors apply ``CrossEntropyLoss`` to
+    ``log_softmax`` outputs, which equals cross-entropy on the logits).
 
     Parameters
     ----------
-    name : str
-        One of :data:`MODELS`: ``"mnist-cnn"`` (:class:`MnistCNN`, input ``(1, 28, 28)``),
-        ``"lenet"`` (:class:`LeNet5`, input ``(3, 32, 32)``), ``"vgg11"`` (:class:`VGG11`, input
-        ``(3, 32, 32)``) or ``"mlp"`` (:class:`DigitsMLP`, any input shape, flattened).
-    input_shape : tuple of int
-        Shape ``(channels, height, width)`` of one input sample.
     num_classes : int
-        Number of classes (at least 2).
-    seed : int
-        Seed of the initialisation (non-negative).
-
-    Returns
-    -------
-    torch.nn.Module
-        The model, in float32 on the CPU.
-
-    Raises
-    ------
-    ParameterError
-        If ``name`` is unknown, ``input_shape`` does not fit the model, or ``num_classes`` or
-        ``seed`` is invalid.
+        Number of output logits (10 for MNIST).
 
     Examples
     --------
-    >>> model = build_model("mnist-cnn", (1, 28, 28), 10, seed=0)
-    >>> count_parameters(model)
-    1663370
-
+    >>> sum(p.numel() for p in PaperMnistCNN().parameters())
+    21840
     """
-    if name not in MODELS:
-        raise ParameterError("model", f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
-    num_classes = require_int("num_classes", num_classes, minimum=2)
-    seed = require_int("seed", seed, minimum=0)
-    try:
-        shape = tuple(require_int("input_shape", d, minimum=1) for d in input_shape)
-    except TypeError as exc:
-        raise ParameterError("input_shape", f"must be a tuple of integers ({exc})") from exc
-    if len(shape) != 3:
-        raise ParameterError(
-            "input_shape", f"must be (channels, height, width), got {tuple(input_shape)!r}"
-        )
-    required = _REQUIRED_SHAPES[name]
-    if required is not None and shape != required:
-        raise ParameterError(
-            "model", f"{name!r} needs input shape {required}, got {shape} (wrong data set?)"
-        )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model: nn.Module
-        if name == "mnist-cnn":
-            model = MnistCNN(num_classes)
-        elif name == "lenet":
-            model = LeNet5(num_classes)
-        elif name == "vgg11":
-            model = VGG11(num_classes)
-        else:
-            model = DigitsMLP(math.prod(shape), num_classes)
-    return model
 
+    def __init__(self, num_classes: int = 10) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 10, kernel_size=5)
+        self.conv2 = nn.Conv2d(10, 20, kernel_size=5)
+        self.fc1 = nn.Linear(320, 50)
+        self.fc2 = nn.Linear(50, num_classes)
 
-def count_parameters(model: nn.Module) -> int:
-    """Return the number of scalar parameters of ``model``.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        Any module.
-
-    Returns
-    -------
-    int
-        Sum of ``numel()`` over ``model.parameters()``.
-
-    """
-    return sum(p.numel() for p in model.parameters())
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Return the logits, shape ``(batch, num_classes)``."""
+        h = F.relu(F.max_pool2d(self.conv1(x), 2))
+        h = F.relu(F.max_pool2d(self.conv2(h), 2))
+        h = F.relu(self.fc1(h.flatten(1)))
+        out: torch.Tensor = self.fc2(h)
+        return out
