@@ -53,13 +53,13 @@ import torch
 from numpy.typing import NDArray
 
 from fedprivacy.data.tabular import load_silo_dataset
+from fedprivacy.fl.local_training import LocalTrainingSpec
 from fedprivacy.fl.params import flatten_parameters, load_flat_
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.methods import MethodRunner
 from fedprivacy.uldp.per_user_loops import train_groups_loop
 from fedprivacy.uldp.per_user_training import (
-    LocalSGD,
     PerUserTrainer,
     clip_rows,
     epoch_orders,
@@ -89,7 +89,7 @@ def loop_authors(
     x: torch.Tensor,
     y: torch.Tensor,
     offsets: NDArray[np.int64],
-    spec: LocalSGD,
+    spec: LocalTrainingSpec,
     clip: float,
     weights: NDArray[np.float64],
     seed: int,
@@ -181,7 +181,7 @@ def main() -> None:
     )
     assert cfg.local_epochs is not None and cfg.batch_size is not None
     assert cfg.local_lr is not None and cfg.clip is not None and cfg.global_lr is not None
-    spec = LocalSGD(epochs=cfg.local_epochs, batch_size=cfg.batch_size, lr=cfg.local_lr)
+    spec = LocalTrainingSpec(epochs=cfg.local_epochs, batch_size=cfg.batch_size, lr=cfg.local_lr)
     hyper = RoundHyper(local=spec, global_lr=cfg.global_lr, clip=cfg.clip, sigma=cfg.sigma)
 
     t0 = time.perf_counter()

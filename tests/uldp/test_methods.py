@@ -11,13 +11,13 @@ from fedprivacy.dp.accounting import PrivacyAccountant
 from fedprivacy.dp.group_privacy import group_privacy_bounds
 from fedprivacy.dp.rdp import DEFAULT_ORDERS
 from fedprivacy.errors import ParameterError
+from fedprivacy.fl.local_training import LocalTrainingSpec
 from fedprivacy.fl.params import flatten_parameters, load_flat_
 from fedprivacy.uldp.config import DEFAULT_HYPER
 from fedprivacy.uldp.federation import Federation
 from fedprivacy.uldp.method_names import METHODS
 from fedprivacy.uldp.method_specs import method_spec
 from fedprivacy.uldp.methods import MethodRunner, run_round
-from fedprivacy.uldp.per_user_training import LocalSGD
 from fedprivacy.uldp.reference import reference_presum
 from fedprivacy.uldp.rounds import RoundHyper
 
@@ -27,7 +27,9 @@ def hyper_for(method: str, **changes: float) -> RoundHyper:
     kw: dict[str, float] = dict(global_lr=d.global_lr, clip=d.clip, sigma=5.0, sampling_rate=0.5)
     kw.update(changes)
     batch = 16 if method_spec(method).family == "group" else d.batch_size
-    return RoundHyper(LocalSGD(epochs=d.local_epochs, batch_size=batch, lr=d.local_lr), **kw)  # type: ignore[arg-type]
+    return RoundHyper(
+        LocalTrainingSpec(epochs=d.local_epochs, batch_size=batch, lr=d.local_lr), **kw
+    )  # type: ignore[arg-type]
 
 
 def test_method_specs() -> None:
@@ -89,7 +91,7 @@ def test_sgd_ws_descends(heart_fed: Federation) -> None:
 def test_vectorised_round_equals_per_user_loop(heart_fed: Federation, method: str) -> None:
     fed = heart_fed
     hp = hyper_for(method, clip=0.3)
-    hp = RoundHyper(LocalSGD(2, 4, 0.2), hp.global_lr, hp.clip, hp.sigma, 0.5)
+    hp = RoundHyper(LocalTrainingSpec(2, 4, 0.2), hp.global_lr, hp.clip, hp.sigma, 0.5)
     flat = flatten_parameters(fed.task.build_model(3))
     runner = MethodRunner(method, fed, hp)
     got = runner.presum(flat, np.random.default_rng(7))
@@ -133,7 +135,7 @@ def test_epsilon_per_round_matches_accountant(heart_fed: Federation) -> None:
 
 def test_group_epsilon_per_round_from_opacus_history(heart_fed: Federation) -> None:
     fed = heart_fed
-    hp = RoundHyper(LocalSGD(1, 4, 0.05), global_lr=1.0, clip=1.0, sigma=5.0)
+    hp = RoundHyper(LocalTrainingSpec(1, 4, 0.05), global_lr=1.0, clip=1.0, sigma=5.0)
     runner = MethodRunner("ULDP-GROUP-8", fed, hp)
     kept = runner.group_fed
     assert runner.group_k == 8 and kept is not None and runner.group_state is not None
@@ -200,7 +202,7 @@ def test_sampled_round_uses_only_sampled_users(heart_fed: Federation) -> None:
 
 
 def test_runner_validation(heart_fed: Federation) -> None:
-    local = LocalSGD(1, 4, 0.1)
+    local = LocalTrainingSpec(1, 4, 0.1)
     with pytest.raises(ParameterError, match="clip"):
         MethodRunner("ULDP-AVG", heart_fed, RoundHyper(local, clip=0.0))
     with pytest.raises(ParameterError, match="sampling_rate"):

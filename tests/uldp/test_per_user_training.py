@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from fedprivacy.errors import ParameterError
+from fedprivacy.fl.local_training import LocalTrainingSpec
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.models.registry import build_model
 from fedprivacy.uldp.losses import (
@@ -14,10 +15,10 @@ from fedprivacy.uldp.losses import (
 )
 from fedprivacy.uldp.per_user_loops import group_gradients_loop, train_groups_loop
 from fedprivacy.uldp.per_user_training import (
-    LocalSGD,
     PerUserTrainer,
     clip_rows,
     epoch_orders,
+    require_plain_sgd,
 )
 
 
@@ -61,7 +62,7 @@ def test_vectorised_equals_per_user_loop(
     x, y, off, loss = _data(name, counts)
     model = build_model(name, seed=1)
     flat = flatten_parameters(model)
-    spec = LocalSGD(epochs=epochs, batch_size=batch, lr=0.1)
+    spec = LocalTrainingSpec(epochs=epochs, batch_size=batch, lr=0.1)
     orders = epoch_orders(np.random.default_rng(5).random((epochs, len(x))), off, epochs)
     expected = train_groups_loop(model, loss, flat, x, y, off, orders, spec)
     assert float(expected.abs().max()) > 1e-3  # the users did move
@@ -88,7 +89,7 @@ def test_groups_subset_and_independence_from_other_users() -> None:
     x, y, off, loss = _data("logistic", [4, 6, 3, 5])
     model = build_model("logistic", seed=0)
     flat = flatten_parameters(model)
-    spec = LocalSGD(epochs=2, batch_size=2, lr=0.2)
+    spec = LocalTrainingSpec(epochs=2, batch_size=2, lr=0.2)
     keys = np.random.default_rng(0).random((2, len(x)))
     trainer = PerUserTrainer(model, loss)
     full = trainer.train(flat, x, y, off, epoch_orders(keys, off, 2), spec)
@@ -151,8 +152,29 @@ def test_clip_rows_and_clipped_sum() -> None:
 
 def test_local_sgd_validation() -> None:
     with pytest.raises(ParameterError, match="epochs"):
-        LocalSGD(epochs=0).validate()
+        LocalTrainingSpec(epochs=0).validate()
     with pytest.raises(ParameterError, match="lr"):
-        LocalSGD(lr=-1.0).validate()
+        LocalTrainingSpec(lr=-1.0).validate()
     with pytest.raises(ParameterError, match="model"):
         PerUserTrainer(torch.nn.BatchNorm1d(3), cross_entropy_loss)
+
+
+def test_per_user_training_is_plain_sgd() -> None:
+    # one spec for FedAvg and ULDP: the per-user trainers refuse what they do not implement
+    x, y, off, loss = _data("logistic", [4, 6])
+    model = build_model("logistic", seed=0)
+    flat = flatten_parameters(model)
+    orders = epoch_orders(None, off, 1)
+    for changes, name in [
+        ({"momentum": 0.9}, "momentum"),
+        ({"weight_decay": 1e-4}, "weight_decay"),
+    ]:
+        spec = LocalTrainingSpec(epochs=1, batch_size=2, lr=0.1, **changes)  # type: ignore[arg-type]
+        with pytest.raises(ParameterError) as info:
+            PerUserTrainer(model, loss).train(flat, x, y, off, orders, spec)
+        assert info.value.name == name
+        with pytest.raises(ParameterError) as info:
+            train_groups_loop(model, loss, flat, x, y, off, orders, spec)
+        assert info.value.name == name
+    plain = LocalTrainingSpec(epochs=1, batch_size=2, lr=0.1)
+    assert require_plain_sgd(plain) is plain

@@ -39,7 +39,14 @@ __all__ = [
 
 @dataclass(frozen=True)
 class LocalTrainingSpec:
-    """Hyper-parameters of the clients' local training (minibatch SGD on cross-entropy).
+    """Hyper-parameters of local training: minibatch SGD, the one spec of every trainer.
+
+    The FedAvg trainers (:class:`VectorisedTrainer`, :func:`train_clients_loop`; cross-entropy)
+    and the ULDP-FL per-user trainers (:class:`fedprivacy.uldp.per_user_training.PerUserTrainer`,
+    :func:`fedprivacy.uldp.per_user_loops.train_groups_loop`; the dataset's loss) all take it.
+    The per-user trainers run plain SGD, as the ULDP-FL paper does: they refuse a non-zero
+    ``momentum`` or ``weight_decay``
+    (:func:`fedprivacy.uldp.per_user_training.require_plain_sgd`).
 
     Parameters
     ----------
@@ -54,6 +61,13 @@ class LocalTrainingSpec:
         Nesterov); 0 is plain SGD. The momentum buffer starts at zero in every round.
     weight_decay : float
         L2 penalty (added to the gradient as in :class:`torch.optim.SGD`), at least 0.
+
+    Examples
+    --------
+    >>> spec = LocalTrainingSpec(epochs=2, batch_size=8, lr=0.1)
+    >>> spec.validate()
+    >>> (spec.epochs, spec.batch_size, spec.lr, spec.momentum)
+    (2, 8, 0.1, 0.0)
 
     """
 

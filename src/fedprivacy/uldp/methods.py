@@ -76,7 +76,7 @@ from fedprivacy.uldp.families import FAMILIES, MethodFamily
 from fedprivacy.uldp.federation import Federation
 from fedprivacy.uldp.group_dp import SiloDpSgdState
 from fedprivacy.uldp.method_specs import MethodSpec, method_spec
-from fedprivacy.uldp.per_user_training import DEFAULT_MAX_ROWS, PerUserTrainer
+from fedprivacy.uldp.per_user_training import DEFAULT_MAX_ROWS, PerUserTrainer, require_plain_sgd
 from fedprivacy.uldp.rounds import RoundHyper, RoundOutput
 
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ class MethodRunner:
     def __post_init__(self) -> None:
         self.spec = self.method if isinstance(self.method, MethodSpec) else method_spec(self.method)
         self.family = FAMILIES[self.spec.family]
-        self.hyper.local.validate()
+        require_plain_sgd(self.hyper.local)
         h = self.hyper
         for name in ("global_lr", "clip", "sigma"):
             value = getattr(h, name)

@@ -4,7 +4,7 @@
 of rows (every user of a silo) the way the authors' code does: one deep copy of the model and one
 :class:`torch.optim.SGD` per group, one ``backward()`` per batch. They take the same groups
 (``offsets``), minibatch orders (:func:`~fedprivacy.uldp.per_user_training.epoch_orders`) and
-:class:`~fedprivacy.uldp.per_user_training.LocalSGD` settings as
+:class:`~fedprivacy.fl.local_training.LocalTrainingSpec` settings as
 :class:`~fedprivacy.uldp.per_user_training.PerUserTrainer`, which reproduces them to float
 rounding (``tests/uldp/test_per_user_training.py``).
 """
@@ -18,9 +18,10 @@ import torch
 from numpy.typing import ArrayLike, NDArray
 from torch import nn
 
+from fedprivacy.fl.local_training import LocalTrainingSpec
 from fedprivacy.fl.params import load_flat_
 from fedprivacy.uldp.losses import MaskedLoss
-from fedprivacy.uldp.per_user_training import LocalSGD, _check_offsets
+from fedprivacy.uldp.per_user_training import _check_offsets, require_plain_sgd
 
 __all__ = [
     "group_gradients_loop",
@@ -42,7 +43,7 @@ def train_groups_loop(
     y: torch.Tensor,
     offsets: ArrayLike,
     orders: _I64,
-    spec: LocalSGD,
+    spec: LocalTrainingSpec,
 ) -> torch.Tensor:
     """Reference per-group local SGD: a model copy and an optimiser per group (the oracle).
 
@@ -61,7 +62,7 @@ def train_groups_loop(
     torch.Tensor
         Float32 ``(k, P)``: each group's delta ``x_g - x_t`` (zero for an empty group).
     """
-    spec.validate()
+    require_plain_sgd(spec)
     off = _check_offsets(offsets, int(x.shape[0]))
     counts = np.diff(off)
     out = torch.zeros((len(counts), global_flat.numel()), dtype=global_flat.dtype)

@@ -52,16 +52,17 @@ from torch.func import functional_call, grad, vmap
 
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
+from fedprivacy.fl.local_training import LocalTrainingSpec
 from fedprivacy.fl.params import parameter_shapes, unflatten
 from fedprivacy.uldp.losses import MaskedLoss
 
 __all__ = [
     "DEFAULT_MAX_ROWS",
     "ClippedSum",
-    "LocalSGD",
     "PerUserTrainer",
     "clip_rows",
     "epoch_orders",
+    "require_plain_sgd",
 ]
 
 _I64 = NDArray[np.int64]
@@ -72,40 +73,40 @@ _I64 = NDArray[np.int64]
 DEFAULT_MAX_ROWS = 1024
 
 
-@dataclass(frozen=True)
-class LocalSGD:
-    """Local training of a group: ``epochs`` passes of minibatch SGD with rate ``lr``.
+def require_plain_sgd(spec: LocalTrainingSpec) -> LocalTrainingSpec:
+    """Check ``spec`` for the per-user trainers, which run plain SGD (as the paper); return it.
 
     Parameters
     ----------
-    epochs : int
-        Local epochs ``Q``, at least 1.
-    batch_size : int
-        Minibatch size ``B``, at least 1 (the last batch of an epoch may be smaller).
-    lr : float
-        Local learning rate ``eta_l``, finite and positive.
+    spec : LocalTrainingSpec
+        Local epochs ``Q``, batch size ``B`` and local learning rate ``eta_l``.
+
+    Returns
+    -------
+    LocalTrainingSpec
+        ``spec``.
+
+    Raises
+    ------
+    ParameterError
+        If a field is out of range (:meth:`LocalTrainingSpec.validate`), or ``momentum`` or
+        ``weight_decay`` is not 0.
+
+    Examples
+    --------
+    >>> require_plain_sgd(LocalTrainingSpec(epochs=2, batch_size=8, lr=0.1)).batch_size
+    8
+    >>> require_plain_sgd(LocalTrainingSpec(momentum=0.9))
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: momentum: must be 0: per-user training is plain SGD, got 0.9
     """
-
-    epochs: int = 1
-    batch_size: int = 16
-    lr: float = 0.01
-
-    def validate(self) -> LocalSGD:
-        """Check the fields; return ``self``.
-
-        Raises
-        ------
-        ParameterError
-            If a field is out of range.
-        """
-        require_int("epochs", self.epochs, minimum=1)
-        require_int("batch_size", self.batch_size, minimum=1)
-        lr = self.lr
-        if isinstance(lr, bool) or not isinstance(lr, int | float) or not math.isfinite(lr):
-            raise ParameterError("lr", f"must be a finite number, got {lr!r}")
-        if lr <= 0:
-            raise ParameterError("lr", f"must be > 0, got {lr!r}")
-        return self
+    spec.validate()
+    for name in ("momentum", "weight_decay"):
+        value = getattr(spec, name)
+        if value != 0:
+            raise ParameterError(name, f"must be 0: per-user training is plain SGD, got {value!r}")
+    return spec
 
 
 def _check_offsets(offsets: ArrayLike, num_rows: int) -> _I64:
@@ -266,7 +267,7 @@ class PerUserTrainer:
         y: torch.Tensor,
         offsets: ArrayLike,
         orders: _I64,
-        spec: LocalSGD,
+        spec: LocalTrainingSpec,
         groups: ArrayLike | None = None,
     ) -> Iterator[tuple[_I64, torch.Tensor]]:
         """Train the groups chunk by chunk; yield ``(group_ids, deltas)`` per chunk.
@@ -281,8 +282,8 @@ class PerUserTrainer:
             Group boundaries.
         orders : numpy.ndarray of int64, shape (spec.epochs, n)
             From :func:`epoch_orders`.
-        spec : LocalSGD
-            Epochs, batch size and learning rate.
+        spec : LocalTrainingSpec
+            Epochs, batch size and learning rate (plain SGD: momentum and weight decay 0).
         groups : array_like of int, optional
             Train only these groups (e.g. the sampled users); default all. Empty groups are
             skipped (their delta is zero and they are not yielded).
@@ -292,7 +293,7 @@ class PerUserTrainer:
         tuple of (numpy.ndarray, torch.Tensor)
             Group indices and their deltas ``x_g - x_t``, float32 ``(len(ids), P)``.
         """
-        spec.validate()
+        require_plain_sgd(spec)
         self._check(global_flat, x, y)
         off = _check_offsets(offsets, int(x.shape[0]))
         q, bsz = spec.epochs, spec.batch_size
@@ -336,7 +337,7 @@ class PerUserTrainer:
         y: torch.Tensor,
         offsets: ArrayLike,
         orders: _I64,
-        spec: LocalSGD,
+        spec: LocalTrainingSpec,
     ) -> torch.Tensor:
         """Return every group's delta ``x_g - x_t`` after local SGD, float32 ``(k, P)``.
 

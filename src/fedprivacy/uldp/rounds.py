@@ -5,8 +5,8 @@ from :meth:`fedprivacy.uldp.families.MethodFamily.round`.
 
 Examples
 --------
->>> from fedprivacy.uldp.per_user_training import LocalSGD
->>> hyper = RoundHyper(LocalSGD(epochs=2, batch_size=8, lr=0.1), sigma=3.0)
+>>> from fedprivacy.fl.local_training import LocalTrainingSpec
+>>> hyper = RoundHyper(LocalTrainingSpec(epochs=2, batch_size=8, lr=0.1), sigma=3.0)
 >>> (hyper.clip, hyper.sigma, hyper.naive_noise)
 (1.0, 3.0, 'corrected')
 """
@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from fedprivacy.uldp.per_user_training import LocalSGD
+from fedprivacy.fl.local_training import LocalTrainingSpec
 
 __all__ = ["RoundHyper", "RoundOutput"]
 
@@ -32,9 +32,10 @@ class RoundHyper:
 
     Attributes
     ----------
-    local : LocalSGD
+    local : LocalTrainingSpec
         Local epochs ``Q``, batch size ``B``, local learning rate ``eta_l`` (ULDP-SGD uses none
-        of them: one full-batch gradient per user).
+        of them: one full-batch gradient per user); plain SGD, so momentum and weight decay 0
+        (:func:`~fedprivacy.uldp.per_user_training.require_plain_sgd`).
     global_lr : float
         ``eta_g``.
     clip : float
@@ -47,7 +48,7 @@ class RoundHyper:
         ULDP-NAIVE's noise, see :mod:`fedprivacy.uldp.methods`.
     """
 
-    local: LocalSGD
+    local: LocalTrainingSpec
     global_lr: float = 1.0
     clip: float = 1.0
     sigma: float = 5.0

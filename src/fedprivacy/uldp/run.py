@@ -32,6 +32,7 @@ from fedprivacy.data.tabular import SiloDataset, load_silo_dataset
 from fedprivacy.dp.accounting import quiet_accounting
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.engine import resolve_device
+from fedprivacy.fl.local_training import LocalTrainingSpec
 from fedprivacy.fl.params import flatten_parameters, load_flat_
 from fedprivacy.participation.availability import AlwaysAvailable
 from fedprivacy.pipeline.loop import FederatedRun
@@ -42,7 +43,6 @@ from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.method_specs import method_spec
 from fedprivacy.uldp.methods import MethodRunner
-from fedprivacy.uldp.per_user_training import LocalSGD
 from fedprivacy.uldp.private_weighting import SecureWeighting
 from fedprivacy.uldp.private_weighting.noise import TAIL_SIGMAS
 from fedprivacy.uldp.results import RoundRecord, UldpResult
@@ -128,7 +128,9 @@ def run_uldp(
     assert cfg.clip is not None and cfg.global_lr is not None and cfg.local_lr is not None
     assert cfg.local_epochs is not None and cfg.batch_size is not None
     hyper = RoundHyper(
-        local=LocalSGD(epochs=cfg.local_epochs, batch_size=cfg.batch_size, lr=cfg.local_lr),
+        local=LocalTrainingSpec(
+            epochs=cfg.local_epochs, batch_size=cfg.batch_size, lr=cfg.local_lr
+        ),
         global_lr=cfg.global_lr,
         clip=cfg.clip,
         sigma=cfg.sigma,

@@ -26,9 +26,10 @@ from fedprivacy.uldp.per_user_loops import train_groups_loop
 from fedprivacy.uldp.per_user_training import epoch_orders
 
 if TYPE_CHECKING:
+    from fedprivacy.fl.local_training import LocalTrainingSpec
     from fedprivacy.uldp.federation import Federation
     from fedprivacy.uldp.losses import MaskedLoss
-    from fedprivacy.uldp.per_user_training import LocalSGD, PerUserTrainer
+    from fedprivacy.uldp.per_user_training import PerUserTrainer
     from fedprivacy.uldp.rounds import RoundHyper
 
 __all__ = ["AvgFamily"]
@@ -68,7 +69,7 @@ class AvgFamily(UserLevelFamily):
         global_flat: torch.Tensor,
         silo_data: SiloData,
         keys: NDArray[np.float64] | None,
-        local: LocalSGD,
+        local: LocalTrainingSpec,
     ) -> torch.Tensor:
         """Every user's delta, one model copy and optimiser per user."""
         assert keys is not None

@@ -25,9 +25,10 @@ from fedprivacy.uldp.families.user_level import Chunks, SiloData, UserLevelFamil
 from fedprivacy.uldp.per_user_loops import group_gradients_loop
 
 if TYPE_CHECKING:
+    from fedprivacy.fl.local_training import LocalTrainingSpec
     from fedprivacy.uldp.federation import Federation
     from fedprivacy.uldp.losses import MaskedLoss
-    from fedprivacy.uldp.per_user_training import LocalSGD, PerUserTrainer
+    from fedprivacy.uldp.per_user_training import PerUserTrainer
     from fedprivacy.uldp.rounds import RoundHyper
 
 __all__ = ["SgdFamily"]
@@ -65,7 +66,7 @@ class SgdFamily(UserLevelFamily):
         global_flat: torch.Tensor,
         silo_data: SiloData,
         keys: NDArray[np.float64] | None,
-        local: LocalSGD,
+        local: LocalTrainingSpec,
     ) -> torch.Tensor:
         """Every user's gradient, one model copy per user."""
         x, y, off = silo_data

@@ -28,10 +28,10 @@ from fedprivacy.uldp.per_user_training import PerUserTrainer
 from fedprivacy.uldp.rounds import RoundOutput
 
 if TYPE_CHECKING:
+    from fedprivacy.fl.local_training import LocalTrainingSpec
     from fedprivacy.uldp.federation import Federation
     from fedprivacy.uldp.losses import MaskedLoss
     from fedprivacy.uldp.methods import MethodRunner
-    from fedprivacy.uldp.per_user_training import LocalSGD
     from fedprivacy.uldp.private_weighting import SecureWeighting
     from fedprivacy.uldp.rounds import RoundHyper
 
@@ -80,7 +80,7 @@ class UserLevelFamily(MethodFamily):
         global_flat: torch.Tensor,
         silo_data: SiloData,
         keys: NDArray[np.float64] | None,
-        local: LocalSGD,
+        local: LocalTrainingSpec,
     ) -> torch.Tensor:
         """The same updates of every user of a silo with per-user loops (the oracle)."""
 
