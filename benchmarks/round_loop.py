@@ -65,18 +65,18 @@ def bench_selection(rounds: int) -> None:
 
 def bench_uldp(rounds: int, data_dir: Path) -> None:
     from fedprivacy.data.tabular import load_silo_dataset
+    from fedprivacy.fl.local_training import LocalTrainingSpec
     from fedprivacy.uldp.algorithm import UldpAlgorithm
     from fedprivacy.uldp.config import UldpConfig
     from fedprivacy.uldp.federation import build_federation
     from fedprivacy.uldp.methods import MethodRunner
-    from fedprivacy.uldp.per_user_training import LocalSGD
     from fedprivacy.uldp.rounds import RoundHyper
     from fedprivacy.uldp.run import allocate
 
     cfg = UldpConfig(dataset="heart_disease", method="ULDP-AVG-ws", users=100).resolved()
     ds = load_silo_dataset("heart_disease", str(data_dir))
     fed = build_federation(ds, allocate(cfg, ds, np.random.default_rng(0)))
-    hyper = RoundHyper(LocalSGD(10, 4, 0.05), global_lr=20.0, clip=0.1, sampling_rate=0.1)
+    hyper = RoundHyper(LocalTrainingSpec(10, 4, 0.05), global_lr=20.0, clip=0.1, sampling_rate=0.1)
     model = fed.task.build_model(0)
     flat0 = flatten_parameters(model)
 

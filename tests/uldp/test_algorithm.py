@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from fedprivacy.dp.accounting import PrivacyAccountant
+from fedprivacy.fl.local_training import LocalTrainingSpec
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.participation.availability import AlwaysAvailable
 from fedprivacy.participation.ledger import ParticipationLedger
@@ -22,12 +23,13 @@ from fedprivacy.uldp.federation import Federation
 from fedprivacy.uldp.method_names import METHODS
 from fedprivacy.uldp.method_specs import method_spec
 from fedprivacy.uldp.methods import MethodRunner
-from fedprivacy.uldp.per_user_training import LocalSGD
 from fedprivacy.uldp.rounds import RoundHyper
 from fedprivacy.uldp.run import run_uldp
 
 C = 0.05
-HYPER = RoundHyper(LocalSGD(2, 4, 0.2), global_lr=1.0, clip=C, sigma=5.0, sampling_rate=0.5)
+HYPER = RoundHyper(
+    LocalTrainingSpec(2, 4, 0.2), global_lr=1.0, clip=C, sigma=5.0, sampling_rate=0.5
+)
 #: every method whose aggregate has a per-round user-level sensitivity (GROUP-k: per record)
 PRIVATE = [m for m in METHODS if m.startswith(("ULDP-NAIVE", "ULDP-AVG", "ULDP-SGD"))]
 
