@@ -83,7 +83,7 @@ def test_age_centring_is_a_reparametrisation_of_the_cox_model(data_dir):
     import torch
 
     from fedprivacy.data.tcga_brca import TCGA_AGE_CENTRE
-    from fedprivacy.uldp.losses import cox_loss
+    from fedprivacy.fl.losses import cox_loss
 
     raw = load_tcga_brca(data_dir, centre_age=False)
     ds = load_tcga_brca(data_dir)

@@ -23,7 +23,6 @@ _METHOD_TESTS = {
     "test_config.py",
     "test_federation.py",
     "test_group_dp.py",
-    "test_losses.py",
     "test_methods.py",
     "test_metrics.py",
     "test_per_user_training.py",

@@ -6,13 +6,13 @@ import torch
 
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.local_training import LocalTrainingSpec
-from fedprivacy.fl.params import flatten_parameters
-from fedprivacy.models.registry import build_model
-from fedprivacy.uldp.losses import (
+from fedprivacy.fl.losses import (
     binary_logistic_loss,
     cox_loss,
     cross_entropy_loss,
 )
+from fedprivacy.fl.params import flatten_parameters
+from fedprivacy.models.registry import build_model
 from fedprivacy.uldp.per_user_loops import group_gradients_loop, train_groups_loop
 from fedprivacy.uldp.per_user_training import (
     PerUserTrainer,

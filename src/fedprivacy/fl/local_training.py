@@ -16,18 +16,19 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from numpy.typing import NDArray
 from torch import nn
-from torch.func import functional_call, grad, vmap
 
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
-from fedprivacy.fl.params import load_flat_, parameter_shapes, unflatten
+from fedprivacy.fl.losses import cross_entropy_loss
+from fedprivacy.fl.params import load_flat_
+from fedprivacy.fl.stacked_grad import stacked_gradient
 
 __all__ = [
     "LocalTrainingSpec",
@@ -232,15 +233,14 @@ def _check_inputs(
     return out
 
 
-LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-
-
 class VectorisedTrainer:
     """Trains many clients at once on stacked parameters.
 
     The clients' parameters are a ``(C, P)`` float32 tensor. At each local step the batch of every
     client is gathered from the training set with one indexing operation, the per-client
-    gradients are computed with ``vmap(grad(loss))`` over the client dimension of the parameters,
+    gradients are computed with ``vmap(grad(loss))`` (:func:`~fedprivacy.fl.stacked_grad.
+    stacked_gradient`, the core shared with ULDP-FL's per-user trainer) over the client
+    dimension of the parameters,
     inputs, labels and mask (``loss`` calls the model through
     :func:`torch.func.functional_call`), and one SGD update is applied to the whole stack.
 
@@ -290,27 +290,12 @@ class VectorisedTrainer:
         spec.validate()
         if chunk_size is not None:
             chunk_size = require_int("chunk_size", chunk_size, minimum=1)
-        if any(True for _ in model.buffers()):
-            raise ParameterError(
-                "model",
-                "must have no buffers (no BatchNorm): it must be a pure function of its parameters",
-            )
         self.model = model
         self.spec = spec
         self.chunk_size = chunk_size
-        self._shapes = parameter_shapes(model)
-        self.num_params = sum(math.prod(shape) for _, shape in self._shapes)
-
-        shapes = self._shapes
-
-        def loss(
-            flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor
-        ) -> torch.Tensor:
-            logits = functional_call(model, unflatten(flat, shapes), (x,))
-            per_sample = nn.functional.cross_entropy(logits, y, reduction="none")
-            return (per_sample * mask).sum() / mask.sum().clamp_min(1.0)
-
-        self._grad: LossFn = vmap(grad(loss), chunk_size=chunk_size)
+        self._grad, self.num_params = stacked_gradient(
+            model, cross_entropy_loss, chunk_size=chunk_size
+        )
 
     def train(
         self,

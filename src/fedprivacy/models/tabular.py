@@ -24,7 +24,7 @@ Where they come from:
   4,022, the paper's "about 4K", so :class:`FraudNet` defaults to three blocks, without
   dropout. GroupNorm has affine parameters but no running statistics (no buffers).
 
-The losses are in :mod:`fedprivacy.uldp.losses`, the metrics in :mod:`fedprivacy.uldp.metrics`;
+The losses are in :mod:`fedprivacy.fl.losses`, the metrics in :mod:`fedprivacy.uldp.metrics`;
 :func:`fedprivacy.uldp.tasks.task_for` gives each dataset its model, loss and metric.
 
 Examples

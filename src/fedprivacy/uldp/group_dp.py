@@ -55,9 +55,9 @@ from torch import nn
 from fedprivacy.dp.accounting import PrivacyAccountant
 from fedprivacy.dp.rdp import DEFAULT_ORDERS
 from fedprivacy.errors import ParameterError
+from fedprivacy.fl.losses import MaskedLoss
 from fedprivacy.fl.params import load_flat_
 from fedprivacy.uldp.federation import Federation
-from fedprivacy.uldp.losses import MaskedLoss
 
 __all__ = [
     "SiloDpSgdState",

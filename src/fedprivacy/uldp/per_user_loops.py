@@ -19,8 +19,8 @@ from numpy.typing import ArrayLike, NDArray
 from torch import nn
 
 from fedprivacy.fl.local_training import LocalTrainingSpec
+from fedprivacy.fl.losses import MaskedLoss
 from fedprivacy.fl.params import load_flat_
-from fedprivacy.uldp.losses import MaskedLoss
 from fedprivacy.uldp.per_user_training import _check_offsets, require_plain_sgd
 
 __all__ = [

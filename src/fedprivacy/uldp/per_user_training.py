@@ -48,13 +48,12 @@ import numpy as np
 import torch
 from numpy.typing import ArrayLike, NDArray
 from torch import nn
-from torch.func import functional_call, grad, vmap
 
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.local_training import LocalTrainingSpec
-from fedprivacy.fl.params import parameter_shapes, unflatten
-from fedprivacy.uldp.losses import MaskedLoss
+from fedprivacy.fl.losses import MaskedLoss
+from fedprivacy.fl.stacked_grad import stacked_gradient
 
 __all__ = [
     "DEFAULT_MAX_ROWS",
@@ -221,22 +220,10 @@ class PerUserTrainer:
     """
 
     def __init__(self, model: nn.Module, loss: MaskedLoss, *, max_rows: int = DEFAULT_MAX_ROWS):
-        if any(True for _ in model.buffers()):
-            raise ParameterError("model", "must have no buffers (a pure function of parameters)")
         self.model = model
         self.loss = loss
         self.max_rows = require_int("max_rows", max_rows, minimum=1)
-        self._shapes = parameter_shapes(model)
-        self.num_params = sum(math.prod(s) for _, s in self._shapes)
-        shapes = self._shapes
-
-        def flat_loss(
-            flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor
-        ) -> torch.Tensor:
-            out = functional_call(model, unflatten(flat, shapes), (x,))
-            return loss(out, y, mask)
-
-        self._grad = vmap(grad(flat_loss))
+        self._grad, self.num_params = stacked_gradient(model, loss)
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """What to train and how to score it, per ULDP-FL dataset (Section 5.1 of Kato et al.).
 
 :func:`task_for` gives each dataset its model (a name of the model registry,
-:mod:`fedprivacy.models.registry`), its training loss (:mod:`fedprivacy.uldp.losses`) and its
+:mod:`fedprivacy.models.registry`), its training loss (:mod:`fedprivacy.fl.losses`) and its
 metric (:mod:`fedprivacy.uldp.metrics`) as a :class:`TaskSpec`, which builds the model and scores
 it on a test set:
 
@@ -29,8 +29,8 @@ import torch
 from torch import nn
 
 from fedprivacy.errors import ParameterError
+from fedprivacy.fl.losses import MaskedLoss, binary_logistic_loss, cox_loss, cross_entropy_loss
 from fedprivacy.models.registry import build_model
-from fedprivacy.uldp.losses import MaskedLoss, binary_logistic_loss, cox_loss, cross_entropy_loss
 from fedprivacy.uldp.metrics import accuracy, concordance_index, roc_auc
 
 __all__ = [

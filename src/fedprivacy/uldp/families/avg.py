@@ -27,8 +27,8 @@ from fedprivacy.uldp.per_user_training import epoch_orders
 
 if TYPE_CHECKING:
     from fedprivacy.fl.local_training import LocalTrainingSpec
+    from fedprivacy.fl.losses import MaskedLoss
     from fedprivacy.uldp.federation import Federation
-    from fedprivacy.uldp.losses import MaskedLoss
     from fedprivacy.uldp.per_user_training import PerUserTrainer
     from fedprivacy.uldp.rounds import RoundHyper
 

@@ -26,8 +26,8 @@ from fedprivacy.uldp.per_user_loops import group_gradients_loop
 
 if TYPE_CHECKING:
     from fedprivacy.fl.local_training import LocalTrainingSpec
+    from fedprivacy.fl.losses import MaskedLoss
     from fedprivacy.uldp.federation import Federation
-    from fedprivacy.uldp.losses import MaskedLoss
     from fedprivacy.uldp.per_user_training import PerUserTrainer
     from fedprivacy.uldp.rounds import RoundHyper
 

@@ -29,8 +29,8 @@ from fedprivacy.uldp.rounds import RoundOutput
 
 if TYPE_CHECKING:
     from fedprivacy.fl.local_training import LocalTrainingSpec
+    from fedprivacy.fl.losses import MaskedLoss
     from fedprivacy.uldp.federation import Federation
-    from fedprivacy.uldp.losses import MaskedLoss
     from fedprivacy.uldp.methods import MethodRunner
     from fedprivacy.uldp.private_weighting import SecureWeighting
     from fedprivacy.uldp.rounds import RoundHyper

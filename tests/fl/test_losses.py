@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from fedprivacy.uldp.losses import (
+from fedprivacy.fl.losses import (
     binary_logistic_loss,
     cox_loss,
     cross_entropy_loss,
