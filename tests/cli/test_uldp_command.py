@@ -189,3 +189,36 @@ def test_json_privacy_without_dp_claims_nothing(capsys: pytest.CaptureFixture[st
     privacy = json.loads(out)["privacy"]
     assert privacy["epsilon"] is None and privacy["per_user_epsilon"] is None
     assert privacy["epsilon_server"] is None and privacy["accountant"] is None
+
+
+def test_a_selection_scheme_prints_the_server_view_and_claims_no_amplification(
+    capsys: pytest.CaptureFixture[str], data_dir: Path
+) -> None:
+    argv = heart(data_dir, "--method", "ULDP-AVG-ws", "--scheme", "multiround", "-K", "4")
+    code, out, _ = run(capsys, *argv, "-T", "2")
+    assert code == 0
+    assert "the server ran the 'multiround' selection scheme" in out
+    assert "server view (ledger of who each round aggregated): T_weak" in out
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag"),
+    [
+        (("--method", "ULDP-AVG", "--scheme", "random"), "--scheme:"),
+        (("--method", "ULDP-AVG-s", "-T", "2"), "--target-privacy:"),
+        (("--method", "ULDP-AVG-s", "--scheme", "multiround", "-K", "4"), "--target-privacy:"),
+        (
+            ("--method", "ULDP-AVG-s", "--scheme", "random", "-K", "4", "--sampling-rate", "0.2"),
+            "--per-round:",
+        ),
+        (
+            ("--method", "ULDP-AVG-s", "--scheme", "multiround", "-K", "4", "-T", "3"),
+            "--target-privacy:",
+        ),
+    ],
+)
+def test_bad_selection_options_are_errors_naming_the_flag(
+    capsys: pytest.CaptureFixture[str], data_dir: Path, extra: tuple[str, ...], flag: str
+) -> None:
+    code, _, err = run(capsys, *heart(data_dir, *extra))
+    assert code == 2 and flag in err and "Traceback" not in err

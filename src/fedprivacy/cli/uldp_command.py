@@ -145,10 +145,24 @@ def cmd_uldp(args: argparse.Namespace) -> int:
     )
     print(f"final {name} {_fmt(result.final.metric)}; {privacy}; {result.seconds:.1f} s")
     if math.isfinite(eps):
-        print(f"  epsilon {_fmt(eps)} is against {EPSILON_ADVERSARIES['epsilon']}")
+        if c.scheme == "poisson":
+            print(f"  epsilon {_fmt(eps)} is against {EPSILON_ADVERSARIES['epsilon']}")
+        else:
+            print(
+                f"  epsilon {_fmt(eps)} is against anyone: the server ran the {c.scheme!r} "
+                "selection scheme (K users a round), so no amplification by sub-sampling"
+            )
         print(
             f"  epsilon {_fmt(result.final.epsilon_server)} is against "
             f"{EPSILON_ADVERSARIES['epsilon_server']}"
+        )
+    view = result.server_view
+    if view is not None and view["t_weak"] is not None:
+        tw = view["t_weak"]
+        t_weak = str(tw["upper"]) if tw["exact"] else f"{tw['lower']}..{tw['upper']}"
+        print(
+            f"server view (ledger of who each round aggregated): T_weak {t_weak}, T_strong "
+            f"{view['t_strong']}, exposed users {view['exposed_users']}"
         )
     print(f"noise: {result.noise_source}")
     for caveat in result.caveats:
