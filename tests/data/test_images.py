@@ -8,9 +8,12 @@ import pytest
 from fedprivacy.data import images, sources
 from fedprivacy.data.images import (
     DATASETS,
+    IMAGE_DATASETS,
     ImageDataset,
+    ImageLoader,
     clear_dataset_cache,
     load_dataset,
+    register_image_dataset,
 )
 from fedprivacy.errors import ChecksumError, DataNotFoundError, ParameterError
 
@@ -133,3 +136,52 @@ def test_mnist_idx_magic_checked(tmp_path):
     bad.write_bytes(gzip.compress((2049).to_bytes(4, "big") + (5).to_bytes(4, "big") + b"\x01"))
     with pytest.raises(ChecksumError, match="announces"):
         images._read_idx(bad, 2049, 1)
+
+
+# -- registry --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def saved_image_datasets():
+    saved = dict(IMAGE_DATASETS)
+    yield IMAGE_DATASETS
+    IMAGE_DATASETS.clear()
+    IMAGE_DATASETS.update(saved)
+    clear_dataset_cache()
+
+
+def _toy(name: str) -> ImageDataset:
+    x = np.zeros((2, 1, 2, 2), dtype=np.float32)
+    y = np.zeros(2, dtype=np.int64)
+    return ImageDataset(name, "toy", x, y, x, y, 1)
+
+
+def test_image_dataset_registry(saved_image_datasets, tmp_path):
+    assert DATASETS == tuple(IMAGE_DATASETS) == ("digits", "mnist", "cifar10", "cifar100")
+    with pytest.raises(ParameterError, match="'mnist' is registered already") as info:
+        register_image_dataset("mnist", IMAGE_DATASETS["digits"])
+    assert info.value.name == "dataset"
+    assert IMAGE_DATASETS["mnist"].files == images.MNIST_FILES
+    # a dataset needing no data directory: read(None), whatever data_dir says
+    bundled = ImageLoader(lambda root: _toy("bundled") if root is None else _toy("?"), None)
+    assert register_image_dataset("bundled", bundled) is bundled
+    assert load_dataset("bundled", tmp_path / "absent").name == "bundled"
+    # one read from the data directory, memoised on its files
+    roots = []
+
+    def read(root):
+        roots.append(root)
+        return _toy("from-dir")
+
+    register_image_dataset("from-dir", ImageLoader(read, ("toy/a.bin",)))
+    first = load_dataset("from-dir", tmp_path)
+    assert load_dataset("from-dir", tmp_path) is first and roots == [tmp_path]
+    (tmp_path / "toy").mkdir()
+    (tmp_path / "toy" / "a.bin").write_bytes(b"x")
+    assert load_dataset("from-dir", tmp_path) is not first and len(roots) == 2
+    with pytest.raises(ParameterError) as info:
+        load_dataset("imagenet")
+    assert str(info.value) == (
+        "dataset: must be one of digits, mnist, cifar10, cifar100, bundled, from-dir; "
+        "got 'imagenet'"
+    )

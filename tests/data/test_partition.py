@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from fedprivacy.data.partition import (
+    PARTITIONERS,
     PARTITIONS,
     Partition,
     make_partition,
@@ -12,6 +13,7 @@ from fedprivacy.data.partition import (
     partition_dirichlet,
     partition_iid,
     partition_shards,
+    register_partition,
 )
 from fedprivacy.errors import ParameterError
 
@@ -206,3 +208,34 @@ def test_partition_accessor_errors():
         p.label_counts(labels, 3)
     with pytest.raises(ParameterError, match="labels"):
         p.label_counts(labels[:10], 4)
+
+
+@pytest.fixture
+def saved_partitioners():
+    saved = dict(PARTITIONERS)
+    yield PARTITIONERS
+    PARTITIONERS.clear()
+    PARTITIONERS.update(saved)
+
+
+def test_partition_registry(saved_partitioners):
+    assert PARTITIONS == tuple(PARTITIONERS) == ("iid", "shards", "dirichlet", "data-sharing")
+    with pytest.raises(ParameterError, match="'iid' is registered already") as info:
+        register_partition("iid", PARTITIONERS["shards"])
+    assert info.value.name == "partition"
+    assert make_partition("iid", np.arange(10), 2, np.random.default_rng(0)).name == "iid"
+    calls = []
+
+    def build(labels, num_users, rng, beta, shared, shards_per_user):
+        calls.append((num_users, beta, shared, shards_per_user))
+        return partition_iid(labels, num_users, rng)
+
+    assert register_partition("uniform", build) is build
+    p = make_partition("uniform", np.arange(10), 2, np.random.default_rng(0), beta=0.3)
+    assert p.num_users == 2 and calls == [(2, 0.3, 200, 1)]
+    with pytest.raises(ParameterError) as info:
+        make_partition("pathological", np.arange(10), 2, np.random.default_rng(0))
+    assert str(info.value) == (
+        "partition: must be one of iid, shards, dirichlet, data-sharing, uniform; "
+        "got 'pathological'"
+    )

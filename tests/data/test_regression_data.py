@@ -8,9 +8,12 @@ import pytest
 from fedprivacy.data.regression_data import (
     CALIFORNIA_SILOS,
     NIO_NOTE,
+    REGRESSION_LOADERS,
+    RegressionSilos,
     load_california_housing,
     load_diabetes,
     load_regression_dataset,
+    register_regression_dataset,
 )
 from fedprivacy.data.sources import DATA_ENV, clear_digest_cache
 from fedprivacy.errors import ChecksumError, DataNotFoundError, ParameterError
@@ -72,3 +75,36 @@ def test_corrupt_file_rejected(data_dir, tmp_path):
     (target / "housing.tgz").write_bytes(raw[:-10] + b"0123456789")
     with pytest.raises(ChecksumError, match="checksum mismatch"):
         load_california_housing(tmp_path)
+
+
+@pytest.fixture
+def saved_regression_loaders():
+    saved = dict(REGRESSION_LOADERS)
+    yield REGRESSION_LOADERS
+    REGRESSION_LOADERS.clear()
+    REGRESSION_LOADERS.update(saved)
+
+
+def test_regression_dataset_registry(saved_regression_loaders, tmp_path):
+    assert list(REGRESSION_LOADERS) == ["california", "diabetes"]
+    with pytest.raises(ParameterError, match="'diabetes' is registered already") as info:
+        register_regression_dataset("diabetes", REGRESSION_LOADERS["california"])
+    assert info.value.name == "dataset"
+    with pytest.raises(ParameterError) as info:
+        load_regression_dataset("boston")
+    assert str(info.value) == "dataset: must be 'california' or 'diabetes', got 'boston'"
+    calls = []
+    toy = RegressionSilos(
+        "toy", ("s0",), (np.ones((3, 2)),), (np.zeros(3),), ("a", "intercept"), "toy", (NIO_NOTE,)
+    )
+
+    def load(data_dir, clients, seed, missing):
+        calls.append((data_dir, clients, seed, missing))
+        return toy
+
+    assert register_regression_dataset("toy", load) is load
+    assert load_regression_dataset("toy", tmp_path, clients=3, seed=2, missing="drop") is toy
+    assert calls == [(tmp_path, 3, 2, "drop")]
+    with pytest.raises(ParameterError) as info:
+        load_regression_dataset("boston")
+    assert str(info.value) == ("dataset: must be 'california', 'diabetes' or 'toy', got 'boston'")

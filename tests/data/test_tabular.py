@@ -4,7 +4,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedprivacy.data.tabular import SiloDataset, load_mnist_pool, load_silo_dataset
+from fedprivacy.data.tabular import (
+    SILO_DATASETS,
+    SILO_LOADERS,
+    SiloDataset,
+    load_mnist_pool,
+    load_silo_dataset,
+    register_silo_dataset,
+)
 from fedprivacy.errors import ParameterError
 
 DATA = Path(
@@ -63,3 +70,36 @@ def test_mnist_pool_reuses_images():
     assert ds.train_sizes().tolist() == [60000] and ds.test_sizes().tolist() == [10000]
     x, _ = ds.pooled_train()
     assert x is ds.train_x[0]  # no copy
+
+
+@pytest.fixture
+def saved_silo_loaders():
+    saved = dict(SILO_LOADERS)
+    yield SILO_LOADERS
+    SILO_LOADERS.clear()
+    SILO_LOADERS.update(saved)
+
+
+def test_silo_dataset_registry(saved_silo_loaders, tmp_path):
+    assert SILO_DATASETS == tuple(SILO_LOADERS)
+    assert SILO_DATASETS == (
+        "heart_disease", "tcga_brca", "mnist", "creditcard", "creditcard-synthetic",
+    )  # fmt: skip
+    with pytest.raises(ParameterError, match="'mnist' is registered already") as info:
+        register_silo_dataset("mnist", SILO_LOADERS["heart_disease"])
+    assert info.value.name == "dataset"
+    calls = []
+
+    def load(data_dir, seed, creditcard_path):
+        calls.append((data_dir, seed, creditcard_path))
+        return _ds(name="toy")
+
+    assert register_silo_dataset("toy", load) is load
+    assert load_silo_dataset("toy", tmp_path, seed=3, creditcard_path="c.csv").name == "toy"
+    assert calls == [(tmp_path, 3, "c.csv")]
+    with pytest.raises(ParameterError) as info:
+        load_silo_dataset("cifar10")
+    assert str(info.value) == (
+        "dataset: must be one of heart_disease, tcga_brca, mnist, creditcard, "
+        "creditcard-synthetic, toy; got 'cifar10'"
+    )

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
+from fedprivacy.dp.accountants import ACCOUNTANTS, RdpBackend, register_accountant
 from fedprivacy.dp.accounting import PrivacyAccountant, epsilon_for
 from fedprivacy.dp.calibration import noise_multiplier_for
 from fedprivacy.dp.rdp import DEFAULT_ORDERS
@@ -70,3 +73,38 @@ def test_monotone_in_the_target() -> None:
 def test_pld_errors_do_not_probe_tiny_noise() -> None:
     with pytest.raises(ParameterError, match="met already"):
         noise_multiplier_for(1e6, 1e-5, 1, accountant="pld", lower=1.0)
+
+
+@pytest.fixture
+def saved_accountants():
+    saved = dict(ACCOUNTANTS)
+    yield ACCOUNTANTS
+    ACCOUNTANTS.clear()
+    ACCOUNTANTS.update(saved)
+
+
+def test_one_calibration_path_for_registered_accountants(saved_accountants) -> None:
+    class SameAsRdp(RdpBackend):
+        name = "rdp-again"
+
+    class WarmStarted(RdpBackend):
+        name = "rdp-warm"
+        calibration_start = "rdp"
+
+    register_accountant(SameAsRdp)
+    register_accountant(WarmStarted)
+    plain = noise_multiplier_for(1.5, 1e-5, 20)
+    calibrate: Any = noise_multiplier_for  # registered kinds are not in AccountantKind
+    # the same backend gives the same search, to the last bit
+    assert calibrate(1.5, 1e-5, 20, accountant="rdp-again") == plain
+    # a warm start from another accountant brackets the same root differently
+    warm = calibrate(1.5, 1e-5, 20, accountant="rdp-warm", rtol=1e-6)
+    assert warm == pytest.approx(plain, rel=1e-4)
+    assert epsilon_for(warm, 20, 1e-5) <= 1.5
+    with pytest.raises(ParameterError, match="unreachable"):
+        calibrate(1e-4, 1e-5, 1000, accountant="rdp-warm", upper=10.0)
+    with pytest.raises(ParameterError) as info:
+        calibrate(1.0, 1e-5, 10, accountant="moments")
+    assert str(info.value) == (
+        "kind: must be 'rdp', 'pld', 'rdp-again' or 'rdp-warm', got 'moments'"
+    )

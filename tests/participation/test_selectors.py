@@ -10,12 +10,14 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.participation.family import ExplicitFamilySelector
 from fedprivacy.participation.selectors import (
     SCHEMES,
+    SELECTORS,
     BatchPartitionSelector,
     RandomSelector,
     Selector,
     UserPartitionSelector,
     WeightedRandomSelector,
     make_selector,
+    register_selector,
 )
 
 N, K, T = 24, 6, 2
@@ -291,3 +293,34 @@ def test_make_selector_rejects() -> None:
     with pytest.raises(ParameterError) as info:
         make_selector("partition", 120, 11)
     assert info.value.name == "per_round"
+
+
+@pytest.fixture
+def saved_selectors():
+    saved = dict(SELECTORS)
+    yield SELECTORS
+    SELECTORS.clear()
+    SELECTORS.update(saved)
+
+
+def test_selector_registry(saved_selectors) -> None:
+    assert SCHEMES == tuple(SELECTORS) == ("random", "weighted-random", "partition", "multiround")
+    with pytest.raises(ParameterError, match="'random' is registered already") as info:
+        register_selector("random", lambda n, k, t, fair: RandomSelector(k, k))
+    assert info.value.name == "scheme"
+    assert type(make_selector("random", 10, 2)) is RandomSelector
+    calls = []
+
+    def build(n, k, t, fair):
+        calls.append((n, k, t, fair))
+        return UserPartitionSelector(n, k)
+
+    assert register_selector("blocks", build) is build
+    assert type(make_selector("blocks", 12, 4, 2, fairness=True)) is UserPartitionSelector
+    assert calls == [(12, 4, 2, True)]
+    with pytest.raises(ParameterError) as info:
+        make_selector("greedy", 12, 4)
+    assert str(info.value) == (
+        "scheme: must be one of random, weighted-random, partition, multiround, blocks; "
+        "got 'greedy'"
+    )

@@ -4,6 +4,8 @@ import pytest
 
 from fedprivacy.errors import ParameterError
 from fedprivacy.experiments.regression_study import (
+    RUNNERS,
+    register_runner,
     run_regression_experiment,
     run_regression_study,
 )
@@ -66,3 +68,36 @@ def test_pair_shares_data_and_workers(tmp_path):
     assert len(b5["rows"]) == len(b6["rows"]) == 3
     assert set(res["timing"]) == {"regression-b5+regression-b6", "regression-theory"}
     assert (tmp_path / "regression-b6" / "regression-b6.png").exists()
+
+
+@pytest.fixture
+def saved_runners():
+    saved = dict(RUNNERS)
+    yield RUNNERS
+    RUNNERS.clear()
+    RUNNERS.update(saved)
+
+
+def test_runner_registry(saved_runners, tmp_path):
+    assert list(RUNNERS) == experiment_names()
+    with pytest.raises(ParameterError, match="'regression-real' is registered already") as info:
+        register_runner("regression-real", RUNNERS["regression-theory"])
+    assert info.value.name == "name"
+    calls = []
+
+    def run(out, replications, progress, sizes, dimension, data_dir):
+        calls.append((out, replications, progress, sizes, dimension, data_dir))
+        return {"ok": True}
+
+    assert register_runner("regression-toy", run) is run
+    res = run_regression_experiment(
+        "regression-toy", tmp_path, replications=4, sizes=(10,), dimension=3, data_dir="d"
+    )
+    assert res == {"ok": True}
+    assert calls == [(tmp_path / "regression-toy", 4, None, (10,), 3, "d")]
+    assert (tmp_path / "regression-toy").is_dir()
+    with pytest.raises(ParameterError) as info:
+        run_regression_experiment("regression-b9", tmp_path)
+    assert str(info.value).endswith("known: " + ", ".join([*experiment_names(), "regression-toy"]))
+    with pytest.raises(ParameterError, match="^names: unknown experiment 'regression-b9'$"):
+        run_regression_study(tmp_path, names=["regression-toy", "regression-b9"])

@@ -5,8 +5,17 @@ Nothing is downloaded: loaders read a user-supplied data directory (``data_dir``
 published checksum before reading it.
 """
 
-from fedprivacy.data.images import DATASETS, ImageDataset, clear_dataset_cache, load_dataset
+from fedprivacy.data.images import (
+    DATASETS,
+    IMAGE_DATASETS,
+    ImageDataset,
+    ImageLoader,
+    clear_dataset_cache,
+    load_dataset,
+    register_image_dataset,
+)
 from fedprivacy.data.partition import (
+    PARTITIONERS,
     PARTITIONS,
     Partition,
     make_partition,
@@ -14,14 +23,18 @@ from fedprivacy.data.partition import (
     partition_dirichlet,
     partition_iid,
     partition_shards,
+    register_partition,
 )
 from fedprivacy.data.sources import DATA_ENV, resolve_data_dir, sha256_file, verify_file
 
 __all__ = [
     "DATASETS",
     "DATA_ENV",
+    "IMAGE_DATASETS",
+    "PARTITIONERS",
     "PARTITIONS",
     "ImageDataset",
+    "ImageLoader",
     "Partition",
     "clear_dataset_cache",
     "load_dataset",
@@ -30,6 +43,8 @@ __all__ = [
     "partition_dirichlet",
     "partition_iid",
     "partition_shards",
+    "register_image_dataset",
+    "register_partition",
     "resolve_data_dir",
     "sha256_file",
     "verify_file",

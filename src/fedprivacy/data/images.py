@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import gzip
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fedprivacy._registry import lookup, register
 from fedprivacy.data.cifar import (
     CIFAR10_JPEG_TARBALL,
     CIFAR10_TARBALL,
@@ -35,9 +37,6 @@ from fedprivacy.data.cifar import (
 )
 from fedprivacy.data.sources import resolve_data_dir, verify_known_file
 from fedprivacy.errors import ChecksumError, ParameterError
-
-#: Names accepted by :func:`load_dataset`.
-DATASETS: tuple[str, ...] = ("digits", "mnist", "cifar10", "cifar100")
 
 #: Per-channel normalisation constants ``(mean, std)`` applied after scaling pixels to [0, 1].
 MNIST_MEAN_STD: tuple[tuple[float, ...], tuple[float, ...]] = ((0.1307,), (0.3081,))
@@ -137,13 +136,32 @@ class ImageDataset:
         return int(self.test_x.shape[0])
 
 
+@dataclass(frozen=True)
+class ImageLoader:
+    """How :func:`load_dataset` reads one dataset (an entry of :data:`IMAGE_DATASETS`).
+
+    Parameters
+    ----------
+    read : callable
+        ``read(root) -> ImageDataset`` with ``root`` the data directory (a :class:`~pathlib.Path`),
+        or ``None`` when ``files`` is ``None``.
+    files : tuple of str or None
+        The files under the data directory that ``read`` may use, relative to it: the result is
+        memoised on their sizes and modification times. ``None`` for data that need no data
+        directory (bundled with a library; ``read`` memoises them itself).
+    """
+
+    read: Callable[[Path | None], ImageDataset]
+    files: tuple[str, ...] | None
+
+
 def load_dataset(name: str, data_dir: str | os.PathLike[str] | None = None) -> ImageDataset:
     """Load an image dataset by name.
 
     Parameters
     ----------
     name : {"digits", "mnist", "cifar10", "cifar100"}
-        Which dataset:
+        Which dataset (or one added by :func:`register_image_dataset`):
 
         - ``"digits"``: scikit-learn's bundled 8x8 digits (1,797 images, no data directory
           needed). Pixels scaled to ``x / 16 - 0.5``. Deterministic stratified split: within
@@ -169,32 +187,33 @@ def load_dataset(name: str, data_dir: str | os.PathLike[str] | None = None) -> I
     Raises
     ------
     ParameterError
-        If ``name`` is not one of :data:`DATASETS`.
+        If ``name`` is not a name of :data:`IMAGE_DATASETS` (the message lists them).
     DataNotFoundError
         If the data directory or a needed file is missing.
     ChecksumError
         If a file is not the published version (or cannot be parsed).
+
+    Examples
+    --------
+    >>> load_dataset("digits").input_shape
+    (1, 8, 8)
+    >>> try:
+    ...     load_dataset("imagenet")
+    ... except ParameterError as exc:
+    ...     print(exc)
+    dataset: must be one of digits, mnist, cifar10, cifar100; got 'imagenet'
     """
-    if not isinstance(name, str) or name not in DATASETS:
-        raise ParameterError("dataset", f"must be one of {', '.join(DATASETS)}; got {name!r}")
-    if name == "digits":
-        return _load_digits()
+    loader = lookup(IMAGE_DATASETS, "dataset", name)
+    if loader.files is None:
+        return loader.read(None)
     root = resolve_data_dir(data_dir)
-    return _load_from_dir(name, str(root), _fingerprint(root, _candidate_files(name)))
+    return _load_from_dir(name, str(root), _fingerprint(root, loader.files))
 
 
 def clear_dataset_cache() -> None:
     """Forget the datasets memoised by :func:`load_dataset` (frees their memory)."""
     _load_digits.cache_clear()
     _load_from_dir.cache_clear()
-
-
-def _candidate_files(name: str) -> tuple[str, ...]:
-    if name == "mnist":
-        return MNIST_FILES
-    if name == "cifar10":
-        return (CIFAR10_TARBALL, CIFAR10_JPEG_TARBALL)
-    return (CIFAR100_TARBALL,)
 
 
 def _fingerprint(root: Path, relpaths: tuple[str, ...]) -> tuple[tuple[str, int, int], ...]:
@@ -214,12 +233,7 @@ def _load_from_dir(
     name: str, root: str, fingerprint: tuple[tuple[str, int, int], ...]
 ) -> ImageDataset:
     del fingerprint  # part of the memoisation key only
-    path = Path(root)
-    if name == "mnist":
-        return _load_mnist(path)
-    if name == "cifar10":
-        return _load_cifar10(path)
-    return _load_cifar100(path)
+    return IMAGE_DATASETS[name].read(Path(root))
 
 
 def _readonly(a: NDArray[Any]) -> NDArray[Any]:
@@ -350,3 +364,47 @@ def _load_cifar10(root: Path) -> ImageDataset:
 def _load_cifar100(root: Path) -> ImageDataset:
     train, test = read_cifar100(root)
     return _make("cifar100", SOURCE_CIFAR100, train, test, 100, CIFAR100_MEAN_STD)
+
+
+# ---------------------------------------------------------------------------------------------
+# registry
+
+#: How :func:`load_dataset` reads every dataset name.
+IMAGE_DATASETS: dict[str, ImageLoader] = {}
+
+
+def register_image_dataset(name: str, loader: ImageLoader) -> ImageLoader:
+    """Make ``name`` a dataset of :func:`load_dataset`, read by ``loader``; return ``loader``.
+
+    Raises
+    ------
+    ParameterError
+        If ``name`` is registered already.
+
+    Examples
+    --------
+    >>> register_image_dataset("mnist", IMAGE_DATASETS["mnist"])
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: dataset: 'mnist' is registered already
+    """
+    return register(IMAGE_DATASETS, "dataset", name, loader)
+
+
+def _needs_dir(read: Callable[[Path], ImageDataset]) -> Callable[[Path | None], ImageDataset]:
+    def read_dir(root: Path | None) -> ImageDataset:
+        assert root is not None  # load_dataset passes the data directory when files are listed
+        return read(root)
+
+    return read_dir
+
+
+register_image_dataset("digits", ImageLoader(lambda root: _load_digits(), None))
+register_image_dataset("mnist", ImageLoader(_needs_dir(_load_mnist), MNIST_FILES))
+register_image_dataset(
+    "cifar10", ImageLoader(_needs_dir(_load_cifar10), (CIFAR10_TARBALL, CIFAR10_JPEG_TARBALL))
+)
+register_image_dataset("cifar100", ImageLoader(_needs_dir(_load_cifar100), (CIFAR100_TARBALL,)))
+
+#: Names accepted by :func:`load_dataset` (the built-in datasets of :data:`IMAGE_DATASETS`).
+DATASETS: tuple[str, ...] = tuple(IMAGE_DATASETS)

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from fedprivacy._registry import lookup, register
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
-
-#: Names accepted by :func:`make_partition`.
-PARTITIONS: tuple[str, ...] = ("iid", "shards", "dirichlet", "data-sharing")
 
 #: How many Dirichlet draws :func:`partition_dirichlet` tries before giving up.
 DIRICHLET_MAX_TRIES = 1000
@@ -377,6 +376,45 @@ def partition_data_sharing(
     return Partition("data-sharing", _sorted_parts(parts), shared_idx)
 
 
+#: Builds a partition from ``(labels, num_users, rng, beta, shared, shards_per_user)``.
+PartitionBuilder = Callable[[ArrayLike, int, np.random.Generator, float, int, int], Partition]
+
+#: The builder of every strategy name accepted by :func:`make_partition`.
+PARTITIONERS: dict[str, PartitionBuilder] = {}
+
+
+def register_partition(name: str, builder: PartitionBuilder) -> PartitionBuilder:
+    """Make ``name`` a strategy of :func:`make_partition`, built by ``builder``; return it.
+
+    ``builder(labels, num_users, rng, beta, shared, shards_per_user)`` returns the
+    :class:`Partition` (the last three are :func:`make_partition`'s options).
+
+    Raises
+    ------
+    ParameterError
+        If ``name`` is registered already.
+
+    Examples
+    --------
+    >>> register_partition("iid", PARTITIONERS["iid"])
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: partition: 'iid' is registered already
+    """
+    return register(PARTITIONERS, "partition", name, builder)
+
+
+register_partition("iid", lambda y, n, rng, beta, g, s: partition_iid(y, n, rng))
+register_partition("shards", lambda y, n, rng, beta, g, s: partition_shards(y, n, rng, s))
+register_partition("dirichlet", lambda y, n, rng, beta, g, s: partition_dirichlet(y, n, beta, rng))
+register_partition(
+    "data-sharing", lambda y, n, rng, beta, g, s: partition_data_sharing(y, n, g, rng)
+)
+
+#: Names accepted by :func:`make_partition` (the built-in strategies of :data:`PARTITIONERS`).
+PARTITIONS: tuple[str, ...] = tuple(PARTITIONERS)
+
+
 def make_partition(
     name: str,
     labels: ArrayLike,
@@ -393,7 +431,8 @@ def make_partition(
     ----------
     name : {"iid", "shards", "dirichlet", "data-sharing"}
         The strategy (see :func:`partition_iid`, :func:`partition_shards`,
-        :func:`partition_dirichlet`, :func:`partition_data_sharing`).
+        :func:`partition_dirichlet`, :func:`partition_data_sharing`), or one added by
+        :func:`register_partition`.
     labels : array_like of int
         Training labels.
     num_users : int
@@ -415,14 +454,19 @@ def make_partition(
     Raises
     ------
     ParameterError
-        If ``name`` is not one of :data:`PARTITIONS` or another argument is invalid.
+        If ``name`` is not a name of :data:`PARTITIONERS` (the message lists them) or another
+        argument is invalid.
+
+    Examples
+    --------
+    >>> p = make_partition("shards", np.arange(12) % 3, 3, np.random.default_rng(0))
+    >>> p.name, [len(u) for u in p.user_indices]
+    ('shards', [4, 4, 4])
+    >>> try:
+    ...     make_partition("pathological", np.arange(12), 3, np.random.default_rng(0))
+    ... except ParameterError as exc:
+    ...     print(exc)
+    partition: must be one of iid, shards, dirichlet, data-sharing; got 'pathological'
     """
-    if name == "iid":
-        return partition_iid(labels, num_users, rng)
-    if name == "shards":
-        return partition_shards(labels, num_users, rng, shards_per_user)
-    if name == "dirichlet":
-        return partition_dirichlet(labels, num_users, beta, rng)
-    if name == "data-sharing":
-        return partition_data_sharing(labels, num_users, shared, rng)
-    raise ParameterError("partition", f"must be one of {', '.join(PARTITIONS)}; got {name!r}")
+    build = lookup(PARTITIONERS, "partition", name)
+    return build(labels, num_users, rng, beta, shared, shards_per_user)

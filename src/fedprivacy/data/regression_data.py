@@ -31,12 +31,14 @@ import gzip
 import io
 import os
 import tarfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
 
+from fedprivacy._registry import lookup, register
 from fedprivacy.data.sources import resolve_data_dir, verify_known_file
 from fedprivacy.errors import ChecksumError, ParameterError
 
@@ -47,10 +49,12 @@ __all__ = [
     "DIABETES_FEATURES",
     "DIABETES_FILES",
     "NIO_NOTE",
+    "REGRESSION_LOADERS",
     "RegressionSilos",
     "load_california_housing",
     "load_diabetes",
     "load_regression_dataset",
+    "register_regression_dataset",
 ]
 
 #: Said in every output that uses these data.
@@ -292,6 +296,42 @@ def load_diabetes(
     )
 
 
+#: Loads silos from ``(data_dir, clients, seed, missing)`` (see :func:`load_regression_dataset`).
+RegressionLoader = Callable[[str | os.PathLike[str] | None, int, int, str], RegressionSilos]
+
+#: The loader of every dataset name accepted by :func:`load_regression_dataset`.
+REGRESSION_LOADERS: dict[str, RegressionLoader] = {}
+
+
+def register_regression_dataset(name: str, loader: RegressionLoader) -> RegressionLoader:
+    """Make ``name`` a dataset of :func:`load_regression_dataset`, read by ``loader``.
+
+    ``loader(data_dir, clients, seed, missing)`` returns the :class:`RegressionSilos`.
+
+    Raises
+    ------
+    ParameterError
+        If ``name`` is registered already.
+
+    Examples
+    --------
+    >>> register_regression_dataset("diabetes", REGRESSION_LOADERS["diabetes"])
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: dataset: 'diabetes' is registered already
+    """
+    return register(REGRESSION_LOADERS, "dataset", name, loader)
+
+
+register_regression_dataset(
+    "california",
+    lambda data_dir, k, seed, missing: load_california_housing(data_dir, missing=missing),
+)
+register_regression_dataset(
+    "diabetes", lambda data_dir, k, seed, missing: load_diabetes(data_dir, clients=k, seed=seed)
+)
+
+
 def load_regression_dataset(
     name: str,
     data_dir: str | os.PathLike[str] | None = None,
@@ -300,9 +340,22 @@ def load_regression_dataset(
     seed: int = 0,
     missing: str = "impute",
 ) -> RegressionSilos:
-    """Load ``california`` or ``diabetes`` (``clients`` and ``seed`` only for Diabetes)."""
-    if name == "california":
-        return load_california_housing(data_dir, missing=missing)
-    if name == "diabetes":
-        return load_diabetes(data_dir, clients=clients, seed=seed)
-    raise ParameterError("dataset", f"must be 'california' or 'diabetes', got {name!r}")
+    """Load ``california`` or ``diabetes`` (``clients`` and ``seed`` only for Diabetes).
+
+    A name added by :func:`register_regression_dataset` is loaded by its loader.
+
+    Raises
+    ------
+    ParameterError
+        If ``name`` is not a name of :data:`REGRESSION_LOADERS` (the message lists them).
+
+    Examples
+    --------
+    >>> try:
+    ...     load_regression_dataset("boston")
+    ... except ParameterError as exc:
+    ...     print(exc)
+    dataset: must be 'california' or 'diabetes', got 'boston'
+    """
+    load = lookup(REGRESSION_LOADERS, "dataset", name, "must be {alternatives}, got {name!r}")
+    return load(data_dir, clients, seed, missing)

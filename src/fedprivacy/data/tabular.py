@@ -25,25 +25,18 @@ must travel with every result (it says ``synthetic stand-in`` for generated data
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from fedprivacy._registry import lookup, register
 from fedprivacy.errors import ParameterError
 
 #: Tasks a :class:`SiloDataset` can carry.
 TASKS: tuple[str, ...] = ("binary", "multiclass", "survival")
-
-#: Names accepted by :func:`load_silo_dataset`.
-SILO_DATASETS: tuple[str, ...] = (
-    "heart_disease",
-    "tcga_brca",
-    "mnist",
-    "creditcard",
-    "creditcard-synthetic",
-)
 
 #: Column of a survival target holding the event indicator ``E`` (1 = event observed).
 EVENT = 0
@@ -337,7 +330,7 @@ def load_silo_dataset(
         :func:`fedprivacy.data.tcga_brca.load_tcga_brca`, :func:`load_mnist_pool`,
         :func:`fedprivacy.data.creditcard.load_creditcard` (a user-supplied Kaggle file) or
         the generated stand-in :func:`fedprivacy.data.creditcard.synthetic_creditcard` (its
-        ``source`` says ``synthetic stand-in``).
+        ``source`` says ``synthetic stand-in``); or one added by :func:`register_silo_dataset`.
     data_dir : str or os.PathLike or None
         Data directory; ``None`` uses ``$FEDPRIVACY_DATA``. Unused by the synthetic stand-in
         and when ``creditcard_path`` is given.
@@ -354,24 +347,92 @@ def load_silo_dataset(
     Raises
     ------
     ParameterError
-        If ``name`` is unknown.
+        If ``name`` is not a name of :data:`SILO_LOADERS` (the message lists them).
     DataNotFoundError, ChecksumError
         If a file is missing or not the expected one.
+
+    Examples
+    --------
+    >>> load_silo_dataset("creditcard-synthetic").silo_names
+    ('pool',)
+    >>> try:
+    ...     load_silo_dataset("cifar10")
+    ... except ParameterError as exc:
+    ...     print(exc)  # doctest: +NORMALIZE_WHITESPACE
+    dataset: must be one of heart_disease, tcga_brca, mnist, creditcard, creditcard-synthetic;
+    got 'cifar10'
     """
-    if not isinstance(name, str) or name not in SILO_DATASETS:
-        raise ParameterError("dataset", f"must be one of {', '.join(SILO_DATASETS)}; got {name!r}")
-    if name == "heart_disease":
-        from fedprivacy.data.heart_disease import load_heart_disease
+    load = lookup(SILO_LOADERS, "dataset", name)
+    return load(data_dir, seed, creditcard_path)
 
-        return load_heart_disease(data_dir)
-    if name == "tcga_brca":
-        from fedprivacy.data.tcga_brca import load_tcga_brca
 
-        return load_tcga_brca(data_dir)
-    if name == "mnist":
-        return load_mnist_pool(data_dir)
-    from fedprivacy.data import creditcard
+#: Loads a dataset from ``(data_dir, seed, creditcard_path)`` (see :func:`load_silo_dataset`).
+SiloLoader = Callable[
+    [str | os.PathLike[str] | None, int, str | os.PathLike[str] | None], SiloDataset
+]
 
-    if name == "creditcard":
-        return creditcard.load_creditcard(data_dir, path=creditcard_path, seed=seed)
-    return creditcard.creditcard_pool(creditcard.synthetic_creditcard(seed=seed), seed=seed)
+#: The loader of every dataset name accepted by :func:`load_silo_dataset`.
+SILO_LOADERS: dict[str, SiloLoader] = {}
+
+
+def register_silo_dataset(name: str, loader: SiloLoader) -> SiloLoader:
+    """Make ``name`` a dataset of :func:`load_silo_dataset`, read by ``loader``; return it.
+
+    ``loader(data_dir, seed, creditcard_path)`` returns the :class:`SiloDataset`.
+
+    Raises
+    ------
+    ParameterError
+        If ``name`` is registered already.
+
+    Examples
+    --------
+    >>> register_silo_dataset("mnist", SILO_LOADERS["mnist"])
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: dataset: 'mnist' is registered already
+    """
+    return register(SILO_LOADERS, "dataset", name, loader)
+
+
+# The FLamby and Creditcard modules import this one: their loaders are imported when called.
+def _heart_disease(
+    data_dir: str | os.PathLike[str] | None, seed: int, path: str | os.PathLike[str] | None
+) -> SiloDataset:
+    from fedprivacy.data.heart_disease import load_heart_disease
+
+    return load_heart_disease(data_dir)
+
+
+def _tcga_brca(
+    data_dir: str | os.PathLike[str] | None, seed: int, path: str | os.PathLike[str] | None
+) -> SiloDataset:
+    from fedprivacy.data.tcga_brca import load_tcga_brca
+
+    return load_tcga_brca(data_dir)
+
+
+def _creditcard(
+    data_dir: str | os.PathLike[str] | None, seed: int, path: str | os.PathLike[str] | None
+) -> SiloDataset:
+    from fedprivacy.data.creditcard import load_creditcard
+
+    return load_creditcard(data_dir, path=path, seed=seed)
+
+
+def _creditcard_synthetic(
+    data_dir: str | os.PathLike[str] | None, seed: int, path: str | os.PathLike[str] | None
+) -> SiloDataset:
+    from fedprivacy.data.creditcard import creditcard_pool, synthetic_creditcard
+
+    return creditcard_pool(synthetic_creditcard(seed=seed), seed=seed)
+
+
+register_silo_dataset("heart_disease", _heart_disease)
+register_silo_dataset("tcga_brca", _tcga_brca)
+register_silo_dataset("mnist", lambda data_dir, seed, path: load_mnist_pool(data_dir))
+register_silo_dataset("creditcard", _creditcard)
+register_silo_dataset("creditcard-synthetic", _creditcard_synthetic)
+
+#: Names accepted by :func:`load_silo_dataset` (the built-in datasets of :data:`SILO_LOADERS`).
+SILO_DATASETS: tuple[str, ...] = tuple(SILO_LOADERS)

@@ -3,7 +3,8 @@
 The RDP of the Gaussian and Poisson-sub-sampled Gaussian mechanisms comes from ``dp-accounting``
 through :mod:`fedprivacy.dp.rdp` (which also converts RDP to (epsilon, delta) by Lemma 2 of the
 ULDP-FL paper, Balle et al. 2020) and the PLD accountant is
-``dp_accounting.pld.PLDAccountant``.
+``dp_accounting.pld.PLDAccountant``; each kind of accountant is a backend registered in
+:data:`fedprivacy.dp.accountants.ACCOUNTANTS`.
 
 Typical per-round use (the RDP of one step is computed once per ``(noise, rate)`` and cached, so
 composing a round and asking for epsilon afterwards costs a vector addition and a minimum)::
@@ -18,24 +19,23 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING
 
-import dp_accounting
 import numpy as np
-from dp_accounting.pld import PLDAccountant
 from numpy.typing import ArrayLike, NDArray
 
+from fedprivacy._registry import lookup
 from fedprivacy.dp._checks import (
     require_delta,
-    require_orders,
     require_positive,
     require_sampling_rate,
     require_steps,
 )
-from fedprivacy.dp.rdp import DEFAULT_ORDERS, _curve, _step_rdp_cached, rdp_to_epsilon
+from fedprivacy.dp.accountants import ACCOUNTANTS, AccountantKind, RdpBackend
+from fedprivacy.dp.rdp import _curve
+from fedprivacy.dp.rdp import _step_rdp_cached as _step_rdp_cached  # its cache, seen from here
 from fedprivacy.errors import ParameterError
 
 if TYPE_CHECKING:
@@ -48,9 +48,6 @@ __all__ = [
     "quiet_accounting",
 ]
 
-AccountantKind = Literal["rdp", "pld"]
-_KINDS: Final = ("rdp", "pld")
-
 
 class PrivacyAccountant:
     """Composes Gaussian mechanisms and reports epsilon at a delta.
@@ -61,7 +58,8 @@ class PrivacyAccountant:
         ``"rdp"``: Renyi DP on a grid of orders, converted by Lemma 2 (Balle et al. 2020);
         supports external RDP curves (:meth:`compose_rdp`) and group privacy
         (:meth:`group_privacy`). ``"pld"``: dp-accounting's privacy-loss-distribution accountant,
-        tighter (it is numerically exact up to its discretisation) but without RDP curves.
+        tighter (it is numerically exact up to its discretisation) but without RDP curves. A
+        kind of :data:`~fedprivacy.dp.accountants.ACCOUNTANTS` (its backend keeps the state).
     orders : array_like, optional
         RDP orders (kind ``"rdp"`` only); :data:`DEFAULT_ORDERS` when omitted.
     pld_discretization : float
@@ -87,30 +85,11 @@ class PrivacyAccountant:
         *,
         pld_discretization: float = 1e-4,
     ) -> None:
-        if kind not in _KINDS:
-            raise ParameterError("kind", f"must be 'rdp' or 'pld', got {kind!r}")
+        backend = lookup(ACCOUNTANTS, "kind", kind, "must be {alternatives}, got {name!r}")
         self._kind: AccountantKind = kind
         self._history: list[tuple[float, float, int]] = []
         self._external_curves = 0
-        self._orders: NDArray[np.float64]
-        self._rdp: NDArray[np.float64]
-        self._orders_key: tuple[float, ...]
-        if kind == "rdp":
-            self._orders = DEFAULT_ORDERS if orders is None else require_orders("orders", orders)
-            self._orders_key = tuple(float(a) for a in self._orders)
-            self._rdp = np.zeros(self._orders.shape, dtype=np.float64)
-            self._pld: PLDAccountant | None = None
-        else:
-            if orders is not None:
-                raise ParameterError("orders", "only apply to the 'rdp' accountant")
-            interval = require_positive("pld_discretization", pld_discretization)
-            self._orders = np.empty(0, dtype=np.float64)
-            self._orders_key = ()
-            self._rdp = np.empty(0, dtype=np.float64)
-            self._pld = PLDAccountant(value_discretization_interval=interval)
-        # PLD: plain (not sub-sampled) Gaussian steps are merged exactly into one Gaussian of
-        # noise multiplier (sum steps / z^2)^(-1/2) and composed when epsilon is asked for
-        self._pld_gaussian_precision = 0.0
+        self._state = backend.create(orders, pld_discretization)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -121,7 +100,7 @@ class PrivacyAccountant:
     @property
     def orders(self) -> NDArray[np.float64]:
         """The RDP orders (a copy; empty for the PLD accountant)."""
-        return self._orders.copy()
+        return self._state.orders.copy()
 
     @property
     def history(self) -> tuple[tuple[float, float, int], ...]:
@@ -168,14 +147,7 @@ class PrivacyAccountant:
         q = require_sampling_rate("sampling_rate", sampling_rate)
         if t == 0:
             return self
-        if self._pld is not None:
-            if q == 1.0:
-                self._pld_gaussian_precision += t / z**2
-            else:
-                event = dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(z))
-                self._pld.compose(event, t)
-        else:
-            self._rdp = self._rdp + t * _step_rdp_cached(z, q, self._orders_key)
+        self._state.compose_gaussian(z, t, q)
         self._history.append((z, q, t))
         return self
 
@@ -203,27 +175,32 @@ class PrivacyAccountant:
         ParameterError
             With the PLD accountant, or if the curve lacks an order of this accountant.
         """
-        if self._kind != "rdp":
-            raise ParameterError("kind", "compose_rdp needs the 'rdp' accountant")
+        state = self._rdp_state("compose_rdp needs the 'rdp' accountant")
         grid, values = _curve(orders, rdp)
         perm = np.argsort(grid, kind="stable")
         sorted_grid, sorted_values = grid[perm], values[perm]
-        pos = np.searchsorted(sorted_grid, self._orders)
-        idx = np.full(self._orders.shape, -1)
+        pos = np.searchsorted(sorted_grid, state.orders)
+        idx = np.full(state.orders.shape, -1)
         for candidate in (pos - 1, pos):  # the nearest curve orders on either side
             cand = np.clip(candidate, 0, sorted_grid.size - 1)
-            hit = np.isclose(sorted_grid[cand], self._orders, rtol=1e-9, atol=0.0) & (idx < 0)
+            hit = np.isclose(sorted_grid[cand], state.orders, rtol=1e-9, atol=0.0) & (idx < 0)
             idx = np.where(hit, cand, idx)
         if np.any(idx < 0):
-            missing = self._orders[idx < 0]
+            missing = state.orders[idx < 0]
             raise ParameterError(
                 "orders",
                 f"the curve lacks {missing.size} order(s) of this accountant (first: "
                 f"{float(missing[0])!r}); build the accountant with orders= the curve's orders",
             )
-        self._rdp = self._rdp + sorted_values[idx]
+        state.add_curve(sorted_values[idx])
         self._external_curves += 1
         return self
+
+    def _rdp_state(self, refusal: str) -> RdpBackend:
+        """The RDP backend, or a :class:`ParameterError` ``kind: refusal`` for another kind."""
+        if not isinstance(self._state, RdpBackend):
+            raise ParameterError("kind", refusal)
+        return self._state
 
     # ------------------------------------------------------------------ queries
     def rdp(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -234,9 +211,8 @@ class PrivacyAccountant:
         ParameterError
             With the PLD accountant.
         """
-        if self._kind != "rdp":
-            raise ParameterError("kind", "rdp() needs the 'rdp' accountant")
-        return self._orders.copy(), self._rdp.copy()
+        state = self._rdp_state("rdp() needs the 'rdp' accountant")
+        return state.orders.copy(), state.rho.copy()
 
     def epsilon_and_order(self, delta: float) -> tuple[float, float | None]:
         """Epsilon at ``delta`` and the RDP order attaining it (``None`` for PLD).
@@ -247,15 +223,7 @@ class PrivacyAccountant:
             If ``delta`` is outside (0, 1).
         """
         d = require_delta("delta", delta)
-        if self._pld is not None:
-            pld = self._pld
-            if self._pld_gaussian_precision > 0:
-                pld = copy.deepcopy(self._pld)
-                z_merged = 1.0 / math.sqrt(self._pld_gaussian_precision)
-                pld.compose(dp_accounting.GaussianDpEvent(z_merged))
-            return float(pld.get_epsilon(d)), None
-        eps, order = rdp_to_epsilon(self._orders, self._rdp, d)
-        return eps, order
+        return self._state.epsilon_and_order(d)
 
     def epsilon(self, delta: float) -> float:
         """Epsilon of everything composed so far, at ``delta`` in (0, 1).
@@ -278,20 +246,18 @@ class PrivacyAccountant:
             With the PLD accountant (group privacy here is built on the RDP curve), or for
             parameters out of range.
         """
-        if self._kind != "rdp":
-            raise ParameterError(
-                "kind", "group privacy needs the 'rdp' accountant (it works on the RDP curve)"
-            )
+        state = self._rdp_state(
+            "group privacy needs the 'rdp' accountant (it works on the RDP curve)"
+        )
         from fedprivacy.dp.group_privacy import group_privacy_bounds
 
-        return group_privacy_bounds(self._orders, self._rdp, group_size, delta)
+        return group_privacy_bounds(state.orders, state.rho, group_size, delta)
 
     def copy(self) -> PrivacyAccountant:
         """An independent copy (compose into it without touching this one)."""
         out = copy.copy(self)
         out._history = list(self._history)
-        out._rdp = self._rdp.copy()
-        out._pld = copy.deepcopy(self._pld)
+        out._state = self._state.copy()
         return out
 
     def __repr__(self) -> str:

@@ -13,6 +13,7 @@ from fedprivacy.dp._checks import (
     require_sampling_rate,
     require_steps,
 )
+from fedprivacy.dp.accountants import ACCOUNTANTS
 from fedprivacy.dp.accounting import AccountantKind, PrivacyAccountant
 from fedprivacy.errors import ParameterError
 
@@ -46,7 +47,10 @@ def noise_multiplier_for(
     Epsilon decreases as the noise multiplier grows, so the root of
     ``epsilon(z) - target`` is found by Brent's method on ``log z`` in ``[lower, upper]``; the
     answer is then nudged up, if needed, so that ``epsilon(z) <= target`` holds exactly with the
-    chosen accountant (the result is never on the unsafe side).
+    chosen accountant (the result is never on the unsafe side). An accountant that is expensive
+    at small noise (``"pld"``) brackets the root from the noise of its
+    :attr:`~fedprivacy.dp.accountants.AccountantBackend.calibration_start` accountant instead of
+    probing ``lower``.
 
     Parameters
     ----------
@@ -59,7 +63,8 @@ def noise_multiplier_for(
     sampling_rate : float
         Poisson sampling probability in (0, 1].
     accountant : {"rdp", "pld"}
-        Which accountant measures epsilon.
+        Which accountant measures epsilon (a kind of
+        :data:`~fedprivacy.dp.accountants.ACCOUNTANTS`).
     orders : array_like, optional
         RDP orders for the ``"rdp"`` accountant (default
         :data:`~fedprivacy.dp.rdp.DEFAULT_ORDERS`; every new noise multiplier costs
@@ -89,9 +94,8 @@ def noise_multiplier_for(
     tol = require_positive("rtol", rtol)
     if lo >= hi:
         raise ParameterError("lower", f"must be < upper ({hi!r}), got {lo!r}")
-    if accountant != "rdp" and orders is not None:
-        raise ParameterError("orders", "only apply to the 'rdp' accountant")
-    PrivacyAccountant(accountant)  # validates the kind before any expensive work
+    PrivacyAccountant(accountant, orders)  # validates the kind and orders before any real work
+    start = ACCOUNTANTS[accountant].calibration_start
 
     cache: dict[float, float] = {}
 
@@ -115,13 +119,13 @@ def noise_multiplier_for(
             f"search, epsilon {eps_at(z):.6g}); lower the lower end to find the smallest noise",
         )
 
-    if accountant == "pld":
-        # The PLD accountant gets very expensive at small noise, so never probe the lower end
-        # blindly: start from the RDP answer (RDP's epsilon is the larger one in practice, so
-        # its noise is enough for PLD) and walk down geometrically until epsilon exceeds the
-        # target.
+    if start is not None:
+        # This accountant (PLD) gets very expensive at small noise, so never probe the lower end
+        # blindly: start from the answer of the `start` accountant (RDP's epsilon is the larger
+        # one in practice, so its noise is enough for PLD) and walk down geometrically until
+        # epsilon exceeds the target.
         try:
-            top = noise_multiplier_for(target, d, t, q, "rdp", lower=lo, upper=hi, rtol=1e-3)
+            top = noise_multiplier_for(target, d, t, q, start, lower=lo, upper=hi, rtol=1e-3)
         except _Unreachable:
             top = hi
         while eps_at(top) > target:

@@ -28,14 +28,15 @@ Settings (Appendix B; Section 3.1 itself is not in the supplement, see
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from fedprivacy._registry import lookup, register
 from fedprivacy.data.regression_data import NIO_NOTE, load_regression_dataset
-from fedprivacy.errors import ParameterError
 from fedprivacy.experiments.regression_study_report import (
     LABELS,
     _csv,
@@ -55,16 +56,21 @@ from fedprivacy.experiments.regression_study_specs import (
     SIZES,
     FigureSpec,
     _panel_label,
-    experiment_names,
 )
 from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.regression.config import RegressionConfig
 from fedprivacy.regression.simulation import RegressionResult, run_regression_grid
 from fedprivacy.regression.theory import theory_check
 
-__all__ = ["run_regression_experiment", "run_regression_study"]
+__all__ = ["RUNNERS", "register_runner", "run_regression_experiment", "run_regression_study"]
 
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
+_DataDir = str | os.PathLike[str] | None
+
+#: Runs one experiment: ``(out, replications, progress, sizes, dimension, data_dir) -> summary``.
+ExperimentRunner = Callable[
+    [Path, int, ProgressFactory | None, Sequence[int] | None, int | None, _DataDir], dict[str, Any]
+]
 
 
 # ---------------------------------------------------------------------------------- runners
@@ -124,11 +130,13 @@ def _run_figure(
     out: Path,
     replications: int,
     progress: ProgressFactory | None,
-    sizes: Sequence[int],
+    sizes: Sequence[int] | None,
     dimension: int | None,
+    data_dir: _DataDir = None,  # the simulations use no data
 ) -> dict[str, Any]:
     started = time.perf_counter()
-    rows = _figure_rows(spec, spec.truths, replications, progress, sizes, dimension, spec.name)
+    n = tuple(sizes or SIZES)
+    rows = _figure_rows(spec, spec.truths, replications, progress, n, dimension, spec.name)
     return _finish_figure(spec, rows, out, time.perf_counter() - started)
 
 
@@ -168,7 +176,9 @@ def _run_real(
     out: Path,
     replications: int,
     progress: ProgressFactory | None,
-    data_dir: str | os.PathLike[str] | None = None,
+    sizes: Sequence[int] | None,  # not used: the data sets have their own n and p
+    dimension: int | None,
+    data_dir: _DataDir = None,
 ) -> dict[str, Any]:
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
@@ -199,6 +209,7 @@ def _run_theory(
     progress: ProgressFactory | None,
     sizes: Sequence[int] | None,
     dimension: int | None,
+    data_dir: _DataDir = None,  # simulated data only
 ) -> dict[str, Any]:
     started = time.perf_counter()
     b = max(50, 5 * replications)
@@ -250,6 +261,31 @@ def _run_theory(
     )  # fmt: skip
 
 
+#: The runner of every experiment name (:func:`experiment_names`, in that order).
+RUNNERS: dict[str, ExperimentRunner] = {}
+
+
+def register_runner(name: str, runner: ExperimentRunner) -> ExperimentRunner:
+    """Make ``name`` an experiment of :func:`run_regression_experiment`; return ``runner``.
+
+    A name registered already is refused with a :class:`~fedprivacy.errors.ParameterError`.
+
+    Examples
+    --------
+    >>> register_runner("regression-real", RUNNERS["regression-real"])
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: name: 'regression-real' is registered already
+    """
+    return register(RUNNERS, "name", name, runner)
+
+
+for _spec in FIGURES.values():
+    register_runner(_spec.name, functools.partial(_run_figure, _spec))
+register_runner("regression-real", _run_real)
+register_runner("regression-theory", _run_theory)
+
+
 def run_regression_experiment(
     name: str,
     out_dir: str | Path,
@@ -266,7 +302,8 @@ def run_regression_experiment(
     ----------
     name : str
         One of :func:`experiment_names` (``regression-main``, ``regression-b1`` ...
-        ``regression-b7``, ``regression-real``, ``regression-theory``).
+        ``regression-b7``, ``regression-real``, ``regression-theory``), or a name added by
+        :func:`register_runner`.
     out_dir : str or Path
         Output folder (``NAME/`` is created inside).
     replications : int, optional
@@ -292,21 +329,13 @@ def run_regression_experiment(
     Raises
     ------
     ParameterError
-        If ``name`` is unknown.
+        If ``name`` is not a name of :data:`RUNNERS` (the message lists them).
     """
-    if name not in REGRESSION_EXPERIMENTS:
-        raise ParameterError(
-            "name", f"unknown experiment {name!r}; known: {', '.join(experiment_names())}"
-        )
+    run = lookup(RUNNERS, "name", name, "unknown experiment {name!r}; known: {names}")
     b = PAPER_B if replications is None else int(replications)
     out = Path(out_dir) / name
     out.mkdir(parents=True, exist_ok=True)
-    if name == "regression-real":
-        return _run_real(out, b, progress, data_dir)
-    if name == "regression-theory":
-        return _run_theory(out, b, progress, sizes, dimension)
-    spec = FIGURES[name]
-    return _run_figure(spec, out, b, progress, tuple(sizes or SIZES), dimension)
+    return run(out, b, progress, sizes, dimension, data_dir)
 
 
 def _run_job(
@@ -377,10 +406,9 @@ def run_regression_study(
     cpu0 = time.process_time()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    wanted = list(names or experiment_names())
+    wanted = list(names or RUNNERS)
     for name in wanted:
-        if name not in REGRESSION_EXPERIMENTS:
-            raise ParameterError("names", f"unknown experiment {name!r}")
+        lookup(RUNNERS, "names", name, "unknown experiment {name!r}")
     jobs = _jobs(wanted)
     results: dict[str, Any] = {}
     timing: dict[str, dict[str, float]] = {}

@@ -13,16 +13,15 @@ is skipped, so that ``||p^(t)||_0`` is always ``0`` or ``K``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from fedprivacy._registry import lookup, register
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
-
-#: Names accepted by :func:`make_selector`.
-SCHEMES: tuple[str, ...] = ("random", "weighted-random", "partition", "multiround")
 
 
 def _empty() -> NDArray[np.intp]:
@@ -408,6 +407,52 @@ class BatchPartitionSelector(Selector):
         )
 
 
+#: Builds a selector from ``(num_users, per_round, target_privacy, fairness)``.
+SelectorBuilder = Callable[[int, int, int | None, bool], Selector]
+
+#: The builder of every scheme name accepted by :func:`make_selector`.
+SELECTORS: dict[str, SelectorBuilder] = {}
+
+
+def register_selector(scheme: str, builder: SelectorBuilder) -> SelectorBuilder:
+    """Make ``scheme`` a name of :func:`make_selector`, built by ``builder``; return ``builder``.
+
+    ``builder(num_users, per_round, target_privacy, fairness)`` returns the :class:`Selector`.
+
+    Raises
+    ------
+    ParameterError
+        If ``scheme`` is registered already.
+
+    Examples
+    --------
+    >>> register_selector("random", SELECTORS["random"])
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: scheme: 'random' is registered already
+    """
+    return register(SELECTORS, "scheme", scheme, builder)
+
+
+def _multiround(
+    num_users: int, per_round: int, target_privacy: int | None, fairness: bool
+) -> Selector:
+    if target_privacy is None:
+        raise ParameterError(
+            "target_privacy", "is required for the 'multiround' scheme (an integer in [1, K])"
+        )
+    return BatchPartitionSelector(num_users, per_round, target_privacy, fairness)
+
+
+register_selector("random", lambda n, k, t, fair: RandomSelector(n, k))
+register_selector("weighted-random", lambda n, k, t, fair: WeightedRandomSelector(n, k))
+register_selector("partition", lambda n, k, t, fair: UserPartitionSelector(n, k))
+register_selector("multiround", _multiround)
+
+#: Names accepted by :func:`make_selector` (the built-in schemes of :data:`SELECTORS`).
+SCHEMES: tuple[str, ...] = tuple(SELECTORS)
+
+
 def make_selector(
     scheme: str,
     num_users: int,
@@ -420,8 +465,8 @@ def make_selector(
     Parameters
     ----------
     scheme : str
-        One of :data:`SCHEMES`: ``"random"``, ``"weighted-random"``, ``"partition"`` or
-        ``"multiround"``.
+        A name of :data:`SELECTORS`: ``"random"``, ``"weighted-random"``, ``"partition"``,
+        ``"multiround"`` (:data:`SCHEMES`) or one added by :func:`register_selector`.
     num_users, per_round : int
         ``N`` and ``K``.
     target_privacy : int, optional
@@ -432,19 +477,19 @@ def make_selector(
     Raises
     ------
     ParameterError
-        For an unknown scheme, a missing ``target_privacy``, or invalid sizes.
+        For an unknown scheme (the message lists the valid ones), a missing ``target_privacy``,
+        or invalid sizes.
+
+    Examples
+    --------
+    >>> make_selector("multiround", 12, 4, target_privacy=2)
+    BatchPartitionSelector(num_users=12, per_round=4, target_privacy=2, fairness=False)
+    >>> try:
+    ...     make_selector("greedy", 12, 4)
+    ... except ParameterError as exc:
+    ...     print(exc)
+    scheme: must be one of random, weighted-random, partition, multiround; got 'greedy'
 
     """
-    if scheme == "random":
-        return RandomSelector(num_users, per_round)
-    if scheme == "weighted-random":
-        return WeightedRandomSelector(num_users, per_round)
-    if scheme == "partition":
-        return UserPartitionSelector(num_users, per_round)
-    if scheme == "multiround":
-        if target_privacy is None:
-            raise ParameterError(
-                "target_privacy", "is required for the 'multiround' scheme (an integer in [1, K])"
-            )
-        return BatchPartitionSelector(num_users, per_round, target_privacy, fairness)
-    raise ParameterError("scheme", f"must be one of {', '.join(SCHEMES)}; got {scheme!r}")
+    build = lookup(SELECTORS, "scheme", scheme)
+    return build(num_users, per_round, target_privacy, fairness)

@@ -1,0 +1,210 @@
+"""The accountant registry: the kinds of :class:`~fedprivacy.dp.accounting.PrivacyAccountant`.
+
+:data:`ACCOUNTANTS` maps a kind to its :class:`AccountantBackend`, both on dp-accounting:
+``"rdp"`` (:class:`RdpBackend`: Renyi DP on a grid of orders, converted by Lemma 2 of the
+ULDP-FL paper) and ``"pld"`` (:class:`PldBackend`: dp-accounting's privacy-loss-distribution
+accountant). ``PrivacyAccountant(kind)`` looks the kind up and keeps a backend;
+:func:`~fedprivacy.dp.calibration.noise_multiplier_for` asks the backend where to start its
+search (:attr:`AccountantBackend.calibration_start`). :func:`register_accountant` adds a kind.
+
+Examples
+--------
+>>> list(ACCOUNTANTS)
+['rdp', 'pld']
+>>> rdp = RdpBackend.create(None, 1e-4)
+>>> rdp.compose_gaussian(5.0, 100_000, 0.01)
+>>> round(rdp.epsilon_and_order(1e-5)[0], 3)  # the paper's 2.85
+2.849
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from abc import ABC, abstractmethod
+from typing import ClassVar, Literal, TypeVar
+
+import dp_accounting
+import numpy as np
+from dp_accounting.pld import PLDAccountant
+from numpy.typing import ArrayLike, NDArray
+
+from fedprivacy._registry import register
+from fedprivacy.dp._checks import require_orders, require_positive
+from fedprivacy.dp.rdp import DEFAULT_ORDERS, _step_rdp_cached, rdp_to_epsilon
+from fedprivacy.errors import ParameterError
+
+__all__ = [
+    "ACCOUNTANTS",
+    "AccountantBackend",
+    "AccountantKind",
+    "PldBackend",
+    "RdpBackend",
+    "register_accountant",
+]
+
+#: The built-in accountant kinds.
+AccountantKind = Literal["rdp", "pld"]
+
+
+class AccountantBackend(ABC):
+    """What one kind of accountant keeps: composed Gaussian steps, and epsilon at a delta.
+
+    :class:`~fedprivacy.dp.accounting.PrivacyAccountant` validates the parameters, keeps the
+    history and calls these methods; a subclass sets :attr:`name` and implements them.
+    Neighbouring datasets differ by adding or removing one unit (dp-accounting's
+    ``ADD_OR_REMOVE_ONE`` relation).
+    """
+
+    #: The kind, its key in :data:`ACCOUNTANTS`.
+    name: ClassVar[str]
+    #: For a kind that is expensive at small noise: the kind whose calibrated noise starts
+    #: :func:`~fedprivacy.dp.calibration.noise_multiplier_for`'s search (which then never probes
+    #: the lower end blindly). ``None``: search the whole range.
+    calibration_start: ClassVar[AccountantKind | None] = None
+    #: RDP orders of the curve it keeps; empty when it keeps no RDP curve.
+    orders: NDArray[np.float64]
+
+    @classmethod
+    @abstractmethod
+    def create(cls, orders: ArrayLike | None, pld_discretization: float) -> AccountantBackend:
+        """A backend with nothing composed, from the options of ``PrivacyAccountant``.
+
+        Raises
+        ------
+        ParameterError
+            For an option out of range or that this kind does not take.
+        """
+
+    @abstractmethod
+    def compose_gaussian(self, noise_multiplier: float, steps: int, sampling_rate: float) -> None:
+        """Compose ``steps >= 1`` runs of the Gaussian mechanism (arguments already checked)."""
+
+    @abstractmethod
+    def epsilon_and_order(self, delta: float) -> tuple[float, float | None]:
+        """Epsilon at ``delta`` (checked) and the RDP order attaining it (``None`` if none)."""
+
+    @abstractmethod
+    def copy(self) -> AccountantBackend:
+        """An independent copy."""
+
+
+#: The backend class of every accountant kind.
+ACCOUNTANTS: dict[str, type[AccountantBackend]] = {}
+
+B = TypeVar("B", bound=type[AccountantBackend])
+
+
+def register_accountant(backend: B) -> B:
+    """Make ``backend.name`` a kind of ``PrivacyAccountant``; return ``backend`` (a decorator).
+
+    Raises
+    ------
+    ParameterError
+        If the kind is registered already.
+
+    Examples
+    --------
+    >>> register_accountant(RdpBackend)
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: kind: 'rdp' is registered already
+    """
+    entry: type[AccountantBackend] = backend
+    register(ACCOUNTANTS, "kind", entry.name, entry)
+    return backend
+
+
+@register_accountant
+class RdpBackend(AccountantBackend):
+    """Renyi DP: the curve ``rho(alpha)`` over a grid of orders, one numpy vector.
+
+    Composing adds ``steps * rho_step(alpha)``, where ``rho_step`` comes from dp-accounting once
+    per ``(noise_multiplier, sampling_rate)`` (cached); epsilon is the minimum over the orders of
+    the Lemma 2 conversion (Balle et al. 2020). Takes ``orders`` (:data:`DEFAULT_ORDERS` when
+    ``None``); ignores ``pld_discretization``.
+    """
+
+    name = "rdp"
+
+    def __init__(self, orders: NDArray[np.float64]) -> None:
+        self.orders = orders
+        self.rho = np.zeros(orders.shape, dtype=np.float64)
+        self._orders_key = tuple(float(a) for a in orders)
+
+    @classmethod
+    def create(cls, orders: ArrayLike | None, pld_discretization: float) -> RdpBackend:
+        """A zero curve on ``orders`` (checked: finite, > 1)."""
+        return cls(DEFAULT_ORDERS if orders is None else require_orders("orders", orders))
+
+    def compose_gaussian(self, noise_multiplier: float, steps: int, sampling_rate: float) -> None:
+        """Add ``steps`` times the RDP of one step."""
+        self.rho = self.rho + steps * _step_rdp_cached(
+            noise_multiplier, sampling_rate, self._orders_key
+        )
+
+    def add_curve(self, rho: NDArray[np.float64]) -> None:
+        """Add an RDP curve given on :attr:`orders`."""
+        self.rho = self.rho + rho
+
+    def epsilon_and_order(self, delta: float) -> tuple[float, float | None]:
+        """Epsilon by Lemma 2, minimised over the orders, and the best order."""
+        eps, order = rdp_to_epsilon(self.orders, self.rho, delta)
+        return eps, order
+
+    def copy(self) -> RdpBackend:
+        """An independent copy (the curve is copied; the orders are never modified)."""
+        out = copy.copy(self)
+        out.rho = self.rho.copy()
+        return out
+
+
+@register_accountant
+class PldBackend(AccountantBackend):
+    """dp-accounting's ``PLDAccountant``: tighter (exact up to its discretisation), no RDP curve.
+
+    Its cost grows as the noise shrinks (the grid spans the privacy-loss range at
+    ``pld_discretization`` spacing), so plain (not sub-sampled) Gaussian steps are merged exactly
+    into one Gaussian of noise multiplier ``(sum steps / z^2)^(-1/2)``, composed when epsilon is
+    asked for. Takes ``pld_discretization`` (> 0); refuses ``orders``.
+    """
+
+    name = "pld"
+    calibration_start = "rdp"
+
+    def __init__(self, discretization: float) -> None:
+        self.orders = np.empty(0, dtype=np.float64)
+        self.pld = PLDAccountant(value_discretization_interval=discretization)
+        self.gaussian_precision = 0.0
+
+    @classmethod
+    def create(cls, orders: ArrayLike | None, pld_discretization: float) -> PldBackend:
+        """An empty PLD accountant with ``value_discretization_interval=pld_discretization``."""
+        if orders is not None:
+            raise ParameterError("orders", "only apply to the 'rdp' accountant")
+        return cls(require_positive("pld_discretization", pld_discretization))
+
+    def compose_gaussian(self, noise_multiplier: float, steps: int, sampling_rate: float) -> None:
+        """Merge plain Gaussian steps; compose Poisson-sub-sampled ones into the PLD."""
+        if sampling_rate == 1.0:
+            self.gaussian_precision += steps / noise_multiplier**2
+        else:
+            event = dp_accounting.PoissonSampledDpEvent(
+                sampling_rate, dp_accounting.GaussianDpEvent(noise_multiplier)
+            )
+            self.pld.compose(event, steps)
+
+    def epsilon_and_order(self, delta: float) -> tuple[float, float | None]:
+        """The PLD's epsilon, the merged Gaussian composed into a copy; no order."""
+        pld = self.pld
+        if self.gaussian_precision > 0:
+            pld = copy.deepcopy(self.pld)
+            z_merged = 1.0 / math.sqrt(self.gaussian_precision)
+            pld.compose(dp_accounting.GaussianDpEvent(z_merged))
+        return float(pld.get_epsilon(delta)), None
+
+    def copy(self) -> PldBackend:
+        """An independent copy."""
+        out = copy.copy(self)
+        out.pld = copy.deepcopy(self.pld)
+        return out
