@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from fedprivacy import _registry
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
 from fedprivacy.models.images import VGG11, DigitsMLP, LeNet5, MnistCNN, PaperMnistCNN
@@ -162,14 +163,9 @@ def register(name: str, builder: ModelBuilder) -> ModelBuilder:
     >>> register("mlp", REGISTRY["mlp"])
     Traceback (most recent call last):
     ...
-    fedprivacy.errors.ParameterError: name: model 'mlp' is registered already
+    fedprivacy.errors.ParameterError: model: 'mlp' is registered already
     """
-    if not isinstance(name, str) or not name:
-        raise ParameterError("name", f"must be a non-empty string, got {name!r}")
-    if name in REGISTRY:
-        raise ParameterError("name", f"model {name!r} is registered already")
-    REGISTRY[name] = builder
-    return builder
+    return _registry.register(REGISTRY, "model", name, builder)
 
 
 def model_names() -> tuple[str, ...]:
@@ -227,11 +223,9 @@ def build_model(
     >>> type(build_model("fraudnet", (12,), seed=1)).__name__
     'FraudNet'
     """
-    builder = REGISTRY.get(name)
-    if builder is None:
-        raise ParameterError(
-            "model", f"unknown model {name!r}; choose one of {', '.join(model_names())}"
-        )
+    builder = _registry.lookup(
+        REGISTRY, "model", name, "unknown model {name!r}; choose one of {names}"
+    )
     classes = builder.check_classes(name, num_classes)
     seed = require_int("seed", seed, minimum=0)
     shape = builder.check_shape(name, input_shape)
