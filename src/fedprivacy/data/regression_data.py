@@ -304,17 +304,10 @@ REGRESSION_LOADERS: dict[str, RegressionLoader] = {}
 
 
 def register_regression_dataset(name: str, loader: RegressionLoader) -> RegressionLoader:
-    """Make ``name`` a dataset of :func:`load_regression_dataset`, read by ``loader``.
+    """Make ``name`` a dataset of :func:`load_regression_dataset`; a taken name is an error.
 
-    ``loader(data_dir, clients, seed, missing)`` returns the :class:`RegressionSilos`.
+    ``loader(data_dir, clients, seed, missing)`` returns the :class:`RegressionSilos`:
 
-    Raises
-    ------
-    ParameterError
-        If ``name`` is registered already.
-
-    Examples
-    --------
     >>> register_regression_dataset("diabetes", REGRESSION_LOADERS["diabetes"])
     Traceback (most recent call last):
     ...

@@ -58,19 +58,7 @@ class MnistCNN(nn.Module):
         self.fc2 = nn.Linear(512, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Return the logits of a batch of images.
-
-        Parameters
-        ----------
-        x : torch.Tensor
-            Images of shape ``(batch, 1, 28, 28)``.
-
-        Returns
-        -------
-        torch.Tensor
-            Logits of shape ``(batch, num_classes)``.
-
-        """
+        """Logits ``(batch, num_classes)`` of images ``(batch, 1, 28, 28)``."""
         x = nn.functional.max_pool2d(nn.functional.relu(self.conv1(x)), 2)
         x = nn.functional.max_pool2d(nn.functional.relu(self.conv2(x)), 2)
         x = nn.functional.relu(self.fc1(torch.flatten(x, 1)))
@@ -101,19 +89,7 @@ class LeNet5(nn.Module):
         self.fc3 = nn.Linear(84, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Return the logits of a batch of images.
-
-        Parameters
-        ----------
-        x : torch.Tensor
-            Images of shape ``(batch, 3, 32, 32)``.
-
-        Returns
-        -------
-        torch.Tensor
-            Logits of shape ``(batch, num_classes)``.
-
-        """
+        """Logits ``(batch, num_classes)`` of images ``(batch, 3, 32, 32)``."""
         x = nn.functional.max_pool2d(nn.functional.relu(self.conv1(x)), 2)
         x = nn.functional.max_pool2d(nn.functional.relu(self.conv2(x)), 2)
         x = torch.flatten(x, 1)
@@ -157,19 +133,7 @@ class VGG11(nn.Module):
         self.classifier = nn.Linear(512, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Return the logits of a batch of images.
-
-        Parameters
-        ----------
-        x : torch.Tensor
-            Images of shape ``(batch, 3, 32, 32)``.
-
-        Returns
-        -------
-        torch.Tensor
-            Logits of shape ``(batch, num_classes)``.
-
-        """
+        """Logits ``(batch, num_classes)`` of images ``(batch, 3, 32, 32)``."""
         out: torch.Tensor = self.classifier(torch.flatten(self.features(x), 1))
         return out
 

@@ -415,17 +415,11 @@ SELECTORS: dict[str, SelectorBuilder] = {}
 
 
 def register_selector(scheme: str, builder: SelectorBuilder) -> SelectorBuilder:
-    """Make ``scheme`` a name of :func:`make_selector`, built by ``builder``; return ``builder``.
+    """Make ``scheme`` a name of :func:`make_selector`; a taken name is a :class:`ParameterError`.
 
-    ``builder(num_users, per_round, target_privacy, fairness)`` returns the :class:`Selector`.
+    ``builder(num_users, per_round, target_privacy, fairness)`` returns the :class:`Selector`
+    (:func:`fedprivacy._registry.register` keeps the table):
 
-    Raises
-    ------
-    ParameterError
-        If ``scheme`` is registered already.
-
-    Examples
-    --------
     >>> register_selector("random", SELECTORS["random"])
     Traceback (most recent call last):
     ...
