@@ -323,14 +323,15 @@ def uldp_privacy_report(
         "only the sum over silos (the private weighting protocol); a server that receives each "
         "silo's noisy contribution sees one such sum per silo and round.",
         "Epsilon is user-level (add or remove all records of one user across every silo): "
-        f"against {adversaries['epsilon']}.",
+        + (
+            f"against {adversaries['epsilon']}."
+            if scheme == "poisson"
+            else f"against anyone: users were chosen by the {scheme!r} selection scheme, which "
+            "the server runs, so no amplification by sub-sampling is claimed; it is the "
+            "epsilon of the most-selected user."
+        ),
         f"Epsilon against the server: {adversaries['epsilon_server']}.",
     ]
-    if scheme != "poisson":
-        notes.append(
-            f"Users were chosen by the {scheme!r} selection scheme, which the server runs: no "
-            "amplification by sub-sampling is claimed; epsilon is that of the most-selected user."
-        )
     if not private:
         notes = notes[:1] + ["No differential privacy: the released models carry no guarantee."]
     spread_: dict[str, float] | None = None

@@ -84,7 +84,12 @@ def test_human_output_and_files(
     assert "ULDP-SGD on heart_disease" in out and "epsilon" in out and "final accuracy" in out
     assert "is against the aggregation server, which chooses and knows the user sample" in out
     assert "noise: seeded (reproducible; no privacy against whoever holds the seed)" in out
-    assert {p.name for p in tmp_path.iterdir()} == {"rounds.csv", "summary.json", "uldp.png"}
+    assert {p.name for p in tmp_path.iterdir()} == {
+        "rounds.csv",
+        "summary.json",
+        "uldp.png",
+        "privacy.md",
+    }
 
 
 def test_synthetic_creditcard_is_marked(capsys: pytest.CaptureFixture[str]) -> None:

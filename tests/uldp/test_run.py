@@ -36,12 +36,14 @@ def test_run_records_and_determinism(data_dir: Path, tmp_path: Path) -> None:
     again = run_uldp(cfg)
     assert torch.equal(again.final_params, res.final_params)  # same seed, same run
     files = write_outputs(res, tmp_path / "out")
-    assert [f.name for f in files] == ["rounds.csv", "summary.json", "uldp.png"]
+    assert [f.name for f in files] == ["rounds.csv", "summary.json", "uldp.png", "privacy.md"]
     rows = list(csv.DictReader((tmp_path / "out" / "rounds.csv").open()))
     assert len(rows) == 3 and float(rows[-1]["epsilon"]) == pytest.approx(res.final.epsilon)
     data = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert len(data["records"]) == 3 and data["metric"] == s["metric"]
     assert (tmp_path / "out" / "uldp.png").stat().st_size > 1000
+    privacy = (tmp_path / "out" / "privacy.md").read_text()
+    assert "ULDP-AVG-w" in privacy and "T_weak" in privacy
 
 
 def test_run_tcga_c_index_and_eval_every(data_dir: Path) -> None:

@@ -258,7 +258,10 @@ class UldpResult:
 
 
 def write_outputs(result: UldpResult, out: str | Path) -> list[Path]:
-    """Write ``rounds.csv``, ``summary.json`` and ``uldp.png`` (metric and epsilon per round).
+    """Write ``rounds.csv``, ``summary.json``, ``uldp.png`` and ``privacy.md``.
+
+    ``uldp.png`` plots the metric and epsilon per round; ``privacy.md`` is the run's privacy
+    report, as ``fedprivacy train`` writes it.
 
     Returns
     -------
@@ -266,12 +269,14 @@ def write_outputs(result: UldpResult, out: str | Path) -> list[Path]:
         The files written.
     """
     folder = Path(out)
-    files = [folder / "rounds.csv", folder / "summary.json", folder / "uldp.png"]
+    names = ("rounds.csv", "summary.json", "uldp.png", "privacy.md")
+    files = [folder / name for name in names]
     atomic_write_text(files[0], result.to_csv())
     data = result.summary()
     data["records"] = [r.to_dict() for r in result.records]
     atomic_write_json(files[1], data)
     _plot(result, files[2])
+    atomic_write_text(files[3], result.privacy_report().to_markdown())
     return files
 
 
