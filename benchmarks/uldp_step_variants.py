@@ -31,8 +31,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from fedprivacy.models.images import PaperMnistCNN
 from fedprivacy.fl.losses import cross_entropy_loss
+from fedprivacy.models.images import PaperMnistCNN
 from fedprivacy.uldp.per_user_training import PerUserTrainer
 
 Step = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
