@@ -16,11 +16,12 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, private: bool = False) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename.
 
     The file gets the mode of an ordinary new file, ``0o666 & ~umask`` (``tempfile.mkstemp``
-    alone would leave it at 0600, unreadable to colleagues on a shared server).
+    alone would leave it at 0600, unreadable to colleagues on a shared server); with
+    ``private=True`` (private keys) it stays 0600 from its creation on.
 
     Examples
     --------
@@ -35,7 +36,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
+        if not private:
+            os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, target)
