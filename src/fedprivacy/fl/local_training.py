@@ -29,6 +29,7 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.fl.losses import cross_entropy_loss
 from fedprivacy.fl.params import load_flat_
 from fedprivacy.fl.stacked_grad import stacked_gradient
+from fedprivacy.models.registry import count_parameters
 
 __all__ = [
     "LocalTrainingSpec",
@@ -426,7 +427,7 @@ def train_clients_loop(
 
     """
     spec.validate()
-    num_params = sum(p.numel() for p in model.parameters())
+    num_params = count_parameters(model)
     gidx = _check_inputs(num_params, global_flat, features, labels, client_indices, plan)
     real = np.asarray(plan) >= 0
     out = torch.empty((gidx.shape[0], num_params), dtype=torch.float32, device=global_flat.device)

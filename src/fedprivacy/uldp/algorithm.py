@@ -159,7 +159,7 @@ def server_view(
     of a user.
     """
     per_user: dict[str, float] | None = None
-    if runner.spec.family in ("naive", "avg", "sgd"):
+    if runner.family.gaussian_per_round:
         eps = per_user_epsilons(
             ledger.frequency, runner.effective_noise_multiplier, runner.delta, "rdp"
         )

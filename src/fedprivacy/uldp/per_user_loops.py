@@ -20,7 +20,7 @@ from torch import nn
 
 from fedprivacy.fl.local_training import LocalTrainingSpec
 from fedprivacy.fl.losses import MaskedLoss
-from fedprivacy.fl.params import load_flat_
+from fedprivacy.fl.params import flatten_parameters, load_flat_
 from fedprivacy.uldp.per_user_training import _check_offsets, require_plain_sgd
 
 __all__ = [
@@ -29,10 +29,6 @@ __all__ = [
 ]
 
 _I64 = NDArray[np.int64]
-
-
-def _flat(model: nn.Module) -> torch.Tensor:
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
 
 def train_groups_loop(
@@ -82,7 +78,7 @@ def train_groups_loop(
                 value = loss(local(xb), yb, torch.ones(len(rows), dtype=x.dtype))
                 torch.autograd.backward(value)
                 opt.step()
-        out[g] = _flat(local) - global_flat
+        out[g] = flatten_parameters(local) - global_flat
     return out
 
 

@@ -34,6 +34,7 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.fl.engine import resolve_device
 from fedprivacy.fl.local_training import LocalTrainingSpec
 from fedprivacy.fl.params import flatten_parameters, load_flat_
+from fedprivacy.models.registry import count_parameters
 from fedprivacy.participation.availability import AlwaysAvailable
 from fedprivacy.pipeline.loop import FederatedRun
 from fedprivacy.uldp.algorithm import UldpAlgorithm, server_view, uldp_selector
@@ -269,7 +270,7 @@ def _secure_weighting(
 
     Returns the session and the seconds of each setup phase.
     """
-    n_params = sum(p.numel() for p in model.parameters())
+    n_params = count_parameters(model)
     cells = fed.num_users * n_params
     if cells > SECURE_WEIGHTING_MAX_CELLS:
         raise ParameterError(

@@ -37,12 +37,17 @@ class MethodFamily(ABC):
     ----------
     name : str
         The family's key in :data:`fedprivacy.uldp.families.FAMILIES` (``MethodSpec.family``).
+    gaussian_per_round : bool
+        Whether a user's privacy loss is one Gaussian mechanism of noise multiplier
+        :meth:`noise_multiplier` per round it takes part in, so that a user's epsilon follows
+        from its participation count (DEFAULT adds no noise; ULDP-GROUP-k accounts per record).
     per_user : bool
         Whether the silos send weighted sums of per-user updates, so that the private
         weighting protocol can aggregate the ``-w`` variants.
     """
 
     name: ClassVar[Family]
+    gaussian_per_round: ClassVar[bool] = True
     per_user: ClassVar[bool] = False
 
     def setup(self, runner: MethodRunner) -> None:

@@ -27,6 +27,7 @@ class DefaultFamily(SiloLevelFamily):
     """DEFAULT: ``x_{t+1} = x_t + eta_g * mean_s Delta_s``."""
 
     name = "default"
+    gaussian_per_round = False
 
     def clip_bound(self, runner: MethodRunner) -> float | None:
         """``None``: the deltas are sent as they are."""

@@ -29,6 +29,7 @@ class GroupFamily(MethodFamily):
     """ULDP-GROUP-k: state ``runner.group_k``, ``group_fed``, ``group_state``."""
 
     name = "group"
+    gaussian_per_round = False
 
     def setup(self, runner: MethodRunner) -> None:
         """Choose ``k``, keep at most ``k`` records per user, one DP-SGD accountant per silo."""
