@@ -3,7 +3,8 @@
 Clients and server are transport-agnostic state machines (:mod:`.client`, :mod:`.server`)
 exchanging the typed messages of :mod:`.messages`; :mod:`.driver` runs a round in-process and
 :mod:`.multiround` drives rounds from the multi-round participant selection with batch-atomic
-aggregation.
+aggregation. For clients that run a fresh process per stage (Flower), :mod:`.state` writes a
+client's state to bytes and back, and :mod:`.params_wire` the round's parameters.
 """
 
 from fedprivacy.secagg.client import SecAggClient
@@ -20,8 +21,10 @@ from fedprivacy.secagg.errors import (
     WrongRoundError,
 )
 from fedprivacy.secagg.params import SecAggParameters
+from fedprivacy.secagg.params_wire import decode_params, encode_params
 from fedprivacy.secagg.result import AggregationResult
 from fedprivacy.secagg.server import SecAggServer
+from fedprivacy.secagg.state import dump_client, load_client
 
 __all__ = [
     "AggregationResult",
@@ -39,5 +42,9 @@ __all__ = [
     "Stage",
     "UnknownSenderError",
     "WrongRoundError",
+    "decode_params",
+    "dump_client",
+    "encode_params",
+    "load_client",
     "run_round",
 ]

@@ -5,13 +5,20 @@ from __future__ import annotations
 import os
 import struct
 import time
+from dataclasses import dataclass
 from enum import IntEnum
 from fractions import Fraction
 
 import numpy as np
 
 from fedprivacy.crypto.aead import open_sealed, seal
-from fedprivacy.crypto.keys import agree, generate_keypair, load_public_key, private_key_bytes
+from fedprivacy.crypto.keys import (
+    agree,
+    generate_keypair,
+    keypair_from_private_bytes,
+    load_public_key,
+    private_key_bytes,
+)
 from fedprivacy.crypto.prg import MaskExpander, reduce
 from fedprivacy.crypto.shamir import Share, split_secret
 from fedprivacy.dp.party_noise import add_grid_noise, draw_party_noise
@@ -71,6 +78,42 @@ _EXPECTED = {
 _ORDER = [MessageKind.KEY_ROSTER, MessageKind.SHARE_DELIVERY, MessageKind.UNMASK_REQUEST]
 
 
+@dataclass(frozen=True)
+class ClientSnapshot:
+    """Everything a :class:`SecAggClient` keeps between stages.
+
+    :mod:`fedprivacy.secagg.state` writes it to bytes. Secret: it holds the private keys and the
+    self-mask seed.
+
+    Attributes
+    ----------
+    user : int
+        The client's id.
+    stage : ClientStage
+        Where the client is in the round.
+    encryption_key, masking_key : bytes
+        The raw 32-byte X25519 private keys ``c_sk`` and ``s_sk``.
+    seed : bytes
+        The self-mask seed ``b_u``.
+    neighbour_keys : dict of int to (bytes, bytes)
+        The public keys ``(c_pk, s_pk)`` of the neighbours that advertised (from stage 1 on).
+    held : dict of int to (Share, Share)
+        The shares of ``b_v`` and ``s_sk_v`` received from each neighbour (stage 2 to 3).
+    seconds : dict of str to float
+        The time spent in each stage so far.
+
+    """
+
+    user: int
+    stage: ClientStage
+    encryption_key: bytes
+    masking_key: bytes
+    seed: bytes
+    neighbour_keys: dict[int, tuple[bytes, bytes]]
+    held: dict[int, tuple[Share, Share]]
+    seconds: dict[str, float]
+
+
 def encode_share_plaintext(
     sender: int, receiver: int, seed_share: Share, key_share: Share
 ) -> bytes:
@@ -122,6 +165,33 @@ class SecAggClient(RoundParty):
         self._seed = os.urandom(SEED_BYTES)
         self._neighbour_keys: dict[int, tuple[bytes, bytes]] = {}
         self._held: dict[int, tuple[Share, Share]] = {}
+
+    # ------------------------------------------------------------------ persistence
+    def _snapshot(self) -> ClientSnapshot:
+        """The state kept between stages (see :func:`fedprivacy.secagg.state.dump_client`)."""
+        return ClientSnapshot(
+            self.user,
+            self.stage,
+            private_key_bytes(self._enc.private),
+            private_key_bytes(self._mask.private),
+            self._seed,
+            dict(self._neighbour_keys),
+            dict(self._held),
+            dict(self.seconds),
+        )
+
+    @classmethod
+    def _restore(cls, params: SecAggParameters, snapshot: ClientSnapshot) -> SecAggClient:
+        """A client in the state ``snapshot``; the keys drawn by the constructor are replaced."""
+        client = cls(params, snapshot.user)
+        client.stage = snapshot.stage
+        client._enc = keypair_from_private_bytes(snapshot.encryption_key)
+        client._mask = keypair_from_private_bytes(snapshot.masking_key)
+        client._seed = snapshot.seed
+        client._neighbour_keys = dict(snapshot.neighbour_keys)
+        client._held = dict(snapshot.held)
+        client.seconds = dict(snapshot.seconds)
+        return client
 
     # ------------------------------------------------------------------ helpers
     def _to_server(self, kind: MessageKind) -> Header:

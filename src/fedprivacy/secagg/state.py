@@ -1,0 +1,253 @@
+"""A client's protocol state as bytes, so that a round can span several processes.
+
+Under Flower a node's ClientApp may run in a fresh process for each stage of the protocol:
+:func:`dump_client` writes everything a :class:`SecAggClient` keeps between stages to bytes and
+:func:`load_client` restores it. The encoding, all integers big-endian::
+
+    magic "FPSS" | version (1) | session id (16) | round (8) | user (4) | stage (1)
+    | SHA-256 of the encoded parameters (32)
+    | c_sk (32) | s_sk (32) | self-mask seed b_u (32)
+    | neighbour count (4) | (neighbour (4) | c_pk (32) | s_pk (32))...
+    | held count (4) | (owner (4) | length (2) | share of b | length (2) | share of s_sk)...
+    | timing count (4) | (name length (2) | stage name (UTF-8) | seconds (f64))...
+
+The private keys are raw X25519 scalars, the shares :meth:`Share.to_bytes
+<fedprivacy.crypto.shamir.Share.to_bytes>`; neighbours and owners are strictly ascending. The
+timings (:attr:`SecAggClient.seconds`) are kept too, so a restored client reports the time of
+every stage of the round.
+
+The state is bound to its round: loading it with parameters of another session, round or
+user, or with parameters that differ in any field (the digest of :func:`encode_params
+<fedprivacy.secagg.params_wire.encode_params>` covers them all, so that a server cannot change
+the threshold or the neighbour graph between two stages), raises :class:`WrongRoundError`.
+Anything malformed raises :class:`MalformedMessageError`.
+
+**Security.** The state holds the client's private keys and its self-mask seed: whoever reads
+it can unmask the client's input. It must stay on the node, like the key material itself (a
+Flower ClientApp's ``context.state`` is kept at the SuperNode and never sent to the SuperLink);
+never put it in a message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import struct
+
+from fedprivacy.crypto.keys import KEY_BYTES
+from fedprivacy.crypto.shamir import Share
+from fedprivacy.errors import InvalidKeyError, ShamirError
+from fedprivacy.secagg.client import SEED_BYTES, ClientSnapshot, ClientStage, SecAggClient
+from fedprivacy.secagg.errors import MalformedMessageError, WrongRoundError
+from fedprivacy.secagg.params import SecAggParameters
+from fedprivacy.secagg.params_wire import encode_params
+from fedprivacy.wire import MessageFormat, WireReader
+
+__all__ = ["MAGIC", "VERSION", "dump_client", "load_client"]
+
+MAGIC = b"FPSS"
+VERSION = 1
+_DIGEST_BYTES = 32
+_FORMAT = MessageFormat(
+    MAGIC,
+    VERSION,
+    struct.Struct(f">4sB16sQIB{_DIGEST_BYTES}s"),
+    "fedprivacy secure aggregation client state",
+    MalformedMessageError,
+)
+_F64 = struct.Struct(">d")
+
+
+def _params_digest(params: SecAggParameters) -> bytes:
+    return hashlib.sha256(encode_params(params)).digest()
+
+
+def dump_client(client: SecAggClient) -> bytes:
+    """Write a client's state between two stages to bytes.
+
+    Parameters
+    ----------
+    client : SecAggClient
+        The client, in any stage.
+
+    Returns
+    -------
+    bytes
+        The encoding of the module docstring, read back by :func:`load_client`. Secret: it
+        holds the private keys and the self-mask seed, and must not leave the node.
+
+    Examples
+    --------
+    >>> from fedprivacy.crypto.fixed_point import FixedPointCodec
+    >>> from fedprivacy.secagg import SecAggParameters
+    >>> codec = FixedPointCodec.for_sum(1.0, 5, 32)
+    >>> params = SecAggParameters.create(bytes(16), 0, range(5), 3, codec)
+    >>> client = SecAggClient(params, 2)
+    >>> advert = client.advertise_keys()
+    >>> data = dump_client(client)
+    >>> data[:4], len(data)
+    (b'FPSS', 198)
+    """
+    snap = client._snapshot()
+    p = client.params
+    parts = [
+        _FORMAT.pack_header(
+            p.session_id,
+            p.round_index,
+            snap.user,
+            int(snap.stage),
+            _params_digest(p),
+        ),
+        snap.encryption_key,
+        snap.masking_key,
+        snap.seed,
+        struct.pack(">I", len(snap.neighbour_keys)),
+    ]
+    for v in sorted(snap.neighbour_keys):
+        c_pk, s_pk = snap.neighbour_keys[v]
+        parts += [struct.pack(">I", v), c_pk, s_pk]
+    parts.append(struct.pack(">I", len(snap.held)))
+    for v in sorted(snap.held):
+        seed_share, key_share = (s.to_bytes() for s in snap.held[v])
+        parts += [struct.pack(">IH", v, len(seed_share)), seed_share]
+        parts += [struct.pack(">H", len(key_share)), key_share]
+    parts.append(struct.pack(">I", len(snap.seconds)))
+    for name, seconds in snap.seconds.items():
+        raw = name.encode("utf-8")
+        parts += [struct.pack(">H", len(raw)), raw, _F64.pack(seconds)]
+    return b"".join(parts)
+
+
+def _ascending(users: list[int], what: str) -> None:
+    if any(a >= b for a, b in zip(users, users[1:], strict=False)):
+        raise MalformedMessageError(f"the {what} are not in strictly ascending order")
+
+
+def _share(r: WireReader, what: str) -> Share:
+    raw = r.take(r.u16(f"{what} length"), what)
+    try:
+        return Share.from_bytes(raw)
+    except ShamirError as exc:
+        raise MalformedMessageError(f"bad {what}: {exc}") from exc
+
+
+def _parse(data: bytes) -> tuple[bytes, int, bytes, ClientSnapshot]:
+    """Session id, round, parameter digest and snapshot; only the format is checked."""
+    (session_id, round_index, user, stage_code, digest), r = _FORMAT.unpack_header(data)
+    try:
+        stage = ClientStage(stage_code)
+    except ValueError:
+        raise MalformedMessageError(f"unknown client stage {stage_code}") from None
+    enc = r.take(KEY_BYTES, "c_sk")
+    mask = r.take(KEY_BYTES, "s_sk")
+    seed = r.take(SEED_BYTES, "self-mask seed")
+    neighbour_keys: dict[int, tuple[bytes, bytes]] = {}
+    order = []
+    for _ in range(r.count("neighbours")):
+        v = r.u32("neighbour")
+        order.append(v)
+        neighbour_keys[v] = (r.take(KEY_BYTES, "c_pk"), r.take(KEY_BYTES, "s_pk"))
+    _ascending(order, "neighbours")
+    held: dict[int, tuple[Share, Share]] = {}
+    order = []
+    for _ in range(r.count("held shares")):
+        v = r.u32("share owner")
+        order.append(v)
+        held[v] = (_share(r, "share of b"), _share(r, "share of s_sk"))
+    _ascending(order, "share owners")
+    seconds: dict[str, float] = {}
+    for _ in range(r.count("timings")):
+        try:
+            name = r.take(r.u16("stage name length"), "stage name").decode("utf-8")
+        except UnicodeDecodeError:
+            raise MalformedMessageError("a stage name is not UTF-8") from None
+        (value,) = _F64.unpack(r.take(_F64.size, "seconds"))
+        if name in seconds or not math.isfinite(value) or value < 0:
+            raise MalformedMessageError(f"bad timing {name!r}: {value!r}")
+        seconds[name] = value
+    r.finish()
+    if stage <= ClientStage.ADVERTISED and neighbour_keys:
+        raise MalformedMessageError(f"neighbour keys before the roster (stage {stage.name})")
+    if stage is not ClientStage.MASKED and held:
+        raise MalformedMessageError(f"held shares in stage {stage.name}")
+    if user in neighbour_keys:
+        raise MalformedMessageError(f"user {user} is listed as its own neighbour")
+    if not set(held) <= set(neighbour_keys):
+        raise MalformedMessageError("shares held from users that are not neighbours")
+    snap = ClientSnapshot(user, stage, enc, mask, seed, neighbour_keys, held, seconds)
+    return session_id, round_index, digest, snap
+
+
+def load_client(params: SecAggParameters, data: bytes, *, user: int | None = None) -> SecAggClient:
+    """Restore a client written by :func:`dump_client`.
+
+    Parameters
+    ----------
+    params : SecAggParameters
+        The round's parameters (for example :func:`decode_params
+        <fedprivacy.secagg.params_wire.decode_params>` of the server's message); they must
+        equal those the state was written with.
+    data : bytes
+        The state.
+    user : int, optional
+        The id this node expects to be; state of another user is then refused.
+
+    Returns
+    -------
+    SecAggClient
+        A client in the stage, with the keys, seed, neighbour keys, shares and timings, of the
+        one dumped: it answers (and refuses) every message exactly as that one would.
+
+    Raises
+    ------
+    MalformedMessageError
+        If ``data`` deviates from the format (see the module docstring): truncated, trailing
+        bytes, another magic or version, an unknown stage, a bad share, entries out of order,
+        or contents impossible in its stage.
+    WrongRoundError
+        If the state belongs to another session, round or user, or was written with parameters
+        that differ from ``params``.
+
+    Examples
+    --------
+    >>> from fedprivacy.crypto.fixed_point import FixedPointCodec
+    >>> from fedprivacy.secagg import SecAggParameters
+    >>> codec = FixedPointCodec.for_sum(1.0, 5, 32)
+    >>> params = SecAggParameters.create(bytes(16), 0, range(5), 3, codec)
+    >>> client = SecAggClient(params, 2)
+    >>> advert = client.advertise_keys()
+    >>> data = dump_client(client)
+    >>> restored = load_client(params, data, user=2)
+    >>> restored.user, restored.stage.name
+    (2, 'ADVERTISED')
+    >>> restored.advertise_keys()
+    Traceback (most recent call last):
+    ...
+    fedprivacy.secagg.errors.OutOfOrderError: keys were already advertised
+    >>> next_round = SecAggParameters.create(bytes(16), 1, range(5), 3, codec)
+    >>> load_client(next_round, data)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    fedprivacy.secagg.errors.WrongRoundError: state of round 0 of another session or round; ...
+    """
+    session_id, round_index, digest, snap = _parse(data)
+    if session_id != params.session_id or round_index != params.round_index:
+        raise WrongRoundError(
+            f"state of round {round_index} of another session or round; the parameters are of "
+            f"round {params.round_index}"
+        )
+    if user is not None and snap.user != user:
+        raise WrongRoundError(f"state of user {snap.user}, not of user {user}")
+    if snap.user not in params.participants:
+        raise WrongRoundError(f"user {snap.user} is not a participant of this round")
+    if digest != _params_digest(params):
+        raise WrongRoundError("the state was written with other parameters of this round")
+    x = params.share_point(snap.user)
+    if not set(snap.neighbour_keys) <= params.neighbours[snap.user] or any(
+        share.x != x for pair in snap.held.values() for share in pair
+    ):
+        raise MalformedMessageError("neighbours or shares do not match this user's")
+    try:
+        return SecAggClient._restore(params, snap)
+    except InvalidKeyError as exc:  # pragma: no cover - every 32-byte string is a valid key
+        raise MalformedMessageError(f"bad private key: {exc}") from exc
