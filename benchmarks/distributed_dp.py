@@ -24,7 +24,7 @@ import numpy as np
 from fedprivacy.dp.discrete_gaussian import discrete_gaussian_vector
 from fedprivacy.dp.discrete_gaussian_array import discrete_gaussian_array
 from fedprivacy.dp.party_noise import PartyNoise
-from fedprivacy.fl.aggregation import SecureAggregator
+from fedprivacy.fl.secure_aggregation import SecureAggregator
 
 VARIANCE = Fraction(2**51)
 

@@ -2,11 +2,8 @@ import numpy as np
 import pytest
 
 from fedprivacy.errors import ParameterError
-from fedprivacy.fl.aggregation import (
-    PlaintextAggregator,
-    SecureAggregator,
-    make_aggregator,
-)
+from fedprivacy.fl.aggregation import PlaintextAggregator, make_aggregator
+from fedprivacy.fl.secure_aggregation import SecureAggregator
 
 
 def _deltas(rng, users, dim, scale=0.1):

@@ -15,11 +15,12 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-import fedprivacy.fl.aggregation as aggregation
+import fedprivacy.fl.secure_aggregation as secure_aggregation
 import fedprivacy.secagg.client as client_module
 from fedprivacy.dp.party_noise import PartyNoise
 from fedprivacy.errors import ParameterError
-from fedprivacy.fl.aggregation import SecureAggregator, make_aggregator, rounding_rng
+from fedprivacy.fl.aggregation import make_aggregator, rounding_rng
+from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.secagg.driver import Stage, run_round
 from fedprivacy.secagg.errors import RoundAbortedError
 from fedprivacy.secagg.params import SecAggParameters
@@ -54,7 +55,7 @@ def _updates(rng: np.random.Generator) -> dict[int, np.ndarray]:
 def test_the_unmasked_sum_is_exact_apart_from_noise_of_at_least_the_accounted_variance(
     recorded_noise: list[list[int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(aggregation, "sample_dropouts", lambda users, rate, rng: dict(DROPS))
+    monkeypatch.setattr(secure_aggregation, "sample_dropouts", lambda users, rate, rng: dict(DROPS))
     agg = SecureAggregator(CLIP, K, 32, SEED, protocol_dropout=0.5, party_noise=PartyNoise(Z, CLIP))
     updates = _updates(np.random.default_rng(0))
     outcome = agg.aggregate(5, updates, dict.fromkeys(updates, 1.0), rng=np.random.default_rng(1))

@@ -31,7 +31,7 @@ from fedprivacy.data.partition import make_partition
 from fedprivacy.errors import ParameterError
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.files import atomic_write_bytes, atomic_write_json, atomic_write_text
-from fedprivacy.fl.aggregation import SecureAggregator, make_aggregator
+from fedprivacy.fl.aggregation import make_aggregator
 from fedprivacy.fl.engine import (
     FederatedTraining,
     LearningRateSchedule,
@@ -39,8 +39,9 @@ from fedprivacy.fl.engine import (
     summarise_records,
 )
 from fedprivacy.fl.local_training import LocalTrainingSpec
+from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.models.registry import build_model, count_parameters
-from fedprivacy.participation.availability import make_availability
+from fedprivacy.participation.availability import AvailabilityModel, make_availability
 from fedprivacy.participation.curve import TWeakCurve, t_weak_curve
 from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.selectors import make_selector
@@ -52,7 +53,12 @@ _FORMAT = 1
 
 
 def build_training(
-    config: TrainConfig, dataset: ImageDataset | None = None, **hooks: Any
+    config: TrainConfig,
+    dataset: ImageDataset | None = None,
+    *,
+    training_class: type[FederatedTraining] = FederatedTraining,
+    availability: AvailabilityModel | None = None,
+    **hooks: Any,
 ) -> FederatedTraining:
     """Assemble data, partition, model, selector, availability and aggregator of ``config``.
 
@@ -62,8 +68,13 @@ def build_training(
         The run (validated here).
     dataset : ImageDataset, optional
         Already loaded data (else loaded from ``config.data_dir`` / ``$FEDPRIVACY_DATA``).
+    training_class : type, optional
+        :class:`~fedprivacy.fl.engine.FederatedTraining` or a subclass (a deployment's
+        :class:`~fedprivacy.flower.training.DeployedTraining`).
+    availability : AvailabilityModel, optional
+        Replaces the availability of ``config.dropout`` (a deployment's live nodes).
     **hooks
-        Passed to :class:`~fedprivacy.fl.engine.FederatedTraining` (``on_aggregate``).
+        Passed to ``training_class`` (``on_aggregate``, a deployment's transport).
     """
     config.validate()
     data = dataset if dataset is not None else load_dataset(config.dataset, config.data_dir)
@@ -84,9 +95,10 @@ def build_training(
         target_privacy=config.target_privacy,
         fairness=config.fairness,
     )
-    availability = make_availability(
-        config.users, config.dropout, np.random.default_rng([config.seed, 12])
-    )
+    if availability is None:
+        availability = make_availability(
+            config.users, config.dropout, np.random.default_rng([config.seed, 12])
+        )
     mechanism = config.mechanism()
     aggregator = make_aggregator(
         config.secagg,
@@ -102,7 +114,7 @@ def build_training(
     )
     if isinstance(aggregator, SecureAggregator):
         aggregator.check_dimension(count_parameters(model))
-    return FederatedTraining(
+    return training_class(
         model=model,
         spec=LocalTrainingSpec(
             epochs=config.epochs,

@@ -18,18 +18,18 @@ if TYPE_CHECKING:
         AggregateOutcome,
         Aggregator,
         PlaintextAggregator,
-        SecureAggregator,
     )
     from fedprivacy.fl.engine import FederatedTraining, LearningRateSchedule, RoundRecord
     from fedprivacy.fl.local_training import VectorisedTrainer
     from fedprivacy.fl.mechanism import MECHANISMS, Mechanism, make_mechanism
+    from fedprivacy.fl.secure_aggregation import SecureAggregator
     from fedprivacy.fl.secure_selection import run_secure_selection
 
 _LAZY = {
     "AggregateOutcome": "fedprivacy.fl.aggregation",
     "Aggregator": "fedprivacy.fl.aggregation",
     "PlaintextAggregator": "fedprivacy.fl.aggregation",
-    "SecureAggregator": "fedprivacy.fl.aggregation",
+    "SecureAggregator": "fedprivacy.fl.secure_aggregation",
     "FederatedTraining": "fedprivacy.fl.engine",
     "LearningRateSchedule": "fedprivacy.fl.engine",
     "RoundRecord": "fedprivacy.fl.engine",

@@ -14,11 +14,10 @@ and the number of clipped entries is reported.
 
 from __future__ import annotations
 
-import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -27,17 +26,6 @@ from fedprivacy._validation import require_int
 from fedprivacy.crypto.fixed_point import FixedPointCodec
 from fedprivacy.dp.party_noise import PartyNoise
 from fedprivacy.errors import ParameterError
-from fedprivacy.secagg.driver import run_round
-from fedprivacy.secagg.errors import DisconnectedSetError, RoundAbortedError
-from fedprivacy.secagg.multiround import (
-    RoundObserver,
-    aggregation_policy,
-    parse_batch_policy,
-    ring_block,
-    sample_dropouts,
-)
-from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD, SecAggParameters
-from fedprivacy.secagg.server import SecAggServer
 
 
 @dataclass(frozen=True)
@@ -139,6 +127,17 @@ class Aggregator(ABC):
                 v = np.clip(v, -bound, bound)
             out[u] = v
         return out, clipped
+
+    def clip_update(
+        self, delta: NDArray[np.floating], weight: float
+    ) -> tuple[NDArray[np.float64], int]:
+        """One user's update as the aggregator encodes it: clipped, and the entries clipped.
+
+        What a user of a deployment computes for itself before masking (see
+        :mod:`fedprivacy.flower`); :meth:`aggregate` does the same for every user.
+        """
+        out, clipped = self._prepare({0: delta}, {0: weight})
+        return out[0], clipped
 
     @abstractmethod
     def aggregate(
@@ -253,176 +252,6 @@ class FloatAggregator(_ClearAggregator):
         return acc
 
 
-class SecureAggregator(Aggregator):
-    """Runs the secure aggregation protocol among the selected users every round.
-
-    Parameters
-    ----------
-    clip, per_round, bits, seed
-        As in :class:`Aggregator`.
-    degree : int or None
-        SecAgg+ neighbour count (at least 2), or ``None`` for the complete graph (SecAgg). With
-        batches (``batch_size > 1`` in :meth:`aggregate`) and the ``atomic`` or ``round`` policy
-        the graph is batch-aware (see :func:`~fedprivacy.secagg.multiround.ring_block`).
-    protocol_dropout : float
-        Probability that a selected user drops during the protocol (before a uniform stage).
-    batch_policy : str
-        ``atomic``, ``round`` or ``partial`` (see :mod:`fedprivacy.secagg.multiround`).
-    party_noise : PartyNoise, optional
-        Distributed DP: every party adds discrete Gaussian noise on the encoding's grid before
-        masking (:mod:`fedprivacy.dp.party_noise`); weights must then all be 1 and the round is
-        unweighted (the count of aggregated users is the protocol's survivor set).
-    weighted : bool
-        Encode ``[w_u delta_u, w_u]`` (default); false sends ``delta_u`` alone, with every weight
-        1, on a codec sized for the clip (selection simulations; always false with
-        ``party_noise``).
-    batch_ring : bool
-        Use the batch-aware SecAgg+ graph (default); false keeps the plain random ring.
-    observer : callable, optional
-        Called with the round index and the server after every round that ran the protocol
-        (completed or aborted), for example to compute :meth:`SecAggServer.view`.
-    """
-
-    name = "secagg"
-
-    def __init__(
-        self,
-        clip: float,
-        per_round: int,
-        bits: int,
-        seed: int,
-        *,
-        degree: int | None = None,
-        protocol_dropout: float = 0.0,
-        batch_policy: str = "atomic",
-        party_noise: PartyNoise | None = None,
-        weighted: bool = True,
-        batch_ring: bool = True,
-        observer: RoundObserver | None = None,
-    ) -> None:
-        super().__init__(clip, per_round, bits, seed)
-        self.party_noise = party_noise
-        self.weighted = weighted and party_noise is None
-        if party_noise is not None:  # no weight entry; room for the noise
-            self.codec = party_noise.codec(self.clip, per_round, bits)
-        elif not weighted:  # no weight entry
-            self.codec = FixedPointCodec.for_sum(self.clip, per_round, bits)
-        self.batch_ring = batch_ring
-        self.observer = observer
-        if not 0.0 <= protocol_dropout < 1.0:
-            raise ParameterError("protocol_dropout", f"must lie in [0, 1), got {protocol_dropout}")
-        parse_batch_policy(batch_policy)
-        if degree is not None:
-            require_int("degree", degree, minimum=MIN_THRESHOLD)
-        self.degree = degree
-        self.protocol_dropout = float(protocol_dropout)
-        self.batch_policy = batch_policy
-        self.session = os.urandom(16)
-
-    def check_dimension(self, dimension: int) -> None:
-        """Refuse, before any round, updates of ``dimension`` the codec cannot noise well.
-
-        Raises
-        ------
-        ParameterError
-            With distributed DP, if the grid is too coarse for ``dimension`` (names ``bits``).
-        """
-        if self.party_noise is not None:
-            self.party_noise.round_noise(self.codec, self.clip, MIN_THRESHOLD, dimension)
-
-    def aggregate(
-        self,
-        round_index: int,
-        deltas: Mapping[int, NDArray[np.floating]],
-        weights: Mapping[int, float],
-        *,
-        batch_size: int = 1,
-        rng: np.random.Generator | None = None,
-    ) -> AggregateOutcome:
-        """See :meth:`Aggregator.aggregate`."""
-        started = time.perf_counter()
-        users = sorted(deltas)
-        if len(users) < MIN_PARTICIPANTS:  # with fewer, the sum would expose a user's update
-            reason = f"fewer than {MIN_PARTICIPANTS} users selected" if users else None
-            return AggregateOutcome((), None, None, 0.0, 0, 0.0, reason)
-        values, clipped = self._prepare(deltas, weights)
-        dim = next(iter(values.values())).shape[0]
-        if not self.weighted and any(float(weights[u]) != 1.0 for u in users):
-            raise ParameterError("weights", "an unweighted secure round needs every weight to be 1")
-        degree = None if self.degree is None else min(self.degree, len(users) - 1)
-        block = ring_block(batch_size, self.batch_policy, degree)
-        params = SecAggParameters.create(
-            self.session,
-            round_index,
-            users,
-            dim,
-            self.codec,
-            weighted=self.weighted,
-            degree=degree,
-            graph_seed=self.session,
-            ring_block=block if self.batch_ring else None,
-        )
-        dropouts = {} if rng is None else sample_dropouts(users, self.protocol_dropout, rng)
-        removed: list[int] = []
-        policy = aggregation_policy(
-            params,
-            batch_size,
-            self.batch_policy,
-            on_shrink=lambda before, after: removed.append(len(before) - len(after)),
-        )
-        noise = None
-        if self.party_noise is not None:
-            noise = self.party_noise.round_noise(self.codec, self.clip, params.threshold, dim)
-        try:
-            outcome = run_round(
-                params,
-                values,
-                weights={u: float(weights[u]) for u in users} if self.weighted else None,
-                dropouts=dropouts,
-                policy=policy,
-                rngs={u: rounding_rng(self.seed, round_index, u) for u in users},
-                noise_variance=None if noise is None else noise.variance,
-                observer=self._observer(round_index),
-            )
-        except RoundAbortedError as exc:
-            lost = "aborted" if removed or isinstance(exc, DisconnectedSetError) else ""
-            seconds = time.perf_counter() - started
-            return AggregateOutcome(
-                (),
-                None,
-                None,
-                0.0,
-                0,
-                seconds,
-                str(exc),
-                connectivity=lost,
-                connectivity_removed=sum(removed),
-            )
-        result = outcome.result
-        took_part = [t for u, t in outcome.client_seconds.items() if u not in dropouts]
-        if result.aggregated:
-            total = np.append(result.sum, result.total_weight)
-            out = _outcome(tuple(result.aggregated), total, clipped, time.perf_counter() - started)
-        else:
-            out = AggregateOutcome((), None, None, 0.0, clipped, time.perf_counter() - started)
-        n = len(result.aggregated)
-        return replace(
-            out,
-            client_seconds=float(np.mean(took_part)) if took_part else 0.0,
-            server_seconds=outcome.server_seconds,
-            connectivity="shrunk" if removed else "",
-            connectivity_removed=sum(removed),
-            noise_multiplier=None if noise is None or not n else noise.noise_multiplier(n),
-            wrap_log_probability=None if noise is None or not n else noise.wrap_log_probability(n),
-        )
-
-    def _observer(self, round_index: int) -> Callable[[SecAggServer], None] | None:
-        observer = self.observer
-        if observer is None:
-            return None
-        return lambda server: observer(round_index, server)
-
-
 def _outcome(
     users: Sequence[int], total: NDArray[np.float64], clipped: int, seconds: float
 ) -> AggregateOutcome:
@@ -464,6 +293,8 @@ def make_aggregator(
             raise ParameterError("protocol_dropout", "applies to the secure path only (--secagg)")
         return FloatAggregator(clip, per_round, bits, seed)
     if secure:
+        from fedprivacy.fl.secure_aggregation import SecureAggregator  # it builds on this module
+
         return SecureAggregator(
             clip,
             per_round,

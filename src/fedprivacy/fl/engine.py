@@ -255,6 +255,96 @@ class FederatedTraining(Algorithm[RoundRecord]):
         )
         return np.asarray((local - self.global_flat).cpu().numpy())
 
+    def train_and_aggregate(
+        self, round_index: int, selected: NDArray[np.intp]
+    ) -> tuple[AggregateOutcome, float]:
+        """Local training of ``selected``, the mechanism's clipping and the aggregator.
+
+        Here every selected user trains in this process; a deployment
+        (:class:`fedprivacy.flower.training.DeployedTraining`) overrides this with the users'
+        nodes training their own data (:meth:`client_update`) and the protocol on the network.
+
+        Returns
+        -------
+        tuple of AggregateOutcome and float
+            The aggregator's outcome and the seconds of local training.
+        """
+        r = round_index
+        spec = replace(self.spec, lr=self.schedule(r))
+        started = time.perf_counter()
+        local = self._local_models(selected, spec, round_rng(self.seed, r, _BATCHES))
+        diff = (local - self.global_flat).cpu().numpy()
+        deltas = {int(u): diff[i] for i, u in enumerate(selected)}
+        train_s = time.perf_counter() - started
+        deltas, weights = self.mechanism.prepare(
+            deltas, {u: float(self.weights[u]) for u in deltas}
+        )
+        outcome = self.aggregator.aggregate(
+            r,
+            deltas,
+            weights,
+            batch_size=self.batch_size_t,
+            rng=round_rng(self.seed, r, _PROTOCOL),
+        )
+        if self.on_aggregate is not None:
+            self.on_aggregate(r, outcome, deltas)
+        return outcome, train_s
+
+    def client_update(
+        self, user: int, selected: Sequence[int], round_index: int
+    ) -> tuple[NDArray[np.float32], float]:
+        """What ``user`` sends in ``round_index``: its clipped update ``x_u - x`` and weight.
+
+        As :meth:`train_and_aggregate` computes it for that user (the mechanism's clipping
+        included).
+
+        The user trains only its own data, from the current global model; its minibatches are
+        its row of the round's joint :func:`~fedprivacy.fl.local_training.batch_plan` over
+        ``selected`` (which needs only the public partition sizes), with the reference trainer
+        (:func:`~fedprivacy.fl.local_training.train_clients_loop`). So the update equals, bit
+        for bit, the one of an in-process run with ``trainer="loop"``.
+
+        Parameters
+        ----------
+        user : int
+            The user (one of ``selected``).
+        selected : sequence of int
+            The users selected in the round (sorted, as the round loop passes them).
+        round_index : int
+            The round.
+
+        Returns
+        -------
+        tuple of numpy.ndarray and float
+            The float32 update and its weight ``w_u``.
+
+        Raises
+        ------
+        ParameterError
+            If ``user`` is not among ``selected``.
+        """
+        users = [int(u) for u in selected]
+        if int(user) not in users:
+            raise ParameterError("user", f"{user} is not among the selected users")
+        spec = replace(self.spec, lr=self.schedule(round_index))
+        indices = [self.partition.user_data(u) for u in users]
+        plan = batch_plan(
+            [len(i) for i in indices], spec, round_rng(self.seed, round_index, _BATCHES)
+        )
+        row = users.index(int(user))
+        local = train_clients_loop(
+            self.model,
+            spec,
+            self.global_flat,
+            self.features,
+            self.labels,
+            [indices[row]],
+            plan[row : row + 1],
+        )
+        delta = {int(user): (local[0] - self.global_flat).cpu().numpy()}
+        out, weights = self.mechanism.prepare(delta, {int(user): float(self.weights[user])})
+        return np.asarray(out[int(user)], dtype=np.float32), float(weights[int(user)])
+
     def step(self) -> RoundRecord:
         """Run one round (through the round loop) and return its record."""
         return self.loop.step().record
@@ -271,24 +361,7 @@ class FederatedTraining(Algorithm[RoundRecord]):
         train_s = 0.0
         outcome = AggregateOutcome((), None, None, 0.0, 0, 0.0)
         if selected.size:
-            spec = replace(self.spec, lr=lr)
-            started = time.perf_counter()
-            local = self._local_models(selected, spec, round_rng(self.seed, r, _BATCHES))
-            diff = (local - self.global_flat).cpu().numpy()
-            deltas = {int(u): diff[i] for i, u in enumerate(selected)}
-            train_s = time.perf_counter() - started
-            deltas, weights = self.mechanism.prepare(
-                deltas, {u: float(self.weights[u]) for u in deltas}
-            )
-            outcome = self.aggregator.aggregate(
-                r,
-                deltas,
-                weights,
-                batch_size=self.batch_size_t,
-                rng=round_rng(self.seed, r, _PROTOCOL),
-            )
-            if self.on_aggregate is not None:
-                self.on_aggregate(r, outcome, deltas)
+            outcome, train_s = self.train_and_aggregate(r, selected)
         noise = None
         if outcome.mean_update is not None:
             noise = self.mechanism.accounted_noise(outcome)

@@ -193,7 +193,7 @@ class DistributedDiscreteGaussian(_ClippedGaussian):
 
     @property
     def party_noise(self) -> PartyNoise:
-        """The parties' noise (for :class:`~fedprivacy.fl.aggregation.SecureAggregator`)."""
+        """The parties' noise (for :class:`~fedprivacy.fl.secure_aggregation.SecureAggregator`)."""
         return PartyNoise(self.noise_multiplier, self.clip)
 
     def release(self, mean: NDArray[np.float64], aggregated: int) -> NDArray[np.float64]:

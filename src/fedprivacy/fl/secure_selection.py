@@ -2,8 +2,9 @@
 
 The selection decides who is asked; users may still drop out during the protocol, and the batch
 policy (:mod:`fedprivacy.secagg.multiround`) decides what the server aggregates. Every round runs
-through :class:`~fedprivacy.fl.aggregation.SecureAggregator` (unweighted, on synthetic updates
-uniform in ``[-clip, clip]``), and the participation ledger records exactly the aggregated set.
+through :class:`~fedprivacy.fl.secure_aggregation.SecureAggregator` (unweighted, on synthetic
+updates uniform in ``[-clip, clip]``), and the participation ledger records exactly the aggregated
+set.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from numpy.typing import NDArray
 from fedprivacy._validation import require_int
 from fedprivacy.config import Config
 from fedprivacy.errors import ParameterError
-from fedprivacy.fl.aggregation import SecureAggregator
+from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.participation.availability import AvailabilityModel
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.selectors import Selector

@@ -1,0 +1,214 @@
+"""A node's side of a deployment: local training and the client of the secure aggregation protocol.
+
+:meth:`Node.handle` answers one request (:mod:`fedprivacy.flower.stages`) and keeps what the
+node must remember between stages in ``state``, a mapping of bytes. On Flower that mapping is the
+ClientApp's ``context.state``, which the SuperNode keeps on the node's machine (each message may
+be handled by a fresh ClientApp process); it holds the node's X25519 private keys, its self-mask
+seed, the shares it holds for its neighbours and its update, and is never sent anywhere. The
+in-process transport (:class:`fedprivacy.flower.transport.InProcessTransport`) keeps one such
+mapping per user.
+
+The node trains exactly as the in-process pipeline trains that user
+(:meth:`fedprivacy.fl.engine.FederatedTraining.client_update`): the same configuration, the same
+public partition, the same per-round randomness, so a deployment's aggregates equal the
+simulation's bit for bit.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fedprivacy.errors import FedPrivacyError, ParameterError
+from fedprivacy.flower.stages import (
+    Record,
+    Stage,
+    decode_array,
+    encode_array,
+    error_reply,
+    field,
+)
+from fedprivacy.secagg.client import SecAggClient
+from fedprivacy.secagg.errors import MalformedMessageError, OutOfOrderError
+from fedprivacy.secagg.messages import encode_message
+from fedprivacy.secagg.params_wire import decode_params, encode_params
+from fedprivacy.secagg.state import dump_client, load_client
+
+if TYPE_CHECKING:
+    from fedprivacy.fl.engine import FederatedTraining
+
+__all__ = ["Node", "training_for"]
+
+
+@functools.lru_cache(maxsize=4)
+def training_for(config_toml: str) -> FederatedTraining:
+    """The training a node runs for ``config_toml`` (a :class:`TrainConfig` as TOML), cached.
+
+    Built as the in-process pipeline builds it (:func:`fedprivacy.experiments.training_run.
+    build_training`), with the reference trainer; the node only ever trains its own user.
+    """
+    import tomllib
+
+    from fedprivacy.experiments.training_config import TrainConfig
+    from fedprivacy.experiments.training_run import build_training
+
+    try:
+        data = tomllib.loads(config_toml)
+    except tomllib.TOMLDecodeError as exc:
+        raise MalformedMessageError(f"the training configuration is not TOML: {exc}") from exc
+    config = TrainConfig.from_mapping(data)
+    return build_training(config.with_overrides(trainer="loop"))
+
+
+@dataclass
+class Node:
+    """One user's node.
+
+    Parameters
+    ----------
+    user : int
+        The fedprivacy user this node is (from its ``partition-id``).
+    fault : str
+        Fault injection for tests and demonstrations: ``"replay@R"`` makes the node send, in
+        round ``R``'s masked-input stage, its reply of the previous stage again (a replayed
+        message the server must reject with its typed error); empty for an honest node.
+    """
+
+    user: int
+    fault: str = ""
+
+    def handle(self, request: Record, state: MutableMapping[str, bytes]) -> Record:
+        """Answer ``request``; protocol errors become an ``error`` reply, state unchanged.
+
+        Parameters
+        ----------
+        request : dict
+            The server's request (see :mod:`fedprivacy.flower.stages`).
+        state : mutable mapping of str to bytes
+            What this node keeps between stages (updated in place).
+
+        Returns
+        -------
+        dict
+            The reply.
+        """
+        try:
+            stage = Stage(field(request, "stage", str))
+        except ValueError:
+            return error_reply(MalformedMessageError(f"unknown stage {request.get('stage')!r}"))
+        except FedPrivacyError as exc:
+            return error_reply(exc)
+        handler = _HANDLERS[stage]
+        scratch = dict(state)
+        try:
+            reply = handler(self, request, scratch)
+        except FedPrivacyError as exc:
+            return error_reply(exc)
+        state.clear()
+        state.update(scratch)
+        return reply
+
+    # ------------------------------------------------------------------ stages
+    def _hello(self, request: Record, state: dict[str, bytes]) -> Record:
+        return {"user": self.user}
+
+    def _local_update(self, request: Record) -> tuple[FederatedTraining, np.ndarray, float, int]:
+        import torch
+
+        training = training_for(field(request, "config", str))
+        r = field(request, "round", int)
+        selected = decode_array(field(request, "selected", bytes), np.int64).tolist()
+        model = decode_array(field(request, "model", bytes), np.float32)
+        if model.shape != tuple(training.global_flat.shape):
+            raise MalformedMessageError(
+                f"the model has {model.size} parameters, the configured one "
+                f"{training.global_flat.numel()}"
+            )
+        if self.user not in selected:
+            raise ParameterError("user", f"user {self.user} was not selected in round {r}")
+        training.global_flat = torch.from_numpy(model.copy()).to(training.torch_device)
+        delta, weight = training.client_update(self.user, selected, r)
+        return training, delta, weight, r
+
+    def _train(self, request: Record, state: dict[str, bytes]) -> Record:
+        _, delta, weight, _ = self._local_update(request)
+        return {"update": encode_array(delta), "weight": float(weight)}
+
+    def _advertise(self, request: Record, state: dict[str, bytes]) -> Record:
+        params = decode_params(field(request, "params", bytes))
+        training, delta, weight, r = self._local_update(request)
+        if params.round_index != r:
+            raise OutOfOrderError(f"parameters of round {params.round_index} in round {r}")
+        values, _ = training.aggregator.clip_update(delta, weight)
+        client = SecAggClient(params, self.user)
+        message = encode_message(client.advertise_keys())
+        state.clear()
+        state.update(
+            secagg=dump_client(client),
+            params=encode_params(params),
+            values=encode_array(values),
+            weight=encode_array(np.array([weight], dtype=np.float64)),
+            noise=field(request, "noise", str).encode(),
+            seed=str(training.seed).encode(),
+            last=message,
+        )
+        return {"message": message}
+
+    def _client(self, state: dict[str, bytes]) -> SecAggClient:
+        if "secagg" not in state:
+            raise OutOfOrderError("no secure round in progress on this node")
+        return load_client(decode_params(state["params"]), state["secagg"], user=self.user)
+
+    def _step(
+        self,
+        state: dict[str, bytes],
+        call: Callable[[SecAggClient], Any],
+        client: SecAggClient | None = None,
+    ) -> Record:
+        client = client if client is not None else self._client(state)
+        reply = encode_message(call(client))
+        state["secagg"] = dump_client(client)
+        state["last"] = reply
+        return {"message": reply}
+
+    def _share(self, request: Record, state: dict[str, bytes]) -> Record:
+        message = field(request, "message", bytes)
+        return self._step(state, lambda c: c.share_keys(message))
+
+    def _mask(self, request: Record, state: dict[str, bytes]) -> Record:
+        message = field(request, "message", bytes)
+        client = self._client(state)
+        if self.fault == f"replay@{client.params.round_index}":
+            return {"message": state["last"]}
+        from fedprivacy.fl.aggregation import rounding_rng
+
+        values = decode_array(state["values"], np.float64)
+        kw: dict[str, Any] = {
+            "rng": rounding_rng(int(state["seed"]), client.params.round_index, self.user)
+        }
+        if client.params.weighted:
+            kw["weight"] = float(decode_array(state["weight"], np.float64)[0])
+        if state["noise"]:
+            kw["noise_variance"] = Fraction(state["noise"].decode())
+        return self._step(state, lambda c: c.masked_input(message, values, **kw), client)
+
+    def _unmask(self, request: Record, state: dict[str, bytes]) -> Record:
+        message = field(request, "message", bytes)
+        reply = self._step(state, lambda c: c.unmask(message))
+        state.clear()  # the round is over: no key, seed or share stays on the node
+        return reply
+
+
+_HANDLERS: dict[Stage, Callable[[Node, Record, dict[str, bytes]], Record]] = {
+    Stage.HELLO: Node._hello,
+    Stage.TRAIN: Node._train,
+    Stage.ADVERTISE: Node._advertise,
+    Stage.SHARE: Node._share,
+    Stage.MASK: Node._mask,
+    Stage.UNMASK: Node._unmask,
+}

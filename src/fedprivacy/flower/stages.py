@@ -1,0 +1,98 @@
+"""The messages between a deployment's server and its nodes: one request and one reply per stage.
+
+A request or a reply is a flat record of scalars (``str``, ``int``, ``float``, ``bytes``): what a
+Flower ``ConfigRecord`` carries, and what the in-process transport passes as is. Each stage of a
+round is one exchange:
+
+============  ===================================================  ==============================
+stage         request (server -> node)                              reply (node -> server)
+============  ===================================================  ==============================
+``hello``     --                                                   ``user`` (the node's user id)
+``train``     ``round``, ``config``, ``model``, ``selected``        ``update``, ``weight``
+``advertise`` ``round``, ``config``, ``model``, ``selected``,       ``message`` (AdvertiseKeys)
+              ``params``, ``noise``
+``share``     ``round``, ``message`` (KeyRoster)                   ``message`` (ShareKeys)
+``mask``      ``round``, ``message`` (ShareDelivery)               ``message`` (MaskedInput)
+``unmask``    ``round``, ``message`` (UnmaskRequest)               ``message`` (UnmaskResponse)
+============  ===================================================  ==============================
+
+``train`` is plaintext FedAvg (the node sends its update in the clear); ``advertise`` starts a
+secure round: the node trains, keeps its update and its protocol state on the node, and publishes
+its keys. A node that cannot accept a request replies with ``error`` (the typed error's class
+name) and ``detail`` instead.
+
+Examples
+--------
+>>> import numpy as np
+>>> decode_array(encode_array(np.arange(3, dtype=np.float32)), np.float32).tolist()
+[0.0, 1.0, 2.0]
+>>> Stage("mask").secure
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fedprivacy.secagg.errors import MalformedMessageError
+
+__all__ = [
+    "Record",
+    "Stage",
+    "decode_array",
+    "encode_array",
+    "error_reply",
+    "field",
+]
+
+Record = dict[str, Any]
+"""A request or a reply: field name -> ``str``, ``int``, ``float`` or ``bytes``."""
+
+
+class Stage(StrEnum):
+    """The exchanges of a deployment, in the order a round uses them."""
+
+    HELLO = "hello"
+    TRAIN = "train"
+    ADVERTISE = "advertise"
+    SHARE = "share"
+    MASK = "mask"
+    UNMASK = "unmask"
+
+    @property
+    def secure(self) -> bool:
+        """Whether the stage is one of the secure aggregation protocol's four."""
+        return self in (Stage.ADVERTISE, Stage.SHARE, Stage.MASK, Stage.UNMASK)
+
+
+def encode_array(values: NDArray[Any]) -> bytes:
+    """Little-endian bytes of a one-dimensional array (its dtype is implied by the field)."""
+    return np.ascontiguousarray(values).astype(values.dtype.newbyteorder("<")).tobytes()
+
+
+def decode_array(data: bytes, dtype: type[np.generic]) -> NDArray[Any]:
+    """Inverse of :func:`encode_array`; :class:`MalformedMessageError` on a ragged length."""
+    item = np.dtype(dtype).newbyteorder("<")
+    if not isinstance(data, bytes | bytearray) or len(data) % item.itemsize:
+        raise MalformedMessageError(f"not an array of {np.dtype(dtype).name}")
+    return np.frombuffer(bytes(data), dtype=item).astype(dtype)
+
+
+def field(record: Mapping[str, Any], name: str, kind: type) -> Any:
+    """``record[name]``, checked to be of ``kind``; :class:`MalformedMessageError` otherwise."""
+    if name not in record:
+        raise MalformedMessageError(f"the message has no field {name!r}")
+    value = record[name]
+    if kind is int and isinstance(value, bool) or not isinstance(value, kind):
+        raise MalformedMessageError(f"field {name!r} is not {kind.__name__}")
+    return value
+
+
+def error_reply(exc: Exception) -> Record:
+    """The reply of a node that refused a request: the error's class name and message."""
+    return {"error": type(exc).__name__, "detail": str(exc)}

@@ -1,0 +1,237 @@
+"""FedAvg whose users are nodes: the round loop on the server, training and masking on the nodes.
+
+:class:`DeployedTraining` is the in-process :class:`~fedprivacy.fl.engine.FederatedTraining` with
+one step replaced (:meth:`~fedprivacy.fl.engine.FederatedTraining.train_and_aggregate`): the
+selected users' nodes train their own data and, with ``secagg``, run the four stages of the
+secure aggregation protocol through a :class:`~fedprivacy.flower.transport.Transport`; the server
+runs :class:`~fedprivacy.secagg.server.SecAggServer` with the parameters and batch policy of
+:meth:`~fedprivacy.fl.secure_aggregation.SecureAggregator.plan_round`. Selection, availability,
+ledger, evaluation and the privacy report are the pipeline's own.
+
+What happened is what counts: a node that does not answer a stage in time is a dropout at that
+stage (and is taken as gone for the following rounds, :class:`LiveNodes`); a reply the protocol
+refuses (replayed, out of order, malformed, claiming another user) is rejected with the typed
+error and its sender treated the same way. Every such event is logged (:attr:`events`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fedprivacy.errors import FedPrivacyError
+from fedprivacy.fl.aggregation import AggregateOutcome
+from fedprivacy.fl.engine import FederatedTraining
+from fedprivacy.fl.secure_aggregation import SecureAggregator, SecureRoundPlan
+from fedprivacy.flower.stages import Record, Stage, decode_array, encode_array
+from fedprivacy.flower.transport import Transport
+from fedprivacy.participation.availability import AvailabilityModel
+from fedprivacy.secagg.errors import RoundAbortedError, SecAggError, UnknownSenderError
+from fedprivacy.secagg.messages import Message, decode_message, encode_message
+from fedprivacy.secagg.params import MIN_PARTICIPANTS
+from fedprivacy.secagg.params_wire import encode_params
+from fedprivacy.secagg.server import SecAggServer
+
+__all__ = ["DeployedTraining", "LiveNodes"]
+
+
+class LiveNodes(AvailabilityModel):
+    """Availability from the deployment: the users with a node that has not gone silent.
+
+    Draws nothing from the round's generator, so selection is the simulation's given the same
+    availability. :attr:`trace` records each round's vector (the deployment's availability
+    trace, replayed by the reference simulation).
+
+    Parameters
+    ----------
+    num_users : int
+        Users of the configuration.
+    present : iterable of int
+        The users whose nodes answered the roster call.
+    """
+
+    def __init__(self, num_users: int, present: Any) -> None:
+        self.num_users = int(num_users)
+        self.present = {int(u) for u in present}
+        self.gone: set[int] = set()
+        self.trace: list[NDArray[np.bool_]] = []
+
+    def sample(self, round_index: int, rng: np.random.Generator) -> NDArray[np.bool_]:
+        """The users present and not gone; see :meth:`AvailabilityModel.sample`."""
+        out = np.zeros(self.num_users, dtype=np.bool_)
+        out[sorted(self.present - self.gone)] = True
+        self.trace.append(out.copy())
+        return out
+
+
+@dataclass
+class DeployedTraining(FederatedTraining):
+    """:class:`FederatedTraining` over a transport (see the module docstring).
+
+    Parameters
+    ----------
+    transport : Transport
+        Reaches the users' nodes.
+    config_toml : str
+        The :class:`~fedprivacy.experiments.training_config.TrainConfig` as TOML, sent to the
+        nodes with every training request (they build the same task from it).
+    on_event : callable, optional
+        Called with each event as it is logged (progress on the console, a log file).
+    """
+
+    transport: Transport | None = None
+    config_toml: str = ""
+    on_event: Callable[[dict[str, Any]], None] | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    aggregates: dict[int, NDArray[np.float64]] = field(default_factory=dict)
+
+    def _log(self, **event: Any) -> None:
+        self.events.append(event)
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def _gone(self, round_index: int, stage: Stage, users: Any) -> None:
+        if isinstance(self.availability, LiveNodes):
+            self.availability.gone.update(int(u) for u in users)
+        for u in users:
+            self._log(round=round_index, stage=stage.value, user=int(u), event="no_reply")
+
+    def _exchange(self, stage: Stage, r: int, requests: Mapping[int, Record]) -> dict[int, Record]:
+        assert self.transport is not None
+        started = time.perf_counter()
+        replies = self.transport.exchange(stage, r, requests)
+        self._gone(r, stage, sorted(set(requests) - set(replies)))
+        ok = {}
+        for u, reply in replies.items():
+            if "error" in reply:
+                self._log(
+                    round=r,
+                    stage=stage.value,
+                    user=u,
+                    event="node_refused",
+                    error=str(reply["error"]),
+                    detail=str(reply.get("detail", "")),
+                )
+            else:
+                ok[u] = reply
+        self._log(
+            round=r,
+            stage=stage.value,
+            event="stage",
+            asked=len(requests),
+            answered=len(ok),
+            seconds=time.perf_counter() - started,
+        )
+        return ok
+
+    def _requests(self, r: int, selected: NDArray[np.intp]) -> dict[str, Any]:
+        return {
+            "round": r,
+            "config": self.config_toml,
+            "model": encode_array(self.global_flat.cpu().numpy().astype(np.float32)),
+            "selected": encode_array(np.asarray(selected, dtype=np.int64)),
+        }
+
+    def train_and_aggregate(
+        self, round_index: int, selected: NDArray[np.intp]
+    ) -> tuple[AggregateOutcome, float]:
+        """The selected users' nodes train; plaintext or secure aggregation over the transport."""
+        r = round_index
+        started = time.perf_counter()
+        if isinstance(self.aggregator, SecureAggregator):
+            outcome = self._secure_round(r, selected, self.aggregator)
+        else:
+            base = self._requests(r, selected)
+            replies = self._exchange(Stage.TRAIN, r, {int(u): base for u in selected})
+            deltas: dict[int, NDArray[np.float32]] = {}
+            weights: dict[int, float] = {}
+            for u, reply in replies.items():
+                try:
+                    deltas[u] = decode_array(reply["update"], np.float32)
+                    weights[u] = float(reply["weight"])
+                except (KeyError, TypeError, FedPrivacyError) as exc:
+                    self._reject(r, Stage.TRAIN, u, exc)
+            outcome = self.aggregator.aggregate(r, deltas, weights, batch_size=self.batch_size_t)
+        if outcome.mean_update is not None:
+            self.aggregates[r] = outcome.mean_update
+        self._log(
+            round=r,
+            event="round",
+            selected=[int(u) for u in selected],
+            aggregated=list(outcome.aggregated),
+            aborted=outcome.aborted or "",
+            seconds=time.perf_counter() - started,
+        )
+        return outcome, 0.0
+
+    def _reject(self, r: int, stage: Stage, user: int, exc: Exception) -> None:
+        self._log(
+            round=r,
+            stage=stage.value,
+            user=user,
+            event="rejected",
+            error=type(exc).__name__,
+            detail=str(exc),
+        )
+
+    def _receive(
+        self, server: SecAggServer, r: int, stage: Stage, replies: dict[int, Record]
+    ) -> None:
+        for u, reply in sorted(replies.items()):
+            try:
+                data = reply.get("message")
+                if not isinstance(data, bytes):
+                    raise UnknownSenderError("the reply carries no protocol message")
+                message: Message = decode_message(data)
+                if message.header.sender != u:
+                    raise UnknownSenderError(
+                        f"the node of user {u} sent a message from {message.header.sender}"
+                    )
+                server.receive(message)
+            except SecAggError as exc:
+                self._reject(r, stage, u, exc)
+
+    def _secure_round(
+        self, r: int, selected: NDArray[np.intp], agg: SecureAggregator
+    ) -> AggregateOutcome:
+        users = [int(u) for u in selected]
+        if len(users) < MIN_PARTICIPANTS:
+            return AggregateOutcome(
+                (), None, None, 0.0, 0, 0.0, f"fewer than {MIN_PARTICIPANTS} users selected"
+            )
+        plan: SecureRoundPlan = agg.plan_round(
+            r, users, int(self.global_flat.numel()), self.batch_size_t
+        )
+        server = SecAggServer(plan.params)
+        first = {
+            **self._requests(r, selected),
+            "params": encode_params(plan.params),
+            "noise": "" if plan.noise is None else str(plan.noise.variance),
+        }
+
+        def run(stage: Stage, messages: Mapping[int, Message]) -> None:
+            requests = {u: {"round": r, "message": encode_message(m)} for u, m in messages.items()}
+            self._receive(server, r, stage, self._exchange(stage, r, requests))
+
+        try:
+            self._receive(
+                server,
+                r,
+                Stage.ADVERTISE,
+                self._exchange(Stage.ADVERTISE, r, dict.fromkeys(users, first)),
+            )
+            run(Stage.SHARE, server.finish_keys())
+            run(Stage.MASK, server.finish_shares())
+            run(Stage.UNMASK, server.finish_inputs(plan.policy))
+            result = server.finish_unmask()
+        except RoundAbortedError as exc:
+            return agg.finish_round(plan, exc, 0)
+        finally:
+            if agg.observer is not None:
+                agg.observer(r, server)
+        return agg.finish_round(plan, result, 0, server_seconds=sum(server.seconds.values()))

@@ -1,0 +1,106 @@
+"""A deployment's round logic on the in-process transport: the pipeline's aggregates exactly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.experiments.training_run import build_training
+from fedprivacy.flower.node import Node
+from fedprivacy.flower.reference import max_abs_error, observed_dropouts, simulate
+from fedprivacy.flower.stages import Stage
+from fedprivacy.flower.training import DeployedTraining, LiveNodes
+from fedprivacy.flower.transport import InProcessTransport
+from fedprivacy.participation.audit import audit_ledger
+from fedprivacy.secagg.driver import Stage as ProtocolStage
+
+USERS = 6
+
+
+def _config(**changes: Any) -> TrainConfig:
+    base = TrainConfig(
+        users=USERS,
+        per_round=4,
+        rounds=3,
+        scheme="multiround",
+        target_privacy=2,
+        secagg=True,
+        dropout=0.0,
+        trainer="loop",
+        seed=3,
+        eval_every=3,
+    )
+    return base.with_overrides(**changes)
+
+
+def _deployed(config: TrainConfig, nodes: dict[int, Node] | None = None, **kw: Any) -> Any:
+    transport = InProcessTransport(nodes or {u: Node(u) for u in range(USERS)}, **kw)
+    training = build_training(
+        config,
+        training_class=DeployedTraining,
+        availability=LiveNodes(USERS, transport.users),
+        transport=transport,
+        config_toml=config.to_toml(),
+    )
+    training.run(config.rounds)
+    return training
+
+
+@pytest.mark.parametrize("secagg", [True, False])
+def test_the_deployed_rounds_equal_the_in_process_pipeline_bit_for_bit(secagg: bool) -> None:
+    config = _config(secagg=secagg)
+    deployed = _deployed(config)
+    trace = deployed.availability.trace
+    assert np.array(trace).all()  # nobody dropped: the plain pipeline without availability loss
+    means = simulate(config, trace, {})
+    assert sorted(deployed.aggregates) == sorted(means) == [0, 1, 2]
+    for r, mean in means.items():
+        assert np.array_equal(deployed.aggregates[r], mean)
+    assert max_abs_error(deployed.aggregates, means) == 0.0
+
+
+def test_the_reference_replays_the_dropouts_the_deployment_saw() -> None:
+    config = _config(per_round=6, rounds=3)
+    deployed = _deployed(config, dropouts={1: {5: Stage.MASK}})
+    dropouts = observed_dropouts(deployed.events)
+    assert dropouts == {1: {5: ProtocolStage.MASKED_INPUT}}
+    means = simulate(config, deployed.availability.trace, dropouts)
+    assert max_abs_error(deployed.aggregates, means) == 0.0
+    assert max_abs_error(deployed.aggregates, simulate(config, deployed.availability.trace, {})) > 0
+
+
+def test_a_node_silent_in_the_masked_input_stage_costs_its_whole_batch() -> None:
+    config = _config(per_round=6, rounds=2)
+    deployed = _deployed(config, dropouts={0: {5: Stage.MASK}})
+    first = next(e for e in deployed.events if e["event"] == "round")
+    assert first["selected"] == list(range(6))
+    assert first["aggregated"] == [0, 1, 2, 3]  # batch {4, 5} left out whole
+    assert {"round": 0, "stage": "mask", "user": 5, "event": "no_reply"} in deployed.events
+    assert not deployed.availability.trace[1][5]  # gone: not asked again
+    assert deployed.ledger.matrix()[1].sum() == 0  # K = 6 cannot be met: the round is skipped
+    audit = audit_ledger(deployed.ledger)
+    assert audit.t_weak.lower is not None and audit.t_weak.lower >= 2
+    assert audit.exposure.exposed.size == 0
+
+
+def test_a_replayed_message_is_rejected_with_the_protocols_typed_error() -> None:
+    nodes = {u: Node(u) for u in range(USERS)}
+    nodes[2] = Node(2, fault="replay@0")
+    deployed = _deployed(_config(per_round=6, rounds=1), nodes)
+    rejected = [e for e in deployed.events if e["event"] == "rejected"]
+    assert [(e["user"], e["stage"], e["error"]) for e in rejected] == [
+        (2, "mask", "DuplicateMessageError")
+    ]
+    rounds = [e for e in deployed.events if e["event"] == "round"]
+    assert rounds[0]["aggregated"] == [0, 1, 4, 5]
+
+
+def test_a_node_refuses_a_stage_out_of_order_with_a_typed_error() -> None:
+    node, state = Node(1), {}
+    reply = node.handle({"stage": "mask", "round": 0, "message": b"x"}, state)
+    assert reply["error"] == "OutOfOrderError"
+    assert state == {}
+    assert node.handle({"stage": "bogus"}, state)["error"] == "MalformedMessageError"
