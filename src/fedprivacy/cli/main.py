@@ -395,6 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     from fedprivacy.cli.account_command import add_account_parser
+    from fedprivacy.cli.flower_command import add_flower_parser
     from fedprivacy.cli.regress_command import add_regress_parser
     from fedprivacy.cli.train_commands import add_train_parsers
     from fedprivacy.cli.uldp_command import add_uldp_parser
@@ -403,6 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_account_parser(sub)
     add_regress_parser(sub)
     add_uldp_parser(sub)
+    add_flower_parser(sub)
     return parser
 
 

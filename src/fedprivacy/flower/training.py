@@ -82,11 +82,15 @@ class DeployedTraining(FederatedTraining):
         nodes with every training request (they build the same task from it).
     on_event : callable, optional
         Called with each event as it is logged (progress on the console, a log file).
+    before_stage : callable, optional
+        Called as ``before_stage(round, stage, users, log)`` before each exchange (fault injection:
+        :class:`fedprivacy.flower.run.StagePause`).
     """
 
     transport: Transport | None = None
     config_toml: str = ""
     on_event: Callable[[dict[str, Any]], None] | None = None
+    before_stage: Callable[[int, Stage, list[int], Callable[..., None]], None] | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
     aggregates: dict[int, NDArray[np.float64]] = field(default_factory=dict)
 
@@ -103,6 +107,8 @@ class DeployedTraining(FederatedTraining):
 
     def _exchange(self, stage: Stage, r: int, requests: Mapping[int, Record]) -> dict[int, Record]:
         assert self.transport is not None
+        if self.before_stage is not None:
+            self.before_stage(r, stage, sorted(requests), self._log)
         started = time.perf_counter()
         replies = self.transport.exchange(stage, r, requests)
         self._gone(r, stage, sorted(set(requests) - set(replies)))

@@ -1,0 +1,183 @@
+"""The ``flower`` subcommand: ``flower deploy`` (a local deployment), ``flower app`` (the app)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from fedprivacy.errors import ParameterError
+
+
+def _progress(event: dict[str, Any]) -> None:
+    kind = event.get("event")
+    r = event.get("round")
+    if kind == "stage":
+        print(
+            f"round {r}: {event['stage']:<9} {event['answered']}/{event['asked']} replied "
+            f"({event['seconds']:.1f} s)",
+            file=sys.stderr,
+        )
+    elif kind == "round":
+        status = f"aborted: {event['aborted']}" if event["aborted"] else "aggregated"
+        print(
+            f"round {r}: selected {event['selected']} -> {event['aggregated']} ({status})",
+            file=sys.stderr,
+        )
+    elif kind in ("no_reply", "rejected", "node_refused", "paused", "killed"):
+        extra = f" {event['error']}: {event['detail']}" if "error" in event else ""
+        who = f" user {event['user']}" if "user" in event else ""
+        print(f"round {r}: {event.get('stage')}{who} {kind}{extra}", file=sys.stderr)
+
+
+def _replays(items: list[str] | None) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for item in items or []:
+        user, sep, r = item.partition("@")
+        try:
+            out[int(user)] = int(r)
+        except ValueError:
+            raise ParameterError("--replay", f"must be USER@ROUND, got {item!r}") from None
+        if not sep:
+            raise ParameterError("--replay", f"must be USER@ROUND, got {item!r}")
+    return out
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    """Run a configuration on a local SuperLink and SuperNodes; print the summary."""
+    from fedprivacy.experiments.training_config import TrainConfig
+    from fedprivacy.flower.deploy import FaultPlan, deploy, terminate_as_interrupt
+
+    n = args.supernodes
+    if n < 3:
+        raise ParameterError("--supernodes", f"must be at least 3, got {n}")
+    base = TrainConfig() if args.config is None else TrainConfig.from_toml(args.config)
+    config = base.with_overrides(
+        users=n,
+        rounds=args.rounds,
+        scheme=args.scheme,
+        per_round=args.per_round if args.per_round is not None else min(base.per_round, n),
+        target_privacy=args.target_privacy,
+        secagg=True if args.secagg else None,
+        dp=args.dp,
+        noise_multiplier=args.noise_multiplier,
+        clip=args.clip,
+        seed=args.seed,
+        dropout=0.0,
+        trainer="loop",
+    )
+    config = config.with_overrides(eval_every=min(config.eval_every, config.rounds)).validate()
+    faults = FaultPlan(
+        kill=None if args.kill_supernode is None else FaultPlan.parse_kill(args.kill_supernode),
+        replay=_replays(args.replay),
+    )
+    with terminate_as_interrupt():
+        summary = deploy(
+            config,
+            n,
+            args.out,
+            tls=args.tls,
+            stage_timeout=args.stage_timeout,
+            faults=faults,
+            simulation=args.simulation,
+            on_event=None if args.json or args.quiet else _progress,
+        )
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    err = summary["max_abs_error_vs_simulation"]
+    print(
+        f"{summary['rounds_aggregated']} of {summary['rounds']} rounds aggregated, "
+        f"{summary['rounds_aborted']} aborted, {summary['supernodes']} SuperNodes, "
+        f"{summary['engine']}, TLS {'on' if summary['tls'] else 'off'}; "
+        f"{summary['seconds_per_round']:.1f} s a round"
+    )
+    print(
+        "max |aggregate - in-process pipeline| = "
+        + ("n/a (nothing aggregated)" if err is None else f"{err:.3g}")
+    )
+    print((Path(args.out) / "privacy.md").read_text())
+    print(f"Run directory: {args.out} (participation log: {summary['participation']})")
+    return 0
+
+
+def cmd_app(args: argparse.Namespace) -> int:
+    """Write the Flower App directory (its pyproject.toml) for ``flwr run``."""
+    from fedprivacy.files import atomic_write_text
+    from fedprivacy.flower.apps import app_pyproject
+
+    args.dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(args.dir / "pyproject.toml", app_pyproject())
+    print(f"wrote {args.dir / 'pyproject.toml'}; run it with: flwr run {args.dir} <superlink>")
+    return 0
+
+
+def add_flower_parser(sub: Any) -> None:
+    """Add ``flower`` (``deploy``, ``app``) to the subcommand parser ``sub``."""
+    flower = sub.add_parser(
+        "flower",
+        help="run the pipeline on Flower (SuperLink and SuperNodes over TLS)",
+        description="Deploy the round loop, secure aggregation and the privacy report on Flower.",
+    )
+    fsub = flower.add_subparsers(dest="flower_command", required=True, metavar="ACTION")
+    dep = fsub.add_parser(
+        "deploy",
+        help="start a SuperLink and N SuperNodes on 127.0.0.1 and run the app with flwr run",
+        description="Start a SuperLink and one SuperNode per user on 127.0.0.1 (TLS with a fresh "
+        "CA by default), run the training with `flwr run`, stream progress, collect the "
+        "participation log and the privacy report, compare every aggregate with the in-process "
+        "pipeline, and stop every process started (also on Ctrl-C or failure).",
+    )
+    dep.add_argument("--supernodes", "-N", type=int, default=6, help="SuperNodes = users (6)")
+    dep.add_argument("--rounds", "-R", type=int, default=3, help="rounds (default 3)")
+    dep.add_argument(
+        "--scheme",
+        default="random",
+        help="random (default), weighted-random, partition, multiround",
+    )
+    dep.add_argument("--per-round", "-K", type=int, default=None, help="users per round (4)")
+    dep.add_argument("--target-privacy", "-T", type=int, default=None, help="T for multiround")
+    dep.add_argument("--secagg", action="store_true", help="our SecAgg over the Message API")
+    dep.add_argument("--dp", default=None, help="none (default), central or distributed")
+    dep.add_argument("--noise-multiplier", type=float, default=None, help="with --dp")
+    dep.add_argument("--clip", type=float, default=None, help="with --dp: L2 bound (default 1)")
+    dep.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
+    dep.add_argument("--config", type=Path, default=None, help="a TOML file of TrainConfig keys")
+    tls = dep.add_mutually_exclusive_group()
+    tls.add_argument("--tls", dest="tls", action="store_true", default=True, help="TLS (default)")
+    tls.add_argument("--insecure", dest="tls", action="store_false", help="no TLS")
+    dep.add_argument(
+        "--simulation",
+        action="store_true",
+        help="run the same app with flwr run on Flower's simulation runtime (Ray) instead",
+    )
+    dep.add_argument(
+        "--stage-timeout", type=float, default=60.0, help="seconds a stage waits for replies (60)"
+    )
+    dep.add_argument(
+        "--kill-supernode",
+        default=None,
+        metavar="U@R:STAGE",
+        help="fault injection: kill user U's SuperNode (*: the last user asked) before STAGE "
+        "(advertise, share, mask, unmask) of round R",
+    )
+    dep.add_argument(
+        "--replay",
+        action="append",
+        metavar="U@R",
+        help="fault injection: user U's node replays a message in round R (repeatable)",
+    )
+    dep.add_argument("--out", type=Path, default=Path("results/flower"), help="run directory")
+    dep.add_argument("--json", action="store_true", help="print one JSON object")
+    dep.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+    dep.set_defaults(func=cmd_deploy)
+    app = fsub.add_parser(
+        "app",
+        help="write the Flower App directory for flwr run (SuperNodes on other machines)",
+        description="Write DIR/pyproject.toml, a Flower App whose components are fedprivacy's "
+        "ServerApp and ClientApp; every machine needs fedprivacy[flower] installed.",
+    )
+    app.add_argument("dir", type=Path, help="the app directory")
+    app.set_defaults(func=cmd_app)

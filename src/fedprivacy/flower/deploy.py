@@ -1,0 +1,417 @@
+"""A local Flower deployment: a SuperLink and N SuperNodes on 127.0.0.1, TLS, ``flwr run``.
+
+:class:`LocalDeployment` starts real processes (``flower-superlink``, ``flower-supernode``; each
+SuperNode starts its SuperExec and a ClientApp process per message) in their own process groups,
+and stops every one of them when it leaves its ``with`` block: after the run, on an error, on
+Ctrl-C. :func:`deploy` is ``fedprivacy flower deploy``: TLS material into the run directory
+(:mod:`fedprivacy.flower.tls`), the app directory and Flower's configuration, the run with
+``flwr run``, progress from the ServerApp's event log, optional fault injection (kill a SuperNode
+before a stage), then the comparison with the in-process pipeline
+(:mod:`fedprivacy.flower.reference`).
+
+The same app runs on SuperNodes on other machines: start ``flower-superlink`` with the
+certificate of its public name (``generate_tls_materials(hosts=(...))``) and, on each machine,
+``flower-supernode --superlink HOST:PORT --root-certificates ca.crt --node-config
+"partition-id=U"``; then ``flwr run`` the app directory (``fedprivacy flower app DIR``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import tomli_w
+
+from fedprivacy.errors import FedPrivacyError, ParameterError
+from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.files import atomic_write_json, atomic_write_text
+from fedprivacy.flower.stages import Stage
+from fedprivacy.flower.tls import TlsMaterials, generate_tls_materials
+
+__all__ = [
+    "DeploymentError",
+    "FaultPlan",
+    "LocalDeployment",
+    "deploy",
+    "free_port",
+    "terminate_as_interrupt",
+]
+
+
+class DeploymentError(FedPrivacyError):
+    """A process of the deployment failed to start, or the run did not finish in time."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _bin(name: str) -> str:
+    """The Flower executable next to this interpreter (its ``bin`` must be on ``PATH`` too)."""
+    path = Path(sys.executable).parent / name
+    if not path.exists():
+        raise DeploymentError(
+            f"{name} not found next to {sys.executable}: pip install fedprivacy[flower]"
+        )
+    return str(path)
+
+
+@dataclass
+class FaultPlan:
+    """Faults to inject: a SuperNode killed before a stage, nodes that replay a message.
+
+    Attributes
+    ----------
+    kill : tuple of (int or None, int, Stage), optional
+        ``(user, round, stage)``: the ServerApp pauses before ``stage`` of ``round``, the
+        deployment kills the SuperNode of ``user`` (``None``: the last user asked in that stage)
+        with SIGKILL to its process group, and the run goes on.
+    replay : dict of int to int
+        User -> round in which that node replays its previous message at the masked-input stage.
+    """
+
+    kill: tuple[int | None, int, Stage] | None = None
+    replay: dict[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def parse_kill(cls, text: str) -> tuple[int | None, int, Stage]:
+        """``"U@R:STAGE"`` -> ``(U, R, Stage)`` (``U`` may be ``*``); :class:`ParameterError`.
+
+        Examples
+        --------
+        >>> FaultPlan.parse_kill("*@1:mask")
+        (None, 1, <Stage.MASK: 'mask'>)
+        """
+        try:
+            user, _, rest = text.partition("@")
+            r, _, stage = rest.partition(":")
+            return None if user == "*" else int(user), int(r), Stage(stage)
+        except ValueError:
+            raise ParameterError(
+                "--kill-supernode", f"must be USER@ROUND:STAGE (e.g. 3@1:mask), got {text!r}"
+            ) from None
+
+
+class LocalDeployment:
+    """Processes of a local deployment, all stopped on exit (see the module docstring).
+
+    Parameters
+    ----------
+    run_dir : pathlib.Path
+        Logs (``logs/``), Flower's home (``flwr-home/``) and TLS material (``tls/``) go here.
+    tls : bool
+        Serve the SuperLink over TLS (a fresh CA); ``False`` runs ``--insecure``.
+    """
+
+    def __init__(self, run_dir: Path, *, tls: bool = True) -> None:
+        self.run_dir = run_dir
+        self.tls: TlsMaterials | None = None
+        if tls:
+            self.tls = generate_tls_materials(run_dir / "tls")
+        self.port = free_port()
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._logs: list[IO[bytes]] = []
+        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        self.env = dict(os.environ)
+        self.env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{self.env.get('PATH', '')}"
+        self.env["FLWR_HOME"] = str(run_dir / "flwr-home")
+        self.env["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"] = "0.25"
+        self.env["FLWR_DISABLE_UPDATE_CHECK"] = "1"
+
+    @property
+    def address(self) -> str:
+        """The SuperLink's ``host:port``."""
+        return f"127.0.0.1:{self.port}"
+
+    def log_path(self, name: str) -> Path:
+        """Where process ``name`` writes its output."""
+        return self.run_dir / "logs" / f"{name}.log"
+
+    def _start(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+        out = self.log_path(name).open("wb")
+        self._logs.append(out)
+        proc = subprocess.Popen(
+            args, stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
+        )
+        self.processes[name] = proc
+        return proc
+
+    def start_superlink(self, timeout: float = 60.0, *, simulation: bool = False) -> None:
+        """Start the SuperLink and wait until it accepts connections.
+
+        ``simulation`` starts it with Flower's simulation runtime (Ray): ``flwr run`` then runs
+        the app on virtual SuperNodes inside it (:meth:`write_flower_config` sets how many).
+        """
+        args = [_bin("flower-superlink"), "--host", "127.0.0.1", "--port", str(self.port)]
+        args += ["--disable-runtime-dependency-installation"]
+        if simulation:
+            args += ["--simulation"]
+        if self.tls is None:
+            args += ["--insecure"]
+        else:
+            t = self.tls
+            args += ["--ssl-ca-certfile", str(t.ca_cert), "--ssl-certfile", str(t.server_cert)]
+            args += ["--ssl-keyfile", str(t.server_key)]
+        proc = self._start("superlink", args)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise DeploymentError(f"the SuperLink exited: see {self.log_path('superlink')}")
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), 0.5),
+            ):
+                return
+            time.sleep(0.2)
+        raise DeploymentError(f"the SuperLink did not listen within {timeout:.0f} s")
+
+    def start_supernode(
+        self, user: int, *, root_certificates: Path | None = None, fault: str = ""
+    ) -> subprocess.Popen[bytes]:
+        """Start the SuperNode of ``user`` (``partition-id``), trusting ``root_certificates``."""
+        node_config = f"partition-id={user}"
+        if fault:
+            node_config += f' fedprivacy-fault="{fault}"'
+        args = [_bin("flower-supernode"), "--superlink", self.address, "--port", str(free_port())]
+        args += ["--node-config", node_config]
+        if self.tls is None:
+            args += ["--insecure"]
+        else:
+            args += ["--root-certificates", str(root_certificates or self.tls.ca_cert)]
+        return self._start(f"supernode-{user}", args)
+
+    def kill(self, name: str) -> None:
+        """SIGKILL process ``name`` and everything in its process group (a crash)."""
+        proc = self.processes[name]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+    def stop(self) -> None:
+        """Stop every process started (SIGTERM, then SIGKILL after 5 s), close the logs."""
+        for proc in self.processes.values():
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        for proc in self.processes.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # the group's stragglers too
+            proc.wait()
+        for f in self._logs:
+            f.close()
+
+    def __enter__(self) -> LocalDeployment:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def write_flower_config(self, simulated_supernodes: int | None = None) -> None:
+        """Flower's ``config.toml``: the SuperLink connection ``fedprivacy``.
+
+        ``simulated_supernodes``: the number of virtual SuperNodes of a simulation SuperLink
+        (one CPU each, Ray sized to this machine's cores).
+        """
+        conn: dict[str, Any] = {"address": self.address}
+        if simulated_supernodes is not None:
+            conn["options"] = {
+                "num-supernodes": simulated_supernodes,
+                "backend": {
+                    "client-resources": {"num-cpus": 1},
+                    "init-args": {"num-cpus": os.cpu_count() or 1},
+                },
+            }
+        if self.tls is None:
+            conn["insecure"] = True
+        else:
+            conn["root-certificates"] = str(self.tls.ca_cert.resolve())
+        home = self.run_dir / "flwr-home"
+        home.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(
+            home / "config.toml",
+            tomli_w.dumps({"superlink": {"default": "fedprivacy", "fedprivacy": conn}}),
+        )
+
+    def flwr_run(self, app_dir: Path, run_config: Path) -> subprocess.Popen[bytes]:
+        """``flwr run APP fedprivacy --run-config FILE --stream`` as a process of the deployment."""
+        args = [_bin("flwr"), "run", str(app_dir), "fedprivacy", "--run-config", str(run_config)]
+        return self._start("flwr-run", [*args, "--stream"])
+
+
+def _follow(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    if not path.exists():
+        return [], offset
+    with path.open("rb") as f:
+        f.seek(offset)
+        data = f.read()
+    end = data.rfind(b"\n") + 1
+    lines = [json.loads(line) for line in data[:end].splitlines() if line.strip()]
+    return lines, offset + end
+
+
+def deploy(
+    config: TrainConfig,
+    supernodes: int,
+    run_dir: Path,
+    *,
+    tls: bool = True,
+    stage_timeout: float = 60.0,
+    faults: FaultPlan | None = None,
+    simulation: bool = False,
+    timeout: float = 1800.0,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Run ``config`` on a local deployment of ``supernodes`` SuperNodes; the summary.
+
+    Parameters
+    ----------
+    config : TrainConfig
+        The training; its ``users`` must equal ``supernodes`` (one user per SuperNode) and its
+        ``dropout`` must be 0 (availability is what the nodes do).
+    supernodes : int
+        SuperNodes to start, users ``0 .. supernodes - 1``.
+    run_dir : pathlib.Path
+        The run directory (see :mod:`fedprivacy.flower.run`), plus ``tls/``, ``logs/``,
+        ``app/`` and ``flwr-home/``.
+    tls : bool
+        TLS between SuperNodes, ``flwr`` and the SuperLink.
+    stage_timeout : float
+        Seconds a stage waits for replies before counting the silent nodes as dropouts.
+    faults : FaultPlan, optional
+        Faults to inject (deployment only).
+    simulation : bool
+        Run the same app with ``flwr run`` on Flower's simulation runtime (Ray, virtual
+        SuperNodes in this machine's processes) instead of real SuperNodes; no TLS.
+    timeout : float
+        The most seconds the whole run may take.
+    on_event : callable, optional
+        Called with each event of the ServerApp's log as it appears.
+
+    Returns
+    -------
+    dict
+        ``summary.json`` plus ``tls``, ``run_dir`` and ``max_abs_error_vs_simulation``.
+    """
+    from fedprivacy.flower.apps import app_pyproject
+
+    if config.users != supernodes:
+        raise ParameterError(
+            "supernodes", f"one user per SuperNode: {supernodes} != users {config.users}"
+        )
+    faults = faults or FaultPlan()
+    if simulation and (faults.kill is not None or faults.replay):
+        raise ParameterError("--simulation", "fault injection needs a real deployment")
+    tls = tls and not simulation
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for stale in ("resume", "summary.json", "events.jsonl"):
+        (run_dir / stale).unlink(missing_ok=True)
+    app_dir = run_dir / "app"
+    app_dir.mkdir(exist_ok=True)
+    atomic_write_text(app_dir / "pyproject.toml", app_pyproject())
+    pause = "" if faults.kill is None else f"{faults.kill[1]}:{faults.kill[2].value}"
+    run_config = run_dir / "run-config.toml"
+    atomic_write_text(
+        run_config,
+        tomli_w.dumps(
+            {
+                "train-config": config.to_toml(),
+                "run-dir": str(run_dir.resolve()),
+                "supernodes": supernodes,
+                "stage-timeout": float(stage_timeout),
+                "node-wait": 120.0,
+                "pause-at": pause,
+            }
+        ),
+    )
+    with LocalDeployment(run_dir, tls=tls) as dep:
+        dep.start_superlink(simulation=simulation)
+        for u in range(0 if simulation else supernodes):
+            replay = faults.replay.get(u)
+            dep.start_supernode(u, fault="" if replay is None else f"replay@{replay}")
+        dep.write_flower_config(supernodes if simulation else None)
+        runner = dep.flwr_run(app_dir, run_config)
+        offset, deadline = 0, time.monotonic() + timeout
+        while True:
+            events, offset = _follow(run_dir / "events.jsonl", offset)
+            for e in events:
+                if on_event is not None:
+                    on_event(e)
+                if e.get("event") == "paused" and faults.kill is not None:
+                    victim = faults.kill[0]
+                    victim = max(e["asked"]) if victim is None else victim
+                    dep.kill(f"supernode-{victim}")
+                    if on_event is not None:
+                        on_event(
+                            {
+                                "round": e["round"],
+                                "stage": e["stage"],
+                                "event": "killed",
+                                "user": victim,
+                            }
+                        )
+                    (run_dir / "resume").touch()
+            if (run_dir / "summary.json").exists() or runner.poll() is not None:
+                break
+            if time.monotonic() > deadline:
+                raise DeploymentError(f"the run did not finish within {timeout:.0f} s")
+            time.sleep(0.2)
+        if not (run_dir / "summary.json").exists():
+            runner.wait(30)
+            if not (run_dir / "summary.json").exists():
+                raise DeploymentError(
+                    f"the run ended without a summary: see {dep.log_path('flwr-run')} and "
+                    f"{dep.log_path('superlink')}"
+                )
+    return _compare(config, run_dir, tls, simulation)
+
+
+def _compare(config: TrainConfig, run_dir: Path, tls: bool, simulation: bool) -> dict[str, Any]:
+    import numpy as np
+
+    from fedprivacy.flower.reference import max_abs_error, observed_dropouts, simulate
+
+    summary: dict[str, Any] = json.loads((run_dir / "summary.json").read_text())
+    events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines() if x]
+    trace = np.load(run_dir / "availability.npy")
+    with np.load(run_dir / "aggregates.npz") as z:
+        deployed = {int(k.removeprefix("round_")): z[k] for k in z.files}
+    simulated = simulate(config, list(trace), observed_dropouts(events))
+    summary.update(
+        tls=tls,
+        engine="simulation (Ray)" if simulation else "deployment",
+        run_dir=str(run_dir),
+        # None: no round aggregated, nothing to compare
+        max_abs_error_vs_simulation=max_abs_error(deployed, simulated) if deployed else None,
+    )
+    atomic_write_json(run_dir / "summary.json", summary)
+    return summary
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises ``KeyboardInterrupt`` inside the block, so the deployment is stopped."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

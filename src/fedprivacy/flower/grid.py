@@ -1,0 +1,129 @@
+"""The transport over Flower's Message API: each stage is one ``grid.send_and_receive``.
+
+Every request becomes a ``query.fedprivacy`` message to the user's SuperNode, its fields a
+``ConfigRecord`` named ``fedprivacy``; the replies that arrive before the stage's timeout are the
+stage's replies (a node that does not answer in time, or whose ClientApp failed, dropped out at
+that stage). Users map to nodes through the roster (:func:`discover_roster`): each SuperNode says
+which user it is (its ``node_config``'s ``fedprivacy-user``, else ``partition-id``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from flwr.app import ConfigRecord, Message, RecordDict
+from flwr.serverapp import Grid
+
+from fedprivacy.errors import ParameterError
+from fedprivacy.flower.stages import Record, Stage
+from fedprivacy.flower.transport import Transport
+
+__all__ = ["MESSAGE_TYPE", "RECORD", "GridTransport", "discover_roster", "to_record"]
+
+MESSAGE_TYPE = "query.fedprivacy"
+RECORD = "fedprivacy"
+
+
+def to_record(fields: Mapping[str, Any]) -> RecordDict:
+    """A request or reply as the content of a Flower message."""
+    return RecordDict({RECORD: ConfigRecord(dict(fields))})
+
+
+def _fields(message: Message) -> Record | None:
+    if message.has_error() or RECORD not in message.content.config_records:
+        return None
+    return dict(message.content.config_records[RECORD])
+
+
+class GridTransport(Transport):
+    """Sends each stage's requests as Flower messages and waits at most ``timeout`` seconds.
+
+    Parameters
+    ----------
+    grid : flwr.serverapp.Grid
+        The ServerApp's grid.
+    roster : mapping of int to int
+        User -> node id.
+    timeout : float
+        Seconds to wait for a stage's replies.
+    """
+
+    def __init__(self, grid: Grid, roster: Mapping[int, int], timeout: float) -> None:
+        super().__init__()
+        self.grid = grid
+        self.roster = dict(roster)
+        self.timeout = float(timeout)
+        self._user_of = {node: user for user, node in self.roster.items()}
+
+    @property
+    def users(self) -> tuple[int, ...]:
+        """See :attr:`Transport.users`."""
+        return tuple(sorted(self.roster))
+
+    def _exchange(
+        self, stage: Stage, round_index: int, requests: dict[int, Record]
+    ) -> dict[int, Record]:
+        messages = [
+            Message(
+                to_record(request),
+                dst_node_id=self.roster[u],
+                message_type=MESSAGE_TYPE,
+                group_id=str(round_index),
+            )
+            for u, request in requests.items()
+            if u in self.roster
+        ]
+        out: dict[int, Record] = {}
+        for reply in self.grid.send_and_receive(messages, timeout=self.timeout):
+            user = self._user_of.get(reply.metadata.src_node_id)
+            fields = _fields(reply)
+            if user is not None and user in requests and fields is not None:
+                out[user] = fields
+        return out
+
+
+def discover_roster(
+    grid: Grid,
+    expect: int,
+    *,
+    wait: float,
+    timeout: float,
+    on_wait: Callable[[int], None] | None = None,
+) -> dict[int, int]:
+    """Wait for ``expect`` nodes (at most ``wait`` seconds) and ask each which user it is.
+
+    Returns
+    -------
+    dict of int to int
+        User -> node id.
+
+    Raises
+    ------
+    ParameterError
+        If two nodes claim the same user.
+    """
+    deadline = time.monotonic() + wait
+    nodes = list(grid.get_node_ids())
+    while len(nodes) < expect and time.monotonic() < deadline:
+        if on_wait is not None:
+            on_wait(len(nodes))
+        time.sleep(0.5)
+        nodes = list(grid.get_node_ids())
+    hello = [
+        Message(to_record({"stage": Stage.HELLO.value}), dst_node_id=n, message_type=MESSAGE_TYPE)
+        for n in nodes
+    ]
+    roster: dict[int, int] = {}
+    for reply in grid.send_and_receive(hello, timeout=timeout):
+        fields = _fields(reply)
+        if fields is None or not isinstance(fields.get("user"), int):
+            continue
+        user = int(fields["user"])
+        if user in roster:
+            raise ParameterError(
+                "roster", f"nodes {roster[user]} and {reply.metadata.src_node_id} both are {user}"
+            )
+        roster[user] = reply.metadata.src_node_id
+    return roster

@@ -1,0 +1,186 @@
+"""One deployed run, whatever the transport: the round loop, the event log and the run directory.
+
+:func:`run_deployed` is what the ServerApp runs (:mod:`fedprivacy.flower.apps`), and what tests
+run on the in-process transport. It writes into the run directory::
+
+    config.toml         the training configuration the nodes received
+    roster.json         user -> node id (who is who in the Multi-RoundSecAgg batches)
+    events.jsonl        one line per event as it happens (stages, dropouts, rejections, rounds)
+    participation.csv   the ledger: who was aggregated in each round (``fedprivacy audit`` reads it)
+    availability.npy    the users reachable in each round, as the server saw them
+    aggregates.npz      each aggregated round's mean update (``round_<t>``)
+    privacy.md          the pipeline's privacy report of the run
+    summary.json        what ``fedprivacy flower deploy --json`` prints (before the comparison)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.files import atomic_write_json, atomic_write_text
+from fedprivacy.flower.stages import Stage
+from fedprivacy.flower.training import DeployedTraining, LiveNodes
+from fedprivacy.flower.transport import Transport
+
+__all__ = ["StagePause", "run_deployed"]
+
+
+class StagePause:
+    """Holds the server before one stage until a file appears (fault injection, demonstrations).
+
+    ``fedprivacy flower deploy --kill-supernode U@R:STAGE`` pauses round ``R`` before ``STAGE``,
+    kills user ``U``'s SuperNode (``*``: the last user asked in that stage), then creates the
+    file; the stage then runs without that node.
+
+    Parameters
+    ----------
+    spec : str
+        ``"R:STAGE"`` (for example ``"1:mask"``), or empty for no pause.
+    resume_file : pathlib.Path
+        The file whose creation ends the pause.
+    limit : float
+        The most seconds to wait.
+    """
+
+    def __init__(self, spec: str, resume_file: Path, limit: float = 120.0) -> None:
+        self.at: tuple[int, Stage] | None = None
+        if spec:
+            r, _, stage = spec.partition(":")
+            self.at = (int(r), Stage(stage))
+        self.resume_file = resume_file
+        self.limit = limit
+
+    def __call__(
+        self, round_index: int, stage: Stage, users: list[int], log: Callable[..., None]
+    ) -> None:
+        """Wait if ``(round_index, stage)`` is the pause point (the event names ``users``)."""
+        if self.at != (round_index, stage):
+            return
+        log(round=round_index, stage=stage.value, event="paused", asked=users)
+        deadline = time.monotonic() + self.limit
+        while not self.resume_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        log(round=round_index, stage=stage.value, event="resumed")
+
+
+def run_deployed(
+    config: TrainConfig,
+    transport: Transport,
+    run_dir: Path,
+    *,
+    roster: Mapping[int, int] | None = None,
+    pause: StagePause | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Run ``config.rounds`` rounds over ``transport`` and write the run directory.
+
+    Parameters
+    ----------
+    config : TrainConfig
+        The training (its ``dropout`` must be 0: availability is what the nodes do).
+    transport : Transport
+        Reaches the nodes.
+    run_dir : pathlib.Path
+        Where the outputs go (created).
+    roster : mapping of int to int, optional
+        User -> node id, written to ``roster.json`` (the transport's users by default).
+    pause : StagePause, optional
+        Fault injection.
+    on_event : callable, optional
+        Called with every event (after it is appended to ``events.jsonl``).
+
+    Returns
+    -------
+    dict
+        The summary (also ``summary.json``).
+    """
+    from fedprivacy.experiments.training_run import build_training
+    from fedprivacy.participation.audit import audit_ledger
+    from fedprivacy.report import privacy_report
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(run_dir / "config.toml", config.to_toml())
+    atomic_write_json(
+        run_dir / "roster.json",
+        {str(u): n for u, n in sorted((roster or {u: u for u in transport.users}).items())},
+    )
+    log_file = (run_dir / "events.jsonl").open("w", encoding="utf-8")
+
+    def event(e: dict[str, Any]) -> None:
+        log_file.write(json.dumps(e) + "\n")
+        log_file.flush()
+        if on_event is not None:
+            on_event(e)
+
+    started = time.perf_counter()
+    try:
+        training = cast(
+            DeployedTraining,
+            build_training(
+                config.with_overrides(trainer="loop"),
+                training_class=DeployedTraining,
+                availability=LiveNodes(config.users, transport.users),
+                transport=transport,
+                config_toml=config.to_toml(),
+                on_event=event,
+            ),
+        )
+        if pause is not None:
+            training.before_stage = pause
+        training.run(config.rounds)
+    finally:
+        log_file.close()
+    seconds = time.perf_counter() - started
+    ledger = training.ledger
+    ledger.to_csv(run_dir / "participation.csv")
+    assert isinstance(training.availability, LiveNodes)
+    np.save(run_dir / "availability.npy", np.array(training.availability.trace, dtype=np.bool_))
+    arrays: dict[str, Any] = {f"round_{r}": a for r, a in training.aggregates.items()}
+    np.savez(run_dir / "aggregates.npz", **arrays)
+    audit = audit_ledger(ledger)
+    records = training.records
+    report = privacy_report(
+        ledger.frequency,
+        training.mechanism,
+        config.target_delta,
+        t_weak=audit.t_weak,
+        t_strong=audit.exposure.t_strong,
+        exposed_users=int(audit.exposure.exposed.size),
+        secure_aggregation=config.secagg,
+        participation=ledger.matrix().astype(bool),
+        round_noise=np.array([r.noise_multiplier for r in records], dtype=np.float64),
+        wrap_log_probability=np.array([r.wrap_log_probability for r in records], dtype=np.float64),
+    )
+    atomic_write_text(run_dir / "privacy.md", report.to_markdown())
+    aggregated = [r for r in records if r.aggregated]
+    summary: dict[str, Any] = {
+        "rounds": len(records),
+        "rounds_aggregated": len(aggregated),
+        "rounds_aborted": sum(1 for r in records if r.aborted),
+        "rounds_skipped": sum(1 for r in records if not r.selected),
+        "supernodes": len(transport.users),
+        "users": config.users,
+        "scheme": config.label,
+        "secagg": config.secagg,
+        "test_accuracy": next(
+            (r.test_accuracy for r in reversed(records) if r.test_accuracy == r.test_accuracy),
+            None,
+        ),
+        "seconds": seconds,
+        "seconds_per_round": seconds / max(len(records), 1),
+        "bytes_sent": transport.sent_bytes,
+        "bytes_received": transport.received_bytes,
+        "participation": str(run_dir / "participation.csv"),
+        "rejected": [e for e in training.events if e.get("event") in ("rejected", "node_refused")],
+        "dropouts": [e for e in training.events if e.get("event") == "no_reply"],
+        "privacy": report.to_dict(),
+    }
+    atomic_write_json(run_dir / "summary.json", summary)
+    return summary

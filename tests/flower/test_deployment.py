@@ -1,0 +1,212 @@
+"""Real Flower processes on loopback: a SuperLink and 6 SuperNodes over TLS, and the Ray engine.
+
+One deployment runs 3 rounds of Multi-RoundSecAgg (T = 2) with our SecAgg on the digits MLP; in
+round 1 a selected SuperNode is killed before the masked-input stage, in round 2 a selected node
+replays its previous message. Every process is stopped (checked through /proc), and every stage
+is bounded by a timeout. These tests take a few minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fedprivacy.experiments.training_config import TrainConfig
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("flwr") is None or sys.platform != "linux",
+    reason="needs fedprivacy[flower] (make install installs it) on Linux",
+)
+
+USERS = 6
+CONFIG = TrainConfig(
+    users=USERS,
+    per_round=4,
+    rounds=3,
+    scheme="multiround",
+    target_privacy=2,
+    secagg=True,
+    dropout=0.0,
+    trainer="loop",
+    seed=3,
+    eval_every=3,
+)
+
+
+def _processes_of(run_dir: Path) -> list[int]:
+    """Live processes started for ``run_dir`` (their FLWR_HOME, or a path under it)."""
+    mark = str(run_dir.resolve())
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        if "State:\tZ" in status:
+            continue
+        if mark.encode() in env or mark.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+            found.append(int(pid))
+    return [p for p in found if p != os.getpid()]
+
+
+def _predict_faults() -> tuple[int, int]:
+    """Who the deployment will ask: the in-process run with the same seeds gives the selection.
+
+    The victim is the last user asked in round 1 (``--kill-supernode *@1:mask``); the replayer is
+    the first user asked in round 2 once the victim is gone.
+    """
+    from fedprivacy.experiments.training_run import build_training
+    from fedprivacy.flower.node import Node
+    from fedprivacy.flower.stages import Stage
+    from fedprivacy.flower.training import DeployedTraining, LiveNodes
+    from fedprivacy.flower.transport import InProcessTransport
+
+    def rounds(dropouts: dict[int, dict[int, Stage]]) -> list[dict[str, Any]]:
+        transport = InProcessTransport({u: Node(u) for u in range(USERS)}, dropouts)
+        training = build_training(
+            CONFIG,
+            training_class=DeployedTraining,
+            availability=LiveNodes(USERS, range(USERS)),
+            transport=transport,
+            config_toml=CONFIG.to_toml(),
+        )
+        training.run(CONFIG.rounds)
+        assert isinstance(training, DeployedTraining)
+        return [e for e in training.events if e["event"] == "round"]
+
+    victim = max(rounds({})[1]["selected"])
+    replayer = min(rounds({1: {victim: Stage.MASK}})[2]["selected"])
+    return victim, replayer
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    from fedprivacy.flower.deploy import FaultPlan, deploy
+    from fedprivacy.flower.stages import Stage
+
+    victim, replayer = _predict_faults()
+    run_dir = tmp_path_factory.mktemp("deployment")
+    events: list[dict[str, Any]] = []
+    summary = deploy(
+        CONFIG,
+        USERS,
+        run_dir,
+        tls=True,
+        stage_timeout=90.0,
+        timeout=900.0,
+        faults=FaultPlan(kill=(None, 1, Stage.MASK), replay={replayer: 2}),
+        on_event=events.append,
+    )
+    return {
+        "summary": summary,
+        "run_dir": run_dir,
+        "victim": victim,
+        "replayer": replayer,
+        "events": events,
+    }
+
+
+def _rounds(deployment: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e for e in deployment["events"] if e["event"] == "round"]
+
+
+def test_six_supernodes_over_tls_aggregate_what_the_in_process_pipeline_aggregates(
+    deployment: dict[str, Any],
+) -> None:
+    s = deployment["summary"]
+    assert s["tls"] is True and s["supernodes"] == USERS and s["rounds"] == 3
+    assert s["rounds_aggregated"] == 3
+    # every round's aggregate (the faulty ones included) equals the in-process pipeline's, with
+    # the availability and dropouts the deployment saw
+    assert s["max_abs_error_vs_simulation"] == 0.0
+    roster = json.loads((deployment["run_dir"] / "roster.json").read_text())
+    assert sorted(int(u) for u in roster) == list(range(USERS))
+    assert len(set(roster.values())) == USERS  # one node per user
+
+
+def test_killing_a_supernode_before_the_masked_input_costs_its_whole_batch(
+    deployment: dict[str, Any],
+) -> None:
+    victim = deployment["victim"]
+    assert {"round": 1, "stage": "mask", "event": "killed", "user": victim} in deployment["events"]
+    r1 = _rounds(deployment)[1]
+    assert victim in r1["selected"] and victim not in r1["aggregated"]
+    lost = set(r1["selected"]) - set(r1["aggregated"])
+    assert lost == {victim, victim ^ 1}  # its batch {2b, 2b + 1}, whole
+    assert victim not in _rounds(deployment)[2]["selected"]  # gone: not asked again
+
+
+def test_a_replayed_message_is_rejected_with_the_protocols_typed_error(
+    deployment: dict[str, Any],
+) -> None:
+    replayer = deployment["replayer"]
+    rejected = [(e["round"], e["stage"], e["user"]) for e in deployment["summary"]["rejected"]]
+    assert rejected == [(2, "mask", replayer)]
+    error = deployment["summary"]["rejected"][0]["error"]
+    assert error in ("DuplicateMessageError", "OutOfOrderError")
+    r2 = _rounds(deployment)[2]
+    assert replayer not in r2["aggregated"] and replayer ^ 1 not in r2["aggregated"]
+
+
+def test_the_audit_of_the_collected_log_shows_t_weak_at_least_t(
+    deployment: dict[str, Any],
+) -> None:
+    log = deployment["summary"]["participation"]
+    out = subprocess.run(
+        [sys.executable, "-m", "fedprivacy.cli.main", "audit", log, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    audit = json.loads(out.stdout)
+    assert audit["t_weak"]["lower"] >= 2  # certified: no combination isolates fewer than T
+    assert audit["exposed_users"] == []
+    matrix = np.loadtxt(log, delimiter=",", skiprows=1)
+    assert matrix.shape == (3, USERS)
+
+
+def test_every_process_of_the_deployment_is_stopped(deployment: dict[str, Any]) -> None:
+    assert _processes_of(deployment["run_dir"]) == []
+
+
+def test_a_supernode_with_a_certificate_of_another_ca_is_refused(tmp_path: Path) -> None:
+    from fedprivacy.flower.deploy import LocalDeployment
+    from fedprivacy.flower.tls import generate_tls_materials
+
+    other = generate_tls_materials(tmp_path / "other-ca")
+    with LocalDeployment(tmp_path / "run") as dep:
+        dep.start_superlink()
+        bad = dep.start_supernode(0, root_certificates=other.ca_cert)
+        dep.start_supernode(1)
+        deadline = time.monotonic() + 60
+        good_log = dep.log_path("supernode-1")
+        while time.monotonic() < deadline and (
+            bad.poll() is None or "SuperNode ID" not in good_log.read_text(errors="replace")
+        ):
+            time.sleep(0.2)
+        bad_log = dep.log_path("supernode-0").read_text(errors="replace")
+        assert bad.poll() is not None and bad.returncode != 0
+        assert "CERTIFICATE_VERIFY_FAILED" in bad_log and "SuperNode ID" not in bad_log
+        assert "SuperNode ID" in good_log.read_text(errors="replace")  # the CA's own is accepted
+    assert _processes_of(tmp_path / "run") == []
+
+
+def test_the_same_app_runs_on_the_ray_simulation_engine(tmp_path: Path) -> None:
+    from fedprivacy.flower.deploy import deploy
+
+    summary = deploy(CONFIG, USERS, tmp_path, simulation=True, stage_timeout=120.0, timeout=600)
+    assert summary["engine"] == "simulation (Ray)" and summary["tls"] is False
+    assert summary["rounds_aggregated"] == 3
+    assert summary["max_abs_error_vs_simulation"] == 0.0
+    assert _processes_of(tmp_path) == []
