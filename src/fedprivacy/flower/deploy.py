@@ -213,8 +213,42 @@ class LocalDeployment:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)  # the group's stragglers too
             proc.wait()
+        self._stop_stragglers()
         for f in self._logs:
             f.close()
+
+    def stragglers(self) -> list[int]:
+        """Live processes that inherited this deployment's environment but left its groups.
+
+        Ray's agents (simulation) start their own sessions; they still carry ``FLWR_HOME`` of
+        this run directory. Linux only (``/proc``); elsewhere the empty list.
+        """
+        mark = f"FLWR_HOME={self.env['FLWR_HOME']}".encode()
+        found = []
+        proc = Path("/proc")
+        if not proc.is_dir():
+            return []
+        for entry in proc.iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                env = (entry / "environ").read_bytes()
+                zombie = "State:\tZ" in (entry / "status").read_text()
+            except OSError:
+                continue
+            if not zombie and mark in env.split(b"\0"):
+                found.append(int(entry.name))
+        return found
+
+    def _stop_stragglers(self) -> None:
+        deadline = time.monotonic() + 10
+        sig = signal.SIGTERM
+        while (pids := self.stragglers()) and time.monotonic() < deadline:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
+            time.sleep(0.5)
+            sig = signal.SIGKILL
 
     def __enter__(self) -> LocalDeployment:
         return self

@@ -16,8 +16,9 @@ simulation's bit for bit.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -42,7 +43,26 @@ from fedprivacy.secagg.state import dump_client, load_client
 if TYPE_CHECKING:
     from fedprivacy.fl.engine import FederatedTraining
 
-__all__ = ["Node", "training_for"]
+__all__ = ["Node", "single_threaded", "training_for"]
+
+
+@contextlib.contextmanager
+def single_threaded() -> Iterator[None]:
+    """Run torch on one thread inside the block (the previous count is restored).
+
+    Local training is done on one thread everywhere a deployment is compared: on the nodes
+    (separate processes, or Ray actors that run with one thread) and in the reference
+    simulation; float sums over a different number of threads may differ in the last bit, and
+    the stochastic rounding of the encoding can turn that into one unit of the grid.
+    """
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 @functools.lru_cache(maxsize=4)
@@ -132,7 +152,8 @@ class Node:
         if self.user not in selected:
             raise ParameterError("user", f"user {self.user} was not selected in round {r}")
         training.global_flat = torch.from_numpy(model.copy()).to(training.torch_device)
-        delta, weight = training.client_update(self.user, selected, r)
+        with single_threaded():
+            delta, weight = training.client_update(self.user, selected, r)
         return training, delta, weight, r
 
     def _train(self, request: Record, state: dict[str, bytes]) -> Record:

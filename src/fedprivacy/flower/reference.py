@@ -62,7 +62,8 @@ def simulate(
     Parameters
     ----------
     config : TrainConfig
-        The deployment's configuration (its trainer is replaced by the reference ``loop``).
+        The deployment's configuration (its trainer is replaced by the reference ``loop``,
+        on one thread as on the nodes).
     trace : sequence of numpy.ndarray of bool
         The availability of each round as the deployment saw it.
     dropouts : mapping
@@ -75,6 +76,7 @@ def simulate(
     """
     from fedprivacy.experiments.training_run import build_training
     from fedprivacy.fl.secure_aggregation import SecureAggregator
+    from fedprivacy.flower.node import single_threaded
     from fedprivacy.participation.availability import TraceAvailability
 
     means: dict[int, NDArray[np.float64]] = {}
@@ -90,7 +92,8 @@ def simulate(
     )
     if isinstance(training.aggregator, SecureAggregator):
         training.aggregator.scripted_dropouts = dropouts
-    training.run(len(trace))
+    with single_threaded():  # as the nodes train
+        training.run(len(trace))
     return means
 
 
