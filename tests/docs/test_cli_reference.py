@@ -17,19 +17,33 @@ import pytest
 from fedprivacy.cli.main import build_parser
 
 CLI_PAGE = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
-COMMANDS = ["simulate", "audit", "demo", "train", "reproduce", "account", "uldp", "regress"]
+COMMANDS = [
+    "simulate",
+    "audit",
+    "demo",
+    "train",
+    "reproduce",
+    "account",
+    "uldp",
+    "regress",
+    "flower",
+]
+# each block names a command, or a nested action as COMMAND/ACTION
+BLOCKS = [*COMMANDS, "flower/deploy", "flower/app"]
 WIDTH = "100"
 BLOCK = re.compile(r"(<!-- help: (\S+) -->\n```text\n)(.*?)(```\n<!-- /help -->)", re.S)
 
 
 def help_text(command: str) -> str:
-    """The ``--help`` output of ``fedprivacy COMMAND`` at a fixed width of 100 columns."""
+    """The ``--help`` output of ``fedprivacy COMMAND [ACTION]`` at a fixed width of 100 columns."""
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = WIDTH
     try:
         parser = build_parser()
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        return sub.choices[command].format_help()
+        for name in command.split("/"):
+            sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+            parser = sub.choices[name]
+        return parser.format_help()
     finally:
         if old is None:
             del os.environ["COLUMNS"]
@@ -52,10 +66,10 @@ def test_every_command_is_documented() -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert sorted(sub.choices) == sorted(COMMANDS)
-    assert sorted(documented()) == sorted(COMMANDS)
+    assert sorted(documented()) == sorted(BLOCKS)
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", BLOCKS)
 def test_help_block_matches_parser(command: str) -> None:
     assert documented()[command] == help_text(command), (
         f"docs/cli.md: the --help block of {command!r} is stale; run "

@@ -104,3 +104,55 @@ def test_a_node_refuses_a_stage_out_of_order_with_a_typed_error() -> None:
     assert reply["error"] == "OutOfOrderError"
     assert state == {}
     assert node.handle({"stage": "bogus"}, state)["error"] == "MalformedMessageError"
+
+
+@pytest.mark.parametrize("dp", ["central", "distributed"])
+def test_dp_runs_through_the_deployment_and_the_run_directory_reports_it(
+    dp: str, tmp_path: Any
+) -> None:
+    from fedprivacy.flower.run import run_deployed
+
+    config = _config(dp=dp, noise_multiplier=1.0, clip=0.5, rounds=2)
+    transport = InProcessTransport({u: Node(u) for u in range(USERS)})
+    summary = run_deployed(config, transport, tmp_path)
+    assert summary["rounds_aggregated"] == 2
+    privacy = summary["privacy"]
+    assert privacy["mechanism"] == dp and privacy["epsilon"] > 0
+    assert privacy["t_weak"]["lower"] >= 2
+    means = simulate(config, list(np.load(tmp_path / "availability.npy")), {})
+    with np.load(tmp_path / "aggregates.npz") as z:
+        deployed = {int(k.removeprefix("round_")): z[k] for k in z.files}
+    assert sorted(deployed) == sorted(means) == [0, 1]
+    first = float(np.max(np.abs(deployed[0] - means[0])))
+    if dp == "central":  # the server adds its noise to the released mean: round 0's aggregates
+        assert first == 0.0  # agree; the next models (and aggregates) carry different noise
+    else:  # each party's noise is fresh OS randomness, inside the aggregate
+        assert 0.0 < first < 1.0
+    for name in ("participation.csv", "privacy.md", "events.jsonl", "roster.json"):
+        assert (tmp_path / name).stat().st_size > 0
+
+
+def test_a_reply_claiming_another_user_is_rejected() -> None:
+    class Swapping(InProcessTransport):
+        """Delivers user 2's share-stage reply as user 3's and the other way round."""
+
+        def _exchange(self, stage: Stage, round_index: int, requests: Any) -> Any:
+            replies = super()._exchange(stage, round_index, requests)
+            if stage is Stage.SHARE and {2, 3} <= set(replies):
+                replies[2], replies[3] = replies[3], replies[2]
+            return replies
+
+    config = _config(per_round=6, rounds=1)
+    transport = Swapping({u: Node(u) for u in range(USERS)})
+    training = build_training(
+        config,
+        training_class=DeployedTraining,
+        availability=LiveNodes(USERS, transport.users),
+        transport=transport,
+        config_toml=config.to_toml(),
+    )
+    training.run(1)
+    rejected = {(e["user"], e["error"]) for e in training.events if e["event"] == "rejected"}
+    assert rejected == {(2, "UnknownSenderError"), (3, "UnknownSenderError")}
+    round_event = next(e for e in training.events if e["event"] == "round")
+    assert round_event["aggregated"] == [0, 1, 4, 5]

@@ -38,9 +38,17 @@ ALIASES: dict[str, dict[str, str]] = {
 
 
 def flag_names(parser: argparse.ArgumentParser, command: str) -> dict[str, str]:
-    """Map each option's ``dest`` (and :data:`ALIASES` of ``command``) to its long flag."""
+    """Map each option's ``dest`` (and :data:`ALIASES` of ``command``) to its long flag.
+
+    The options of nested actions (``flower deploy``) count too.
+    """
     names: dict[str, str] = dict(ALIASES.get(command, {}))
     for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for nested in action.choices.values():
+                for dest, flag in flag_names(nested, command).items():
+                    names.setdefault(dest, flag)
+            continue
         longs = [s for s in action.option_strings if s.startswith("--")]
         if longs and action.dest not in names:
             names[action.dest] = longs[0]

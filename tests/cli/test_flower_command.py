@@ -1,0 +1,45 @@
+"""``fedprivacy flower``: errors name the flag, before any process starts; ``flower app``."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from fedprivacy.cli.main import main
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--supernodes", "2"], "--supernodes: must be at least 3, got 2"),
+        (["--kill-supernode", "x"], "--kill-supernode: must be USER@ROUND:STAGE"),
+        (["--kill-supernode", "1@0:nope"], "--kill-supernode: must be USER@ROUND:STAGE"),
+        (["--replay", "3"], "--replay: must be USER@ROUND"),
+        (["--simulation", "--replay", "1@0"], "--simulation: fault injection needs a real"),
+        (["--per-round", "9"], "--per-round:"),
+        (["--scheme", "multiround"], "--target-privacy: is required"),
+    ],
+)
+def test_bad_options_are_refused_with_the_flag(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["flower", "deploy", "--out", str(tmp_path / "run"), *argv])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"fedprivacy flower: error: {message}" in err
+    assert not (tmp_path / "run" / "logs").exists()  # nothing was started
+
+
+def test_flower_app_writes_a_flower_app_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["flower", "app", str(tmp_path / "app")]) == 0
+    project = tomllib.loads((tmp_path / "app" / "pyproject.toml").read_text())
+    components = project["tool"]["flwr"]["app"]["components"]
+    assert components == {
+        "serverapp": "fedprivacy.flower.apps:server_app",
+        "clientapp": "fedprivacy.flower.apps:client_app",
+    }
+    assert set(project["tool"]["flwr"]["app"]["config"]) >= {"train-config", "run-dir"}
