@@ -123,11 +123,12 @@ def test_dp_runs_through_the_deployment_and_the_run_directory_reports_it(
     with np.load(tmp_path / "aggregates.npz") as z:
         deployed = {int(k.removeprefix("round_")): z[k] for k in z.files}
     assert sorted(deployed) == sorted(means) == [0, 1]
-    first = float(np.max(np.abs(deployed[0] - means[0])))
+    first = deployed[0] - means[0]
     if dp == "central":  # the server adds its noise to the released mean: round 0's aggregates
-        assert first == 0.0  # agree; the next models (and aggregates) carry different noise
-    else:  # each party's noise is fresh OS randomness, inside the aggregate
-        assert 0.0 < first < 1.0
+        assert not first.any()  # agree; the next models (and aggregates) carry different noise
+    else:  # each party's noise is fresh OS randomness, inside the aggregate: two independent
+        # draws of about z * C / K = 0.125 per entry differ by about 0.18
+        assert 0.05 < float(np.std(first)) < 0.5
     for name in ("participation.csv", "privacy.md", "events.jsonl", "roster.json"):
         assert (tmp_path / name).stat().st_size > 0
 

@@ -121,7 +121,9 @@ def add_flower_parser(sub: Any) -> None:
         help="run the pipeline on Flower (SuperLink and SuperNodes over TLS)",
         description="Deploy the round loop, secure aggregation and the privacy report on Flower.",
     )
-    fsub = flower.add_subparsers(dest="flower_command", required=True, metavar="ACTION")
+    fsub = flower.add_subparsers(
+        dest="flower_command", required=True, metavar="ACTION", help="deploy or app"
+    )
     dep = fsub.add_parser(
         "deploy",
         help="start a SuperLink and N SuperNodes on 127.0.0.1 and run the app with flwr run",
