@@ -84,7 +84,8 @@ def run_deployed(
     Parameters
     ----------
     config : TrainConfig
-        The training (its ``dropout`` must be 0: availability is what the nodes do).
+        The training. Its ``dropout`` is replaced by 0 (availability is what the nodes do, not a
+        simulated draw), and its trainer by the reference loop the nodes run.
     transport : Transport
         Reaches the nodes.
     run_dir : pathlib.Path
@@ -105,6 +106,7 @@ def run_deployed(
     from fedprivacy.participation.audit import audit_ledger
     from fedprivacy.report import privacy_report
 
+    config = config.with_overrides(dropout=0.0, trainer="loop")
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run_dir / "config.toml", config.to_toml())
     atomic_write_json(
@@ -124,7 +126,7 @@ def run_deployed(
         training = cast(
             DeployedTraining,
             build_training(
-                config.with_overrides(trainer="loop"),
+                config,
                 training_class=DeployedTraining,
                 availability=LiveNodes(config.users, transport.users),
                 transport=transport,
