@@ -14,11 +14,12 @@ CASES = [
     ("lenet", (3, 32, 32), 10, LeNet5, 62_006),
     ("vgg11", (3, 32, 32), 100, VGG11, 9_271_780),
     ("mlp", (1, 8, 8), 10, DigitsMLP, 9_610),
+    ("mlp-wide", (1, 8, 8), 10, DigitsMLP, 999_985),
 ]
 
 
 def test_models_tuple() -> None:
-    assert MODELS == ("mnist-cnn", "lenet", "vgg11", "mlp")
+    assert MODELS == ("mnist-cnn", "lenet", "vgg11", "mlp", "mlp-wide")
     assert sorted(name for name, *_ in CASES) == sorted(MODELS)
 
 

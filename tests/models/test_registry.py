@@ -25,6 +25,7 @@ DIRECT: dict[str, tuple[tuple[int, ...], int, Callable[[], nn.Module], tuple[int
     "lenet": ((3, 32, 32), 10, lambda: LeNet5(10), (2, 10)),
     "vgg11": ((3, 32, 32), 100, lambda: VGG11(100), (2, 100)),
     "mlp": ((1, 8, 8), 10, lambda: DigitsMLP(64, 10), (2, 10)),
+    "mlp-wide": ((1, 8, 8), 10, lambda: DigitsMLP(64, 10, hidden=13333), (2, 10)),
     "logistic": ((13,), 2, lambda: LogisticRegression(13), (2,)),
     "cox-linear": ((39,), 0, lambda: CoxLinear(39), (2,)),
     "paper-mnist-cnn": ((1, 28, 28), 10, lambda: PaperMnistCNN(10), (2, 10)),

@@ -14,7 +14,8 @@ state, so the same arguments always give the same parameters.
 - tabular models (:mod:`fedprivacy.models.tabular`), any number of features: ``logistic``
   (:class:`LogisticRegression`, 13 features by default, 2 classes), ``cox-linear``
   (:class:`CoxLinear`, 39 features, no classes: it outputs one risk score per input) and
-  ``fraudnet`` (:class:`FraudNet`, 30 features, 2 classes).
+  ``fraudnet`` (:class:`FraudNet`, 30 features, 2 classes); ``mlp-wide`` is the digits MLP with
+  13,333 hidden units (999,985 parameters), for cost studies at ``d = 1e6``.
 
 The FedAvg experiments (``fedprivacy train``) choose among :data:`FEDAVG_MODELS`; the ULDP-FL
 experiments get theirs from :func:`fedprivacy.uldp.tasks.task_for`.
@@ -23,6 +24,8 @@ Examples
 --------
 >>> count_parameters(build_model("mlp", (1, 8, 8), 10, seed=0))
 9610
+>>> count_parameters(build_model("mlp-wide", (1, 8, 8), 10, seed=0))  # for cost studies
+999985
 >>> count_parameters(build_model("logistic", seed=0))  # the default input shape, (13,)
 14
 """
@@ -262,6 +265,13 @@ for _name, _builder in {
     "mlp": ModelBuilder(
         lambda shape, k: DigitsMLP(math.prod(shape), k), (1, 8, 8), 10, fixed_shape=False
     ),
+    # the digits MLP widened to about a million parameters (999,985), for cost studies at d = 1e6
+    "mlp-wide": ModelBuilder(
+        lambda shape, k: DigitsMLP(math.prod(shape), k, hidden=13333),
+        (1, 8, 8),
+        10,
+        fixed_shape=False,
+    ),
     "logistic": ModelBuilder(
         lambda shape, k: LogisticRegression(shape[0]),
         (13,),
@@ -280,4 +290,4 @@ for _name, _builder in {
     register(_name, _builder)
 
 #: The models of the FedAvg image experiments, the choices of ``fedprivacy train --model``.
-FEDAVG_MODELS: tuple[str, ...] = ("mnist-cnn", "lenet", "vgg11", "mlp")
+FEDAVG_MODELS: tuple[str, ...] = ("mnist-cnn", "lenet", "vgg11", "mlp", "mlp-wide")
