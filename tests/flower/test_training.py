@@ -16,6 +16,7 @@ from fedprivacy.flower.training import DeployedTraining, LiveNodes
 from fedprivacy.flower.transport import InProcessTransport
 from fedprivacy.participation.audit import audit_ledger
 from fedprivacy.secagg.driver import Stage as ProtocolStage
+from fedprivacy.secagg.errors import MalformedMessageError
 
 USERS = 6
 
@@ -36,8 +37,13 @@ def _config(**changes: Any) -> TrainConfig:
     return base.with_overrides(**changes)
 
 
-def _deployed(config: TrainConfig, nodes: dict[int, Node] | None = None, **kw: Any) -> Any:
-    transport = InProcessTransport(nodes or {u: Node(u) for u in range(USERS)}, **kw)
+def _deployed(
+    config: TrainConfig,
+    nodes: dict[int, Node] | None = None,
+    transport_class: type[InProcessTransport] = InProcessTransport,
+    **kw: Any,
+) -> Any:
+    transport = transport_class(nodes or {u: Node(u) for u in range(USERS)}, **kw)
     training = build_training(
         config,
         training_class=DeployedTraining,
@@ -143,17 +149,20 @@ def test_a_reply_claiming_another_user_is_rejected() -> None:
                 replies[2], replies[3] = replies[3], replies[2]
             return replies
 
-    config = _config(per_round=6, rounds=1)
-    transport = Swapping({u: Node(u) for u in range(USERS)})
-    training = build_training(
-        config,
-        training_class=DeployedTraining,
-        availability=LiveNodes(USERS, transport.users),
-        transport=transport,
-        config_toml=config.to_toml(),
-    )
-    training.run(1)
+    training = _deployed(_config(per_round=6, rounds=1), transport_class=Swapping)
     rejected = {(e["user"], e["error"]) for e in training.events if e["event"] == "rejected"}
     assert rejected == {(2, "UnknownSenderError"), (3, "UnknownSenderError")}
     round_event = next(e for e in training.events if e["event"] == "round")
     assert round_event["aggregated"] == [0, 1, 4, 5]
+
+
+def test_the_stored_update_is_float32_when_exact_and_float64_otherwise() -> None:
+    from fedprivacy.flower.node import _compact, _expand
+
+    exact = np.arange(4, dtype=np.float32).astype(np.float64)
+    assert len(_compact(exact)) == 1 + 4 * 4 and np.array_equal(_expand(_compact(exact)), exact)
+    clipped = np.array([np.nextafter(0.1, 0.0), 1.0])  # not a float32 value
+    assert len(_compact(clipped)) == 1 + 8 * 2
+    assert np.array_equal(_expand(_compact(clipped)), clipped)
+    with pytest.raises(MalformedMessageError):
+        _expand(b"x" + _compact(exact)[1:])

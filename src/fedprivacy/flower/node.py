@@ -85,6 +85,29 @@ def training_for(config_toml: str) -> FederatedTraining:
     return build_training(config.with_overrides(trainer="loop"))
 
 
+def _compact(values: np.ndarray) -> bytes:
+    """The clipped update for the node's state, as float32 when that is exact.
+
+    The usual case: the update is float32 and only clipped entries are not; else float64. One
+    tag byte says which.
+
+    The state travels between the SuperNode and the ClientApp process at every stage, so its
+    size matters (4 MB instead of 8 MB at a million parameters).
+    """
+    single = values.astype(np.float32)
+    if np.array_equal(single.astype(np.float64), values):
+        return b"4" + encode_array(single)
+    return b"8" + encode_array(np.asarray(values, dtype=np.float64))
+
+
+def _expand(data: bytes) -> np.ndarray:
+    """Inverse of :func:`_compact` (float64)."""
+    kinds: dict[bytes, type[np.generic]] = {b"4": np.float32, b"8": np.float64}
+    if data[:1] not in kinds:
+        raise MalformedMessageError("the stored update has an unknown encoding")
+    return decode_array(data[1:], kinds[data[:1]]).astype(np.float64)
+
+
 @dataclass
 class Node:
     """One user's node.
@@ -172,7 +195,7 @@ class Node:
         state.update(
             secagg=dump_client(client),
             params=encode_params(params),
-            values=encode_array(values),
+            values=_compact(values),
             weight=encode_array(np.array([weight], dtype=np.float64)),
             noise=field(request, "noise", str).encode(),
             seed=str(training.seed).encode(),
@@ -208,7 +231,7 @@ class Node:
             return {"message": state["last"]}
         from fedprivacy.fl.aggregation import rounding_rng
 
-        values = decode_array(state["values"], np.float64)
+        values = _expand(state["values"])
         kw: dict[str, Any] = {
             "rng": rounding_rng(int(state["seed"]), client.params.round_index, self.user)
         }
