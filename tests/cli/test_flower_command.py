@@ -18,6 +18,7 @@ from fedprivacy.cli.main import main
         (["--kill-supernode", "1@0:nope"], "--kill-supernode: must be USER@ROUND:STAGE"),
         (["--replay", "3"], "--replay: must be USER@ROUND"),
         (["--simulation", "--replay", "1@0"], "--simulation: fault injection needs a real"),
+        (["--simulation", "--node-auth"], "--node-auth: SuperNode authentication needs a real"),
         (["--per-round", "9"], "--per-round:"),
         (["--scheme", "multiround"], "--target-privacy: is required"),
     ],

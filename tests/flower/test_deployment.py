@@ -102,6 +102,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         USERS,
         run_dir,
         tls=True,
+        node_auth=True,
         stage_timeout=90.0,
         timeout=900.0,
         faults=FaultPlan(kill=(None, 1, Stage.MASK), replay={replayer: 2}),
@@ -124,7 +125,8 @@ def test_six_supernodes_over_tls_aggregate_what_the_in_process_pipeline_aggregat
     deployment: dict[str, Any],
 ) -> None:
     s = deployment["summary"]
-    assert s["tls"] is True and s["supernodes"] == USERS and s["rounds"] == 3
+    assert s["tls"] is True and s["node_auth"] is True
+    assert s["supernodes"] == USERS and s["rounds"] == 3
     assert s["rounds_aggregated"] == 3
     # every round's aggregate (the faulty ones included) equals the in-process pipeline's, with
     # the availability and dropouts the deployment saw
@@ -199,6 +201,30 @@ def test_a_supernode_with_a_certificate_of_another_ca_is_refused(tmp_path: Path)
         assert bad.poll() is not None and bad.returncode != 0
         assert "CERTIFICATE_VERIFY_FAILED" in bad_log and "SuperNode ID" not in bad_log
         assert "SuperNode ID" in good_log.read_text(errors="replace")  # the CA's own is accepted
+    assert _processes_of(tmp_path / "run") == []
+
+
+def test_a_supernode_whose_key_was_not_registered_is_refused(tmp_path: Path) -> None:
+    from fedprivacy.flower.deploy import LocalDeployment
+    from fedprivacy.flower.node_auth import generate_node_keys
+
+    keys = generate_node_keys(tmp_path / "keys", [0, 1])
+    with LocalDeployment(tmp_path / "run") as dep:
+        dep.start_superlink(node_auth=True)
+        dep.write_flower_config()
+        dep.register_supernode(keys[0])
+        dep.start_supernode(0, keys=keys[0])
+        stranger = dep.start_supernode(1, keys=keys[1])  # valid key pair, never registered
+        deadline = time.monotonic() + 60
+        good_log = dep.log_path("supernode-0")
+        while time.monotonic() < deadline and (
+            stranger.poll() is None or "SuperNode ID" not in good_log.read_text(errors="replace")
+        ):
+            time.sleep(0.2)
+        log = dep.log_path("supernode-1").read_text(errors="replace")
+        assert stranger.poll() is not None and stranger.returncode != 0
+        assert "Failed to activate SuperNode" in log and "SuperNode ID" not in log
+        assert "SuperNode ID" in good_log.read_text(errors="replace")
     assert _processes_of(tmp_path / "run") == []
 
 

@@ -82,6 +82,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
             stage_timeout=args.stage_timeout,
             faults=faults,
             simulation=args.simulation,
+            node_auth=args.node_auth,
             on_event=None if args.json or args.quiet else _progress,
         )
     if args.json:
@@ -91,7 +92,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     print(
         f"{summary['rounds_aggregated']} of {summary['rounds']} rounds aggregated, "
         f"{summary['rounds_aborted']} aborted, {summary['supernodes']} SuperNodes, "
-        f"{summary['engine']}, TLS {'on' if summary['tls'] else 'off'}; "
+        f"{summary['engine']}, TLS {'on' if summary['tls'] else 'off'}, node authentication "
+        f"{'on' if summary['node_auth'] else 'off'}; "
         f"{summary['seconds_per_round']:.1f} s a round"
     )
     print(
@@ -150,6 +152,11 @@ def add_flower_parser(sub: Any) -> None:
     tls = dep.add_mutually_exclusive_group()
     tls.add_argument("--tls", dest="tls", action="store_true", default=True, help="TLS (default)")
     tls.add_argument("--insecure", dest="tls", action="store_false", help="no TLS")
+    dep.add_argument(
+        "--node-auth",
+        action="store_true",
+        help="SuperNode authentication: only the nodes whose keys were registered may join",
+    )
     dep.add_argument(
         "--simulation",
         action="store_true",

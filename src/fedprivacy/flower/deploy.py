@@ -35,6 +35,7 @@ import tomli_w
 from fedprivacy.errors import FedPrivacyError, ParameterError
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.files import atomic_write_json, atomic_write_text
+from fedprivacy.flower.node_auth import NodeKeys, generate_node_keys
 from fedprivacy.flower.stages import Stage
 from fedprivacy.flower.tls import TlsMaterials, generate_tls_materials
 
@@ -149,16 +150,21 @@ class LocalDeployment:
         self.processes[name] = proc
         return proc
 
-    def start_superlink(self, timeout: float = 60.0, *, simulation: bool = False) -> None:
+    def start_superlink(
+        self, timeout: float = 60.0, *, simulation: bool = False, node_auth: bool = False
+    ) -> None:
         """Start the SuperLink and wait until it accepts connections.
 
         ``simulation`` starts it with Flower's simulation runtime (Ray): ``flwr run`` then runs
         the app on virtual SuperNodes inside it (:meth:`write_flower_config` sets how many).
+        ``node_auth`` admits only the SuperNodes registered with :meth:`register_supernode`.
         """
         args = [_bin("flower-superlink"), "--host", "127.0.0.1", "--port", str(self.port)]
         args += ["--disable-runtime-dependency-installation"]
         if simulation:
             args += ["--simulation"]
+        if node_auth:
+            args += ["--enable-supernode-auth"]
         if self.tls is None:
             args += ["--insecure"]
         else:
@@ -178,10 +184,30 @@ class LocalDeployment:
             time.sleep(0.2)
         raise DeploymentError(f"the SuperLink did not listen within {timeout:.0f} s")
 
+    def register_supernode(self, keys: NodeKeys, timeout: float = 60.0) -> None:
+        """Register a SuperNode's public key with the SuperLink (``flwr supernode register``).
+
+        Needs :meth:`write_flower_config` first (the Control API connection).
+        """
+        args = [_bin("flwr"), "supernode", "register", str(keys.public), "fedprivacy"]
+        done = subprocess.run(args, env=self.env, capture_output=True, timeout=timeout, check=False)
+        if done.returncode != 0:
+            raise DeploymentError(
+                f"flwr supernode register failed: {done.stdout.decode(errors='replace')[-500:]}"
+            )
+
     def start_supernode(
-        self, user: int, *, root_certificates: Path | None = None, fault: str = ""
+        self,
+        user: int,
+        *,
+        root_certificates: Path | None = None,
+        fault: str = "",
+        keys: NodeKeys | None = None,
     ) -> subprocess.Popen[bytes]:
-        """Start the SuperNode of ``user`` (``partition-id``), trusting ``root_certificates``."""
+        """Start the SuperNode of ``user`` (``partition-id``), trusting ``root_certificates``.
+
+        ``keys``: the node authenticates with this key pair (SuperNode authentication).
+        """
         node_config = f"partition-id={user}"
         if fault:
             node_config += f' fedprivacy-fault="{fault}"'
@@ -191,6 +217,9 @@ class LocalDeployment:
             args += ["--insecure"]
         else:
             args += ["--root-certificates", str(root_certificates or self.tls.ca_cert)]
+        if keys is not None:
+            args += ["--auth-supernode-private-key", str(keys.private)]
+            args += ["--auth-supernode-public-key", str(keys.public)]
         return self._start(f"supernode-{user}", args)
 
     def kill(self, name: str) -> None:
@@ -308,6 +337,7 @@ def deploy(
     stage_timeout: float = 60.0,
     faults: FaultPlan | None = None,
     simulation: bool = False,
+    node_auth: bool = False,
     timeout: float = 1800.0,
     on_event: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
@@ -332,6 +362,10 @@ def deploy(
     simulation : bool
         Run the same app with ``flwr run`` on Flower's simulation runtime (Ray, virtual
         SuperNodes in this machine's processes) instead of real SuperNodes; no TLS.
+    node_auth : bool
+        SuperNode authentication: a key pair per node (``OUT/node-keys``), each public key
+        registered with the SuperLink, which admits no other node
+        (:mod:`fedprivacy.flower.node_auth`).
     timeout : float
         The most seconds the whole run may take.
     on_event : callable, optional
@@ -351,6 +385,8 @@ def deploy(
     faults = faults or FaultPlan()
     if simulation and (faults.kill is not None or faults.replay):
         raise ParameterError("--simulation", "fault injection needs a real deployment")
+    if simulation and node_auth:
+        raise ParameterError("--node-auth", "SuperNode authentication needs a real deployment")
     tls = tls and not simulation
     run_dir.mkdir(parents=True, exist_ok=True)
     for stale in ("resume", "summary.json", "events.jsonl"):
@@ -374,11 +410,15 @@ def deploy(
         ),
     )
     with LocalDeployment(run_dir, tls=tls) as dep:
-        dep.start_superlink(simulation=simulation)
-        for u in range(0 if simulation else supernodes):
-            replay = faults.replay.get(u)
-            dep.start_supernode(u, fault="" if replay is None else f"replay@{replay}")
+        dep.start_superlink(simulation=simulation, node_auth=node_auth)
         dep.write_flower_config(supernodes if simulation else None)
+        keys = generate_node_keys(run_dir / "node-keys", range(supernodes)) if node_auth else {}
+        for u in range(0 if simulation else supernodes):
+            if node_auth:
+                dep.register_supernode(keys[u])
+            replay = faults.replay.get(u)
+            fault = "" if replay is None else f"replay@{replay}"
+            dep.start_supernode(u, fault=fault, keys=keys.get(u))
         runner = dep.flwr_run(app_dir, run_config)
         offset, deadline = 0, time.monotonic() + timeout
         while True:
@@ -412,10 +452,12 @@ def deploy(
                     f"the run ended without a summary: see {dep.log_path('flwr-run')} and "
                     f"{dep.log_path('superlink')}"
                 )
-    return _compare(config, run_dir, tls, simulation)
+    return _compare(config, run_dir, tls, simulation, node_auth)
 
 
-def _compare(config: TrainConfig, run_dir: Path, tls: bool, simulation: bool) -> dict[str, Any]:
+def _compare(
+    config: TrainConfig, run_dir: Path, tls: bool, simulation: bool, node_auth: bool
+) -> dict[str, Any]:
     import numpy as np
 
     from fedprivacy.flower.reference import max_abs_error, observed_dropouts, simulate
@@ -428,6 +470,7 @@ def _compare(config: TrainConfig, run_dir: Path, tls: bool, simulation: bool) ->
     simulated = simulate(config, list(trace), observed_dropouts(events))
     summary.update(
         tls=tls,
+        node_auth=node_auth,
         engine="simulation (Ray)" if simulation else "deployment",
         run_dir=str(run_dir),
         # None: no round aggregated, nothing to compare
