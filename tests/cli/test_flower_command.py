@@ -33,6 +33,26 @@ def test_bad_options_are_refused_with_the_flag(
     assert not (tmp_path / "run" / "logs").exists()  # nothing was started
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--method", "ULDP-AVG"], "method: a cross-silo deployment runs the private weighting"),
+        (["--method", "NOPE"], "method:"),
+        (["--secure-key-bits", "1024"], "--secure-key-bits: 1024-bit Paillier moduli"),
+        (["--users", "0"], "users:"),
+        (["--replay", "3"], "--replay: must be USER@ROUND"),
+    ],
+)
+def test_bad_cross_silo_options_are_refused_before_anything_starts(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["flower", "cross-silo", "--out", str(tmp_path / "run"), *argv])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "run" / "logs").exists()
+
+
 def test_flower_app_writes_a_flower_app_directory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

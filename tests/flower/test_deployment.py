@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,23 +40,6 @@ CONFIG = TrainConfig(
     seed=3,
     eval_every=3,
 )
-
-
-def _processes_of(run_dir: Path) -> list[int]:
-    """Live processes started for ``run_dir`` (their FLWR_HOME, or a path under it)."""
-    mark = str(run_dir.resolve())
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes()
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
-            continue
-        if "State:\tZ" in status:
-            continue
-        if mark.encode() in env or mark.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-            found.append(int(pid))
-    return [p for p in found if p != os.getpid()]
 
 
 def _predict_faults() -> tuple[int, int]:
@@ -178,11 +161,15 @@ def test_the_audit_of_the_collected_log_shows_t_weak_at_least_t(
     assert matrix.shape == (3, USERS)
 
 
-def test_every_process_of_the_deployment_is_stopped(deployment: dict[str, Any]) -> None:
-    assert _processes_of(deployment["run_dir"]) == []
+def test_every_process_of_the_deployment_is_stopped(
+    deployment: dict[str, Any], processes_of: Callable[[Path], list[int]]
+) -> None:
+    assert processes_of(deployment["run_dir"]) == []
 
 
-def test_a_supernode_with_a_certificate_of_another_ca_is_refused(tmp_path: Path) -> None:
+def test_a_supernode_with_a_certificate_of_another_ca_is_refused(
+    tmp_path: Path, processes_of: Callable[[Path], list[int]]
+) -> None:
     from fedprivacy.flower.deploy import LocalDeployment
     from fedprivacy.flower.tls import generate_tls_materials
 
@@ -201,10 +188,12 @@ def test_a_supernode_with_a_certificate_of_another_ca_is_refused(tmp_path: Path)
         assert bad.poll() is not None and bad.returncode != 0
         assert "CERTIFICATE_VERIFY_FAILED" in bad_log and "SuperNode ID" not in bad_log
         assert "SuperNode ID" in good_log.read_text(errors="replace")  # the CA's own is accepted
-    assert _processes_of(tmp_path / "run") == []
+    assert processes_of(tmp_path / "run") == []
 
 
-def test_a_supernode_whose_key_was_not_registered_is_refused(tmp_path: Path) -> None:
+def test_a_supernode_whose_key_was_not_registered_is_refused(
+    tmp_path: Path, processes_of: Callable[[Path], list[int]]
+) -> None:
     from fedprivacy.flower.deploy import LocalDeployment
     from fedprivacy.flower.node_auth import generate_node_keys
 
@@ -225,14 +214,16 @@ def test_a_supernode_whose_key_was_not_registered_is_refused(tmp_path: Path) -> 
         assert stranger.poll() is not None and stranger.returncode != 0
         assert "Failed to activate SuperNode" in log and "SuperNode ID" not in log
         assert "SuperNode ID" in good_log.read_text(errors="replace")
-    assert _processes_of(tmp_path / "run") == []
+    assert processes_of(tmp_path / "run") == []
 
 
-def test_the_same_app_runs_on_the_ray_simulation_engine(tmp_path: Path) -> None:
+def test_the_same_app_runs_on_the_ray_simulation_engine(
+    tmp_path: Path, processes_of: Callable[[Path], list[int]]
+) -> None:
     from fedprivacy.flower.deploy import deploy
 
     summary = deploy(CONFIG, USERS, tmp_path, simulation=True, stage_timeout=120.0, timeout=600)
     assert summary["engine"] == "simulation (Ray)" and summary["tls"] is False
     assert summary["rounds_aggregated"] == 3
     assert summary["max_abs_error_vs_simulation"] == 0.0
-    assert _processes_of(tmp_path) == []
+    assert processes_of(tmp_path) == []

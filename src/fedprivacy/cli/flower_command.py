@@ -1,4 +1,4 @@
-"""The ``flower`` subcommand: ``flower deploy`` (a local deployment), ``flower app`` (the app)."""
+"""``flower``: ``deploy`` (FedAvg on user nodes), ``cross-silo`` (ULDP-FL on silos), ``app``."""
 
 from __future__ import annotations
 
@@ -22,14 +22,19 @@ def _progress(event: dict[str, Any]) -> None:
         )
     elif kind == "round":
         status = f"aborted: {event['aborted']}" if event["aborted"] else "aggregated"
+        sel, agg = (_users(event[k]) for k in ("selected", "aggregated"))
         print(
-            f"round {r}: selected {event['selected']} -> {event['aggregated']} ({status})",
+            f"round {r}: selected {sel} -> {agg} ({status})",
             file=sys.stderr,
         )
     elif kind in ("no_reply", "rejected", "node_refused", "paused", "killed"):
         extra = f" {event['error']}: {event['detail']}" if "error" in event else ""
         who = f" user {event['user']}" if "user" in event else ""
         print(f"round {r}: {event.get('stage')}{who} {kind}{extra}", file=sys.stderr)
+
+
+def _users(users: list[int]) -> str:
+    return str(users) if len(users) <= 12 else f"{len(users)} users"
 
 
 def _replays(items: list[str] | None) -> dict[int, int]:
@@ -45,10 +50,34 @@ def _replays(items: list[str] | None) -> dict[int, int]:
     return out
 
 
+def _deploy(
+    args: argparse.Namespace, config: Any, supernodes: int, data_dir: str | None
+) -> dict[str, Any]:
+    """:func:`~fedprivacy.flower.deploy.deploy` with the options both actions share."""
+    from fedprivacy.flower.deploy import FaultPlan, deploy, terminate_as_interrupt
+
+    faults = FaultPlan(
+        kill=None if args.kill is None else FaultPlan.parse_kill(args.kill),
+        replay=_replays(args.replay),
+    )
+    with terminate_as_interrupt():
+        return deploy(
+            config,
+            supernodes,
+            args.out,
+            data_dir=data_dir,
+            tls=args.tls,
+            stage_timeout=args.stage_timeout,
+            faults=faults,
+            simulation=args.simulation,
+            node_auth=args.node_auth,
+            on_event=None if args.json or args.quiet else _progress,
+        )
+
+
 def cmd_deploy(args: argparse.Namespace) -> int:
     """Run a configuration on a local SuperLink and SuperNodes; print the summary."""
     from fedprivacy.experiments.training_config import TrainConfig
-    from fedprivacy.flower.deploy import FaultPlan, deploy, terminate_as_interrupt
 
     n = args.supernodes
     if n < 3:
@@ -69,22 +98,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         trainer="loop",
     )
     config = config.with_overrides(eval_every=min(config.eval_every, config.rounds)).validate()
-    faults = FaultPlan(
-        kill=None if args.kill_supernode is None else FaultPlan.parse_kill(args.kill_supernode),
-        replay=_replays(args.replay),
-    )
-    with terminate_as_interrupt():
-        summary = deploy(
-            config,
-            n,
-            args.out,
-            tls=args.tls,
-            stage_timeout=args.stage_timeout,
-            faults=faults,
-            simulation=args.simulation,
-            node_auth=args.node_auth,
-            on_event=None if args.json or args.quiet else _progress,
-        )
+    summary = _deploy(args, config, n, None)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -103,6 +117,97 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     print((Path(args.out) / "privacy.md").read_text())
     print(f"Run directory: {args.out} (participation log: {summary['participation']})")
     return 0
+
+
+def cmd_cross_silo(args: argparse.Namespace) -> int:
+    """Run a ``-w`` ULDP-FL method on a local deployment of one SuperNode per silo."""
+    from fedprivacy.flower.deploy_tasks import UldpTask
+    from fedprivacy.uldp.config import UldpConfig
+
+    base = UldpConfig() if args.config is None else UldpConfig.from_toml(args.config)
+    given = {
+        "dataset": args.dataset,
+        "method": args.method,
+        "users": args.users,
+        "rounds": args.rounds,
+        "sigma": args.sigma,
+        "seed": args.seed,
+        "secure_key_bits": args.secure_key_bits,
+        "insecure_test_keys": True if args.insecure_test_keys else None,
+    }
+    config = base.with_overrides(**{k: v for k, v in given.items() if v is not None})
+    if args.config is None and args.method is None:
+        config = config.with_overrides(method="ULDP-AVG-w")
+    data_dir = None if args.data_dir is None else str(args.data_dir)
+    task = UldpTask(config, data_dir)
+    summary = _deploy(args, task.config, task.supernodes, data_dir)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    err = summary["max_abs_error_vs_simulation"]
+    print(
+        f"{summary['method']} on {summary['silos']} silos ({summary['dataset']}, "
+        f"{summary['users']} users): {summary['rounds_aggregated']} of {summary['rounds']} "
+        f"rounds aggregated, {summary['rounds_aborted']} aborted, {summary['engine']}, TLS "
+        f"{'on' if summary['tls'] else 'off'}; {summary['seconds_per_round']:.1f} s a round"
+    )
+    print(
+        "aggregate - in-process plaintext sum: "
+        + (
+            "n/a (nothing aggregated)"
+            if err is None
+            else f"max {err:.3g}, std {summary['deviation_std']:.3g} (the silos' noise: "
+            f"std {summary['noise_std_expected']:.3g} expected)"
+        )
+    )
+    print((Path(args.out) / "privacy.md").read_text())
+    print(f"Run directory: {args.out} (participation log: {summary['participation']})")
+    return 0
+
+
+def _add_cross_silo_parser(fsub: Any) -> None:
+    cs = fsub.add_parser(
+        "cross-silo",
+        help="ULDP-FL with the private weighting protocol: one SuperNode per silo",
+        description="Start a SuperLink and one SuperNode per silo on 127.0.0.1 (TLS by "
+        "default), run a -w ULDP-FL method (ULDP-AVG-w by default) with Protocol 1's setup and "
+        "rounds as Flower messages, compare every round's aggregate with the same sum computed "
+        "in process, and stop every process started. Data: --data-dir or $FEDPRIVACY_DATA.",
+    )
+    cs.add_argument("--dataset", default=None, help="heart_disease (default), tcga_brca, ...")
+    cs.add_argument("--method", default=None, help="ULDP-AVG-w (default), -AVG-ws, -SGD-w(s)")
+    cs.add_argument("--users", "-U", type=int, default=None, help="users (default 100)")
+    cs.add_argument("--rounds", "-R", type=int, default=3, help="rounds (default 3)")
+    cs.add_argument("--sigma", type=float, default=None, help="noise multiplier (default 5)")
+    cs.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
+    cs.add_argument("--secure-key-bits", type=int, default=None, help="Paillier bits (3072)")
+    cs.add_argument(
+        "--insecure-test-keys", action="store_true", help="allow keys below 2048 bits (tests)"
+    )
+    cs.add_argument("--data-dir", type=Path, default=None, help="data (else $FEDPRIVACY_DATA)")
+    cs.add_argument("--config", type=Path, default=None, help="a TOML file of UldpConfig keys")
+    tls = cs.add_mutually_exclusive_group()
+    tls.add_argument("--tls", dest="tls", action="store_true", default=True, help="TLS (default)")
+    tls.add_argument("--insecure", dest="tls", action="store_false", help="no TLS")
+    cs.add_argument("--node-auth", action="store_true", help="SuperNode authentication")
+    cs.add_argument("--simulation", action="store_true", help="Flower's simulation runtime (Ray)")
+    cs.add_argument(
+        "--stage-timeout", type=float, default=120.0, help="seconds a stage waits (120)"
+    )
+    cs.add_argument(
+        "--kill-silo",
+        dest="kill",
+        default=None,
+        metavar="S@R:silo-round",
+        help="fault injection: kill silo S's SuperNode before round R's exchange",
+    )
+    cs.add_argument(
+        "--replay", action="append", metavar="S@R", help="silo S replays a message in round R"
+    )
+    cs.add_argument("--out", type=Path, default=Path("results/flower-silos"), help="run directory")
+    cs.add_argument("--json", action="store_true", help="print one JSON object")
+    cs.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+    cs.set_defaults(func=cmd_cross_silo)
 
 
 def cmd_app(args: argparse.Namespace) -> int:
@@ -124,7 +229,7 @@ def add_flower_parser(sub: Any) -> None:
         description="Deploy the round loop, secure aggregation and the privacy report on Flower.",
     )
     fsub = flower.add_subparsers(
-        dest="flower_command", required=True, metavar="ACTION", help="deploy or app"
+        dest="flower_command", required=True, metavar="ACTION", help="deploy, cross-silo or app"
     )
     dep = fsub.add_parser(
         "deploy",
@@ -167,6 +272,7 @@ def add_flower_parser(sub: Any) -> None:
     )
     dep.add_argument(
         "--kill-supernode",
+        dest="kill",
         default=None,
         metavar="U@R:STAGE",
         help="fault injection: kill user U's SuperNode (*: the last user asked) before STAGE "
@@ -182,6 +288,7 @@ def add_flower_parser(sub: Any) -> None:
     dep.add_argument("--json", action="store_true", help="print one JSON object")
     dep.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
     dep.set_defaults(func=cmd_deploy)
+    _add_cross_silo_parser(fsub)
     app = fsub.add_parser(
         "app",
         help="write the Flower App directory for flwr run (SuperNodes on other machines)",

@@ -11,7 +11,11 @@ every stage of every round is one ``grid.send_and_receive``. The ClientApp (``cl
 Run configuration (``[tool.flwr.app.config]`` of the app, see :func:`app_pyproject`):
 
 =================  ==========================================================================
+``task``           ``fedavg`` (users as nodes) or ``uldp`` (silos as nodes,
+                   :mod:`fedprivacy.flower.cross_silo`)
 ``train-config``   the :class:`~fedprivacy.experiments.training_config.TrainConfig` as TOML
+``uldp-config``    the :class:`~fedprivacy.uldp.config.UldpConfig` as TOML (``task = "uldp"``)
+``data-dir``       the ServerApp's data directory (the test set; default ``$FEDPRIVACY_DATA``)
 ``run-dir``        where the ServerApp writes the run directory (on the SuperLink's machine)
 ``supernodes``     how many SuperNodes to wait for
 ``node-wait``      the most seconds to wait for them
@@ -20,22 +24,28 @@ Run configuration (``[tool.flwr.app.config]`` of the app, see :func:`app_pyproje
 =================  ==========================================================================
 
 A SuperNode says which user it is with ``--node-config "partition-id=U"`` (or
-``fedprivacy-user=U``); ``fedprivacy-fault="replay@R"`` makes it replay a message in round ``R``
-(tests of the server's typed rejections).
+``fedprivacy-user=U``), a silo with ``fedprivacy-silo=S`` (and its data with ``data-dir=DIR``,
+default ``$FEDPRIVACY_DATA``; on the simulation runtime a virtual node's ``partition-id`` is its
+silo); ``fedprivacy-fault="replay@R"`` makes it replay a message in round ``R`` (tests of the
+server's typed rejections).
 """
 
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flwr.app import ConfigRecord, Context, Message
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from fedprivacy.flower.grid import RECORD, GridTransport, discover_roster, to_record
-from fedprivacy.flower.node import Node
+from fedprivacy.flower.node import Node, StageHandler
+
+if TYPE_CHECKING:
+    from fedprivacy.flower.run import StagePause
 
 __all__ = ["app_pyproject", "client_app", "server_app"]
 
@@ -45,44 +55,85 @@ server_app = ServerApp()
 client_app = ClientApp()
 
 
-def _user(node_config: Any) -> int:
-    for key in ("fedprivacy-user", "partition-id"):
+def _user(node_config: Any, keys: tuple[str, ...]) -> int:
+    for key in keys:
         if key in node_config:
             return int(node_config[key])
-    raise ValueError("the SuperNode needs --node-config 'partition-id=U' (its fedprivacy user)")
+    raise ValueError(f"the SuperNode needs --node-config '{keys[-1]}=U' (its fedprivacy id)")
+
+
+def _node(node_config: Any, stage: object) -> StageHandler:
+    """The node that answers ``stage``: a silo for the cross-silo stages, else a user."""
+    fault = str(node_config.get("fedprivacy-fault", ""))
+    if isinstance(stage, str) and stage.startswith("silo-"):
+        from fedprivacy.flower.silo_node import SiloNode
+
+        silo = _user(node_config, ("fedprivacy-silo", "partition-id"))
+        data_dir = str(node_config.get("data-dir", "")) or None
+        return SiloNode(silo, fault, data_dir)
+    if "fedprivacy-silo" in node_config:  # a silo answers hello with its silo id
+        return Node(int(node_config["fedprivacy-silo"]), fault)
+    return Node(_user(node_config, ("fedprivacy-user", "partition-id")), fault)
 
 
 @client_app.query("fedprivacy")
 def answer(msg: Message, context: Context) -> Message:
     """Answer one stage's request with this node's :class:`~fedprivacy.flower.node.Node`."""
-    node = Node(_user(context.node_config), str(context.node_config.get("fedprivacy-fault", "")))
+    request = dict(msg.content.config_records[RECORD])
+    node = _node(context.node_config, request.get("stage"))
     records = context.state.config_records
     state: dict[str, bytes] = dict(records[STATE]) if STATE in records else {}  # type: ignore[arg-type]
-    reply = node.handle(dict(msg.content.config_records[RECORD]), state)
+    reply = node.handle(request, state)
     records[STATE] = ConfigRecord(dict(state))
     return Message(to_record(reply), reply_to=msg)
 
 
+def _fedavg(cfg: Any, transport: GridTransport, run_dir: Path, pause: StagePause) -> None:
+    from fedprivacy.experiments.training_config import TrainConfig
+    from fedprivacy.flower.run import run_deployed
+
+    config = TrainConfig.from_mapping(tomllib.loads(str(cfg["train-config"])))
+    run_deployed(config, transport, run_dir, roster=transport.roster, pause=pause)
+
+
+def _uldp(cfg: Any, transport: GridTransport, run_dir: Path, pause: StagePause) -> None:
+    from fedprivacy.flower.cross_silo import run_cross_silo
+    from fedprivacy.uldp.config import UldpConfig
+
+    config = UldpConfig.from_mapping(tomllib.loads(str(cfg["uldp-config"])))
+    data_dir = str(cfg.get("data-dir", "")) or None
+    run_cross_silo(
+        config.with_overrides(data_dir=data_dir),
+        transport,
+        run_dir,
+        roster=transport.roster,
+        pause=pause,
+    )
+
+
+#: What the ServerApp runs for the run configuration's ``task``.
+TASKS: dict[str, Callable[[Any, GridTransport, Path, StagePause], None]] = {
+    "fedavg": _fedavg,
+    "uldp": _uldp,
+}
+
+
 @server_app.main()
 def main(grid: Grid, context: Context) -> None:
-    """Discover the nodes, run the configured rounds and write the run directory."""
-    from fedprivacy.experiments.training_config import TrainConfig
-    from fedprivacy.flower.run import StagePause, run_deployed
-
+    """Discover the nodes, run the configured task and write the run directory."""
     cfg = context.run_config
+    task = str(cfg.get("task", "fedavg"))
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}")
     run_dir = Path(str(cfg["run-dir"]))
-    config = TrainConfig.from_mapping(tomllib.loads(str(cfg["train-config"])))
     timeout = float(cfg["stage-timeout"])
     roster = discover_roster(
         grid, int(cfg["supernodes"]), wait=float(cfg["node-wait"]), timeout=timeout
     )
-    run_deployed(
-        config,
-        GridTransport(grid, roster, timeout),
-        run_dir,
-        roster=roster,
-        pause=StagePause(str(cfg.get("pause-at", "")), run_dir / "resume"),
-    )
+    from fedprivacy.flower.run import StagePause
+
+    pause = StagePause(str(cfg.get("pause-at", "")), run_dir / "resume")
+    TASKS[task](cfg, GridTransport(grid, roster, timeout), run_dir, pause)
 
 
 def app_pyproject(name: str = "fedprivacy-flower") -> str:
@@ -115,7 +166,10 @@ serverapp = "fedprivacy.flower.apps:server_app"
 clientapp = "fedprivacy.flower.apps:client_app"
 
 [tool.flwr.app.config]
+task = "fedavg"
 train-config = ""
+uldp-config = ""
+data-dir = ""
 run-dir = ""
 supernodes = 1
 node-wait = 60.0

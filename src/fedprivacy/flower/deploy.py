@@ -38,6 +38,7 @@ from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.flower.node_auth import NodeKeys, generate_node_keys
 from fedprivacy.flower.stages import Stage
 from fedprivacy.flower.tls import TlsMaterials, generate_tls_materials
+from fedprivacy.uldp.config import UldpConfig
 
 __all__ = [
     "DeploymentError",
@@ -203,12 +204,14 @@ class LocalDeployment:
         root_certificates: Path | None = None,
         fault: str = "",
         keys: NodeKeys | None = None,
+        node_config: str | None = None,
     ) -> subprocess.Popen[bytes]:
         """Start the SuperNode of ``user`` (``partition-id``), trusting ``root_certificates``.
 
-        ``keys``: the node authenticates with this key pair (SuperNode authentication).
+        ``keys``: the node authenticates with this key pair (SuperNode authentication);
+        ``node_config``: its ``--node-config`` (default ``partition-id=USER``).
         """
-        node_config = f"partition-id={user}"
+        node_config = node_config or f"partition-id={user}"
         if fault:
             node_config += f' fedprivacy-fault="{fault}"'
         args = [_bin("flower-supernode"), "--superlink", self.address, "--port", str(free_port())]
@@ -329,10 +332,11 @@ def _follow(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
 
 
 def deploy(
-    config: TrainConfig,
+    config: TrainConfig | UldpConfig,
     supernodes: int,
     run_dir: Path,
     *,
+    data_dir: str | None = None,
     tls: bool = True,
     stage_timeout: float = 60.0,
     faults: FaultPlan | None = None,
@@ -345,11 +349,15 @@ def deploy(
 
     Parameters
     ----------
-    config : TrainConfig
-        The training; its ``users`` must equal ``supernodes`` (one user per SuperNode) and its
-        ``dropout`` must be 0 (availability is what the nodes do).
+    config : TrainConfig or UldpConfig
+        FedAvg: its ``users`` must equal ``supernodes`` (one user per SuperNode) and its
+        ``dropout`` must be 0 (availability is what the nodes do). ULDP-FL (a ``-w`` method):
+        one silo per SuperNode (:mod:`fedprivacy.flower.cross_silo`).
     supernodes : int
-        SuperNodes to start, users ``0 .. supernodes - 1``.
+        SuperNodes to start, users (or silos) ``0 .. supernodes - 1``.
+    data_dir : str, optional
+        ULDP-FL: the data directory of the ServerApp and of every silo (default
+        ``$FEDPRIVACY_DATA``).
     run_dir : pathlib.Path
         The run directory (see :mod:`fedprivacy.flower.run`), plus ``tls/``, ``logs/``,
         ``app/`` and ``flwr-home/``.
@@ -377,10 +385,12 @@ def deploy(
         ``summary.json`` plus ``tls``, ``run_dir`` and ``max_abs_error_vs_simulation``.
     """
     from fedprivacy.flower.apps import app_pyproject
+    from fedprivacy.flower.deploy_tasks import deploy_task
 
-    if config.users != supernodes:
+    task = deploy_task(config, data_dir)
+    if task.supernodes != supernodes:
         raise ParameterError(
-            "supernodes", f"one user per SuperNode: {supernodes} != users {config.users}"
+            "supernodes", f"the run needs {task.supernodes} SuperNodes, not {supernodes}"
         )
     faults = faults or FaultPlan()
     if simulation and (faults.kill is not None or faults.replay):
@@ -400,7 +410,7 @@ def deploy(
         run_config,
         tomli_w.dumps(
             {
-                "train-config": config.to_toml(),
+                **task.run_config(),
                 "run-dir": str(run_dir.resolve()),
                 "supernodes": supernodes,
                 "stage-timeout": float(stage_timeout),
@@ -410,6 +420,8 @@ def deploy(
         ),
     )
     with LocalDeployment(run_dir, tls=tls) as dep:
+        if data_dir:  # the ServerApp and the ClientApps (also Ray's virtual nodes) read it
+            dep.env["FEDPRIVACY_DATA"] = str(Path(data_dir).resolve())
         dep.start_superlink(simulation=simulation, node_auth=node_auth)
         dep.write_flower_config(supernodes if simulation else None)
         keys = generate_node_keys(run_dir / "node-keys", range(supernodes)) if node_auth else {}
@@ -418,7 +430,7 @@ def deploy(
                 dep.register_supernode(keys[u])
             replay = faults.replay.get(u)
             fault = "" if replay is None else f"replay@{replay}"
-            dep.start_supernode(u, fault=fault, keys=keys.get(u))
+            dep.start_supernode(u, fault=fault, keys=keys.get(u), node_config=task.node_config(u))
         runner = dep.flwr_run(app_dir, run_config)
         offset, deadline = 0, time.monotonic() + timeout
         while True:
@@ -452,29 +464,13 @@ def deploy(
                     f"the run ended without a summary: see {dep.log_path('flwr-run')} and "
                     f"{dep.log_path('superlink')}"
                 )
-    return _compare(config, run_dir, tls, simulation, node_auth)
-
-
-def _compare(
-    config: TrainConfig, run_dir: Path, tls: bool, simulation: bool, node_auth: bool
-) -> dict[str, Any]:
-    import numpy as np
-
-    from fedprivacy.flower.reference import max_abs_error, observed_dropouts, simulate
-
     summary: dict[str, Any] = json.loads((run_dir / "summary.json").read_text())
-    events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines() if x]
-    trace = np.load(run_dir / "availability.npy")
-    with np.load(run_dir / "aggregates.npz") as z:
-        deployed = {int(k.removeprefix("round_")): z[k] for k in z.files}
-    simulated = simulate(config, list(trace), observed_dropouts(events))
     summary.update(
         tls=tls,
         node_auth=node_auth,
         engine="simulation (Ray)" if simulation else "deployment",
         run_dir=str(run_dir),
-        # None: no round aggregated, nothing to compare
-        max_abs_error_vs_simulation=max_abs_error(deployed, simulated) if deployed else None,
+        **task.compare(run_dir),
     )
     atomic_write_json(run_dir / "summary.json", summary)
     return summary

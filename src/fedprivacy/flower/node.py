@@ -21,7 +21,7 @@ import functools
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -43,7 +43,7 @@ from fedprivacy.secagg.state import dump_client, load_client
 if TYPE_CHECKING:
     from fedprivacy.fl.engine import FederatedTraining
 
-__all__ = ["Node", "single_threaded", "training_for"]
+__all__ = ["Node", "StageHandler", "single_threaded", "training_for"]
 
 
 @contextlib.contextmanager
@@ -108,22 +108,14 @@ def _expand(data: bytes) -> np.ndarray:
     return decode_array(data[1:], kinds[data[:1]]).astype(np.float64)
 
 
-@dataclass
-class Node:
-    """One user's node.
+class StageHandler:
+    """A node that answers one request per stage and keeps its state in a mapping of bytes.
 
-    Parameters
-    ----------
-    user : int
-        The fedprivacy user this node is (from its ``partition-id``).
-    fault : str
-        Fault injection for tests and demonstrations: ``"replay@R"`` makes the node send, in
-        round ``R``'s masked-input stage, its reply of the previous stage again (a replayed
-        message the server must reject with its typed error); empty for an honest node.
+    Subclasses fill :attr:`handlers` (stage -> method); :meth:`handle` dispatches, and a
+    protocol error leaves the state as it was.
     """
 
-    user: int
-    fault: str = ""
+    handlers: ClassVar[dict[Stage, Callable[[Any, Record, dict[str, bytes]], Record]]] = {}
 
     def handle(self, request: Record, state: MutableMapping[str, bytes]) -> Record:
         """Answer ``request``; protocol errors become an ``error`` reply, state unchanged.
@@ -146,7 +138,9 @@ class Node:
             return error_reply(MalformedMessageError(f"unknown stage {request.get('stage')!r}"))
         except FedPrivacyError as exc:
             return error_reply(exc)
-        handler = _HANDLERS[stage]
+        handler = type(self).handlers.get(stage)
+        if handler is None:
+            return error_reply(OutOfOrderError(f"this node does not serve stage {stage.value!r}"))
         scratch = dict(state)
         try:
             reply = handler(self, request, scratch)
@@ -155,6 +149,24 @@ class Node:
         state.clear()
         state.update(scratch)
         return reply
+
+
+@dataclass
+class Node(StageHandler):
+    """One user's node.
+
+    Parameters
+    ----------
+    user : int
+        The fedprivacy user this node is (from its ``partition-id``).
+    fault : str
+        Fault injection for tests and demonstrations: ``"replay@R"`` makes the node send, in
+        round ``R``'s masked-input stage, its reply of the previous stage again (a replayed
+        message the server must reject with its typed error); empty for an honest node.
+    """
+
+    user: int
+    fault: str = ""
 
     # ------------------------------------------------------------------ stages
     def _hello(self, request: Record, state: dict[str, bytes]) -> Record:
@@ -248,7 +260,7 @@ class Node:
         return reply
 
 
-_HANDLERS: dict[Stage, Callable[[Node, Record, dict[str, bytes]], Record]] = {
+Node.handlers = {
     Stage.HELLO: Node._hello,
     Stage.TRAIN: Node._train,
     Stage.ADVERTISE: Node._advertise,

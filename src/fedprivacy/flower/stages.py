@@ -16,6 +16,21 @@ stage         request (server -> node)                              reply (node 
 ``unmask``    ``round``, ``message`` (UnmaskRequest)               ``message`` (UnmaskResponse)
 ============  ===================================================  ==============================
 
+Cross-silo (ULDP-FL with the private weighting protocol, :mod:`fedprivacy.flower.cross_silo`),
+the node is a silo and the messages are Protocol 1's (:mod:`fedprivacy.uldp.private_weighting`):
+
+===============  ================================================  =============================
+stage            request (server -> silo)                          reply (silo -> server)
+===============  ================================================  =============================
+``silo-key``     ``config``, ``params``, ``message`` (Paillier      ``message`` (DhPublicKey)
+                 key, 1(a))
+``silo-roster``  ``message`` (DhRoster, 1(b))                      ``message`` (SeedShares from
+                                                                   silo 0, empty from the others)
+``silo-seed``    ``message`` (SeedDelivery, 1(c))                  ``message`` (BlindedHistogram)
+``silo-round``   ``round``, ``model``, ``keys``, ``message``       ``message`` (MaskedUpdate)
+                 (EncryptedWeights, 2(a))
+===============  ================================================  =============================
+
 ``train`` is plaintext FedAvg (the node sends its update in the clear); ``advertise`` starts a
 secure round: the node trains, keeps its update and its protocol state on the node, and publishes
 its keys. A node that cannot accept a request replies with ``error`` (the typed error's class
@@ -63,6 +78,10 @@ class Stage(StrEnum):
     SHARE = "share"
     MASK = "mask"
     UNMASK = "unmask"
+    SILO_KEY = "silo-key"
+    SILO_ROSTER = "silo-roster"
+    SILO_SEED = "silo-seed"
+    SILO_ROUND = "silo-round"
 
     @property
     def secure(self) -> bool:

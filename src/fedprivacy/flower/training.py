@@ -28,6 +28,7 @@ from fedprivacy.errors import FedPrivacyError
 from fedprivacy.fl.aggregation import AggregateOutcome
 from fedprivacy.fl.engine import FederatedTraining
 from fedprivacy.fl.secure_aggregation import SecureAggregator, SecureRoundPlan
+from fedprivacy.flower.exchange import BeforeStage, StageExchange
 from fedprivacy.flower.stages import Record, Stage, decode_array, encode_array
 from fedprivacy.flower.transport import Transport
 from fedprivacy.participation.availability import AvailabilityModel
@@ -90,50 +91,25 @@ class DeployedTraining(FederatedTraining):
     transport: Transport | None = None
     config_toml: str = ""
     on_event: Callable[[dict[str, Any]], None] | None = None
-    before_stage: Callable[[int, Stage, list[int], Callable[..., None]], None] | None = None
+    before_stage: BeforeStage | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
     aggregates: dict[int, NDArray[np.float64]] = field(default_factory=dict)
 
-    def _log(self, **event: Any) -> None:
-        self.events.append(event)
-        if self.on_event is not None:
-            self.on_event(event)
+    def _wire(self) -> StageExchange:
+        assert self.transport is not None
+        return StageExchange(
+            self.transport, self.on_event, self.before_stage, self._gone, self.events
+        )
 
-    def _gone(self, round_index: int, stage: Stage, users: Any) -> None:
+    def _log(self, **event: Any) -> None:
+        self._wire().log(**event)
+
+    def _gone(self, users: list[int]) -> None:
         if isinstance(self.availability, LiveNodes):
             self.availability.gone.update(int(u) for u in users)
-        for u in users:
-            self._log(round=round_index, stage=stage.value, user=int(u), event="no_reply")
 
     def _exchange(self, stage: Stage, r: int, requests: Mapping[int, Record]) -> dict[int, Record]:
-        assert self.transport is not None
-        if self.before_stage is not None:
-            self.before_stage(r, stage, sorted(requests), self._log)
-        started = time.perf_counter()
-        replies = self.transport.exchange(stage, r, requests)
-        self._gone(r, stage, sorted(set(requests) - set(replies)))
-        ok = {}
-        for u, reply in replies.items():
-            if "error" in reply:
-                self._log(
-                    round=r,
-                    stage=stage.value,
-                    user=u,
-                    event="node_refused",
-                    error=str(reply["error"]),
-                    detail=str(reply.get("detail", "")),
-                )
-            else:
-                ok[u] = reply
-        self._log(
-            round=r,
-            stage=stage.value,
-            event="stage",
-            asked=len(requests),
-            answered=len(ok),
-            seconds=time.perf_counter() - started,
-        )
-        return ok
+        return self._wire()(stage, r, requests)
 
     def _requests(self, r: int, selected: NDArray[np.intp]) -> dict[str, Any]:
         return {
@@ -176,14 +152,7 @@ class DeployedTraining(FederatedTraining):
         return outcome, 0.0
 
     def _reject(self, r: int, stage: Stage, user: int, exc: Exception) -> None:
-        self._log(
-            round=r,
-            stage=stage.value,
-            user=user,
-            event="rejected",
-            error=type(exc).__name__,
-            detail=str(exc),
-        )
+        self._wire().reject(r, stage, user, exc)
 
     def _receive(
         self, server: SecAggServer, r: int, stage: Stage, replies: dict[int, Record]

@@ -45,7 +45,7 @@ from fedprivacy.uldp.methods import MethodRunner
 from fedprivacy.uldp.results import RoundRecord
 from fedprivacy.uldp.rounds import RoundOutput
 
-__all__ = ["UldpAlgorithm", "server_view", "uldp_selector"]
+__all__ = ["UldpAlgorithm", "ledger_view", "server_view", "uldp_selector"]
 
 #: Seconds the audit of a ULDP run's ledger may take (``T_weak`` is an interval beyond it).
 AUDIT_TIME_LIMIT = 10.0
@@ -158,11 +158,25 @@ def server_view(
     rounds it was in; ``None`` for DEFAULT and ULDP-GROUP-k, whose accounting is not per round
     of a user.
     """
+    nm = runner.effective_noise_multiplier if runner.family.gaussian_per_round else None
+    return ledger_view(ledger, nm, runner.delta, time_limit=time_limit)
+
+
+def ledger_view(
+    ledger: ParticipationLedger,
+    noise_multiplier: float | None,
+    delta: float,
+    *,
+    time_limit: float = AUDIT_TIME_LIMIT,
+) -> dict[str, Any]:
+    """:func:`server_view` from the noise multiplier of one Gaussian mechanism per round.
+
+    ``noise_multiplier`` is ``None`` for the methods whose accounting is not per round of a
+    user (no per-user epsilons then).
+    """
     per_user: dict[str, float] | None = None
-    if runner.family.gaussian_per_round:
-        eps = per_user_epsilons(
-            ledger.frequency, runner.effective_noise_multiplier, runner.delta, "rdp"
-        )
+    if noise_multiplier is not None:
+        eps = per_user_epsilons(ledger.frequency, noise_multiplier, delta, "rdp")
         per_user = spread(eps)
     view: dict[str, Any] = {
         "t_weak": None,

@@ -32,7 +32,6 @@ from fedprivacy.data.tabular import SiloDataset, load_silo_dataset
 from fedprivacy.dp.accounting import quiet_accounting
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.engine import resolve_device
-from fedprivacy.fl.local_training import LocalTrainingSpec
 from fedprivacy.fl.params import flatten_parameters, load_flat_
 from fedprivacy.models.registry import count_parameters
 from fedprivacy.participation.availability import AlwaysAvailable
@@ -41,13 +40,13 @@ from fedprivacy.uldp.algorithm import UldpAlgorithm, server_view, uldp_selector
 from fedprivacy.uldp.allocation import Allocation
 from fedprivacy.uldp.allocators import allocate_fixed_silos, allocate_pool
 from fedprivacy.uldp.config import UldpConfig
+from fedprivacy.uldp.deployment import round_hyper
 from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.method_specs import method_spec
 from fedprivacy.uldp.methods import MethodRunner
 from fedprivacy.uldp.private_weighting import SecureWeighting
 from fedprivacy.uldp.private_weighting.noise import TAIL_SIGMAS
 from fedprivacy.uldp.results import RoundRecord, UldpResult
-from fedprivacy.uldp.rounds import RoundHyper
 
 __all__ = ["COX_DP_SGD_CAVEAT", "allocate", "privacy_caveats", "run_uldp"]
 
@@ -120,24 +119,13 @@ def run_uldp(
     started = time.perf_counter()
     cfg = config.validate().resolved()
     device = resolve_device(cfg.device)  # a clear error before any work when CUDA is missing
-    ds = dataset if dataset is not None else _load(cfg)
+    ds = dataset if dataset is not None else load_dataset(cfg)
     alloc_ss, init_ss, train_ss, noise_ss = np.random.SeedSequence(cfg.seed).spawn(4)
     allocation = allocate(cfg, ds, np.random.default_rng(alloc_ss))
     fed = build_federation(ds, allocation, device=device)
     model = fed.task.build_model(seed=int(init_ss.generate_state(1)[0]))
     model.to(fed.device)
-    assert cfg.clip is not None and cfg.global_lr is not None and cfg.local_lr is not None
-    assert cfg.local_epochs is not None and cfg.batch_size is not None
-    hyper = RoundHyper(
-        local=LocalTrainingSpec(
-            epochs=cfg.local_epochs, batch_size=cfg.batch_size, lr=cfg.local_lr
-        ),
-        global_lr=cfg.global_lr,
-        clip=cfg.clip,
-        sigma=cfg.sigma,
-        sampling_rate=cfg.effective_sampling_rate,
-        naive_noise="paper" if cfg.naive_noise == "paper" else "corrected",
-    )
+    hyper = round_hyper(cfg)
     secure: SecureWeighting | None = None
     setup_seconds: dict[str, float] = {}
     if cfg.secure_weighting:
@@ -320,7 +308,8 @@ def _secure_report(
     }
 
 
-def _load(cfg: UldpConfig) -> SiloDataset:
+def load_dataset(cfg: UldpConfig) -> SiloDataset:
+    """The dataset of a configuration (``data_dir``, ``seed``, ``creditcard_path``)."""
     return load_silo_dataset(
         cfg.dataset, cfg.data_dir, seed=cfg.seed, creditcard_path=cfg.creditcard_path
     )

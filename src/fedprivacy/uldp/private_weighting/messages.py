@@ -41,6 +41,8 @@ __all__ = [
     "SeedShares",
     "decode_message",
     "encode_message",
+    "pack_integers",
+    "read_integers",
 ]
 
 MAGIC = b"FPPW"
@@ -185,7 +187,8 @@ def make_header(
     return Header(kind, PHASE_OF[kind], session_id, round_index, sender, recipient)
 
 
-def _integers(values: tuple[int, ...]) -> bytes:
+def pack_integers(values: tuple[int, ...]) -> bytes:
+    """``width | count | values``: non-negative integers, fixed-width big-endian."""
     width = max(1, max((v.bit_length() for v in values), default=0) + 7 >> 3)
     if any(v < 0 for v in values):
         raise MalformedMessageError("integers in messages must be non-negative")
@@ -193,8 +196,8 @@ def _integers(values: tuple[int, ...]) -> bytes:
     return struct.pack(">II", width, len(values)) + body
 
 
-def _read_integers(r: WireReader, what: str) -> tuple[int, ...]:
-    """A list written by :func:`_integers`: width, count, then fixed-width big-endian integers."""
+def read_integers(r: WireReader, what: str) -> tuple[int, ...]:
+    """A list written by :func:`pack_integers`: width, count, fixed-width big-endian values."""
     width = r.u32(f"{what} width")
     if not 1 <= width <= _MAX_WIDTH:
         raise MalformedMessageError(f"{what} width {width} is not in [1, {_MAX_WIDTH}]")
@@ -222,7 +225,7 @@ def encode_message(message: Message) -> bytes:
     )
     body: bytes
     if isinstance(message, PaillierKeyAnnouncement):
-        body = _integers((message.modulus,))
+        body = pack_integers((message.modulus,))
     elif isinstance(message, DhPublicKey):
         body = message.public_key
     elif isinstance(message, DhRoster):
@@ -232,9 +235,9 @@ def encode_message(message: Message) -> bytes:
     elif isinstance(message, SeedShares | SeedDelivery):
         body = pack_pairs(message.ciphertexts)
     elif isinstance(message, BlindedHistogram):
-        body = _integers(message.values)
+        body = pack_integers(message.values)
     else:
-        body = _integers(message.ciphertexts)
+        body = pack_integers(message.ciphertexts)
     return head + body
 
 
@@ -272,7 +275,7 @@ def decode_message(data: bytes) -> Message:
     header = Header(kind, phase, session, round_index, sender, recipient)
     message: Message
     if kind is MessageKind.PAILLIER_KEY:
-        values = _read_integers(r, "modulus")
+        values = read_integers(r, "modulus")
         if len(values) != 1:
             raise MalformedMessageError("a key announcement carries exactly one modulus")
         message = PaillierKeyAnnouncement(header, values[0])
@@ -288,10 +291,10 @@ def decode_message(data: bytes) -> Message:
         cls = SeedShares if kind is MessageKind.SEED_SHARES else SeedDelivery
         message = cls(header, r.pairs("ciphertexts"))
     elif kind is MessageKind.BLINDED_HISTOGRAM:
-        message = BlindedHistogram(header, _read_integers(r, "histogram"))
+        message = BlindedHistogram(header, read_integers(r, "histogram"))
     elif kind is MessageKind.ENCRYPTED_WEIGHTS:
-        message = EncryptedWeights(header, _read_integers(r, "ciphertexts"))
+        message = EncryptedWeights(header, read_integers(r, "ciphertexts"))
     else:
-        message = MaskedUpdate(header, _read_integers(r, "ciphertexts"))
+        message = MaskedUpdate(header, read_integers(r, "ciphertexts"))
     r.finish()
     return message

@@ -1,0 +1,446 @@
+"""Cross-silo ULDP-FL over a transport: silos as nodes, Protocol 1 as message exchanges.
+
+:func:`run_cross_silo` is what the ServerApp runs for ``task = "uldp"`` (and what tests run on
+the in-process transport). The server holds
+:class:`~fedprivacy.uldp.private_weighting.server.PrivateWeightingServer`; each silo's node
+(:class:`~fedprivacy.flower.silo_node.SiloNode`) holds the silo's data and its side of the
+protocol. Setup is three exchanges (``silo-key``: Paillier key and parameters, X25519 keys back;
+``silo-roster``: the X25519 roster, silo 0's encrypted seed back; ``silo-seed``: the seed
+delivery, the blinded histograms back), then every round is one (``silo-round``: the model, the
+round's minibatch seed and ``Enc(B_inv(N_u))``; the masked, encrypted, noised weighted sums
+back). The round loop is the pipeline's (:class:`~fedprivacy.pipeline.loop.FederatedRun`:
+the method's user selection, the ledger); :class:`CrossSiloAlgorithm` is its round.
+
+A silo that does not answer a round, or whose reply the protocol refuses (replayed, out of
+order, malformed: the typed errors of :mod:`fedprivacy.uldp.private_weighting.errors`), aborts
+the round: Protocol 1 needs every silo's masks to cancel, and the server learns nothing from a
+partial product. The model then stays as it was and no user is aggregated (the ledger says so).
+Setup needs every silo.
+
+The run directory: ``config.toml``, ``roster.json`` (silo -> node id), ``events.jsonl``,
+``participation.csv`` (the users aggregated in each round), ``aggregates.npz`` (each round's
+decoded aggregate ``round_<t>`` and its minibatch seed ``keys_<t>``, its user sample
+``sampled_<t>``), ``privacy.md`` and ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+
+from fedprivacy.dp.accounting import PrivacyAccountant, quiet_accounting
+from fedprivacy.dp.distributed_discrete import check_negligible, grid_noise_multiplier
+from fedprivacy.errors import FedPrivacyError, ParameterError
+from fedprivacy.files import atomic_write_json, atomic_write_text
+from fedprivacy.fl.params import load_flat_
+from fedprivacy.flower.exchange import BeforeStage, StageExchange
+from fedprivacy.flower.stages import Record, Stage, encode_array
+from fedprivacy.flower.transport import Transport
+from fedprivacy.participation.availability import AlwaysAvailable
+from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
+from fedprivacy.pipeline.loop import FederatedRun
+from fedprivacy.uldp.algorithm import ledger_view, uldp_selector
+from fedprivacy.uldp.config import UldpConfig
+from fedprivacy.uldp.deployment import (
+    check_deployable,
+    initial_model,
+    session_parameters,
+    silo_noise_std,
+)
+from fedprivacy.uldp.families import FAMILIES
+from fedprivacy.uldp.method_specs import method_spec
+from fedprivacy.uldp.private_weighting.errors import PrivateWeightingError, UnknownSenderError
+from fedprivacy.uldp.private_weighting.messages import decode_message, encode_message
+from fedprivacy.uldp.private_weighting.noise import grid_variance
+from fedprivacy.uldp.private_weighting.params import PrivateWeightingParameters
+from fedprivacy.uldp.private_weighting.server import PrivateWeightingServer
+from fedprivacy.uldp.private_weighting.state import encode_params
+from fedprivacy.uldp.results import RoundRecord
+
+__all__ = ["CrossSiloAlgorithm", "SetupError", "run_cross_silo", "setup_session"]
+
+
+class SetupError(FedPrivacyError):
+    """Protocol 1's setup could not complete (a silo did not answer or was refused)."""
+
+
+def _receive(
+    server: PrivateWeightingServer,
+    exchange: StageExchange,
+    r: int,
+    stage: Stage,
+    replies: Mapping[int, Record],
+) -> list[int]:
+    """Hand each silo's protocol message to the server; the silos whose reply was refused."""
+    refused = []
+    for silo, reply in sorted(replies.items()):
+        data = reply.get("message")
+        if data == b"":
+            continue  # silo != 0 has no seed shares to send
+        try:
+            if not isinstance(data, bytes):
+                raise UnknownSenderError("the reply carries no protocol message")
+            message = decode_message(data)
+            if message.header.sender != silo:
+                raise UnknownSenderError(f"the node of silo {silo} sent another silo's message")
+            server.receive(message)
+        except PrivateWeightingError as exc:
+            exchange.reject(r, stage, silo, exc)
+            refused.append(silo)
+    return refused
+
+
+def setup_session(
+    cfg: UldpConfig, server: PrivateWeightingServer, exchange: StageExchange, config_toml: str
+) -> dict[str, float]:
+    """Run Protocol 1's setup over ``exchange``; seconds per exchange.
+
+    Raises
+    ------
+    SetupError
+        If a silo does not answer a setup stage or its reply is refused.
+    """
+    silos = list(range(cfg.num_silos))
+    seconds: dict[str, float] = {}
+
+    def step(stage: Stage, requests: dict[int, Record]) -> None:
+        started = time.perf_counter()
+        replies = exchange(stage, 0, requests)
+        refused = _receive(server, exchange, 0, stage, replies)
+        missing = sorted(set(silos) - set(replies)) + refused
+        seconds[stage.value] = time.perf_counter() - started
+        if missing:
+            why = [
+                f"silo {e['user']}: {e.get('error', 'no reply')} {e.get('detail', '')}".strip()
+                for e in exchange.events
+                if e.get("stage") == stage.value and e.get("user") in missing
+            ]
+            raise SetupError(
+                f"silos {missing} did not complete the {stage.value} stage: " + "; ".join(why)
+            )
+
+    keys = server.start_setup()
+    wire = encode_params(server.params)
+    step(
+        Stage.SILO_KEY,
+        {
+            s: {"config": config_toml, "params": wire, "message": encode_message(keys[s])}
+            for s in silos
+        },
+    )
+    step(Stage.SILO_ROSTER, _messages(server.finish_keys()))
+    step(Stage.SILO_SEED, _messages(server.finish_seed()))
+    server.finish_histograms()
+    return seconds
+
+
+def _messages(messages: Mapping[int, Any]) -> dict[int, Record]:
+    return {s: {"message": encode_message(m)} for s, m in messages.items()}
+
+
+class CrossSiloAlgorithm(Algorithm[RoundRecord]):
+    """One round of a ``-w`` ULDP-FL method with the silos on a transport.
+
+    Parameters
+    ----------
+    cfg : UldpConfig
+        The resolved configuration (:func:`~fedprivacy.uldp.deployment.check_deployable`).
+    server : PrivateWeightingServer
+        The server's side of Protocol 1, set up.
+    exchange : StageExchange
+        Reaches the silos.
+    model : torch.nn.Module
+        The architecture (evaluation).
+    flat : torch.Tensor
+        ``x_0``.
+    evaluate : callable
+        ``evaluate(model)`` gives the task's metrics on the server's test set.
+    rng : numpy.random.Generator
+        Draws each round's minibatch seed (after the selector's draw).
+
+    Attributes
+    ----------
+    noise_multiplier : float
+        The effective noise multiplier of the silos' summed discrete Gaussians.
+    aggregates : dict
+        Per aggregated round: the decoded aggregate, the minibatch seed and the user sample.
+    """
+
+    def __init__(
+        self,
+        cfg: UldpConfig,
+        server: PrivateWeightingServer,
+        exchange: StageExchange,
+        model: torch.nn.Module,
+        flat: torch.Tensor,
+        evaluate: Callable[[torch.nn.Module], dict[str, float]],
+        rng: np.random.Generator,
+    ) -> None:
+        self.cfg = cfg
+        self.server = server
+        self.exchange = exchange
+        self.model = model
+        self.flat = flat
+        self.evaluate = evaluate
+        self.rng = rng
+        self.num_users = cfg.users
+        self.spec = method_spec(cfg.method)
+        self.sign = float(getattr(FAMILIES[self.spec.family], "sign", 1.0))
+        self.noise_multiplier = _noise_multiplier(cfg, server.params)
+        self.accountant = PrivacyAccountant("rdp")
+        self.times_sampled = np.zeros(cfg.users, dtype=np.int64)
+        self.aggregates: dict[int, tuple[NDArray[np.float64], int, NDArray[np.bool_]]] = {}
+
+    def epsilon(self) -> float:
+        """Epsilon of the released models (amplified by Poisson sampling only)."""
+        if not self.aggregates:
+            return 0.0
+        if self.spec.sampled and self.cfg.scheme != "poisson":
+            return self.epsilon_server()
+        return float(self.accountant.epsilon(self.cfg.delta))
+
+    def epsilon_server(self) -> float:
+        """Epsilon against the server: the unsampled mechanism, most-sampled user's rounds."""
+        rounds = int(self.times_sampled.max(initial=0))
+        if rounds == 0:
+            return 0.0
+        with quiet_accounting():
+            acc = PrivacyAccountant("rdp").compose_gaussian(self.noise_multiplier, rounds, 1.0)
+            return float(acc.epsilon(self.cfg.delta))
+
+    def run_round(self, ctx: RoundContext) -> RoundResult[RoundRecord]:
+        """The silos train and weight their users' updates; Protocol 1 sums them."""
+        started = time.perf_counter()
+        r = ctx.round_index + 1  # Protocol 1's rounds start at 1 (0 is the setup)
+        sampled = np.zeros(self.num_users, dtype=np.bool_)
+        sampled[ctx.selected] = True
+        keys = int(self.rng.integers(2**62))
+        weights = self.server.start_round(r, sampled if self.spec.sampled else None)
+        model = encode_array(self.flat.detach().cpu().numpy().astype(np.float32))
+        requests = {
+            s: {"round": r, "model": model, "keys": keys, "message": encode_message(m)}
+            for s, m in weights.items()
+        }
+        replies = self.exchange(Stage.SILO_ROUND, r, requests)
+        refused = _receive(self.server, self.exchange, r, Stage.SILO_ROUND, replies)
+        missing = sorted(set(requests) - set(replies)) + refused
+        aggregated = np.asarray(ctx.selected, dtype=np.intp)
+        if missing:
+            self.server.abort_round()
+            aggregated = np.zeros(0, dtype=np.intp)
+        else:
+            aggregate = self.server.finish_round()
+            q = self.cfg.effective_sampling_rate
+            assert self.cfg.global_lr is not None
+            step = self.cfg.global_lr / (q * self.num_users * self.cfg.num_silos)
+            delta = torch.from_numpy(aggregate).to(self.flat.dtype)
+            self.flat = self.flat + self.sign * step * delta
+            self.aggregates[ctx.round_index] = (aggregate, keys, sampled)
+            self.times_sampled += sampled
+            with quiet_accounting():
+                self.accountant.compose_gaussian(
+                    self.noise_multiplier, 1, self.cfg.effective_sampling_rate
+                )
+        load_flat_(self.model, self.flat)
+        ev = self.evaluate(self.model)
+        record = RoundRecord(
+            round=ctx.round_index + 1,
+            metric=ev.get("metric", math.nan),
+            loss=ev.get("loss", math.nan),
+            epsilon=self.epsilon(),
+            epsilon_server=self.epsilon_server(),
+            seconds=time.perf_counter() - started,
+            roc_auc=ev.get("roc_auc"),
+        )
+        self.exchange.log(
+            round=r,
+            event="round",
+            selected=[int(u) for u in ctx.selected],
+            aggregated=[int(u) for u in aggregated],
+            aborted="" if not missing else f"silos {missing} missing or refused",
+            metric=record.metric,
+            seconds=record.seconds,
+        )
+        return RoundResult(aggregated, record)
+
+
+def _noise_multiplier(cfg: UldpConfig, params: PrivateWeightingParameters) -> float:
+    """``min(sigma, ...)`` of the silos' discrete Gaussians on the grid (as in-process)."""
+    assert cfg.clip is not None
+    std = silo_noise_std(cfg)
+    check_negligible(
+        grid_variance(std, params.precision, params.c_lcm), cfg.num_silos, params.n_params
+    )
+    nm = grid_noise_multiplier(std, cfg.num_silos, cfg.clip, params.precision, params.n_params)
+    return min(cfg.sigma, nm)
+
+
+def run_cross_silo(
+    config: UldpConfig,
+    transport: Transport,
+    run_dir: Path,
+    *,
+    roster: Mapping[int, int] | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    pause: BeforeStage | None = None,
+) -> dict[str, Any]:
+    """Run ``config.rounds`` rounds of a ``-w`` ULDP-FL method over ``transport``.
+
+    Parameters
+    ----------
+    config : UldpConfig
+        The run; its method must be ULDP-AVG-w, -AVG-ws, -SGD-w or -SGD-ws.
+    transport : Transport
+        Reaches the silos ``0 .. |S|-1``.
+    run_dir : pathlib.Path
+        Where the outputs go (see the module docstring).
+    roster : mapping of int to int, optional
+        Silo -> node id, written to ``roster.json``.
+    on_event : callable, optional
+        Called with each event.
+    pause : callable, optional
+        Fault injection before each stage (:class:`fedprivacy.flower.run.StagePause`).
+
+    Returns
+    -------
+    dict
+        The summary (also ``summary.json``).
+
+    Raises
+    ------
+    ParameterError
+        If the method cannot deploy or the transport does not reach every silo.
+    SetupError
+        If Protocol 1's setup fails.
+    """
+    from fedprivacy.uldp.run import load_dataset
+
+    cfg = check_deployable(config)
+    if tuple(transport.users) != tuple(range(cfg.num_silos)):
+        raise ParameterError(
+            "silos", f"the transport reaches {list(transport.users)}, the run has {cfg.num_silos}"
+        )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config_toml = cfg.to_toml()
+    atomic_write_text(run_dir / "config.toml", config_toml)
+    atomic_write_json(
+        run_dir / "roster.json",
+        {str(s): n for s, n in sorted((roster or {s: s for s in transport.users}).items())},
+    )
+    started = time.perf_counter()
+    ds = load_dataset(cfg)  # for the architecture and the test set; no allocation is made
+    task, model, flat = initial_model(cfg, ds)
+    test_x, test_y = ds.pooled_test()
+    tx, ty = torch.from_numpy(np.array(test_x)), torch.from_numpy(np.array(test_y))
+    params = session_parameters(cfg, int(flat.numel()), os.urandom(16))
+    with (run_dir / "events.jsonl").open("w", encoding="utf-8") as log_file:
+
+        def event(e: dict[str, Any]) -> None:
+            log_file.write(json.dumps(e) + "\n")
+            log_file.flush()
+            if on_event is not None:
+                on_event(e)
+
+        exchange = StageExchange(transport, on_event=event, before_stage=pause)
+        server = PrivateWeightingServer(params)
+        setup_seconds = setup_session(cfg, server, exchange, config_toml)
+        train_rng = np.random.default_rng(np.random.SeedSequence(cfg.seed).spawn(4)[2])
+        algorithm = CrossSiloAlgorithm(
+            cfg, server, exchange, model, flat, lambda m: task.evaluate(m, tx, ty), train_rng
+        )
+        loop: FederatedRun[RoundRecord] = FederatedRun(
+            uldp_selector(cfg),
+            AlwaysAvailable(cfg.users),
+            algorithm,
+            selection_rng=lambda _t: train_rng,
+        )
+        with quiet_accounting():
+            records = [res.record for res in loop.run(cfg.rounds)]
+    return _write_outputs(cfg, run_dir, loop, algorithm, records, transport, started, setup_seconds)
+
+
+def _write_outputs(
+    cfg: UldpConfig,
+    run_dir: Path,
+    loop: FederatedRun[RoundRecord],
+    algorithm: CrossSiloAlgorithm,
+    records: list[RoundRecord],
+    transport: Transport,
+    started: float,
+    setup_seconds: dict[str, float],
+) -> dict[str, Any]:
+    loop.ledger.to_csv(run_dir / "participation.csv")
+    arrays: dict[str, Any] = {}
+    for t, (aggregate, keys, sampled) in algorithm.aggregates.items():
+        arrays.update(
+            {f"round_{t}": aggregate, f"keys_{t}": np.array(keys), f"sampled_{t}": sampled}
+        )
+    np.savez(run_dir / "aggregates.npz", **arrays)
+    view = ledger_view(loop.ledger, algorithm.noise_multiplier, cfg.delta)
+    events = algorithm.exchange.events
+    aborted = [e for e in events if e.get("event") == "round" and e.get("aborted")]
+    summary: dict[str, Any] = {
+        "task": "uldp",
+        "method": cfg.method,
+        "dataset": cfg.dataset,
+        "rounds": len(records),
+        "rounds_aggregated": len(algorithm.aggregates),
+        "rounds_aborted": len(aborted),
+        "supernodes": cfg.num_silos,
+        "silos": cfg.num_silos,
+        "users": cfg.users,
+        "metric": records[-1].metric if records else None,
+        "seconds": time.perf_counter() - started,
+        "setup_seconds": setup_seconds,
+        "seconds_per_round": float(np.mean([r.seconds for r in records])) if records else None,
+        "bytes_sent": transport.sent_bytes,
+        "bytes_received": transport.received_bytes,
+        "participation": str(run_dir / "participation.csv"),
+        "rejected": [e for e in events if e.get("event") in ("rejected", "node_refused")],
+        "dropouts": [e for e in events if e.get("event") == "no_reply"],
+        "noise_std_per_silo": silo_noise_std(cfg),
+        "privacy": {
+            "epsilon": records[-1].epsilon if records else 0.0,
+            "epsilon_server": records[-1].epsilon_server if records else 0.0,
+            "delta": cfg.delta,
+            "noise_multiplier_nominal": cfg.sigma,
+            "noise_multiplier_effective": algorithm.noise_multiplier,
+            "key_bits": cfg.secure_key_bits,
+            "server_view": view,
+        },
+    }
+    atomic_write_text(run_dir / "privacy.md", _privacy_markdown(cfg, summary))
+    atomic_write_json(run_dir / "summary.json", summary)
+    return summary
+
+
+def _privacy_markdown(cfg: UldpConfig, summary: dict[str, Any]) -> str:
+    p = summary["privacy"]
+    view = p["server_view"]
+    lines = [
+        f"# Privacy report: {cfg.method} on {cfg.num_silos} silos ({cfg.dataset})",
+        "",
+        f"- user-level epsilon {p['epsilon']:.4g} at delta {p['delta']:g} after "
+        f"{summary['rounds_aggregated']} aggregated rounds; against the server "
+        f"{p['epsilon_server']:.4g}",
+        f"- noise: each silo draws a discrete Gaussian (std {summary['noise_std_per_silo']:.4g} "
+        "per coordinate) from OS randomness on Protocol 1's integer grid; effective noise "
+        f"multiplier {p['noise_multiplier_effective']:.6g} "
+        f"(nominal {p['noise_multiplier_nominal']:g})",
+        f"- the server sees only the weighted, noised sum over silos of each round "
+        f"(Paillier {p['key_bits']}-bit, pairwise masks, blinded histograms): never a silo's "
+        "update or the per-user record counts",
+        f"- ledger: T_weak {view['t_weak']}, T_strong {view['t_strong']}, "
+        f"per-user epsilon {view['per_user_epsilon']}",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,150 @@
+"""What :func:`fedprivacy.flower.deploy.deploy` runs: FedAvg on user nodes, or ULDP-FL on silos.
+
+A :class:`DeployTask` says how many SuperNodes a configuration needs, what the app's run
+configuration carries, each SuperNode's ``--node-config``, and how the run directory is compared
+with the in-process computation afterwards. :func:`deploy_task` picks the task of a
+configuration's type (:data:`TASKS`).
+
+Examples
+--------
+>>> from fedprivacy.experiments.training_config import TrainConfig
+>>> task = deploy_task(TrainConfig(users=6))
+>>> (task.name, task.supernodes, task.node_config(2))
+('fedavg', 6, 'partition-id=2')
+>>> from fedprivacy.uldp.config import UldpConfig
+>>> task = deploy_task(UldpConfig(method="ULDP-AVG-w"))
+>>> (task.name, task.supernodes, task.node_config(3))
+('uldp', 4, 'fedprivacy-silo=3')
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fedprivacy.errors import ParameterError
+from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.uldp.config import UldpConfig
+
+__all__ = ["TASKS", "DeployTask", "FedAvgTask", "UldpTask", "deploy_task"]
+
+
+class DeployTask(ABC):
+    """One kind of deployed run (see the module docstring)."""
+
+    name: str
+
+    @property
+    @abstractmethod
+    def supernodes(self) -> int:
+        """SuperNodes the run needs."""
+
+    @abstractmethod
+    def run_config(self) -> dict[str, Any]:
+        """The task's entries of the app's run configuration."""
+
+    @abstractmethod
+    def node_config(self, node: int) -> str:
+        """``--node-config`` of SuperNode ``node``."""
+
+    @abstractmethod
+    def compare(self, run_dir: Path) -> dict[str, Any]:
+        """The comparison with the in-process computation (merged into the summary)."""
+
+
+class FedAvgTask(DeployTask):
+    """FedAvg (and SecAgg, DP) with one user per SuperNode."""
+
+    name = "fedavg"
+
+    def __init__(self, config: TrainConfig) -> None:
+        self.config = config
+
+    @property
+    def supernodes(self) -> int:
+        """One per user."""
+        return self.config.users
+
+    def run_config(self) -> dict[str, Any]:
+        """The training configuration."""
+        return {"task": self.name, "train-config": self.config.to_toml()}
+
+    def node_config(self, node: int) -> str:
+        """The node's user."""
+        return f"partition-id={node}"
+
+    def compare(self, run_dir: Path) -> dict[str, Any]:
+        """Every aggregate against the in-process pipeline (:mod:`fedprivacy.flower.reference`)."""
+        import numpy as np
+
+        from fedprivacy.flower.reference import max_abs_error, observed_dropouts, simulate
+
+        events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines() if x]
+        trace = np.load(run_dir / "availability.npy")
+        with np.load(run_dir / "aggregates.npz") as z:
+            deployed = {int(k.removeprefix("round_")): z[k] for k in z.files}
+        simulated = simulate(self.config, list(trace), observed_dropouts(events))
+        # None: no round aggregated, nothing to compare
+        err = max_abs_error(deployed, simulated) if deployed else None
+        return {"max_abs_error_vs_simulation": err}
+
+
+class UldpTask(DeployTask):
+    """Cross-silo ULDP-FL with the private weighting protocol, one silo per SuperNode.
+
+    ``data_dir`` is given to the ServerApp (run configuration) and to every silo (node
+    configuration); ``None`` leaves both to ``$FEDPRIVACY_DATA``.
+    """
+
+    name = "uldp"
+
+    def __init__(self, config: UldpConfig, data_dir: str | None = None) -> None:
+        from fedprivacy.uldp.deployment import check_deployable
+
+        self.config = check_deployable(config)
+        self.data_dir = str(Path(data_dir).resolve()) if data_dir else None
+
+    @property
+    def supernodes(self) -> int:
+        """One per silo."""
+        return self.config.num_silos
+
+    def run_config(self) -> dict[str, Any]:
+        """The ULDP-FL configuration and the data directory."""
+        return {
+            "task": self.name,
+            "uldp-config": self.config.to_toml(),
+            "data-dir": self.data_dir or "",
+        }
+
+    def node_config(self, node: int) -> str:
+        """The node's silo and data directory."""
+        out = f"fedprivacy-silo={node}"
+        return out if not self.data_dir else f'{out} data-dir="{self.data_dir}"'
+
+    def compare(self, run_dir: Path) -> dict[str, Any]:
+        """Every aggregate against the in-process plaintext sum (the silos' noise apart)."""
+        from fedprivacy.flower.cross_silo_reference import compare_cross_silo
+
+        return compare_cross_silo(run_dir, self.data_dir)
+
+
+#: The task of each configuration type.
+TASKS: dict[type, Callable[..., DeployTask]] = {TrainConfig: FedAvgTask, UldpConfig: UldpTask}
+
+
+def deploy_task(config: TrainConfig | UldpConfig, data_dir: str | None = None) -> DeployTask:
+    """The :class:`DeployTask` of ``config`` (``data_dir`` for a ULDP-FL run).
+
+    Raises
+    ------
+    ParameterError
+        If the configuration's type has no task.
+    """
+    factory = TASKS.get(type(config))
+    if factory is None:
+        raise ParameterError("config", f"cannot deploy a {type(config).__name__}")
+    return factory(config, data_dir) if isinstance(config, UldpConfig) else factory(config)

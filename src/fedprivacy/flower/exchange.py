@@ -1,0 +1,111 @@
+"""One stage's exchange as the server's round logic sees it: sent, answered, refused, logged.
+
+:class:`StageExchange` wraps a :class:`~fedprivacy.flower.transport.Transport` for the deployed
+algorithms (FedAvg, :mod:`fedprivacy.flower.training`; cross-silo ULDP-FL,
+:mod:`fedprivacy.flower.cross_silo`): it calls the fault-injection hook before the stage, logs a
+``no_reply`` event for every node that did not answer in time (and tells ``on_silent``), a
+``node_refused`` event for every node that replied with an error, and one ``stage`` event with
+the counts and the seconds; it returns the replies without an error.
+
+Examples
+--------
+>>> from fedprivacy.flower.node import Node
+>>> from fedprivacy.flower.stages import Stage
+>>> from fedprivacy.flower.transport import InProcessTransport
+>>> exchange = StageExchange(InProcessTransport({0: Node(0), 1: Node(1)}))
+>>> exchange(Stage.HELLO, 0, {0: {}, 2: {}})
+{0: {'user': 0}}
+>>> [e["event"] for e in exchange.events]
+['no_reply', 'stage']
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fedprivacy.flower.stages import Record, Stage
+from fedprivacy.flower.transport import Transport
+
+__all__ = ["StageExchange"]
+
+#: ``before_stage(round, stage, users, log)``: called before each exchange.
+BeforeStage = Callable[[int, Stage, list[int], Callable[..., None]], None]
+
+
+@dataclass
+class StageExchange:
+    """Exchanges over ``transport`` with the event log (see the module docstring).
+
+    Parameters
+    ----------
+    transport : Transport
+        Reaches the nodes.
+    on_event : callable, optional
+        Called with each event as it is logged.
+    before_stage : callable, optional
+        Fault injection (:class:`fedprivacy.flower.run.StagePause`).
+    on_silent : callable, optional
+        Called with the users that did not answer a stage.
+    events : list of dict
+        The log (appended to).
+    """
+
+    transport: Transport
+    on_event: Callable[[dict[str, Any]], None] | None = None
+    before_stage: BeforeStage | None = None
+    on_silent: Callable[[list[int]], None] | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def log(self, **event: Any) -> None:
+        """Append an event and pass it on."""
+        self.events.append(event)
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def reject(self, r: int, stage: Stage, user: int, exc: Exception) -> None:
+        """Log that the server refused ``user``'s reply with the typed error ``exc``."""
+        self.log(
+            round=r,
+            stage=stage.value,
+            user=user,
+            event="rejected",
+            error=type(exc).__name__,
+            detail=str(exc),
+        )
+
+    def __call__(self, stage: Stage, r: int, requests: Mapping[int, Record]) -> dict[int, Record]:
+        """Send ``requests``; the replies that arrived in time and carry no error."""
+        if self.before_stage is not None:
+            self.before_stage(r, stage, sorted(requests), self.log)
+        started = time.perf_counter()
+        replies = self.transport.exchange(stage, r, requests)
+        silent = sorted(set(requests) - set(replies))
+        if silent and self.on_silent is not None:
+            self.on_silent(silent)
+        for u in silent:
+            self.log(round=r, stage=stage.value, user=int(u), event="no_reply")
+        ok = {}
+        for u, reply in replies.items():
+            if "error" in reply:
+                self.log(
+                    round=r,
+                    stage=stage.value,
+                    user=u,
+                    event="node_refused",
+                    error=str(reply["error"]),
+                    detail=str(reply.get("detail", "")),
+                )
+            else:
+                ok[u] = reply
+        self.log(
+            round=r,
+            stage=stage.value,
+            event="stage",
+            asked=len(requests),
+            answered=len(ok),
+            seconds=time.perf_counter() - started,
+        )
+        return ok

@@ -1,0 +1,239 @@
+"""What the parties of a deployed ULDP-FL run compute: a silo's per-user updates, public setup.
+
+In a deployment (:mod:`fedprivacy.flower.cross_silo`) each silo trains its own users and hands
+their clipped updates to the private weighting protocol; the server only sends the model, a
+per-round seed for the minibatch order and Protocol 1's messages. The functions here are the
+in-process code of :mod:`fedprivacy.uldp.families.user_level` cut at the silo boundary, so that a
+deployment and its in-process reference (:func:`plaintext_aggregate`) compute the same numbers:
+
+* :func:`silo_side` builds what a silo holds (the federation from the shared configuration, of
+  which it uses only its own rows; a method runner for the per-user trainer), cached by the
+  configuration;
+* :func:`silo_deltas` is the silo's round: every user with records in the silo trains from
+  ``x_t`` (the silo does not know the round's user sample: unsampled users get an encrypted
+  weight of 0), the updates are clipped in float64;
+* :func:`session_parameters` are Protocol 1's public parameters from the configuration alone
+  (the server never sees the histogram ``n_{s,u}``).
+
+Examples
+--------
+>>> cfg = UldpConfig(dataset="creditcard-synthetic", method="ULDP-AVG-w", users=6, silos=2,
+...                  secure_key_bits=1024, insecure_test_keys=True).validate().resolved()
+>>> p = session_parameters(cfg, n_params=31, session_id=bytes(16))
+>>> (p.n_silos, p.n_users, p.key_bits, p.subsampling)
+(2, 6, 1024, False)
+>>> round(silo_noise_std(cfg), 6)
+3.535534
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+
+from fedprivacy.data.tabular import SiloDataset
+from fedprivacy.errors import ParameterError
+from fedprivacy.fl.local_training import LocalTrainingSpec
+from fedprivacy.fl.params import flatten_parameters
+from fedprivacy.uldp.allocation import Allocation
+from fedprivacy.uldp.config import UldpConfig
+from fedprivacy.uldp.families.user_level import UserLevelFamily, dense_clipped
+from fedprivacy.uldp.federation import Federation, build_federation
+from fedprivacy.uldp.method_specs import method_spec
+from fedprivacy.uldp.methods import MethodRunner
+from fedprivacy.uldp.private_weighting.noise import TAIL_SIGMAS
+from fedprivacy.uldp.private_weighting.params import (
+    DEFAULT_N_MAX,
+    PrivateWeightingParameters,
+    encoded_bound,
+    largest_feasible_n_max,
+)
+from fedprivacy.uldp.rounds import RoundHyper
+from fedprivacy.uldp.tasks import TaskSpec, task_for
+
+__all__ = [
+    "SiloSide",
+    "check_deployable",
+    "initial_model",
+    "plaintext_aggregate",
+    "round_hyper",
+    "session_parameters",
+    "silo_deltas",
+    "silo_noise_std",
+    "silo_side",
+]
+
+
+def check_deployable(config: UldpConfig) -> UldpConfig:
+    """Validate and resolve ``config`` for a deployment; only the ``-w`` methods deploy.
+
+    Raises
+    ------
+    ParameterError
+        If the method is not one of ULDP-AVG-w, -AVG-ws, -SGD-w, -SGD-ws (the methods whose
+        silos send weighted sums of per-user updates through the private weighting protocol).
+    """
+    cfg = config.validate().resolved()
+    spec = method_spec(cfg.method)
+    if not (spec.weighted and spec.family in ("avg", "sgd")):
+        raise ParameterError(
+            "method",
+            "a cross-silo deployment runs the private weighting protocol: ULDP-AVG-w, "
+            f"ULDP-AVG-ws, ULDP-SGD-w or ULDP-SGD-ws, not {cfg.method}",
+        )
+    return cfg
+
+
+def round_hyper(cfg: UldpConfig) -> RoundHyper:
+    """The round hyper-parameters of a resolved configuration."""
+    assert cfg.clip is not None and cfg.global_lr is not None and cfg.local_lr is not None
+    assert cfg.local_epochs is not None and cfg.batch_size is not None
+    return RoundHyper(
+        local=LocalTrainingSpec(
+            epochs=cfg.local_epochs, batch_size=cfg.batch_size, lr=cfg.local_lr
+        ),
+        global_lr=cfg.global_lr,
+        clip=cfg.clip,
+        sigma=cfg.sigma,
+        sampling_rate=cfg.effective_sampling_rate,
+        naive_noise="paper" if cfg.naive_noise == "paper" else "corrected",
+    )
+
+
+def silo_noise_std(cfg: UldpConfig) -> float:
+    """Each silo's noise standard deviation ``sigma C / sqrt(|S|)`` (real units)."""
+    assert cfg.clip is not None
+    return cfg.sigma * cfg.clip / math.sqrt(cfg.num_silos)
+
+
+def _seeds(cfg: UldpConfig) -> list[np.random.SeedSequence]:
+    """Allocation, initialisation, training and noise seeds, as :func:`run_uldp` spawns them."""
+    return np.random.SeedSequence(cfg.seed).spawn(4)
+
+
+def initial_model(
+    cfg: UldpConfig, ds: SiloDataset
+) -> tuple[TaskSpec, torch.nn.Module, torch.Tensor]:
+    """The task, the architecture and ``x_0`` (as :func:`fedprivacy.uldp.run.run_uldp` makes them).
+
+    Uses the dataset only for its shape; no allocation is made.
+    """
+    task = task_for(ds.name, ds.task, ds.num_features, ds.num_classes)
+    model = task.build_model(seed=int(_seeds(cfg)[1].generate_state(1)[0]))
+    return task, model, flatten_parameters(model).detach().clone()
+
+
+def session_parameters(
+    cfg: UldpConfig, n_params: int, session_id: bytes
+) -> PrivateWeightingParameters:
+    """Protocol 1's public parameters of a resolved configuration (no histogram needed).
+
+    ``N_max`` is the paper's 2000, or the largest value the key size allows if smaller; the
+    noise bound is ``16`` noise standard deviations (the tail cut of the silos' noise).
+    """
+    assert cfg.clip is not None
+    precision = 1e-10
+    noise_bound = TAIL_SIGMAS * silo_noise_std(cfg)
+    feasible = largest_feasible_n_max(
+        cfg.secure_key_bits,
+        cfg.users,
+        cfg.num_silos,
+        encoded_bound(cfg.clip, precision, "clip"),
+        encoded_bound(noise_bound, precision, "noise_bound"),
+    )
+    return PrivateWeightingParameters(
+        session_id=session_id,
+        n_silos=cfg.num_silos,
+        n_users=cfg.users,
+        n_params=n_params,
+        clip_bound=cfg.clip,
+        noise_bound=noise_bound,
+        key_bits=cfg.secure_key_bits,
+        precision=precision,
+        n_max=min(DEFAULT_N_MAX, feasible),
+        subsampling=method_spec(cfg.method).sampled,
+        insecure_small_key=cfg.insecure_test_keys,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class SiloSide:
+    """What a silo holds: the federation (it reads only its own rows) and the trainer."""
+
+    config: UldpConfig
+    fed: Federation
+    runner: MethodRunner
+    allocation: Allocation
+    n_params: int
+
+
+@functools.lru_cache(maxsize=2)
+def silo_side(config_toml: str, data_dir: str | None = None) -> SiloSide:
+    """The silo's data and trainer for a configuration given as TOML (cached).
+
+    ``data_dir`` is the silo's own data directory (``None``: ``$FEDPRIVACY_DATA``); the
+    configuration the server sends carries none.
+    """
+    import tomllib
+
+    from fedprivacy.uldp.run import allocate, load_dataset
+
+    config = UldpConfig.from_mapping(tomllib.loads(config_toml))
+    cfg = check_deployable(config.with_overrides(data_dir=data_dir))
+    ds = load_dataset(cfg)
+    allocation = allocate(cfg, ds, np.random.default_rng(_seeds(cfg)[0]))
+    fed = build_federation(ds, allocation)
+    _, model, flat = initial_model(cfg, ds)
+    runner = MethodRunner(cfg.method, fed, round_hyper(cfg), delta=cfg.delta, model=model)
+    return SiloSide(cfg, fed, runner, allocation, int(flat.numel()))
+
+
+def silo_deltas(
+    side: SiloSide, silo: int, flat: NDArray[np.float32], keys_seed: int
+) -> NDArray[np.float64]:
+    """Silo ``silo``'s clipped per-user updates from ``x_t = flat``, shape ``(|U|, P)``.
+
+    The minibatch keys are ``rng.random((Q, pool_size))`` of ``default_rng(keys_seed)``,
+    indexed by pool position, so a user's update depends only on its own records. Rows of
+    users without records in the silo are zero.
+    """
+    fed, runner = side.fed, side.runner
+    if not 0 <= silo < fed.num_silos:
+        raise ParameterError("silo", f"must lie in [0, {fed.num_silos}), got {silo}")
+    family = runner.family
+    assert isinstance(family, UserLevelFamily)
+    h = runner.hyper
+    keys = family.draw_keys(h, fed, np.random.default_rng(keys_seed))
+    sl = fed.silo_slice(silo)
+    off, users = fed.user_offsets[silo], fed.silo_users[silo]
+    silo_keys = None if keys is None else keys[:, fed.record_index[sl]]
+    global_flat = torch.from_numpy(np.array(flat, dtype=np.float32))
+    live = np.arange(len(users), dtype=np.int64)
+    data = (fed.x[sl], fed.y[sl], off)
+    chunks = list(family.vectors(runner.trainer, h, global_flat, data, silo_keys, live))
+    return dense_clipped(chunks, users, fed.num_users, global_flat.numel(), h.clip)
+
+
+def plaintext_aggregate(
+    side: SiloSide,
+    flat: NDArray[np.float32],
+    keys_seed: int,
+    sampled: NDArray[np.bool_] | None,
+) -> NDArray[np.float64]:
+    """``sum_s sum_u w_{s,u} Delta_{s,u}`` in float64, in one process (the reference).
+
+    What the private weighting protocol computes from the silos' :func:`silo_deltas`, without
+    the silos' noise; ``w`` is zero for users outside ``sampled``.
+    """
+    w = side.fed.weights(True)
+    if sampled is not None:
+        w = w * np.asarray(sampled, dtype=np.float64)[None, :]
+    total = np.zeros(flat.size, dtype=np.float64)
+    for s in range(side.fed.num_silos):
+        total += w[s] @ silo_deltas(side, s, flat, keys_seed)
+    return total

@@ -1,0 +1,168 @@
+"""Cross-silo ULDP-FL over the in-process transport: the same code the Flower app runs.
+
+Four Heart Disease silos run ULDP-AVG-w with the private weighting protocol; every round's
+aggregate is compared with the same weighted sum computed in the clear in one process, the
+difference being the silos' own noise. The server's whole view (every reply it received) is
+checked to be Protocol 1's messages and nothing else; faults (a replay, a silent silo, a server
+that lowers the noise bound) are refused with the protocol's typed errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fedprivacy.flower.cross_silo import SetupError, run_cross_silo
+from fedprivacy.flower.cross_silo_reference import compare_cross_silo
+from fedprivacy.flower.silo_node import SiloNode
+from fedprivacy.flower.stages import Record, Stage
+from fedprivacy.flower.transport import InProcessTransport
+from fedprivacy.participation.ledger import ParticipationLedger
+from fedprivacy.uldp.config import UldpConfig
+from fedprivacy.uldp.private_weighting.messages import MessageKind, decode_message
+
+SILOS = 4
+ConfigFactory = Callable[..., UldpConfig]
+
+
+class Recording(InProcessTransport):
+    """Keeps every reply the server received (its whole view of the silos)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.view: list[tuple[Stage, int, Record]] = []
+
+    def _exchange(
+        self, stage: Stage, round_index: int, requests: dict[int, Record]
+    ) -> dict[int, Record]:
+        replies = super()._exchange(stage, round_index, requests)
+        self.view += [(stage, u, r) for u, r in replies.items()]
+        return replies
+
+
+def _nodes(data_dir: str, faults: dict[int, str] | None = None) -> dict[int, SiloNode]:
+    faults = faults or {}
+    return {s: SiloNode(s, faults.get(s, ""), data_dir) for s in range(SILOS)}
+
+
+def test_every_round_equals_the_in_process_sum_up_to_the_silos_noise(
+    data_dir: str, tmp_path: Path, heart_config: ConfigFactory
+) -> None:
+    transport = Recording(_nodes(data_dir))
+    summary = run_cross_silo(heart_config(data_dir=data_dir), transport, tmp_path)
+    assert summary["rounds_aggregated"] == 3 and summary["rounds_aborted"] == 0
+    stats = compare_cross_silo(tmp_path, data_dir)
+    # sigma = 1, C = 0.1 (Heart Disease): the summed noise of the 4 silos has std 0.1
+    assert stats["noise_std_expected"] == pytest.approx(0.1)
+    assert stats["samples"] == 3 * 14
+    # 42 draws: their RMS lies within 35 % of the std except with probability < 1e-4
+    assert 0.065 < stats["deviation_std"] < 0.135
+    assert stats["max_abs_error_vs_simulation"] < 6 * 0.1
+    ledger = ParticipationLedger.from_csv(tmp_path / "participation.csv")
+    assert ledger.matrix().sum(axis=1).tolist() == [60, 60, 60]
+    # what the server received: Protocol 1's messages, and only those
+    kinds = {
+        Stage.SILO_KEY: {MessageKind.DH_PUBLIC_KEY},
+        Stage.SILO_ROSTER: {MessageKind.SEED_SHARES},
+        Stage.SILO_SEED: {MessageKind.BLINDED_HISTOGRAM},
+        Stage.SILO_ROUND: {MessageKind.MASKED_UPDATE},
+        Stage.HELLO: set(),
+    }
+    for stage, silo, reply in transport.view:
+        assert set(reply) == {"message"}, (stage, silo, sorted(reply))
+        if reply["message"] == b"":
+            assert stage is Stage.SILO_ROSTER and silo != 0  # only silo 0 sends the seed
+            continue
+        msg = decode_message(reply["message"])
+        assert msg.header.kind in kinds[stage] and msg.header.sender == silo
+
+
+def test_tiny_noise_shows_the_protocol_itself_is_exact(
+    data_dir: str, tmp_path: Path, heart_config: ConfigFactory
+) -> None:
+    run_cross_silo(
+        heart_config(sigma=1e-6, rounds=2, data_dir=data_dir), Recording(_nodes(data_dir)), tmp_path
+    )
+    stats = compare_cross_silo(tmp_path, data_dir)
+    # noise std 1e-7 plus the encoding's rounding (60 users x 1e-10 / 2)
+    assert stats["max_abs_error_vs_simulation"] < 1e-6
+
+
+def test_a_replayed_reply_is_refused_and_costs_the_round(
+    data_dir: str, tmp_path: Path, heart_config: ConfigFactory
+) -> None:
+    transport = InProcessTransport(_nodes(data_dir, {2: "replay@2"}))
+    summary = run_cross_silo(heart_config(data_dir=data_dir), transport, tmp_path)
+    assert summary["rounds_aggregated"] == 2 and summary["rounds_aborted"] == 1
+    (rejected,) = summary["rejected"]
+    assert rejected["user"] == 2 and rejected["round"] == 2
+    assert rejected["error"] == "WrongRoundError"  # round 1's masked update, sent again
+    ledger = ParticipationLedger.from_csv(tmp_path / "participation.csv")
+    assert ledger.matrix().sum(axis=1).tolist() == [60, 0, 60]
+    # the other rounds still equal the in-process sum
+    assert compare_cross_silo(tmp_path, data_dir)["samples"] == 2 * 14
+
+
+def test_a_silent_silo_aborts_the_round_without_output(
+    data_dir: str, tmp_path: Path, heart_config: ConfigFactory
+) -> None:
+    transport = InProcessTransport(_nodes(data_dir), dropouts={1: {3: Stage.SILO_ROUND}})
+    summary = run_cross_silo(heart_config(rounds=2, data_dir=data_dir), transport, tmp_path)
+    assert summary["rounds_aggregated"] == 1 and summary["rounds_aborted"] == 1
+    assert summary["dropouts"][0]["user"] == 3
+    with np.load(tmp_path / "aggregates.npz") as z:
+        assert "round_0" not in z.files and "round_1" in z.files
+
+
+def test_silos_refuse_parameters_other_than_their_configuration(
+    data_dir: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, heart_config: ConfigFactory
+) -> None:
+    import dataclasses
+
+    from fedprivacy.flower import cross_silo
+    from fedprivacy.uldp import deployment
+
+    honest = deployment.session_parameters
+
+    def lower_noise(cfg: UldpConfig, n_params: int, session_id: bytes) -> Any:
+        p = honest(cfg, n_params, session_id)
+        return dataclasses.replace(p, noise_bound=p.noise_bound / 100)
+
+    monkeypatch.setattr(cross_silo, "session_parameters", lower_noise)
+    with pytest.raises(SetupError, match="MalformedMessageError"):
+        run_cross_silo(
+            heart_config(data_dir=data_dir), InProcessTransport(_nodes(data_dir)), tmp_path
+        )
+
+
+def test_only_the_weighted_methods_deploy(tmp_path: Path, heart_config: ConfigFactory) -> None:
+    from fedprivacy.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="ULDP-AVG-w"):
+        run_cross_silo(heart_config(method="ULDP-AVG"), InProcessTransport({}), tmp_path)
+
+
+@pytest.mark.parametrize("method", ["ULDP-AVG-ws", "ULDP-SGD-w"])
+def test_the_other_weighted_methods_deploy_too(
+    method: str, data_dir: str, tmp_path: Path, heart_config: ConfigFactory
+) -> None:
+    sampled = method.endswith("ws")
+    config = heart_config(
+        method=method,
+        sigma=1e-6,
+        rounds=2,
+        data_dir=data_dir,
+        **({"sampling_rate": 0.5} if sampled else {}),
+    )
+    summary = run_cross_silo(config, InProcessTransport(_nodes(data_dir)), tmp_path)
+    assert summary["rounds_aggregated"] == 2
+    stats = compare_cross_silo(tmp_path, data_dir)
+    # the silos' noise (sigma 1e-6 times the clip) plus the encoding's rounding
+    assert stats["max_abs_error_vs_simulation"] < 6 * stats["noise_std_expected"] + 1e-8
+    counts = ParticipationLedger.from_csv(tmp_path / "participation.csv").matrix().sum(axis=1)
+    # -ws: a Poisson sample of about half the users (unsampled ones get Enc(0) weights)
+    assert all(0 < c < 60 for c in counts) if sampled else counts.tolist() == [60, 60]
