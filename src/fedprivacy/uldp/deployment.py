@@ -23,7 +23,7 @@ Examples
 >>> (p.n_silos, p.n_users, p.key_bits, p.subsampling)
 (2, 6, 1024, False)
 >>> round(silo_noise_std(cfg), 6)
-3.535534
+1.767767
 """
 
 from __future__ import annotations
