@@ -24,6 +24,7 @@ CONFIGS: list[Config] = [
         scheme="multiround",
         target_privacy=3,
         fairness=True,
+        fairness_rule="authors",
         dropout=0.2,
         lr=0.03,
         lr_milestones=(400, 800),
@@ -60,9 +61,16 @@ CONFIGS: list[Config] = [
     ),
     SecureSelectionConfig(dimension=10, protocol_dropout=0.1, batch_size=3, degree=4),
     SelectionConfig(
-        scheme="multiround", users=30, per_round=6, rounds=50, target_privacy=3, dropout=0.1
+        scheme="multiround",
+        users=30,
+        per_round=6,
+        rounds=50,
+        target_privacy=3,
+        dropout=0.1,
+        fairness=True,
+        fairness_rule="authors",
     ),
-    DemoConfig(users=60, per_round=6, targets=(3, 2), time_limit=5.0),
+    DemoConfig(users=60, per_round=6, targets=(3, 2), time_limit=5.0, fairness_rules=("authors",)),
 ]
 IDS = [type(c).__name__ for c in CONFIGS]
 

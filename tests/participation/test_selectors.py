@@ -28,8 +28,12 @@ FACTORIES: dict[str, Callable[[], Selector]] = {
     "partition": lambda: UserPartitionSelector(N, K),
     "multiround-uniform": lambda: BatchPartitionSelector(N, K, T),
     "multiround-fair": lambda: BatchPartitionSelector(N, K, T, fairness=True),
+    "multiround-authors": lambda: BatchPartitionSelector(N, K, T, True, "authors"),
     "explicit-uniform": lambda: ExplicitFamilySelector.batch_partition(N, K, T),
     "explicit-fair": lambda: ExplicitFamilySelector.batch_partition(N, K, T, fairness=True),
+    "explicit-authors": lambda: ExplicitFamilySelector.batch_partition(
+        N, K, T, fairness=True, fairness_rule="authors"
+    ),
 }
 
 
@@ -156,8 +160,8 @@ def test_partition_ignores_available_users_of_unavailable_groups() -> None:
 
 def test_multiround_selects_unions_of_whole_batches_and_skips_correctly() -> None:
     for t in (1, 2, 3, 6):
-        for fairness in (False, True):
-            selector = BatchPartitionSelector(N, K, t, fairness=fairness)
+        for fairness, rule in ((False, "paper"), (True, "paper"), (True, "authors")):
+            selector = BatchPartitionSelector(N, K, t, fairness=fairness, fairness_rule=rule)
             assert selector.num_batches == N // t
             np.testing.assert_array_equal(selector.batches, np.arange(N).reshape(N // t, t))
             rng = np.random.default_rng(t)
@@ -203,8 +207,8 @@ def test_multiround_large_scale_smoke() -> None:
     rng = np.random.default_rng(0)
     available = rng.random(n) >= 0.05
     frequency = rng.integers(0, 10, size=n).astype(np.int64)
-    for fairness in (False, True):
-        out = BatchPartitionSelector(n, k, t, fairness).select(available, frequency, rng)
+    for fairness, rule in ((False, "paper"), (True, "paper"), (True, "authors")):
+        out = BatchPartitionSelector(n, k, t, fairness, rule).select(available, frequency, rng)
         assert out.size == k
         assert np.all(available[out])
         assert np.all(np.diff(out) > 0)
@@ -251,6 +255,8 @@ def test_select_rejects_bad_shapes(key: str) -> None:
         (lambda: BatchPartitionSelector(120, 12, 0), "target_privacy"),
         (lambda: BatchPartitionSelector(10, 12, 4), "per_round"),
         (lambda: BatchPartitionSelector(0, 12, 4), "num_users"),
+        (lambda: BatchPartitionSelector(120, 12, 4, True, "greedy"), "fairness_rule"),
+        (lambda: ExplicitFamilySelector(np.eye(2), True, "greedy"), "fairness_rule"),
     ],
 )
 def test_constructor_validation(factory: Callable[[], Selector], name: str) -> None:
@@ -280,7 +286,11 @@ def test_make_selector() -> None:
     multi = make_selector("multiround", 120, 12, 4, fairness=True)
     assert isinstance(multi, BatchPartitionSelector)
     assert multi.target_privacy == 4 and multi.fairness
+    assert multi.fairness_rule == "paper"
     assert "target_privacy=4" in repr(multi)
+    authors = make_selector("multiround", 120, 12, 4, fairness=True, fairness_rule="authors")
+    assert isinstance(authors, BatchPartitionSelector) and authors.fairness_rule == "authors"
+    assert "fairness_rule='authors'" in repr(authors)
 
 
 def test_make_selector_rejects() -> None:
@@ -293,6 +303,10 @@ def test_make_selector_rejects() -> None:
     with pytest.raises(ParameterError) as info:
         make_selector("partition", 120, 11)
     assert info.value.name == "per_round"
+    for scheme in ("multiround", "random"):  # a bad rule is refused whatever the scheme
+        with pytest.raises(ParameterError, match="paper, authors; got 'greedy'") as info:
+            make_selector(scheme, 120, 12, 4, fairness=True, fairness_rule="greedy")
+        assert info.value.name == "fairness_rule"
 
 
 @pytest.fixture
@@ -306,18 +320,19 @@ def saved_selectors():
 def test_selector_registry(saved_selectors) -> None:
     assert SCHEMES == tuple(SELECTORS) == ("random", "weighted-random", "partition", "multiround")
     with pytest.raises(ParameterError, match="'random' is registered already") as info:
-        register_selector("random", lambda n, k, t, fair: RandomSelector(k, k))
+        register_selector("random", lambda n, k, t, fair, rule: RandomSelector(k, k))
     assert info.value.name == "scheme"
     assert type(make_selector("random", 10, 2)) is RandomSelector
     calls = []
 
-    def build(n, k, t, fair):
-        calls.append((n, k, t, fair))
+    def build(n, k, t, fair, rule):
+        calls.append((n, k, t, fair, rule))
         return UserPartitionSelector(n, k)
 
     assert register_selector("blocks", build) is build
     assert type(make_selector("blocks", 12, 4, 2, fairness=True)) is UserPartitionSelector
-    assert calls == [(12, 4, 2, True)]
+    make_selector("blocks", 12, 4, 2, True, "authors")
+    assert calls == [(12, 4, 2, True, "paper"), (12, 4, 2, True, "authors")]
     with pytest.raises(ParameterError) as info:
         make_selector("greedy", 12, 4)
     assert str(info.value) == (

@@ -26,13 +26,22 @@ import argparse
 
 from fedprivacy.errors import FedPrivacyError, ParameterError
 
-__all__ = ["ALIASES", "flag_names", "with_flag"]
+__all__ = ["ALIASES", "DEFAULT_FAIRNESS_RULE", "flag_names", "with_flag"]
+
+#: What a bare ``--fairness`` selects: the paper's rule (equal to
+#: :data:`fedprivacy.participation.fairness.DEFAULT_FAIRNESS_RULE`, spelled here so that
+#: building the parser imports no numpy).
+DEFAULT_FAIRNESS_RULE = "paper"
 
 #: command -> internal parameter name -> flag, for names that no option's ``dest`` spells
 ALIASES: dict[str, dict[str, str]] = {
-    "simulate": {"metrics_time_limit": "--time-limit", "point_time_limit": "--time-limit"},
+    "simulate": {
+        "metrics_time_limit": "--time-limit",
+        "point_time_limit": "--time-limit",
+        "fairness_rule": "--fairness",
+    },
     "uldp": {"num_users": "--users", "num_silos": "--silos", "key_bits": "--secure-key-bits"},
-    "train": {"milestones": "--lr-milestones"},
+    "train": {"milestones": "--lr-milestones", "fairness_rule": "--fairness"},
     "regress": {"learning_rate": "--lr", "estimator": "--estimators"},
 }
 

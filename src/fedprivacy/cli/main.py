@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from fedprivacy import __version__
-from fedprivacy.cli.flags import flag_names, with_flag
+from fedprivacy.cli.flags import DEFAULT_FAIRNESS_RULE, flag_names, with_flag
 from fedprivacy.cli.memory import check_memory
 from fedprivacy.errors import FedPrivacyError, ParameterError, WeakKeyWarning
 
@@ -88,7 +88,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         seed=args.seed,
         target_privacy=args.target_privacy,
         dropout=args.dropout,
-        fairness=args.fairness,
+        fairness=args.fairness is not None,
+        fairness_rule=DEFAULT_FAIRNESS_RULE if args.fairness is None else args.fairness,
         metrics=args.metrics,
         time_limit=args.time_limit,
         point_time_limit=min(args.time_limit, 2.0),
@@ -303,8 +304,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument(
         "--fairness",
-        action="store_true",
-        help="fairness-aware selection (lambda = 1) for multiround",
+        nargs="?",
+        const=DEFAULT_FAIRNESS_RULE,
+        default=None,
+        metavar="RULE",
+        help="fairness-aware selection (lambda = 1) for multiround, by RULE: 'paper' (default: "
+        "Algorithm 2, a row with the least-served user) or 'authors' (the authors' code: the "
+        "row of least total participation)",
     )
     sim.add_argument("--rounds", "-R", type=int, required=True, help="number of rounds R")
     sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -377,8 +383,9 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         help="the paper's six-scheme comparison (Fig. 3, Fig. 4, attack); no download",
         description="N=120, K=12, heterogeneous dropout: random, weighted random, partition and "
-        "Multi-RoundSecAgg T=6, 4, 3. Writes Fig. 3a-c and Fig. 4 as PNG, "
-        "summary.md/json, per-scheme CSVs.",
+        "Multi-RoundSecAgg T=6, 4, 3, each under both fairness rules (the paper's Algorithm 2 and "
+        "the authors' code). Writes Fig. 3a-c and Fig. 4 as PNG, summary.md/json, per-scheme "
+        "CSVs.",
     )
     demo.add_argument(
         "--out", type=Path, default=Path("results/demo"), help="output folder (results/demo)"

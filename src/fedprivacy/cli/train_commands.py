@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fedprivacy.cli.flags import DEFAULT_FAIRNESS_RULE
 from fedprivacy.errors import ParameterError
 
 # option -> TrainConfig field, for the options that map one to one
@@ -112,6 +113,8 @@ def cmd_train(
     for flag in ("fairness", "secagg"):
         if getattr(args, flag):
             overrides[flag] = True
+    if args.fairness is not None:  # --fairness [RULE]: a bare flag is the paper's rule
+        overrides["fairness_rule"] = args.fairness
     if isinstance(overrides["dropout"], str) and overrides["dropout"] != "heterogeneous":
         try:
             overrides["dropout"] = float(overrides["dropout"])
@@ -184,6 +187,7 @@ def cmd_reproduce(
             "t0": args.t0,
             "window": args.window,
             "print_config": args.print_config or None,
+            "progress": progress_factory(not (args.quiet or args.json)),
         }
         program = programs[args.name]
         program.check_options(options)
@@ -219,6 +223,8 @@ def cmd_reproduce(
             t0=args.t0,
             window=args.window,
             data_dir=args.data_dir,
+            only=None if args.only is None else [s for s in args.only.split(",") if s],
+            overrides=parse_settings(args.set) or None,
             progress_factory=progress_factory(not args.json and not args.quiet),
         )
         report = [{"scheme": o.label, "mean_error": o.mean_error} for o in outcomes]
@@ -275,7 +281,14 @@ def add_train_parsers(
             *flags, dest=name, type=spec.get("type", str), default=None, help=spec.get("help")
         )
     train.add_argument("--lr-milestones", default=None, help="comma-separated decay rounds")
-    train.add_argument("--fairness", action="store_true", help="fairness-aware multiround")
+    train.add_argument(
+        "--fairness",
+        nargs="?",
+        const=DEFAULT_FAIRNESS_RULE,
+        default=None,
+        metavar="RULE",
+        help="fairness-aware multiround, by RULE: paper (default) or authors",
+    )
     train.add_argument(
         "--secagg", action="store_true", help="aggregate with the real SecAgg protocol"
     )

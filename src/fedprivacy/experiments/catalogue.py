@@ -28,7 +28,7 @@ class ProgramExperiment:
     run : callable
         ``run(out_dir, options) -> markdown``; ``options`` holds the command's generic options
         (``seeds``, ``rounds``, ``data_dir``, ``quiet``, ``only``, ``settings``), each ``None``
-        when not given.
+        when not given, and ``progress``: a factory of progress bars (``None``: quiet).
     options : frozenset of str
         The generic options the runner honours (``quiet`` always is). ``fedprivacy
         reproduce`` refuses any other one given, instead of silently ignoring it.
@@ -41,7 +41,9 @@ class ProgramExperiment:
 
     def check_options(self, options: dict[str, Any]) -> None:
         """Raise :class:`ParameterError` for a given option this runner does not honour."""
-        given = sorted(k for k, v in options.items() if v is not None and k != "quiet")
+        given = sorted(
+            k for k, v in options.items() if v is not None and k not in ("quiet", "progress")
+        )
         ignored = [k for k in given if k not in self.options]
         if ignored:
             honoured = ", ".join(sorted(self.options)) or "none"
@@ -107,7 +109,34 @@ def _composed(name: str) -> Callable[[Path, dict[str, Any]], str]:
     return run
 
 
+def _inversion(out_dir: Path, options: dict[str, Any]) -> str:
+    """Fig. 9: writes ``OUT/attack-inversion/`` and the summary ``OUT/inversion.json``."""
+    import shutil
+
+    from fedprivacy.experiments.inversion_study import (
+        InversionStudyConfig,
+        markdown,
+        run_inversion_study,
+    )
+
+    cfg = InversionStudyConfig.from_settings(options.get("settings"))
+    summary = run_inversion_study(
+        out_dir,
+        cfg,
+        options.get("data_dir"),
+        options.get("progress"),
+    )
+    shutil.copyfile(out_dir / "inversion.json", out_dir.parent / "inversion.json")
+    return markdown(summary)
+
+
 _ENTRIES: list[ProgramExperiment] = [
+    ProgramExperiment(
+        "attack-inversion",
+        "Multi-RoundSecAgg Fig. 9: gradient inversion of least-squares reconstructed updates",
+        _inversion,
+        frozenset({"data_dir", "settings"}),
+    ),
     ProgramExperiment(
         "compose-digits",
         "Composed: Multi-RoundSecAgg T=2 + SecAgg + distributed DP vs random selection, digits",

@@ -66,6 +66,19 @@ def _log_scale_if_positive(ax: Axes, axis: str) -> None:
         (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
 
 
+#: Legends with more entries than this go to the right of the axes, clear of the curves.
+MAX_INNER_LEGEND = 7
+
+
+def _legend(ax: Axes) -> None:
+    """The legend: inside the axes, or to their right when it has many entries."""
+    entries = len(ax.get_legend_handles_labels()[1])
+    if entries > MAX_INNER_LEGEND:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    else:
+        ax.legend(fontsize=8)
+
+
 def _save(fig: Figure, path: Path) -> Path:
     import io
 
@@ -189,7 +202,7 @@ def plot_fig3(results: Sequence[SelectionResult], out: Path) -> list[Path]:
             _curve_axes(
                 ax, results, "cardinality", "(c) average aggregation cardinality", "$C^{(t)}$"
             )
-        ax.legend(fontsize=8)
+        _legend(ax)
         paths.append(_save(fig, out / name))
     return paths
 
@@ -230,5 +243,5 @@ def plot_fig4(
     ax.set_ylabel("average aggregation cardinality $C$")
     ax.set_title("Trade-off between multi-round privacy and cardinality")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend(ax)
     return _save(fig, out / "fig4_tradeoff.png")

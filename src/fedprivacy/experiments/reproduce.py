@@ -273,30 +273,51 @@ def run_attack_experiment(
     t0: int | None = None,
     window: int | None = None,
     data_dir: str | None = None,
+    only: Sequence[str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
     progress_factory: Callable[[str, int], Callable[[int], None]] | None = None,
 ) -> list[Any]:
-    """Run the Appendix G.2 attack for every run of an ``attack`` experiment."""
+    """Run the Appendix G.2 attack for every run of an ``attack`` experiment.
+
+    Each run keeps its training in ``out/NAME/RUN-seedS/train`` (checkpointed, resumed on the
+    next call) and its outcome in ``outcome.json`` next to it (reused), so the paper's window
+    (1,500 rounds of training) can run in pieces; ``overrides`` are ``reproduce --set`` keys
+    (``device=cuda``, say).
+    """
     from fedprivacy.experiments.training_attack import run_training_attack, write_attack_outputs
 
+    changes = _checked_overrides(overrides)
     start = experiment.t0 if t0 is None else t0
     length = experiment.window if window is None else window
     if start < 1 or length < 1:
         raise ParameterError("t0", "the attack needs t0 >= 1 and window >= 1")
+    selected = [r for r in experiment.runs if only is None or r.name in only]
+    unknown = set(only or ()) - {r.name for r in experiment.runs}
+    if unknown:
+        raise ParameterError("only", f"unknown runs {sorted(unknown)} in {experiment.name}")
     outcomes = []
     dataset: ImageDataset | None = None
-    for run in experiment.runs:
-        config = run.config.with_overrides(seed=seed, data_dir=data_dir)
+    configs = [
+        run.config.with_overrides(**changes).with_overrides(seed=seed, data_dir=data_dir)
+        for run in selected
+    ]
+    for run, config in zip(selected, configs, strict=True):
+        config.validate()
         if dataset is None:
             dataset = load_dataset(config.dataset, data_dir)
         bar = None if progress_factory is None else progress_factory(run.name, start + length)
-        outcomes.append(run_training_attack(config, start, length, dataset, progress=bar))
+        run_dir = out / experiment.name / f"{run.name}-seed{seed}"
+        outcomes.append(
+            run_training_attack(config, start, length, dataset, progress=bar, run_dir=run_dir)
+        )
     assert dataset is not None
-    base = experiment.runs[0].config
+    base = configs[0]
     meta = {
         "setting": f"{base.model_name} on {dataset.source}, {base.partition}, N = {base.users}, "
-        f"K = {base.per_round}, dropout {base.dropout}, seed {seed}; aggregates of rounds "
+        f"K = {base.per_round}, dropout {base.dropout}, lr {base.lr} (x{base.lr_decay} at "
+        f"{list(base.lr_milestones)}), seed {seed}; aggregates of rounds "
         f"{start} .. {start + length - 1} (t0 = {start}, t1 = {start + length})",
-        "paper": {r.config.label: r.paper_value for r in experiment.runs},
+        "paper": {r.config.label: r.paper_value for r in selected},
         "t0": start,
         "window": length,
     }

@@ -24,6 +24,7 @@ from fedprivacy.fl.secure_selection import (
 )
 from fedprivacy.participation.availability import AvailabilityModel, make_availability
 from fedprivacy.participation.curve import TWeakCurve, t_weak_curve
+from fedprivacy.participation.fairness import DEFAULT_FAIRNESS_RULE, get_fairness_rule
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.selectors import SCHEMES, Selector, make_selector
@@ -48,6 +49,7 @@ class SelectionConfig(Config):
     target_privacy: int | None = None
     dropout: str | float = "heterogeneous"
     fairness: bool = False
+    fairness_rule: str = DEFAULT_FAIRNESS_RULE  # with fairness: 'paper' or 'authors'
     metrics: str = "exact"
     time_limit: float = 60.0
     point_time_limit: float = 2.0
@@ -82,6 +84,11 @@ class SelectionConfig(Config):
         require_int("per_round", self.per_round, minimum=1, maximum=self.users)
         require_int("rounds", self.rounds, minimum=1)
         require_int("seed", self.seed, minimum=0)
+        get_fairness_rule(self.fairness_rule)
+        if self.fairness_rule != DEFAULT_FAIRNESS_RULE and not self.fairness:
+            raise ParameterError(
+                "fairness_rule", "chooses the fairness-aware selection; it needs fairness = true"
+            )
         if self.metrics not in METRICS_MODES:
             raise ParameterError("metrics", f"must be one of {', '.join(METRICS_MODES)}")
         if not self.time_limit > 0 or not self.point_time_limit > 0:
@@ -113,6 +120,8 @@ class SelectionConfig(Config):
             "partition": "User partition",
         }
         if self.scheme == "multiround":
+            if self.fairness and self.fairness_rule != DEFAULT_FAIRNESS_RULE:
+                return f"Multi-RoundSecAgg (T={self.target_privacy}, {self.fairness_rule} rule)"
             return f"Multi-RoundSecAgg (T={self.target_privacy})"
         return names[self.scheme]
 
@@ -181,6 +190,7 @@ def build(config: SelectionConfig, rng: np.random.Generator) -> tuple[Selector, 
         config.per_round,
         target_privacy=config.target_privacy,
         fairness=config.fairness,
+        fairness_rule=config.fairness_rule,
     )
     availability = make_availability(config.users, config.dropout, rng)
     return selector, availability

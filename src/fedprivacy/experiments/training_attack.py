@@ -10,6 +10,7 @@ near or above ``1 - 1/T`` when it only learns sums of ``T`` users.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from numpy.typing import NDArray
 from fedprivacy.attacks.least_squares import least_squares_reconstruction
 from fedprivacy.data.images import ImageDataset
 from fedprivacy.experiments.training_config import TrainConfig
-from fedprivacy.experiments.training_run import build_training
+from fedprivacy.experiments.training_run import CHECKPOINT, build_training, run_training
 from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.fl.aggregation import AggregateOutcome
 
@@ -36,6 +37,10 @@ class AttackOutcome:
     rank: int
     rounds_observed: int
     test_accuracy: float
+    drift: float = float(
+        "nan"
+    )  # median ||delta_u^(t) - delta_u^(t0)|| / ||delta_u^(t0)|| in the window
+    condition: float = float("nan")  # condition number of P (inf when rank deficient)
 
     @property
     def mean_error(self) -> float:
@@ -50,18 +55,43 @@ def run_training_attack(
     window: int,
     dataset: ImageDataset,
     progress: Callable[[int], None] | None = None,
+    *,
+    run_dir: Path | None = None,
 ) -> AttackOutcome:
-    """Train ``config`` to round ``t0 + window`` and attack the aggregates of the window."""
-    observed: dict[int, tuple[tuple[int, ...], NDArray[np.float64] | None]] = {}
+    """Train ``config`` to round ``t0 + window`` and attack the aggregates of the window.
 
-    def record(r: int, outcome: AggregateOutcome, _: dict[int, NDArray[np.float32]]) -> None:
+    With ``run_dir`` the run is resumable: the training to ``t0`` (the long part: 1,460 rounds
+    in the paper) is a run directory ``run_dir/train`` checkpointed every
+    ``config.checkpoint_every`` rounds and resumed from there, and the finished attack is kept in
+    ``run_dir/outcome.json`` and reused when the configuration, ``t0`` and ``window`` are the
+    same. The outcome does not depend on where the run was interrupted.
+    """
+    key = {"config": config.to_dict(), "t0": t0, "window": window}
+    if run_dir is not None:
+        stored = _stored_outcome(run_dir / OUTCOME, key)
+        if stored is not None:
+            return stored
+    train_dir = None if run_dir is None else run_dir / "train"
+    resume = train_dir is not None and (train_dir / CHECKPOINT).is_file()
+    head = run_training(
+        config.with_overrides(rounds=t0, metrics="none"),
+        train_dir,
+        resume=resume,
+        dataset=dataset,
+        progress=progress,
+    )
+    observed: dict[int, tuple[tuple[int, ...], NDArray[np.float64] | None]] = {}
+    sent: dict[int, dict[int, NDArray[np.float32]]] = {}
+
+    def record(r: int, outcome: AggregateOutcome, deltas: dict[int, NDArray[np.float32]]) -> None:
         if r >= t0:
             observed[r] = (outcome.aggregated, outcome.weighted_sum)
+            sent[r] = {u: deltas[u] for u in outcome.aggregated if u in deltas}
 
     training = build_training(
         config.with_overrides(rounds=t0 + window), dataset, on_aggregate=record
     )
-    training.run(t0, progress=progress)
+    training.load_state_dict(head.training.state_dict())
     users = np.arange(config.users)
     updates = training.local_updates(users, t0, seed=config.seed + 1)
     truth = updates.astype(np.float64) * training.weights[:, None]
@@ -74,13 +104,63 @@ def run_training_attack(
             p[i, list(members)] = 1
             agg[i] = total
     result = least_squares_reconstruction(p, agg, truth)
-    return AttackOutcome(
+    drifts = [
+        float(np.linalg.norm(d - updates[u]) / np.linalg.norm(updates[u]))
+        for deltas in sent.values()
+        for u, d in deltas.items()
+        if np.linalg.norm(updates[u]) > 0
+    ]
+    outcome = AttackOutcome(
         config.label,
         result.errors,
         int(result.identifiable.sum()),
         int(np.linalg.matrix_rank(p)),
         int(np.count_nonzero(p.any(axis=1))),
         float(training.evaluate()[0]),
+        float(np.median(drifts)) if drifts else float("nan"),
+        float(np.linalg.cond(p.astype(np.float64))),
+    )
+    if run_dir is not None:
+        atomic_write_json(run_dir / OUTCOME, {**key, **_outcome_dict(outcome)})
+    return outcome
+
+
+OUTCOME = "outcome.json"
+
+
+def _outcome_dict(o: AttackOutcome) -> dict[str, Any]:
+    return {
+        "scheme": o.label,
+        "mean_error": o.mean_error,
+        "errors": [None if np.isnan(e) else float(e) for e in o.errors],
+        "identifiable_users": o.identifiable,
+        "rank": o.rank,
+        "rounds_observed": o.rounds_observed,
+        "test_accuracy": o.test_accuracy,
+        "drift": o.drift,
+        "condition": o.condition,
+    }
+
+
+def _stored_outcome(path: Path, key: dict[str, Any]) -> AttackOutcome | None:
+    """The outcome kept in ``path`` if it was computed for ``key`` (configuration, t0, window)."""
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    mine = {k: v for k, v in key["config"].items() if k != "data_dir"}
+    theirs = {k: v for k, v in data.get("config", {}).items() if k != "data_dir"}
+    if mine != theirs or data.get("t0") != key["t0"] or data.get("window") != key["window"]:
+        return None
+    errors = np.array([np.nan if e is None else e for e in data["errors"]], dtype=np.float64)
+    return AttackOutcome(
+        str(data["scheme"]),
+        errors,
+        int(data["identifiable_users"]),
+        int(data["rank"]),
+        int(data["rounds_observed"]),
+        float(data["test_accuracy"]),
+        float(data.get("drift", float("nan"))),
+        float(data.get("condition", float("nan"))),
     )
 
 
@@ -94,18 +174,7 @@ def write_attack_outputs(outcomes: list[AttackOutcome], out: Path, meta: dict[st
     out.mkdir(parents=True, exist_ok=True)
     data = {
         **meta,
-        "schemes": [
-            {
-                "scheme": o.label,
-                "mean_error": o.mean_error,
-                "errors": [None if np.isnan(e) else float(e) for e in o.errors],
-                "identifiable_users": o.identifiable,
-                "rank": o.rank,
-                "rounds_observed": o.rounds_observed,
-                "test_accuracy": o.test_accuracy,
-            }
-            for o in outcomes
-        ],
+        "schemes": [_outcome_dict(o) for o in outcomes],
     }
     atomic_write_json(out / "attack.json", data)
     lines = [
@@ -113,14 +182,15 @@ def write_attack_outputs(outcomes: list[AttackOutcome], out: Path, meta: dict[st
         "",
         f"{meta.get('setting', '')}",
         "",
-        "| scheme | mean error e_i (eq. 35) | paper | users identifiable | rank of P |",
-        "|---|---|---|---|---|",
+        "| scheme | mean error e_i (eq. 35) | paper | users identifiable | rank of P | cond(P) "
+        "| update drift in the window (median) |",
+        "|---|---|---|---|---|---|---|",
     ]
     paper = meta.get("paper", {})
     for o in outcomes:
         lines.append(
             f"| {o.label} | {o.mean_error:.4g} | {paper.get(o.label, '-')} | "
-            f"{o.identifiable} / {len(o.errors)} | {o.rank} |"
+            f"{o.identifiable} / {len(o.errors)} | {o.rank} | {o.condition:.3g} | {o.drift:.3g} |"
         )
     atomic_write_text(out / "attack.md", "\n".join(lines) + "\n")
     fig, ax = plt.subplots(figsize=(6.4, 4))

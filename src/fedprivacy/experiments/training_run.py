@@ -48,6 +48,9 @@ from fedprivacy.participation.selectors import make_selector
 from fedprivacy.report import PrivacyReport, privacy_report
 
 CHECKPOINT = "checkpoint.pt"
+#: Keys a resumed run may change: where the data is and which device computes (a run
+#: checkpointed on a GPU goes on on a CPU, up to floating-point rounding).
+_RESUMABLE_ACROSS = frozenset({"data_dir", "device"})
 CONFIG = "config.toml"
 _FORMAT = 1
 
@@ -94,6 +97,7 @@ def build_training(
         config.per_round,
         target_privacy=config.target_privacy,
         fairness=config.fairness,
+        fairness_rule=config.fairness_rule,
     )
     if availability is None:
         availability = make_availability(
@@ -226,7 +230,7 @@ def _save_checkpoint(path: Path, config: TrainConfig, training: FederatedTrainin
 
 def _load_checkpoint(path: Path) -> dict[str, Any]:
     try:
-        state = torch.load(path, weights_only=True)
+        state = torch.load(path, weights_only=True, map_location="cpu")
     except Exception as exc:  # torch raises many kinds here
         raise ParameterError("resume", f"cannot read the checkpoint {path}: {exc}") from None
     if not isinstance(state, dict) or state.get("format") != _FORMAT:
@@ -265,7 +269,7 @@ def run_training(
         The run directory (``None``: nothing is written, no checkpoints).
     resume : bool
         Continue from ``out_dir/checkpoint.pt``; the stored configuration must equal ``config``
-        except for ``rounds``, which may grow.
+        except for ``rounds``, which may grow, and ``data_dir`` and ``device``.
     dataset : ImageDataset, optional
         Already loaded data.
     progress, metric_progress : callable, optional
@@ -285,7 +289,9 @@ def run_training(
         stored = TrainConfig.from_mapping(state["config"]).with_overrides(rounds=config.rounds)
         mine, theirs = config.to_dict(), stored.to_dict()
         diff = sorted(
-            k for k in set(mine) | set(theirs) if k != "data_dir" and mine.get(k) != theirs.get(k)
+            k
+            for k in set(mine) | set(theirs)
+            if k not in _RESUMABLE_ACROSS and mine.get(k) != theirs.get(k)
         )
         if diff:
             raise ParameterError(

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         TraceAvailability,
     )
     from fedprivacy.participation.curve import t_weak_curve
+    from fedprivacy.participation.fairness import FAIRNESS_RULES, FairnessRule
     from fedprivacy.participation.ledger import ParticipationLedger
     from fedprivacy.participation.metrics import exposed_users, t_strong
     from fedprivacy.participation.privacy import TWeakResult, t_weak
@@ -52,6 +53,8 @@ _LAZY = {
     "t_weak": "fedprivacy.participation.privacy",
     "EveryUser": "fedprivacy.participation.sampling",
     "PoissonSampler": "fedprivacy.participation.sampling",
+    "FAIRNESS_RULES": "fedprivacy.participation.fairness",
+    "FairnessRule": "fedprivacy.participation.fairness",
     "SCHEMES": "fedprivacy.participation.selectors",
     "BatchPartitionSelector": "fedprivacy.participation.selectors",
     "RandomSelector": "fedprivacy.participation.selectors",
@@ -66,6 +69,8 @@ __all__ = [
     "BatchPartitionSelector",
     "BernoulliDropout",
     "EveryUser",
+    "FAIRNESS_RULES",
+    "FairnessRule",
     "ParticipationLedger",
     "PoissonSampler",
     "RandomSelector",

@@ -18,6 +18,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy._validation import require_binary_matrix, require_int
 from fedprivacy.errors import ParameterError
+from fedprivacy.participation.fairness import DEFAULT_FAIRNESS_RULE, get_fairness_rule
 from fedprivacy.participation.selectors import (
     Selector,
     _check_available,
@@ -78,9 +79,12 @@ class ExplicitFamilySelector(Selector):
 
     Each round keeps the rows ``B^(t)`` of ``B`` whose support lies inside the available set and
     skips the round if there are none. Uniform mode (``lambda = 0``) returns a uniform row of
-    ``B^(t)``. Fairness-aware mode (``lambda = 1``) draws ``l_min`` uniformly among the users of
-    minimum frequency among the users covered by ``B^(t)`` (an available user covered by no row of
-    ``B^(t)`` cannot be served), then returns a uniform row of ``B^(t)`` containing ``l_min``.
+    ``B^(t)``. Fairness-aware mode (``lambda = 1``) returns a uniform row among the candidates of
+    ``fairness_rule``: for ``"paper"`` (Algorithm 2 as printed) it draws ``l_min`` uniformly among
+    the users of minimum frequency among the users covered by ``B^(t)`` (an available user covered
+    by no row of ``B^(t)`` cannot be served), and the candidates are the rows containing
+    ``l_min``; for ``"authors"`` (the authors' notebook) the candidates are the rows of minimum
+    score, the sum of their users' frequencies.
 
     Works for any family with rows of equal weight ``K``; build the batch-partitioning family of
     the paper with :meth:`batch_partition`. Memory and time per round are ``O(R x N)``.
@@ -91,17 +95,35 @@ class ExplicitFamilySelector(Selector):
         The 0/1 matrix ``B`` (rows x users); every row must have the same weight ``K >= 1``.
     fairness : bool
         Fairness-aware selection (``lambda = 1``) instead of uniform selection (``lambda = 0``).
+    fairness_rule : str
+        A name of :data:`~fedprivacy.participation.fairness.FAIRNESS_RULES`: ``"paper"``
+        (default) or ``"authors"``.
 
     Raises
     ------
     ParameterError
-        If ``family`` is not a non-empty 0/1 matrix with rows of equal, non-zero weight.
+        If ``family`` is not a non-empty 0/1 matrix with rows of equal, non-zero weight, or
+        ``fairness_rule`` is unknown.
+
+    Examples
+    --------
+    >>> selector = ExplicitFamilySelector.batch_partition(8, 4, 2, True, fairness_rule="authors")
+    >>> available = np.array([1, 1, 1, 1, 1, 1, 0, 1], dtype=bool)  # batch 3 is down
+    >>> frequency = np.array([3, 0, 1, 1, 0, 4, 0, 0])  # row scores 5, 7, 6 (B^(t) rows 0-2)
+    >>> selector.select(available, frequency, np.random.default_rng(0)).tolist()
+    [0, 1, 2, 3]
 
     """
 
     name: ClassVar[str] = "multiround-explicit"
 
-    def __init__(self, family: ArrayLike, fairness: bool = False) -> None:
+    def __init__(
+        self,
+        family: ArrayLike,
+        fairness: bool = False,
+        fairness_rule: str = DEFAULT_FAIRNESS_RULE,
+    ) -> None:
+        rule = get_fairness_rule(fairness_rule)
         arr = require_binary_matrix("family", family)
         if arr.shape[0] == 0 or arr.shape[1] == 0:
             raise ParameterError(
@@ -115,6 +137,8 @@ class ExplicitFamilySelector(Selector):
         self._family = arr
         self._mask = arr.astype(np.bool_)
         self.fairness = bool(fairness)
+        self.fairness_rule = rule.name
+        self._rule = rule if self.fairness else None
 
     @classmethod
     def batch_partition(
@@ -124,9 +148,11 @@ class ExplicitFamilySelector(Selector):
         target_privacy: int,
         fairness: bool = False,
         max_rows: int = 2_000_000,
+        fairness_rule: str = DEFAULT_FAIRNESS_RULE,
     ) -> ExplicitFamilySelector:
         """Build the selector over :func:`generate_family` ``(N, K, T)``."""
-        return cls(generate_family(num_users, per_round, target_privacy, max_rows), fairness)
+        family = generate_family(num_users, per_round, target_privacy, max_rows)
+        return cls(family, fairness, fairness_rule)
 
     @property
     def family(self) -> NDArray[np.uint8]:
@@ -156,11 +182,7 @@ class ExplicitFamilySelector(Selector):
         rows = self._rows_inside(avail)
         if rows.size == 0:
             return np.empty(0, dtype=np.intp)
-        if self.fairness:
-            covered = np.flatnonzero(self._mask[rows].any(axis=0))
-            f = freq[covered]
-            ties = covered[f == f.min()]
-            l_min = int(ties[rng.integers(ties.size)])
-            rows = rows[self._mask[rows, l_min]]
+        if self._rule is not None:
+            rows = rows[self._rule.candidate_rows(self._mask[rows], freq, rng)]
         row = int(rows[rng.integers(rows.size)])
         return np.flatnonzero(self._mask[row]).astype(np.intp, copy=False)

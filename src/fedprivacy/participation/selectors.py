@@ -8,6 +8,12 @@ the literal, materialised version).
 
 Every selector returns the sorted indices of the selected users, or an empty array when the round
 is skipped, so that ``||p^(t)||_0`` is always ``0`` or ``K``.
+
+The fairness-aware step of Multi-RoundSecAgg is a
+:class:`~fedprivacy.participation.fairness.FairnessRule` chosen by name from
+:data:`~fedprivacy.participation.fairness.FAIRNESS_RULES`: ``"paper"`` (Algorithm 2 as printed:
+a row containing the least-served user) or ``"authors"`` (the authors' published code: the row of
+least total participation).
 """
 
 from __future__ import annotations
@@ -22,6 +28,12 @@ from numpy.typing import ArrayLike, NDArray
 from fedprivacy._registry import lookup, register
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
+from fedprivacy.participation.fairness import (
+    DEFAULT_FAIRNESS_RULE,
+    FairnessRule,
+    get_fairness_rule,
+    sample,
+)
 
 
 def _empty() -> NDArray[np.intp]:
@@ -95,24 +107,6 @@ def _check_frequency(frequency: ArrayLike, num_users: int) -> NDArray[np.int64]:
     return arr
 
 
-#: Pools up to this size are sampled with random keys; larger ones with ``Generator.choice``.
-_SMALL_POOL = 4096
-
-
-def _sample(pool: NDArray[np.intp], count: int, rng: np.random.Generator) -> NDArray[np.intp]:
-    """Return ``count`` distinct entries of ``pool``, a uniform subset (in no particular order)."""
-    if count >= pool.size:
-        return pool.copy()
-    if count == 0:
-        return pool[:0].copy()
-    if pool.size <= _SMALL_POOL:
-        # ``Generator.choice`` has a large constant overhead; the ``count`` smallest of i.i.d.
-        # uniform keys form a uniform subset.
-        out: NDArray[np.intp] = pool[np.argpartition(rng.random(pool.size), count - 1)[:count]]
-        return out
-    return rng.choice(pool, size=count, replace=False, shuffle=False)
-
-
 def _blocks_available(available: NDArray[np.bool_], block: int) -> NDArray[np.bool_]:
     """Return whether every user of each block of ``block`` consecutive users is available."""
     rows = available.reshape(-1, block)
@@ -130,35 +124,26 @@ def _select_blocks(
     frequency: NDArray[np.int64],
     block: int,
     count: int,
-    fairness: bool,
+    rule: FairnessRule | None,
     rng: np.random.Generator,
 ) -> NDArray[np.intp]:
     """Pick ``count`` fully available blocks of ``block`` consecutive users; return their users.
 
-    Uniform mode: ``count`` available blocks uniformly without replacement. Fairness mode: a user of
-    minimum frequency among the users of the available blocks is drawn uniformly among the ties;
-    its block is taken, and the other ``count - 1`` blocks are drawn uniformly without replacement
-    from the remaining available blocks. Returns an empty array if fewer than ``count`` blocks are
+    Uniform mode (``rule=None``): ``count`` available blocks uniformly without replacement.
+    Fairness mode: the blocks ``rule.pick_blocks`` chooses (for the paper's rule: a user of minimum
+    frequency among the users of the available blocks is drawn uniformly among the ties; its block
+    is taken, and the other ``count - 1`` blocks are drawn uniformly without replacement from the
+    remaining available blocks). Returns an empty array if fewer than ``count`` blocks are
     available.
     """
     num_blocks = available.size // block
     idx = np.flatnonzero(_blocks_available(available, block))
     if idx.size < count:
         return _empty()
-    if not fairness:
-        chosen = _sample(idx, count, rng)
+    if rule is None:
+        chosen = sample(idx, count, rng)
     else:
-        sub = frequency.reshape(num_blocks, block)[idx].ravel()
-        ties = np.flatnonzero(sub == sub.min())
-        pos = int(ties[rng.integers(ties.size)]) // block
-        if idx.size <= _SMALL_POOL:
-            # Random keys, with the block of l_min forced to the front.
-            keys = rng.random(idx.size)
-            keys[pos] = -1.0
-            chosen = idx[np.argpartition(keys, count - 1)[:count]] if count < idx.size else idx
-        else:
-            others = _sample(np.delete(idx, pos), count - 1, rng)
-            chosen = np.append(others, idx[pos])
+        chosen = rule.pick_blocks(idx, frequency.reshape(num_blocks, block)[idx], count, rng)
     chosen = np.sort(chosen).astype(np.intp, copy=False)
     users: NDArray[np.intp] = (chosen[:, None] * block + np.arange(block, dtype=np.intp)).ravel()
     return users
@@ -249,7 +234,7 @@ class RandomSelector(Selector):
         idx = np.flatnonzero(avail)
         if idx.size < self.per_round:
             return _empty()
-        return np.sort(_sample(idx, self.per_round, rng)).astype(np.intp, copy=False)
+        return np.sort(sample(idx, self.per_round, rng)).astype(np.intp, copy=False)
 
 
 class WeightedRandomSelector(Selector):
@@ -279,7 +264,7 @@ class WeightedRandomSelector(Selector):
         threshold = np.partition(f, k - 1)[k - 1]
         below = idx[f < threshold]
         tied = idx[f == threshold]
-        extra = _sample(tied, k - below.size, rng)
+        extra = sample(tied, k - below.size, rng)
         return np.sort(np.concatenate((below, extra))).astype(np.intp, copy=False)
 
 
@@ -323,7 +308,9 @@ class UserPartitionSelector(Selector):
     ) -> NDArray[np.intp]:
         """Select one fully available group; see :meth:`Selector.select`."""
         avail, freq = self._inputs(available, frequency)
-        return _select_blocks(avail, freq, self.per_round, 1, True, rng)
+        return _select_blocks(
+            avail, freq, self.per_round, 1, get_fairness_rule(DEFAULT_FAIRNESS_RULE), rng
+        )
 
 
 class BatchPartitionSelector(Selector):
@@ -339,10 +326,16 @@ class BatchPartitionSelector(Selector):
 
     * Uniform mode (``fairness=False``, ``lambda = 0``): ``K/T`` available batches uniformly at
       random without replacement, i.e. a uniform row of ``B^(t)``.
-    * Fairness-aware mode (``fairness=True``, ``lambda = 1``): ``l_min`` is a user of minimum
-      frequency among the users of the available batches (drawn uniformly among the ties); its
-      batch is selected together with ``K/T - 1`` batches drawn uniformly without replacement from
-      the other available batches, i.e. a uniform row of ``B^(t)`` containing ``l_min``.
+    * Fairness-aware mode (``fairness=True``, ``lambda = 1``), by ``fairness_rule``:
+
+      - ``"paper"`` (default; Algorithm 2 as printed): ``l_min`` is a user of minimum frequency
+        among the users of the available batches (drawn uniformly among the ties); its batch is
+        selected together with ``K/T - 1`` batches drawn uniformly without replacement from the
+        other available batches, i.e. a uniform row of ``B^(t)`` containing ``l_min``.
+      - ``"authors"`` (the authors' published code): each row of ``B^(t)`` scores the sum of its
+        users' frequencies and a row of minimum score is taken, uniformly among ties; as a row's
+        score is the sum of its batches' scores, that is the ``K/T`` available batches of least
+        total participation, ties at the threshold broken uniformly.
 
     The paper writes ``l_min = argmin_{i in U^(t)} f_i``; here ``l_min`` is taken among the users
     covered by some row of ``B^(t)`` (the users of available batches), since an available user
@@ -361,30 +354,51 @@ class BatchPartitionSelector(Selector):
         ``N``.
     fairness : bool
         Fairness-aware selection (``lambda = 1``) instead of uniform selection (``lambda = 0``).
+    fairness_rule : str
+        The rule of fairness-aware selection, a name of
+        :data:`~fedprivacy.participation.fairness.FAIRNESS_RULES`: ``"paper"`` (default) or
+        ``"authors"``; checked but unused when ``fairness`` is false.
 
     Raises
     ------
     ParameterError
-        If the parameters violate the conditions above.
+        If the parameters violate the conditions above, or ``fairness_rule`` is unknown.
+
+    Examples
+    --------
+    >>> selector = BatchPartitionSelector(8, 4, 2, fairness=True, fairness_rule="authors")
+    >>> available = np.array([1, 1, 1, 1, 1, 1, 0, 1], dtype=bool)  # batch 3 is down
+    >>> frequency = np.array([3, 0, 1, 1, 0, 4, 0, 0])  # batch scores 3, 2, 4, 0
+    >>> selector.select(available, frequency, np.random.default_rng(0)).tolist()
+    [0, 1, 2, 3]
 
     """
 
     name: ClassVar[str] = "multiround"
 
     def __init__(
-        self, num_users: int, per_round: int, target_privacy: int, fairness: bool = False
+        self,
+        num_users: int,
+        per_round: int,
+        target_privacy: int,
+        fairness: bool = False,
+        fairness_rule: str = DEFAULT_FAIRNESS_RULE,
     ) -> None:
         n, k, t = validate_batch_parameters(num_users, per_round, target_privacy)
+        rule = get_fairness_rule(fairness_rule)
         super().__init__(n, k)
         self.target_privacy = t
         self.fairness = bool(fairness)
+        self.fairness_rule = rule.name
+        self._rule = rule if self.fairness else None
         self.num_batches = n // t
         self.batches_per_round = k // t
 
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(num_users={self.num_users}, per_round={self.per_round}, "
-            f"target_privacy={self.target_privacy}, fairness={self.fairness})"
+            f"target_privacy={self.target_privacy}, fairness={self.fairness}, "
+            f"fairness_rule={self.fairness_rule!r})"
         )
 
     @property
@@ -403,12 +417,12 @@ class BatchPartitionSelector(Selector):
         """Select the union of ``K/T`` fully available batches; see :meth:`Selector.select`."""
         avail, freq = self._inputs(available, frequency)
         return _select_blocks(
-            avail, freq, self.target_privacy, self.batches_per_round, self.fairness, rng
+            avail, freq, self.target_privacy, self.batches_per_round, self._rule, rng
         )
 
 
-#: Builds a selector from ``(num_users, per_round, target_privacy, fairness)``.
-SelectorBuilder = Callable[[int, int, int | None, bool], Selector]
+#: Builds a selector from ``(num_users, per_round, target_privacy, fairness, fairness_rule)``.
+SelectorBuilder = Callable[[int, int, int | None, bool, str], Selector]
 
 #: The builder of every scheme name accepted by :func:`make_selector`.
 SELECTORS: dict[str, SelectorBuilder] = {}
@@ -417,8 +431,9 @@ SELECTORS: dict[str, SelectorBuilder] = {}
 def register_selector(scheme: str, builder: SelectorBuilder) -> SelectorBuilder:
     """Make ``scheme`` a name of :func:`make_selector`; a taken name is a :class:`ParameterError`.
 
-    ``builder(num_users, per_round, target_privacy, fairness)`` returns the :class:`Selector`
-    (:func:`fedprivacy._registry.register` keeps the table):
+    ``builder(num_users, per_round, target_privacy, fairness, fairness_rule)`` returns the
+    :class:`Selector` (:func:`fedprivacy._registry.register` keeps the table); ``fairness_rule``
+    is a name of :data:`~fedprivacy.participation.fairness.FAIRNESS_RULES`, already checked:
 
     >>> register_selector("random", SELECTORS["random"])
     Traceback (most recent call last):
@@ -429,18 +444,18 @@ def register_selector(scheme: str, builder: SelectorBuilder) -> SelectorBuilder:
 
 
 def _multiround(
-    num_users: int, per_round: int, target_privacy: int | None, fairness: bool
+    num_users: int, per_round: int, target_privacy: int | None, fairness: bool, rule: str
 ) -> Selector:
     if target_privacy is None:
         raise ParameterError(
             "target_privacy", "is required for the 'multiround' scheme (an integer in [1, K])"
         )
-    return BatchPartitionSelector(num_users, per_round, target_privacy, fairness)
+    return BatchPartitionSelector(num_users, per_round, target_privacy, fairness, rule)
 
 
-register_selector("random", lambda n, k, t, fair: RandomSelector(n, k))
-register_selector("weighted-random", lambda n, k, t, fair: WeightedRandomSelector(n, k))
-register_selector("partition", lambda n, k, t, fair: UserPartitionSelector(n, k))
+register_selector("random", lambda n, k, t, fair, rule: RandomSelector(n, k))
+register_selector("weighted-random", lambda n, k, t, fair, rule: WeightedRandomSelector(n, k))
+register_selector("partition", lambda n, k, t, fair, rule: UserPartitionSelector(n, k))
 register_selector("multiround", _multiround)
 
 #: Names accepted by :func:`make_selector` (the built-in schemes of :data:`SELECTORS`).
@@ -453,6 +468,7 @@ def make_selector(
     per_round: int,
     target_privacy: int | None = None,
     fairness: bool = False,
+    fairness_rule: str = DEFAULT_FAIRNESS_RULE,
 ) -> Selector:
     """Build a selector by scheme name.
 
@@ -467,17 +483,24 @@ def make_selector(
         ``T``; required for ``"multiround"`` and ignored otherwise.
     fairness : bool
         Fairness-aware selection for ``"multiround"``; ignored otherwise.
+    fairness_rule : str
+        Which fairness-aware selection, a name of
+        :data:`~fedprivacy.participation.fairness.FAIRNESS_RULES` (``"paper"``, the default, or
+        ``"authors"``); always checked, used by ``"multiround"`` with ``fairness``.
 
     Raises
     ------
     ParameterError
-        For an unknown scheme (the message lists the valid ones), a missing ``target_privacy``,
-        or invalid sizes.
+        For an unknown scheme or fairness rule (the message lists the valid ones), a missing
+        ``target_privacy``, or invalid sizes.
 
     Examples
     --------
-    >>> make_selector("multiround", 12, 4, target_privacy=2)
-    BatchPartitionSelector(num_users=12, per_round=4, target_privacy=2, fairness=False)
+    >>> make_selector("multiround", 12, 4, target_privacy=2)  # doctest: +NORMALIZE_WHITESPACE
+    BatchPartitionSelector(num_users=12, per_round=4, target_privacy=2, fairness=False,
+                           fairness_rule='paper')
+    >>> make_selector("multiround", 12, 4, 2, fairness=True, fairness_rule="authors").fairness_rule
+    'authors'
     >>> try:
     ...     make_selector("greedy", 12, 4)
     ... except ParameterError as exc:
@@ -486,4 +509,5 @@ def make_selector(
 
     """
     build = lookup(SELECTORS, "scheme", scheme)
-    return build(num_users, per_round, target_privacy, fairness)
+    rule = get_fairness_rule(fairness_rule).name
+    return build(num_users, per_round, target_privacy, fairness, rule)
