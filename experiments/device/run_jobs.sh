@@ -23,5 +23,5 @@ run_one() {
 export -f run_one
 started=$(date +%s)
 grep -v '^#' "$jobs" | grep . | timeout "$limit" xargs -P "$par" -L 1 bash -c 'run_one "$@"' _
-pkill -f "fedprivacy.cli.main reproduce" || true
+pkill -f -- "--out $out/lr" || true  # only this script's runs
 echo "jobs done or stopped after $(( $(date +%s) - started )) s"
