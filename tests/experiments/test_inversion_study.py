@@ -32,6 +32,9 @@ def test_study_on_mnist_writes_the_contract_and_t1_equals_the_true_update(tmp_pa
     assert res["selection"]["2"]["rank"] <= 4 and res["selection"]["4"]["rank"] <= 2
     assert res["selection"]["2"]["identifiable_users"] == 0
     assert res["selection"]["4"]["mean_error"] > 0.5
+    # what Multi-RoundSecAgg leaves the server: each estimate is its batch's average update
+    for t in ("1", "2", "4"):
+        assert res["selection"][t]["max_gap_to_batch_average"] < 1e-9
     assert (tmp_path / "fig9_mnist.png").is_file()
     assert "T = 4" in (tmp_path / "inversion.md").read_text()
 

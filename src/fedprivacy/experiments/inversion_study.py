@@ -128,6 +128,23 @@ def _participation(cfg: InversionStudyConfig, target: int) -> NDArray[np.uint8]:
     return np.asarray(run_selection_experiment(sel).ledger.matrix(), dtype=np.uint8)
 
 
+def _gap_to_batch_average(
+    p: NDArray[np.uint8], updates: NDArray[np.float64], estimates: NDArray[np.float64]
+) -> float:
+    """Largest ``|estimate - mean of the updates of the user's class|``, relative to the updates.
+
+    Users with the same participation column form a class (a batch of Multi-RoundSecAgg, one user
+    under random selection); 0 means the server's estimate is exactly its class average.
+    """
+    _, classes = np.unique(p.T, axis=0, return_inverse=True)
+    gap = 0.0
+    for c in np.unique(classes):
+        members = np.flatnonzero(classes == c)
+        average = updates[members].mean(axis=0)
+        gap = max(gap, float(np.abs(estimates[members] - average).max()))
+    return gap / float(np.abs(updates).max())
+
+
 def _best_match(original: NDArray[np.float64], rec: NDArray[np.float64]) -> NDArray[np.float64]:
     """``rec`` reordered to pair each original with its closest reconstruction (min total MSE)."""
     from scipy.optimize import linear_sum_assignment
@@ -162,6 +179,7 @@ def run_dataset(
             "rank": int(np.linalg.matrix_rank(p)),
             "identifiable_users": int(rec.identifiable.sum()),
             "mean_error": float(np.nanmean(rec.errors)),
+            "max_gap_to_batch_average": _gap_to_batch_average(p, updates, rec.estimates),
         }
     c, h, w = ds.input_shape
     mean = torch.tensor(mean_std[0], device=device).view(-1, 1, 1)
