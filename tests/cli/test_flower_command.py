@@ -41,6 +41,7 @@ def test_bad_options_are_refused_with_the_flag(
         (["--secure-key-bits", "1024"], "--secure-key-bits: 1024-bit Paillier moduli"),
         (["--users", "0"], "users:"),
         (["--replay", "3"], "--replay: must be USER@ROUND"),
+        (["--kill-silo", "1@x"], "--kill-silo: must be USER@ROUND:STAGE"),
     ],
 )
 def test_bad_cross_silo_options_are_refused_before_anything_starts(

@@ -57,7 +57,7 @@ def _deploy(
     from fedprivacy.flower.deploy import FaultPlan, deploy, terminate_as_interrupt
 
     faults = FaultPlan(
-        kill=None if args.kill is None else FaultPlan.parse_kill(args.kill),
+        kill=None if args.kill is None else FaultPlan.parse_kill(args.kill, args.kill_flag),
         replay=_replays(args.replay),
     )
     with terminate_as_interrupt():
@@ -207,7 +207,7 @@ def _add_cross_silo_parser(fsub: Any) -> None:
     cs.add_argument("--out", type=Path, default=Path("results/flower-silos"), help="run directory")
     cs.add_argument("--json", action="store_true", help="print one JSON object")
     cs.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
-    cs.set_defaults(func=cmd_cross_silo)
+    cs.set_defaults(func=cmd_cross_silo, kill_flag="--kill-silo")
 
 
 def cmd_app(args: argparse.Namespace) -> int:
@@ -287,7 +287,7 @@ def add_flower_parser(sub: Any) -> None:
     dep.add_argument("--out", type=Path, default=Path("results/flower"), help="run directory")
     dep.add_argument("--json", action="store_true", help="print one JSON object")
     dep.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
-    dep.set_defaults(func=cmd_deploy)
+    dep.set_defaults(func=cmd_deploy, kill_flag="--kill-supernode")
     _add_cross_silo_parser(fsub)
     app = fsub.add_parser(
         "app",

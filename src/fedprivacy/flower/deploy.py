@@ -89,8 +89,12 @@ class FaultPlan:
     replay: dict[int, int] = field(default_factory=dict)
 
     @classmethod
-    def parse_kill(cls, text: str) -> tuple[int | None, int, Stage]:
+    def parse_kill(
+        cls, text: str, option: str = "--kill-supernode"
+    ) -> tuple[int | None, int, Stage]:
         """``"U@R:STAGE"`` -> ``(U, R, Stage)`` (``U`` may be ``*``); :class:`ParameterError`.
+
+        ``option`` is the flag the text came from, named in the error.
 
         Examples
         --------
@@ -103,7 +107,7 @@ class FaultPlan:
             return None if user == "*" else int(user), int(r), Stage(stage)
         except ValueError:
             raise ParameterError(
-                "--kill-supernode", f"must be USER@ROUND:STAGE (e.g. 3@1:mask), got {text!r}"
+                option, f"must be USER@ROUND:STAGE (e.g. 3@1:mask), got {text!r}"
             ) from None
 
 
