@@ -44,7 +44,7 @@ import dataclasses
 import numbers
 import tomllib
 import types
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Literal, Self, Union, get_args, get_origin, get_type_hints
 
@@ -127,6 +127,22 @@ class Config:
             :meth:`from_mapping`.
         """
         return cls.from_mapping(read_toml(path))
+
+    def differences(self, other: Config, ignore: Collection[str] = ()) -> list[str]:
+        """The fields whose values differ between ``self`` and ``other``, sorted, but ``ignore``.
+
+        >>> from dataclasses import dataclass
+        >>> @dataclass(frozen=True)
+        ... class Run(Config):
+        ...     users: int = 20
+        ...     lr: float = 0.1
+        >>> Run().differences(Run(users=8, lr=0.2), ignore=("lr",))
+        ['users']
+        """
+        mine, theirs = self.to_dict(), other.to_dict()
+        return sorted(
+            k for k in set(mine) | set(theirs) if k not in ignore and mine.get(k) != theirs.get(k)
+        )
 
     def with_settings(self, data: Mapping[str, Any]) -> Self:
         """A copy with the keys of ``data`` replaced, read as :meth:`from_mapping` reads them."""

@@ -153,13 +153,7 @@ def _finished(run_dir: Path, config: TrainConfig) -> dict[str, Any] | None:
         return None
     stored = run_dir / CONFIG
     if stored.is_file():
-        theirs = TrainConfig.from_toml(stored).to_dict()
-        mine = config.to_dict()
-        diff = sorted(
-            k
-            for k in set(mine) | set(theirs)
-            if k not in ("data_dir", "rounds") and mine.get(k) != theirs.get(k)
-        )
+        diff = config.differences(TrainConfig.from_toml(stored), ignore=("data_dir", "rounds"))
         if diff:
             raise ParameterError(
                 "out",

@@ -24,7 +24,7 @@ from fedprivacy.fl.secure_selection import (
 )
 from fedprivacy.participation.availability import AvailabilityModel, make_availability
 from fedprivacy.participation.curve import TWeakCurve, t_weak_curve
-from fedprivacy.participation.fairness import DEFAULT_FAIRNESS_RULE, get_fairness_rule
+from fedprivacy.participation.fairness import DEFAULT_FAIRNESS_RULE, check_fairness_rule
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.selectors import SCHEMES, Selector, make_selector
@@ -84,11 +84,7 @@ class SelectionConfig(Config):
         require_int("per_round", self.per_round, minimum=1, maximum=self.users)
         require_int("rounds", self.rounds, minimum=1)
         require_int("seed", self.seed, minimum=0)
-        get_fairness_rule(self.fairness_rule)
-        if self.fairness_rule != DEFAULT_FAIRNESS_RULE and not self.fairness:
-            raise ParameterError(
-                "fairness_rule", "chooses the fairness-aware selection; it needs fairness = true"
-            )
+        check_fairness_rule(self.fairness_rule, self.fairness)
         if self.metrics not in METRICS_MODES:
             raise ParameterError("metrics", f"must be one of {', '.join(METRICS_MODES)}")
         if not self.time_limit > 0 or not self.point_time_limit > 0:

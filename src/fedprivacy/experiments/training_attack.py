@@ -68,7 +68,7 @@ def run_training_attack(
     """
     key = {"config": config.to_dict(), "t0": t0, "window": window}
     if run_dir is not None:
-        stored = _stored_outcome(run_dir / OUTCOME, key)
+        stored = _stored_outcome(run_dir / OUTCOME, config, t0, window)
         if stored is not None:
             return stored
     train_dir = None if run_dir is None else run_dir / "train"
@@ -142,14 +142,14 @@ def _outcome_dict(o: AttackOutcome) -> dict[str, Any]:
     }
 
 
-def _stored_outcome(path: Path, key: dict[str, Any]) -> AttackOutcome | None:
-    """The outcome kept in ``path`` if it was computed for ``key`` (configuration, t0, window)."""
+def _stored_outcome(path: Path, config: TrainConfig, t0: int, window: int) -> AttackOutcome | None:
+    """The outcome kept in ``path`` if it was computed for ``config``, ``t0`` and ``window``."""
     if not path.is_file():
         return None
     data = json.loads(path.read_text())
-    mine = {k: v for k, v in key["config"].items() if k != "data_dir"}
-    theirs = {k: v for k, v in data.get("config", {}).items() if k != "data_dir"}
-    if mine != theirs or data.get("t0") != key["t0"] or data.get("window") != key["window"]:
+    stored = TrainConfig.from_mapping(data.get("config", {}))
+    same_window = (data.get("t0"), data.get("window")) == (t0, window)
+    if not same_window or config.differences(stored, ignore=("data_dir",)):
         return None
     errors = np.array([np.nan if e is None else e for e in data["errors"]], dtype=np.float64)
     return AttackOutcome(

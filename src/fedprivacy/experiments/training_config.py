@@ -16,7 +16,7 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import ENCODINGS
 from fedprivacy.fl.mechanism import Mechanism, make_mechanism
 from fedprivacy.models.registry import FEDAVG_MODELS as MODELS
-from fedprivacy.participation.fairness import DEFAULT_FAIRNESS_RULE, get_fairness_rule
+from fedprivacy.participation.fairness import DEFAULT_FAIRNESS_RULE, check_fairness_rule
 from fedprivacy.participation.selectors import SCHEMES
 from fedprivacy.secagg.multiround import BatchPolicy
 from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD
@@ -102,7 +102,6 @@ class TrainConfig(Config):
         require_one_of("model", self.model_name, MODELS)
         require_one_of("partition", self.partition, PARTITIONS)
         require_one_of("scheme", self.scheme, SCHEMES)
-        get_fairness_rule(self.fairness_rule)
         require_one_of("metrics", self.metrics, METRICS_MODES)
         require_one_of("trainer", self.trainer, TRAINERS)
         require_one_of("batch_policy", self.batch_policy, tuple(p.value for p in BatchPolicy))
@@ -174,10 +173,7 @@ class TrainConfig(Config):
                 )
             if self.fairness:
                 raise ParameterError("fairness", "applies to the multiround scheme only")
-        if self.fairness_rule != DEFAULT_FAIRNESS_RULE and not self.fairness:
-            raise ParameterError(
-                "fairness_rule", "chooses the fairness-aware selection; it needs fairness = true"
-            )
+        check_fairness_rule(self.fairness_rule, self.fairness)
         if not self.secagg:
             if self.dp == "distributed":
                 raise ParameterError(

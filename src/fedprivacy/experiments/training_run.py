@@ -50,7 +50,7 @@ from fedprivacy.report import PrivacyReport, privacy_report
 CHECKPOINT = "checkpoint.pt"
 #: Keys a resumed run may change: where the data is and which device computes (a run
 #: checkpointed on a GPU goes on on a CPU, up to floating-point rounding).
-_RESUMABLE_ACROSS = frozenset({"data_dir", "device"})
+RESUMABLE_ACROSS = frozenset({"data_dir", "device"})
 CONFIG = "config.toml"
 _FORMAT = 1
 
@@ -287,12 +287,7 @@ def run_training(
             raise ParameterError("resume", f"no {CHECKPOINT} in {out}")
         state = _load_checkpoint(out / CHECKPOINT)
         stored = TrainConfig.from_mapping(state["config"]).with_overrides(rounds=config.rounds)
-        mine, theirs = config.to_dict(), stored.to_dict()
-        diff = sorted(
-            k
-            for k in set(mine) | set(theirs)
-            if k not in _RESUMABLE_ACROSS and mine.get(k) != theirs.get(k)
-        )
+        diff = config.differences(stored, ignore=RESUMABLE_ACROSS)
         if diff:
             raise ParameterError(
                 "resume", f"the configuration differs from the checkpoint's in {diff}"

@@ -4,8 +4,9 @@ The fairness-aware step of Algorithm 2 is a :class:`FairnessRule` chosen by name
 :data:`FAIRNESS_RULES`: ``"paper"`` (Algorithm 2 as printed: a row containing the least-served
 user) or ``"authors"`` (the authors' published code: the row of least total participation). The
 selectors of :mod:`fedprivacy.participation.selectors` and
-:mod:`fedprivacy.participation.family` apply them; this module also holds the uniform sampling
-of distinct entries they share.
+:mod:`fedprivacy.participation.family` apply them; this module also holds what they share: the
+uniform sampling of distinct entries and the choice of fully available batches
+(:func:`select_blocks`, uniform or by a rule).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fedprivacy._registry import lookup, register
+from fedprivacy.errors import ParameterError
 
 #: Pools up to this size are sampled with random keys; larger ones with ``Generator.choice``.
 SMALL_POOL = 4096
@@ -189,6 +191,74 @@ def get_fairness_rule(name: object) -> FairnessRule:
     fedprivacy.errors.ParameterError: fairness_rule: must be one of paper, authors; got 'greedy'
     """
     return lookup(FAIRNESS_RULES, "fairness_rule", name)
+
+
+def check_fairness_rule(name: object, fairness: bool) -> FairnessRule:
+    """The rule called ``name``, as a configuration with ``fairness`` may name it.
+
+    Raises
+    ------
+    ParameterError
+        Named ``fairness_rule`` for an unknown name, or for a rule other than the default without
+        ``fairness`` (the rule would be silently unused).
+
+    Examples
+    --------
+    >>> check_fairness_rule("paper", fairness=False).name
+    'paper'
+    >>> check_fairness_rule("authors", fairness=False)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: fairness_rule: chooses the fairness-aware selection; ...
+    """
+    rule = get_fairness_rule(name)
+    if rule.name != DEFAULT_FAIRNESS_RULE and not fairness:
+        raise ParameterError(
+            "fairness_rule", "chooses the fairness-aware selection; it needs fairness = true"
+        )
+    return rule
+
+
+def blocks_available(available: NDArray[np.bool_], block: int) -> NDArray[np.bool_]:
+    """Return whether every user of each block of ``block`` consecutive users is available."""
+    rows = available.reshape(-1, block)
+    if block > 32:
+        return np.asarray(rows.all(axis=1), dtype=np.bool_)
+    # For short blocks, AND-ing the columns is several times faster than ``all(axis=1)``.
+    ok = rows[:, 0].copy()
+    for j in range(1, block):
+        ok &= rows[:, j]
+    return ok
+
+
+def select_blocks(
+    available: NDArray[np.bool_],
+    frequency: NDArray[np.int64],
+    block: int,
+    count: int,
+    rule: FairnessRule | None,
+    rng: np.random.Generator,
+) -> NDArray[np.intp]:
+    """Pick ``count`` fully available blocks of ``block`` consecutive users; return their users.
+
+    Uniform mode (``rule=None``): ``count`` available blocks uniformly without replacement.
+    Fairness mode: the blocks ``rule.pick_blocks`` chooses (for the paper's rule: a user of minimum
+    frequency among the users of the available blocks is drawn uniformly among the ties; its block
+    is taken, and the other ``count - 1`` blocks are drawn uniformly without replacement from the
+    remaining available blocks). Returns an empty array if fewer than ``count`` blocks are
+    available.
+    """
+    num_blocks = available.size // block
+    idx = np.flatnonzero(blocks_available(available, block))
+    if idx.size < count:
+        return np.empty(0, dtype=np.intp)
+    if rule is None:
+        chosen = sample(idx, count, rng)
+    else:
+        chosen = rule.pick_blocks(idx, frequency.reshape(num_blocks, block)[idx], count, rng)
+    chosen = np.sort(chosen).astype(np.intp, copy=False)
+    users: NDArray[np.intp] = (chosen[:, None] * block + np.arange(block, dtype=np.intp)).ravel()
+    return users
 
 
 register_fairness_rule(

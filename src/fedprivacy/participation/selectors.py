@@ -30,9 +30,9 @@ from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.fairness import (
     DEFAULT_FAIRNESS_RULE,
-    FairnessRule,
     get_fairness_rule,
     sample,
+    select_blocks,
 )
 
 
@@ -105,48 +105,6 @@ def _check_frequency(frequency: ArrayLike, num_users: int) -> NDArray[np.int64]:
     if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
         raise ParameterError("frequency", f"must hold numbers, got dtype {arr.dtype}")
     return arr
-
-
-def _blocks_available(available: NDArray[np.bool_], block: int) -> NDArray[np.bool_]:
-    """Return whether every user of each block of ``block`` consecutive users is available."""
-    rows = available.reshape(-1, block)
-    if block > 32:
-        return np.asarray(rows.all(axis=1), dtype=np.bool_)
-    # For short blocks, AND-ing the columns is several times faster than ``all(axis=1)``.
-    ok = rows[:, 0].copy()
-    for j in range(1, block):
-        ok &= rows[:, j]
-    return ok
-
-
-def _select_blocks(
-    available: NDArray[np.bool_],
-    frequency: NDArray[np.int64],
-    block: int,
-    count: int,
-    rule: FairnessRule | None,
-    rng: np.random.Generator,
-) -> NDArray[np.intp]:
-    """Pick ``count`` fully available blocks of ``block`` consecutive users; return their users.
-
-    Uniform mode (``rule=None``): ``count`` available blocks uniformly without replacement.
-    Fairness mode: the blocks ``rule.pick_blocks`` chooses (for the paper's rule: a user of minimum
-    frequency among the users of the available blocks is drawn uniformly among the ties; its block
-    is taken, and the other ``count - 1`` blocks are drawn uniformly without replacement from the
-    remaining available blocks). Returns an empty array if fewer than ``count`` blocks are
-    available.
-    """
-    num_blocks = available.size // block
-    idx = np.flatnonzero(_blocks_available(available, block))
-    if idx.size < count:
-        return _empty()
-    if rule is None:
-        chosen = sample(idx, count, rng)
-    else:
-        chosen = rule.pick_blocks(idx, frequency.reshape(num_blocks, block)[idx], count, rng)
-    chosen = np.sort(chosen).astype(np.intp, copy=False)
-    users: NDArray[np.intp] = (chosen[:, None] * block + np.arange(block, dtype=np.intp)).ravel()
-    return users
 
 
 class Selector(ABC):
@@ -308,7 +266,7 @@ class UserPartitionSelector(Selector):
     ) -> NDArray[np.intp]:
         """Select one fully available group; see :meth:`Selector.select`."""
         avail, freq = self._inputs(available, frequency)
-        return _select_blocks(
+        return select_blocks(
             avail, freq, self.per_round, 1, get_fairness_rule(DEFAULT_FAIRNESS_RULE), rng
         )
 
@@ -416,7 +374,7 @@ class BatchPartitionSelector(Selector):
     ) -> NDArray[np.intp]:
         """Select the union of ``K/T`` fully available batches; see :meth:`Selector.select`."""
         avail, freq = self._inputs(available, frequency)
-        return _select_blocks(
+        return select_blocks(
             avail, freq, self.target_privacy, self.batches_per_round, self._rule, rng
         )
 
