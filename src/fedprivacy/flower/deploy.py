@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -276,15 +277,36 @@ class LocalDeployment:
                 found.append(int(entry.name))
         return found
 
-    def _stop_stragglers(self) -> None:
-        deadline = time.monotonic() + 10
-        sig = signal.SIGTERM
-        while (pids := self.stragglers()) and time.monotonic() < deadline:
+    def _stop_stragglers(self, timeout: float = 30.0, quiet: float = 1.5) -> None:
+        """Kill the stragglers until none has been seen for ``quiet`` seconds.
+
+        A process that a dying Ray agent forks in the last moment may not be visible yet at the
+        first empty scan, so one empty scan is not enough. SIGTERM first, SIGKILL to any pid
+        seen again.
+        """
+        deadline = time.monotonic() + timeout
+        signalled: set[int] = set()
+        last_seen = time.monotonic()
+        pids: list[int] = []
+        while time.monotonic() < deadline:
+            pids = self.stragglers()
+            now = time.monotonic()
+            if not pids and now - last_seen >= quiet:
+                return
+            if pids:
+                last_seen = now
             for pid in pids:
+                sig = signal.SIGKILL if pid in signalled else signal.SIGTERM
+                signalled.add(pid)
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, sig)
-            time.sleep(0.5)
-            sig = signal.SIGKILL
+            time.sleep(0.25)
+        if pids:
+            warnings.warn(
+                f"processes of {self.run_dir} still alive after {timeout:.0f} s: {pids}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def __enter__(self) -> LocalDeployment:
         return self

@@ -1,0 +1,63 @@
+"""``LocalDeployment.stop``: processes that leave the deployment's groups are found and stopped."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+
+
+def _detached_sleeper(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """A process in a session of its own that ignores SIGTERM, like a Ray agent."""
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
+    return subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True)
+
+
+def test_a_straggler_that_appears_after_an_empty_scan_is_still_stopped(
+    tmp_path: Path, processes_of: Callable[[Path], list[int]]
+) -> None:
+    from fedprivacy.flower.deploy import LocalDeployment
+
+    dep = LocalDeployment(tmp_path, tls=False)
+    late: list[subprocess.Popen[bytes]] = []
+    spawn = threading.Timer(0.5, lambda: late.append(_detached_sleeper(dep.env)))
+    spawn.start()
+    try:
+        start = time.monotonic()
+        dep.stop()  # nothing runs at the first scan; the sleeper appears 0.5 s later
+        spawn.join()
+        assert late and late[0].wait(5) is not None  # killed (it ignores SIGTERM)
+        assert time.monotonic() - start >= 1.5  # waited for a quiet period, not one scan
+        assert processes_of(tmp_path) == []
+    finally:
+        spawn.cancel()
+        for proc in late:
+            proc.kill()
+            proc.wait()
+
+
+def test_stragglers_are_found_by_their_environment_only(tmp_path: Path) -> None:
+    from fedprivacy.flower.deploy import LocalDeployment
+
+    dep = LocalDeployment(tmp_path, tls=False)
+    ours = _detached_sleeper(dep.env)
+    other = _detached_sleeper({**os.environ, "FLWR_HOME": str(tmp_path / "elsewhere")})
+    try:
+        deadline = time.monotonic() + 10
+        while ours.pid not in dep.stragglers() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ours.pid in dep.stragglers() and other.pid not in dep.stragglers()
+        dep.stop()
+        assert ours.wait(5) is not None and other.poll() is None
+    finally:
+        for proc in (ours, other):
+            proc.kill()
+            proc.wait()
