@@ -4,7 +4,9 @@ ULDP-AVG-w with the private weighting protocol (Paillier, X25519 key agreement r
 server, blinded histograms, masks) runs its setup and 3 rounds as Flower messages; every round's
 aggregate equals the same weighted sum computed in the clear in one process up to the silos' own
 noise; silo 1 replays its previous reply in round 3, which the server refuses with the
-protocol's typed error (the round is aborted). Every process is stopped. About two minutes.
+protocol's typed error (the round is aborted). A second deployment SIGKILLs silo 2's SuperNode
+before round 2's exchange: that round is aborted without output and without a privacy charge.
+Every process is stopped. About four minutes.
 """
 
 from __future__ import annotations
@@ -26,27 +28,27 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+def _deploy(run_dir: Path, data_dir: str, config: UldpConfig, **kw: Any) -> dict[str, Any]:
+    """Deploy ``config`` on 4 silo SuperNodes; the summary, the run directory and the events."""
+    from fedprivacy.flower.deploy import deploy
+
+    events: list[dict[str, Any]] = []
+    summary = deploy(
+        config, 4, run_dir, data_dir=data_dir, timeout=600.0, on_event=events.append, **kw
+    )
+    return {"summary": summary, "run_dir": run_dir, "events": events}
+
+
 @pytest.fixture(scope="module")
 def run(
     tmp_path_factory: pytest.TempPathFactory, data_dir: str, heart_config: Callable[..., UldpConfig]
 ) -> dict[str, Any]:
-    from fedprivacy.flower.deploy import FaultPlan, deploy
+    from fedprivacy.flower.deploy import FaultPlan
 
-    run_dir = tmp_path_factory.mktemp("silos")
-    events: list[dict[str, Any]] = []
+    faults = FaultPlan(replay={1: 3})
     config = heart_config(users=40)
-    summary = deploy(
-        config,
-        4,
-        run_dir,
-        data_dir=data_dir,
-        tls=True,
-        stage_timeout=120.0,
-        timeout=600.0,
-        faults=FaultPlan(replay={1: 3}),
-        on_event=events.append,
-    )
-    return {"summary": summary, "run_dir": run_dir, "events": events}
+    run_dir = tmp_path_factory.mktemp("silos")
+    return _deploy(run_dir, data_dir, config, tls=True, stage_timeout=120.0, faults=faults)
 
 
 def test_four_silos_over_tls_aggregate_the_in_process_sum_up_to_their_noise(
@@ -76,3 +78,49 @@ def test_every_process_of_the_cross_silo_deployment_is_stopped(
     run: dict[str, Any], processes_of: Callable[[Path], list[int]]
 ) -> None:
     assert processes_of(run["run_dir"]) == []
+
+
+@pytest.fixture(scope="module")
+def killed(
+    tmp_path_factory: pytest.TempPathFactory, data_dir: str, heart_config: Callable[..., UldpConfig]
+) -> dict[str, Any]:
+    from fedprivacy.flower.deploy import FaultPlan
+    from fedprivacy.flower.stages import Stage
+
+    faults = FaultPlan(kill=(2, 2, Stage.SILO_ROUND))
+    config = heart_config(users=40, rounds=2)
+    run_dir = tmp_path_factory.mktemp("killed")
+    return _deploy(run_dir, data_dir, config, tls=False, stage_timeout=60.0, faults=faults)
+
+
+def test_a_killed_silo_process_aborts_its_round_without_output(killed: dict[str, Any]) -> None:
+    from fedprivacy.participation.ledger import ParticipationLedger
+
+    s = killed["summary"]
+    kills = [e for e in killed["events"] if e.get("event") == "killed"]
+    assert [(e["user"], e["round"], e["stage"]) for e in kills] == [(2, 2, "silo-round")]
+    assert s["rounds_aggregated"] == 1 and s["rounds_aborted"] == 1
+    assert [(d["user"], d["round"]) for d in s["dropouts"]] == [(2, 2)]
+    (aborted,) = [e for e in killed["events"] if e.get("event") == "round" and e.get("aborted")]
+    assert aborted["round"] == 2 and aborted["aggregated"] == []
+    assert aborted["aborted"] == "silos [2] missing or refused"
+    ledger = ParticipationLedger.from_csv(killed["run_dir"] / "participation.csv")
+    assert ledger.matrix().sum(axis=1).tolist() == [40, 0]
+    # round 1 still equals the in-process sum (noise std 0.1 per entry, 14 entries)
+    assert s["samples"] == 14 and s["max_abs_error_vs_simulation"] < 0.6
+
+
+def test_the_aborted_round_is_not_charged_to_the_users(killed: dict[str, Any]) -> None:
+    from fedprivacy.dp.accounting import PrivacyAccountant
+
+    p = killed["summary"]["privacy"]
+    one = PrivacyAccountant("rdp").compose_gaussian(p["noise_multiplier_effective"], 1, 1.0)
+    two = PrivacyAccountant("rdp").compose_gaussian(p["noise_multiplier_effective"], 2, 1.0)
+    assert p["epsilon_server"] == pytest.approx(one.epsilon(p["delta"]), rel=1e-9)
+    assert p["epsilon_server"] < two.epsilon(p["delta"])
+
+
+def test_every_process_of_the_killed_deployment_is_stopped(
+    killed: dict[str, Any], processes_of: Callable[[Path], list[int]]
+) -> None:
+    assert processes_of(killed["run_dir"]) == []

@@ -78,9 +78,13 @@ def _receive(
     exchange: StageExchange,
     r: int,
     stage: Stage,
+    requests: Mapping[int, Record],
     replies: Mapping[int, Record],
 ) -> list[int]:
-    """Hand each silo's protocol message to the server; the silos whose reply was refused."""
+    """Hand each silo's protocol message to the server; the silos that failed the stage.
+
+    Those asked that did not reply (ascending), then those whose reply was refused.
+    """
     refused = []
     for silo, reply in sorted(replies.items()):
         data = reply.get("message")
@@ -96,7 +100,7 @@ def _receive(
         except PrivateWeightingError as exc:
             exchange.reject(r, stage, silo, exc)
             refused.append(silo)
-    return refused
+    return sorted(set(requests) - set(replies)) + refused
 
 
 def setup_session(
@@ -115,8 +119,7 @@ def setup_session(
     def step(stage: Stage, requests: dict[int, Record]) -> None:
         started = time.perf_counter()
         replies = exchange(stage, 0, requests)
-        refused = _receive(server, exchange, 0, stage, replies)
-        missing = sorted(set(silos) - set(replies)) + refused
+        missing = _receive(server, exchange, 0, stage, requests, replies)
         seconds[stage.value] = time.perf_counter() - started
         if missing:
             why = [
@@ -231,8 +234,7 @@ class CrossSiloAlgorithm(Algorithm[RoundRecord]):
             for s, m in weights.items()
         }
         replies = self.exchange(Stage.SILO_ROUND, r, requests)
-        refused = _receive(self.server, self.exchange, r, Stage.SILO_ROUND, replies)
-        missing = sorted(set(requests) - set(replies)) + refused
+        missing = _receive(self.server, self.exchange, r, Stage.SILO_ROUND, requests, replies)
         aggregated = np.asarray(ctx.selected, dtype=np.intp)
         if missing:
             self.server.abort_round()
