@@ -33,6 +33,29 @@ def _processes_of(run_dir: Path) -> list[int]:
     return [p for p in found if p != os.getpid()]
 
 
+def _ray_processes() -> set[int]:
+    """Live processes of Ray (by command line: their titles ``ray::...`` or Ray's files)."""
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        if "State:\tZ" not in status and (
+            cmdline.startswith(b"ray::") or b"/site-packages/ray/" in cmdline
+        ):
+            found.add(int(pid))
+    return found
+
+
+@pytest.fixture
+def ray_processes() -> Callable[[], set[int]]:
+    """``ray_processes()``: live Ray processes, found by command line (their environment
+    may be overwritten by their process title)."""
+    return _ray_processes
+
+
 @pytest.fixture
 def processes_of() -> Callable[[Path], list[int]]:
     """``processes_of(run_dir)``: live processes started for ``run_dir``."""

@@ -218,12 +218,16 @@ def test_a_supernode_whose_key_was_not_registered_is_refused(
 
 
 def test_the_same_app_runs_on_the_ray_simulation_engine(
-    tmp_path: Path, processes_of: Callable[[Path], list[int]]
+    tmp_path: Path,
+    processes_of: Callable[[Path], list[int]],
+    ray_processes: Callable[[], set[int]],
 ) -> None:
     from fedprivacy.flower.deploy import deploy
 
+    before = ray_processes()
     summary = deploy(CONFIG, USERS, tmp_path, simulation=True, stage_timeout=120.0, timeout=600)
     assert summary["engine"] == "simulation (Ray)" and summary["tls"] is False
     assert summary["rounds_aggregated"] == 3
     assert summary["max_abs_error_vs_simulation"] == 0.0
     assert processes_of(tmp_path) == []
+    assert ray_processes() - before == set()  # Ray's agents too (their environ is overwritten)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import socket
@@ -131,6 +132,8 @@ class LocalDeployment:
         self.port = free_port()
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: list[IO[bytes]] = []
+        self._sessions: set[int] = set()
+        self._tracked_at = -math.inf
         (run_dir / "logs").mkdir(parents=True, exist_ok=True)
         self.env = dict(os.environ)
         self.env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{self.env.get('PATH', '')}"
@@ -238,7 +241,11 @@ class LocalDeployment:
         proc.wait(10)
 
     def stop(self) -> None:
-        """Stop every process started (SIGTERM, then SIGKILL after 5 s), close the logs."""
+        """Stop every process started (SIGTERM, then SIGKILL after 5 s), close the logs.
+
+        Then the stragglers (:meth:`stragglers`) until none has been seen for a while.
+        """
+        self.track()
         for proc in self.processes.values():
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -254,28 +261,48 @@ class LocalDeployment:
         for f in self._logs:
             f.close()
 
-    def stragglers(self) -> list[int]:
-        """Live processes that inherited this deployment's environment but left its groups.
+    def track(self, every: float = 0.0) -> None:
+        """Note the sessions of this deployment's processes (at most once in ``every`` s).
 
-        Ray's agents (simulation) start their own sessions; they still carry ``FLWR_HOME`` of
-        this run directory. Linux only (``/proc``); elsewhere the empty list.
+        Ray's agents rewrite their process title over their environment (``setproctitle``)
+        a moment after they start, so ``FLWR_HOME`` is gone from ``/proc/PID/environ``; they
+        stay in the session of the process that started Ray. Calling this while the run is
+        going records those sessions, so :meth:`stragglers` still finds the agents after the
+        rest of the session has exited.
+        """
+        now = time.monotonic()
+        if now - self._tracked_at >= every:
+            self._tracked_at = now
+            self.stragglers()
+
+    def stragglers(self) -> list[int]:
+        """Live processes of this deployment that left its process groups.
+
+        Those whose environment carries this run directory's ``FLWR_HOME`` (Ray's processes
+        start their own sessions but inherit it), and any process in a session where one of
+        those was seen (see :meth:`track`). Linux only (``/proc``); elsewhere the empty list.
         """
         mark = f"FLWR_HOME={self.env['FLWR_HOME']}".encode()
-        found = []
+        ours = {os.getpid(), os.getsid(0)}
         proc = Path("/proc")
         if not proc.is_dir():
             return []
+        live: dict[int, int] = {}
         for entry in proc.iterdir():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            if not entry.name.isdigit() or (pid := int(entry.name)) in ours:
                 continue
             try:
                 env = (entry / "environ").read_bytes()
                 zombie = "State:\tZ" in (entry / "status").read_text()
+                sid = os.getsid(pid)
             except OSError:
                 continue
-            if not zombie and mark in env.split(b"\0"):
-                found.append(int(entry.name))
-        return found
+            if zombie or sid in ours:
+                continue
+            if mark in env.split(b"\0"):
+                self._sessions.add(sid)
+            live[pid] = sid
+        return sorted(pid for pid, sid in live.items() if sid in self._sessions)
 
     def _stop_stragglers(self, timeout: float = 30.0, quiet: float = 1.5) -> None:
         """Kill the stragglers until none has been seen for ``quiet`` seconds.
@@ -460,6 +487,7 @@ def deploy(
         runner = dep.flwr_run(app_dir, run_config)
         offset, deadline = 0, time.monotonic() + timeout
         while True:
+            dep.track(every=1.0)  # the sessions of Ray's agents, while they can be seen
             events, offset = _follow(run_dir / "events.jsonl", offset)
             for e in events:
                 if on_event is not None:
