@@ -166,3 +166,24 @@ def test_the_other_weighted_methods_deploy_too(
     counts = ParticipationLedger.from_csv(tmp_path / "participation.csv").matrix().sum(axis=1)
     # -ws: a Poisson sample of about half the users (unsampled ones get Enc(0) weights)
     assert all(0 < c < 60 for c in counts) if sampled else counts.tolist() == [60, 60]
+
+
+def test_users_without_records_are_refused_before_any_process_starts(
+    data_dir: str, tmp_path: Path, heart_config: ConfigFactory
+) -> None:
+    from fedprivacy.errors import ParameterError
+    from fedprivacy.flower.deploy import deploy
+    from fedprivacy.uldp.deployment import check_users_hold_records
+    from fedprivacy.uldp.private_weighting import NotInvertibleError
+
+    empty = heart_config(users=160, data_dir=data_dir)  # uniform: some of the users hold nothing
+    with pytest.raises(
+        ParameterError, match=r"[1-9][0-9]* of 160 users hold no record in any silo"
+    ):
+        deploy(empty, SILOS, tmp_path / "run", data_dir=data_dir)
+    assert not (tmp_path / "run").exists()  # refused before anything was started or written
+    # what the check spares: Protocol 1's setup fails at 1(f) once the keys are exchanged
+    with pytest.raises(NotInvertibleError, match="no records in any silo"):
+        run_cross_silo(empty, InProcessTransport(_nodes(data_dir)), tmp_path / "in-process")
+    # the paper's Zipf allocation gives each of the 160 users a record
+    check_users_hold_records(heart_config(users=160, distribution="zipf", data_dir=data_dir))

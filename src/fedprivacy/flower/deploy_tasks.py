@@ -102,10 +102,11 @@ class UldpTask(DeployTask):
     name = "uldp"
 
     def __init__(self, config: UldpConfig, data_dir: str | None = None) -> None:
-        from fedprivacy.uldp.deployment import check_deployable
+        from fedprivacy.uldp.deployment import check_deployable, check_users_hold_records
 
         self.config = check_deployable(config)
         self.data_dir = str(Path(data_dir).resolve()) if data_dir else None
+        check_users_hold_records(self.config.with_overrides(data_dir=self.data_dir))
 
     @property
     def supernodes(self) -> int:

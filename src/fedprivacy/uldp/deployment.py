@@ -89,6 +89,33 @@ def check_deployable(config: UldpConfig) -> UldpConfig:
     return cfg
 
 
+def check_users_hold_records(cfg: UldpConfig) -> None:
+    """Refuse a configuration whose allocation leaves a user without records in every silo.
+
+    Protocol 1 weights user ``u`` by the inverse of its blinded count ``B(N_u) = N_u r_u mod n``;
+    with ``N_u = 0`` there is none, and the setup would fail at 1(f) after the key exchange. The
+    allocation is the same deterministic one the silos make (:func:`silo_side`).
+
+    Raises
+    ------
+    ParameterError
+        If some user holds no record (``uniform`` spreads too few records over many users).
+    """
+    from fedprivacy.uldp.run import allocate, load_dataset
+
+    allocation = allocate(cfg, load_dataset(cfg), np.random.default_rng(_seeds(cfg)[0]))
+    active = allocation.active_users()
+    if len(active) < cfg.users:
+        empty = np.setdiff1d(np.arange(cfg.users), active)
+        raise ParameterError(
+            "users",
+            f"{len(empty)} of {cfg.users} users hold no record in any silo under the "
+            f"{cfg.distribution} allocation (users {empty[:5].tolist()}...): Protocol 1 cannot "
+            "weight them (their blinded count B(N_u) = 0 has no inverse modulo n); use fewer "
+            'users or distribution = "zipf"',
+        )
+
+
 def round_hyper(cfg: UldpConfig) -> RoundHyper:
     """The round hyper-parameters of a resolved configuration."""
     assert cfg.clip is not None and cfg.global_lr is not None and cfg.local_lr is not None
