@@ -45,17 +45,9 @@ from fedprivacy.flower.deploy import deploy, terminate_as_interrupt
 from fedprivacy.flower.silo_node import SiloNode
 from fedprivacy.flower.transport import InProcessTransport
 from fedprivacy.uldp.config import UldpConfig
+from flower_deploy import loopback_bytes  # this directory's script, run beside it
 
 SILOS = 4
-
-
-def loopback_bytes() -> int:
-    """Bytes received on the loopback interface so far (Linux)."""
-    for line in Path("/proc/net/dev").read_text().splitlines():
-        name, _, rest = line.partition(":")
-        if name.strip() == "lo":
-            return int(rest.split()[0])
-    raise RuntimeError("no loopback interface in /proc/net/dev")
 
 
 def _log(text: str) -> None:

@@ -451,6 +451,7 @@ def deploy(
     if simulation and node_auth:
         raise ParameterError("--node-auth", "SuperNode authentication needs a real deployment")
     tls = tls and not simulation
+    task.preflight()
     run_dir.mkdir(parents=True, exist_ok=True)
     for stale in ("resume", "summary.json", "events.jsonl"):
         (run_dir / stale).unlink(missing_ok=True)

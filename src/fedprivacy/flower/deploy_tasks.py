@@ -54,6 +54,9 @@ class DeployTask(ABC):
     def compare(self, run_dir: Path) -> dict[str, Any]:
         """The comparison with the in-process computation (merged into the summary)."""
 
+    def preflight(self) -> None:  # noqa: B027 (an optional hook: nothing by default)
+        """Checks that need the data, run just before any process starts (none by default)."""
+
 
 class FedAvgTask(DeployTask):
     """FedAvg (and SecAgg, DP) with one user per SuperNode."""
@@ -102,11 +105,10 @@ class UldpTask(DeployTask):
     name = "uldp"
 
     def __init__(self, config: UldpConfig, data_dir: str | None = None) -> None:
-        from fedprivacy.uldp.deployment import check_deployable, check_users_hold_records
+        from fedprivacy.uldp.deployment import check_deployable
 
         self.config = check_deployable(config)
         self.data_dir = str(Path(data_dir).resolve()) if data_dir else None
-        check_users_hold_records(self.config.with_overrides(data_dir=self.data_dir))
 
     @property
     def supernodes(self) -> int:
@@ -125,6 +127,18 @@ class UldpTask(DeployTask):
         """The node's silo and data directory."""
         out = f"fedprivacy-silo={node}"
         return out if not self.data_dir else f'{out} data-dir="{self.data_dir}"'
+
+    def preflight(self) -> None:
+        """Every user must hold a record: Protocol 1 cannot weight one that holds none.
+
+        Raises
+        ------
+        ParameterError
+            See :func:`fedprivacy.uldp.deployment.check_users_hold_records`.
+        """
+        from fedprivacy.uldp.deployment import check_users_hold_records
+
+        check_users_hold_records(self.config.with_overrides(data_dir=self.data_dir))
 
     def compare(self, run_dir: Path) -> dict[str, Any]:
         """Every aggregate against the in-process plaintext sum (the silos' noise apart)."""
