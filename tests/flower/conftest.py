@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,37 +16,32 @@ DATA = Path(
 )
 
 
-def _processes_of(run_dir: Path) -> list[int]:
-    """Live processes started for ``run_dir`` (their FLWR_HOME, or a path under it)."""
-    mark = str(run_dir.resolve())
-    found = []
+def _live() -> Iterator[tuple[int, bytes, bytes]]:
+    """``(pid, environ, cmdline)`` of every live process but this one (zombies skipped)."""
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             env = Path(f"/proc/{pid}/environ").read_bytes()
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
-            continue
-        if "State:\tZ" in status:
-            continue
-        if mark.encode() in env or mark.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-            found.append(int(pid))
-    return [p for p in found if p != os.getpid()]
-
-
-def _ray_processes() -> set[int]:
-    """Live processes of Ray (by command line: their titles ``ray::...`` or Ray's files)."""
-    found = set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             status = Path(f"/proc/{pid}/status").read_text()
         except OSError:
             continue
-        if "State:\tZ" not in status and (
-            cmdline.startswith(b"ray::") or b"/site-packages/ray/" in cmdline
-        ):
-            found.add(int(pid))
-    return found
+        if "State:\tZ" not in status and int(pid) != os.getpid():
+            yield int(pid), env, cmdline
+
+
+def _processes_of(run_dir: Path) -> list[int]:
+    """Live processes started for ``run_dir`` (their FLWR_HOME, or a path under it)."""
+    mark = str(run_dir.resolve()).encode()
+    return [pid for pid, env, cmdline in _live() if mark in env or mark in cmdline]
+
+
+def _ray_processes() -> set[int]:
+    """Live processes of Ray (by command line: their titles ``ray::...`` or Ray's files)."""
+    return {
+        pid
+        for pid, _, cmdline in _live()
+        if cmdline.startswith(b"ray::") or b"/site-packages/ray/" in cmdline
+    }
 
 
 @pytest.fixture

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +37,7 @@ from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.flower.node_auth import NodeKeys, generate_node_keys
 from fedprivacy.flower.stages import Stage
+from fedprivacy.flower.stragglers import Stragglers
 from fedprivacy.flower.tls import TlsMaterials, generate_tls_materials
 from fedprivacy.uldp.config import UldpConfig
 
@@ -132,14 +131,13 @@ class LocalDeployment:
         self.port = free_port()
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: list[IO[bytes]] = []
-        self._sessions: set[int] = set()
-        self._tracked_at = -math.inf
         (run_dir / "logs").mkdir(parents=True, exist_ok=True)
         self.env = dict(os.environ)
         self.env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{self.env.get('PATH', '')}"
         self.env["FLWR_HOME"] = str(run_dir / "flwr-home")
         self.env["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"] = "0.25"
         self.env["FLWR_DISABLE_UPDATE_CHECK"] = "1"
+        self._stragglers = Stragglers(f"FLWR_HOME={self.env['FLWR_HOME']}".encode(), str(run_dir))
 
     @property
     def address(self) -> str:
@@ -257,83 +255,26 @@ class LocalDeployment:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)  # the group's stragglers too
             proc.wait()
-        self._stop_stragglers()
+        self._stragglers.stop()
         for f in self._logs:
             f.close()
 
     def track(self, every: float = 0.0) -> None:
         """Note the sessions of this deployment's processes (at most once in ``every`` s).
 
-        Ray's agents rewrite their process title over their environment (``setproctitle``)
-        a moment after they start, so ``FLWR_HOME`` is gone from ``/proc/PID/environ``; they
-        stay in the session of the process that started Ray. Calling this while the run is
-        going records those sessions, so :meth:`stragglers` still finds the agents after the
-        rest of the session has exited.
+        Call it while the run is going: Ray's agents lose ``FLWR_HOME`` from their environ a
+        moment after they start, and are then found by their session
+        (:mod:`fedprivacy.flower.stragglers`).
         """
-        now = time.monotonic()
-        if now - self._tracked_at >= every:
-            self._tracked_at = now
-            self.stragglers()
+        self._stragglers.track(every)
 
     def stragglers(self) -> list[int]:
-        """Live processes of this deployment that left its process groups.
+        """Live processes of this deployment that left its process groups (Linux only).
 
-        Those whose environment carries this run directory's ``FLWR_HOME`` (Ray's processes
-        start their own sessions but inherit it), and any process in a session where one of
-        those was seen (see :meth:`track`). Linux only (``/proc``); elsewhere the empty list.
+        Those carrying this run directory's ``FLWR_HOME`` and any process in a session where
+        one of those was seen (see :meth:`track`).
         """
-        mark = f"FLWR_HOME={self.env['FLWR_HOME']}".encode()
-        ours = {os.getpid(), os.getsid(0)}
-        proc = Path("/proc")
-        if not proc.is_dir():
-            return []
-        live: dict[int, int] = {}
-        for entry in proc.iterdir():
-            if not entry.name.isdigit() or (pid := int(entry.name)) in ours:
-                continue
-            try:
-                env = (entry / "environ").read_bytes()
-                zombie = "State:\tZ" in (entry / "status").read_text()
-                sid = os.getsid(pid)
-            except OSError:
-                continue
-            if zombie or sid in ours:
-                continue
-            if mark in env.split(b"\0"):
-                self._sessions.add(sid)
-            live[pid] = sid
-        return sorted(pid for pid, sid in live.items() if sid in self._sessions)
-
-    def _stop_stragglers(self, timeout: float = 30.0, quiet: float = 1.5) -> None:
-        """Kill the stragglers until none has been seen for ``quiet`` seconds.
-
-        A process that a dying Ray agent forks in the last moment may not be visible yet at the
-        first empty scan, so one empty scan is not enough. SIGTERM first, SIGKILL to any pid
-        seen again.
-        """
-        deadline = time.monotonic() + timeout
-        signalled: set[int] = set()
-        last_seen = time.monotonic()
-        pids: list[int] = []
-        while time.monotonic() < deadline:
-            pids = self.stragglers()
-            now = time.monotonic()
-            if not pids and now - last_seen >= quiet:
-                return
-            if pids:
-                last_seen = now
-            for pid in pids:
-                sig = signal.SIGKILL if pid in signalled else signal.SIGTERM
-                signalled.add(pid)
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, sig)
-            time.sleep(0.25)
-        if pids:
-            warnings.warn(
-                f"processes of {self.run_dir} still alive after {timeout:.0f} s: {pids}",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+        return self._stragglers.find()
 
     def __enter__(self) -> LocalDeployment:
         return self
