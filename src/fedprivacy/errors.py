@@ -53,3 +53,12 @@ class ChecksumError(FedPrivacyError):
 
 class WeakKeyWarning(UserWarning):
     """A key is accepted but below the recommended size (e.g. a 2048-bit Paillier modulus)."""
+
+
+class PolicyViolationError(ParameterError):
+    """A request asks a party for less than its own operator's policy allows.
+
+    Raised by a node or silo (:mod:`fedprivacy.policy`) before it computes anything; ``name``
+    is the policy parameter the request would weaken (``noise_multiplier``, ``clip``,
+    ``threshold``, ``key_bits``, ``batch_size``, ``secure``, ``round``, ``epsilon_budget``).
+    """

@@ -35,10 +35,12 @@ import tomli_w
 from fedprivacy.errors import FedPrivacyError, ParameterError
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.files import atomic_write_json, atomic_write_text
+from fedprivacy.flower.deploy_tasks import DeployTask
 from fedprivacy.flower.node_auth import NodeKeys, generate_node_keys
 from fedprivacy.flower.stages import Stage
 from fedprivacy.flower.stragglers import Stragglers
 from fedprivacy.flower.tls import TlsMaterials, generate_tls_materials
+from fedprivacy.policy import POLICY_DIR_ENV, POLICY_KEY
 from fedprivacy.uldp.config import UldpConfig
 
 __all__ = [
@@ -325,6 +327,16 @@ def _follow(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
     return lines, offset + end
 
 
+def _write_policies(task: DeployTask, folder: Path, nodes: int) -> Path:
+    """Each node's policy file, as its operator would write it (``folder/node-U.toml``, 0600)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for u in range(nodes):
+        path = folder / f"node-{u}.toml"
+        atomic_write_text(path, task.policy(u).to_toml())
+        path.chmod(0o600)
+    return folder
+
+
 def deploy(
     config: TrainConfig | UldpConfig,
     supernodes: int,
@@ -414,7 +426,9 @@ def deploy(
             }
         ),
     )
+    policies = _write_policies(task, run_dir / "policies", supernodes)
     with LocalDeployment(run_dir, tls=tls) as dep:
+        dep.env[POLICY_DIR_ENV] = str(policies.resolve())  # the simulation's virtual nodes
         if data_dir:  # the ServerApp and the ClientApps (also Ray's virtual nodes) read it
             dep.env["FEDPRIVACY_DATA"] = str(Path(data_dir).resolve())
         dep.start_superlink(simulation=simulation, node_auth=node_auth)
@@ -425,7 +439,9 @@ def deploy(
                 dep.register_supernode(keys[u])
             replay = faults.replay.get(u)
             fault = "" if replay is None else f"replay@{replay}"
-            dep.start_supernode(u, fault=fault, keys=keys.get(u), node_config=task.node_config(u))
+            policy = (policies / f"node-{u}.toml").resolve()
+            node_config = f'{task.node_config(u)} {POLICY_KEY}="{policy}"'
+            dep.start_supernode(u, fault=fault, keys=keys.get(u), node_config=node_config)
         runner = dep.flwr_run(app_dir, run_config)
         offset, deadline = 0, time.monotonic() + timeout
         while True:

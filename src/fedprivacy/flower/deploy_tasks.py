@@ -27,6 +27,7 @@ from typing import Any
 
 from fedprivacy.errors import ParameterError
 from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.policy import PartyPolicy
 from fedprivacy.uldp.config import UldpConfig
 
 __all__ = ["TASKS", "DeployTask", "FedAvgTask", "UldpTask", "deploy_task"]
@@ -49,6 +50,15 @@ class DeployTask(ABC):
     @abstractmethod
     def node_config(self, node: int) -> str:
         """``--node-config`` of SuperNode ``node``."""
+
+    @abstractmethod
+    def policy(self, node: int) -> PartyPolicy:
+        """The policy :func:`~fedprivacy.flower.deploy.deploy` writes for node ``node``.
+
+        ``deploy`` acts as the operator of every local node: it writes each node's own policy
+        (:mod:`fedprivacy.policy`) from the command line's options, on the node's side; the
+        server never sends it.
+        """
 
     @abstractmethod
     def compare(self, run_dir: Path) -> dict[str, Any]:
@@ -78,6 +88,12 @@ class FedAvgTask(DeployTask):
     def node_config(self, node: int) -> str:
         """The node's user."""
         return f"partition-id={node}"
+
+    def policy(self, node: int) -> PartyPolicy:
+        """What a user's operator who agrees with this configuration writes."""
+        from fedprivacy.flower.node_policy import training_policy
+
+        return training_policy(self.config)
 
     def compare(self, run_dir: Path) -> dict[str, Any]:
         """Every aggregate against the in-process pipeline (:mod:`fedprivacy.flower.reference`)."""
@@ -139,6 +155,12 @@ class UldpTask(DeployTask):
         from fedprivacy.uldp.deployment import check_users_hold_records
 
         check_users_hold_records(self.config.with_overrides(data_dir=self.data_dir))
+
+    def policy(self, node: int) -> PartyPolicy:
+        """What a silo's operator who agrees with this configuration writes."""
+        from fedprivacy.flower.silo_policy import silo_policy
+
+        return silo_policy(self.config)
 
     def compare(self, run_dir: Path) -> dict[str, Any]:
         """Every aggregate against the in-process plaintext sum (the silos' noise apart)."""

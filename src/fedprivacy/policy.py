@@ -1,0 +1,214 @@
+"""A party's privacy policy: what a user's node or a silo accepts, set by its own operator.
+
+The server proposes; each party decides. A :class:`PartyPolicy` is written by whoever runs the
+node or silo, on that machine (a TOML file named in the node's configuration, see
+:meth:`PartyPolicy.from_node_config`), never taken from the server. Every request is checked
+against it *before anything is computed*; a weaker request raises
+:class:`~fedprivacy.errors.PolicyViolationError` naming the parameter it would weaken.
+
+=====================  ======================================================================
+field                  meaning (the adversary: a server that lies about the parameters)
+=====================  ======================================================================
+``noise_multiplier``   the least noise the party adds (distributed noise multiplier z of a
+                       user's node; ULDP's sigma of a silo); ``None``: the party adds none
+``clip``               the L2 clip the party applies; a request for a larger one is refused
+``min_threshold``      the smallest SecAgg threshold t accepted; ``None``: a strict majority
+                       of the parties that hold each user's shares, ``floor(h / 2) + 1``
+                       (``h = n - 1`` for SecAgg, the degree for SecAgg+; as Bell et al.)
+``min_key_bits``       the smallest Paillier modulus accepted (3072 bits by default)
+``allow_test_keys``    accept a key marked as a test key (below 2048 bits); never by default
+``batch_size``         T of batch partitioning: the aggregated set must be a union of whole
+                       batches ``{bT, ..., bT + T - 1}`` of the round's parties
+``allow_plaintext``    answer a plaintext (unmasked) round; never by default
+``epsilon_budget``     optional: the party stops contributing once its own epsilon at
+                       ``delta`` would exceed it
+=====================  ======================================================================
+
+Examples
+--------
+>>> policy = PartyPolicy(noise_multiplier=1.0, clip=0.5, batch_size=2)
+>>> policy.check_threshold(5, holders=9)
+>>> try:
+...     policy.check_threshold(2, holders=9)
+... except PolicyViolationError as exc:
+...     print(exc.name, "|", exc)
+threshold | threshold: 2 is below this party's minimum 5 (a strict majority of 9 share holders)
+>>> policy.check_aggregated({0, 1, 4, 5}, participants=range(6))
+>>> try:
+...     policy.check_aggregated({0, 1, 4}, participants=range(6))
+... except PolicyViolationError as exc:
+...     print(exc.name)
+batch_size
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fedprivacy._validation import require_int
+from fedprivacy.config import Config
+from fedprivacy.errors import ParameterError, PolicyViolationError
+
+__all__ = ["DEFAULT_MIN_KEY_BITS", "PartyPolicy", "batches_of", "majority"]
+
+DEFAULT_MIN_KEY_BITS = 3072
+#: The node-configuration key that names a party's policy file.
+POLICY_KEY = "fedprivacy-policy"
+#: This machine's directory of policies by node (Flower's simulation runtime).
+POLICY_DIR_ENV = "FEDPRIVACY_POLICY_DIR"
+
+
+def majority(parties: int) -> int:
+    """A strict majority of ``parties``: ``floor(parties / 2) + 1`` (at least 2).
+
+    >>> majority(10), majority(7)
+    (6, 4)
+    """
+    return max(2, int(parties) // 2 + 1)
+
+
+def batches_of(users: Iterable[int], batch_size: int) -> dict[int, frozenset[int]]:
+    """The users grouped by batch ``u // batch_size`` (Multi-RoundSecAgg's public layout).
+
+    >>> batches_of([0, 1, 3, 4], 2)
+    {0: frozenset({0, 1}), 1: frozenset({3}), 2: frozenset({4})}
+    """
+    size = require_int("batch_size", batch_size, minimum=1)
+    out: dict[int, set[int]] = {}
+    for u in sorted(int(u) for u in users):
+        out.setdefault(u // size, set()).add(u)
+    return {b: frozenset(m) for b, m in out.items()}
+
+
+@dataclass(frozen=True)
+class PartyPolicy(Config):
+    """One party's policy (see the module docstring); the defaults are the safe ones."""
+
+    noise_multiplier: float | None = None
+    clip: float | None = None
+    min_threshold: int | None = None
+    min_key_bits: int = DEFAULT_MIN_KEY_BITS
+    allow_test_keys: bool = False
+    batch_size: int = 1
+    allow_plaintext: bool = False
+    epsilon_budget: float | None = None
+    delta: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("noise_multiplier", "clip", "epsilon_budget", "delta"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ParameterError(name, f"must be a finite number > 0, got {value}")
+        if self.noise_multiplier is not None and self.clip is None:
+            raise ParameterError("clip", "is required with a noise_multiplier")
+        if self.min_threshold is not None:
+            require_int("min_threshold", self.min_threshold, minimum=2)
+        require_int("min_key_bits", self.min_key_bits, minimum=512)
+        require_int("batch_size", self.batch_size, minimum=1)
+        if (self.epsilon_budget is None) != (self.delta is None):
+            raise ParameterError("epsilon_budget", "and delta go together")
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def from_node_config(cls, node_config: Mapping[str, Any]) -> PartyPolicy:
+        """The policy a node's operator configured: the file named by ``fedprivacy-policy``.
+
+        Without that key the safe defaults hold (no plaintext rounds, majority threshold,
+        3072-bit keys, no noise of the party's own).
+
+        Raises
+        ------
+        ParameterError
+            If the file is missing or not a valid policy.
+        """
+        path = str(node_config.get(POLICY_KEY, ""))
+        return cls.from_toml(Path(path)) if path else cls()
+
+    @classmethod
+    def for_node(cls, node_config: Mapping[str, Any], node: int) -> PartyPolicy:
+        """:meth:`from_node_config`, else ``$FEDPRIVACY_POLICY_DIR/node-NODE.toml`` if present.
+
+        The directory is for Flower's simulation runtime, whose virtual nodes have no node
+        configuration of their own: it is an environment variable of this machine, never a
+        value the server sends. Else the safe defaults.
+        """
+        if POLICY_KEY in node_config:
+            return cls.from_node_config(node_config)
+        folder = os.environ.get(POLICY_DIR_ENV, "")
+        path = Path(folder) / f"node-{int(node)}.toml"
+        return cls.from_toml(path) if folder and path.exists() else cls()
+
+    # ------------------------------------------------------------------ checks
+    def check_secure(self, secure: bool) -> None:
+        """Refuse a plaintext round unless the policy allows it."""
+        if not secure and not self.allow_plaintext:
+            raise PolicyViolationError(
+                "secure", "a plaintext round was requested; this party answers secure rounds only"
+            )
+
+    def check_threshold(self, threshold: int, holders: int) -> None:
+        """Refuse a SecAgg threshold below the minimum (default: a majority of ``holders``)."""
+        least = self.min_threshold if self.min_threshold is not None else majority(holders)
+        why = (
+            ""
+            if self.min_threshold is not None
+            else f" (a strict majority of {holders} share holders)"
+        )
+        if threshold < least:
+            raise PolicyViolationError(
+                "threshold", f"{threshold} is below this party's minimum {least}{why}"
+            )
+
+    def check_noise(self, requested: float | None) -> None:
+        """Refuse a noise multiplier below the floor (``None``: no noise requested)."""
+        floor = self.noise_multiplier
+        if floor is not None and (requested is None or requested < floor):
+            asked = "no noise" if requested is None else f"noise multiplier {requested:g}"
+            raise PolicyViolationError(
+                "noise_multiplier", f"{asked} requested; this party adds at least {floor:g}"
+            )
+
+    def check_clip(self, requested: float | None) -> None:
+        """Refuse a clip larger than the party's (or none where the party has one)."""
+        if self.clip is not None and (requested is None or requested > self.clip):
+            asked = "no clip" if requested is None else f"clip {requested:g}"
+            raise PolicyViolationError(
+                "clip", f"{asked} requested; this party clips at {self.clip:g}"
+            )
+
+    def check_key(self, key_bits: int, test_key: bool) -> None:
+        """Refuse a Paillier key smaller than the minimum, or a test key unless allowed."""
+        if test_key and not self.allow_test_keys:
+            raise PolicyViolationError(
+                "key_bits", f"a {key_bits}-bit test key was proposed; this party refuses test keys"
+            )
+        if key_bits < self.min_key_bits and not (test_key and self.allow_test_keys):
+            raise PolicyViolationError(
+                "key_bits", f"{key_bits} bits is below this party's minimum {self.min_key_bits}"
+            )
+
+    def check_batch_size(self, requested: int) -> None:
+        """Refuse a batch size ``T`` other than the party's."""
+        if int(requested) != self.batch_size:
+            raise PolicyViolationError(
+                "batch_size",
+                f"T = {requested} requested; this party's batches are of {self.batch_size}",
+            )
+
+    def check_aggregated(self, aggregated: Iterable[int], participants: Iterable[int]) -> None:
+        """Refuse an aggregated set that is not a union of whole batches of the participants."""
+        chosen = frozenset(int(u) for u in aggregated)
+        for b, members in batches_of(participants, self.batch_size).items():
+            inside = members & chosen
+            if inside and inside != members:
+                raise PolicyViolationError(
+                    "batch_size",
+                    f"the aggregated set holds part of batch {b} (users {sorted(inside)}; the "
+                    f"batch is {sorted(members)}): it must be a union of whole batches of "
+                    f"{self.batch_size}",
+                )
