@@ -13,8 +13,10 @@ field                  meaning (the adversary: a server that lies about the para
                        user's node; ULDP's sigma of a silo); ``None``: the party adds none
 ``clip``               the L2 clip the party applies; a request for a larger one is refused
 ``min_threshold``      the smallest SecAgg threshold t accepted; ``None``: a strict majority
-                       of the parties that hold each user's shares, ``floor(h / 2) + 1``
-                       (``h = n - 1`` for SecAgg, the degree for SecAgg+; as Bell et al.)
+                       of each user's sharing group (the user and its ``h`` share holders),
+                       ``floor((h + 1) / 2) + 1``: all ``n`` parties for SecAgg, the
+                       neighbourhood for SecAgg+ (as Bell et al.). Two disjoint groups cannot
+                       both reach it, which the survivor-list consistency check relies on
 ``min_key_bits``       the smallest Paillier modulus accepted (3072 bits by default)
 ``allow_test_keys``    accept a key marked as a test key (below 2048 bits); never by default
 ``batch_size``         T of batch partitioning: the aggregated set must be a union of whole
@@ -27,12 +29,12 @@ field                  meaning (the adversary: a server that lies about the para
 Examples
 --------
 >>> policy = PartyPolicy(noise_multiplier=1.0, clip=0.5, batch_size=2)
->>> policy.check_threshold(5, holders=9)
+>>> policy.check_threshold(6, holders=9)
 >>> try:
 ...     policy.check_threshold(2, holders=9)
 ... except PolicyViolationError as exc:
 ...     print(exc.name, "|", exc)
-threshold | threshold: 2 is below this party's minimum 5 (a strict majority of 9 share holders)
+threshold | threshold: 2 is below this party's minimum 6 (a strict majority of 10 parties)
 >>> policy.check_aggregated({0, 1, 4, 5}, participants=range(6))
 >>> try:
 ...     policy.check_aggregated({0, 1, 4}, participants=range(6))
@@ -152,13 +154,10 @@ class PartyPolicy(Config):
             )
 
     def check_threshold(self, threshold: int, holders: int) -> None:
-        """Refuse a SecAgg threshold below the minimum (default: a majority of ``holders``)."""
-        least = self.min_threshold if self.min_threshold is not None else majority(holders)
-        why = (
-            ""
-            if self.min_threshold is not None
-            else f" (a strict majority of {holders} share holders)"
-        )
+        """Refuse a SecAgg threshold below the minimum (default: a majority of ``holders + 1``)."""
+        group = holders + 1
+        least = self.min_threshold if self.min_threshold is not None else majority(group)
+        why = "" if self.min_threshold is not None else f" (a strict majority of {group} parties)"
         if threshold < least:
             raise PolicyViolationError(
                 "threshold", f"{threshold} is below this party's minimum {least}{why}"

@@ -76,7 +76,7 @@ def test_atomic_policy_keeps_t_and_partial_loses_it() -> None:
     batches = atomic.reshape(atomic.shape[0], -1, 4)
     # every aggregated set is a union of whole batches
     assert np.all((batches.sum(axis=2) == 0) | (batches.sum(axis=2) == 4))
-    assert t_weak(atomic).upper == 4
+    assert (t_weak(atomic).upper or 0) >= 4  # the guarantee: never fewer than T
     partial, _, _ = run("partial")
     batches = partial.reshape(partial.shape[0], -1, 4)
     assert np.any((batches.sum(axis=2) > 0) & (batches.sum(axis=2) < 4))

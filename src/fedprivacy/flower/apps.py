@@ -21,6 +21,8 @@ Run configuration (``[tool.flwr.app.config]`` of the app, see :func:`app_pyproje
 ``node-wait``      the most seconds to wait for them
 ``stage-timeout``  the most seconds a stage waits for the nodes' replies
 ``pause-at``       fault injection: ``"R:STAGE"`` (see :class:`~fedprivacy.flower.run.StagePause`)
+``forge``          fault injection, a lying server: ``"NAME=VALUE,..."`` parameters the server
+                   proposes instead of the configuration's (every party must refuse them)
 =================  ==========================================================================
 
 A SuperNode says which user it is with ``--node-config "partition-id=U"`` (or
@@ -43,6 +45,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from fedprivacy.flower.grid import RECORD, GridTransport, discover_roster, to_record
 from fedprivacy.flower.node import Node, StageHandler
+from fedprivacy.policy import PartyPolicy
 
 if TYPE_CHECKING:
     from fedprivacy.flower.run import StagePause
@@ -63,17 +66,22 @@ def _user(node_config: Any, keys: tuple[str, ...]) -> int:
 
 
 def _node(node_config: Any, stage: object) -> StageHandler:
-    """The node that answers ``stage``: a silo for the cross-silo stages, else a user."""
+    """The node that answers ``stage``: a silo for the cross-silo stages, else a user.
+
+    Its policy is its operator's (:meth:`PartyPolicy.for_node`), read on this machine.
+    """
     fault = str(node_config.get("fedprivacy-fault", ""))
     if isinstance(stage, str) and stage.startswith("silo-"):
         from fedprivacy.flower.silo_node import SiloNode
 
         silo = _user(node_config, ("fedprivacy-silo", "partition-id"))
         data_dir = str(node_config.get("data-dir", "")) or None
-        return SiloNode(silo, fault, data_dir)
+        return SiloNode(silo, fault, data_dir, PartyPolicy.for_node(node_config, silo))
     if "fedprivacy-silo" in node_config:  # a silo answers hello with its silo id
-        return Node(int(node_config["fedprivacy-silo"]), fault)
-    return Node(_user(node_config, ("fedprivacy-user", "partition-id")), fault)
+        silo = int(node_config["fedprivacy-silo"])
+        return Node(silo, fault, PartyPolicy.for_node(node_config, silo))
+    user = _user(node_config, ("fedprivacy-user", "partition-id"))
+    return Node(user, fault, PartyPolicy.for_node(node_config, user))
 
 
 @client_app.query("fedprivacy")
@@ -93,7 +101,8 @@ def _fedavg(cfg: Any, transport: GridTransport, run_dir: Path, pause: StagePause
     from fedprivacy.flower.run import run_deployed
 
     config = TrainConfig.from_mapping(tomllib.loads(str(cfg["train-config"])))
-    run_deployed(config, transport, run_dir, roster=transport.roster, pause=pause)
+    forge = str(cfg.get("forge", ""))
+    run_deployed(config, transport, run_dir, roster=transport.roster, pause=pause, forge=forge)
 
 
 def _uldp(cfg: Any, transport: GridTransport, run_dir: Path, pause: StagePause) -> None:
@@ -108,6 +117,7 @@ def _uldp(cfg: Any, transport: GridTransport, run_dir: Path, pause: StagePause) 
         run_dir,
         roster=transport.roster,
         pause=pause,
+        forge=str(cfg.get("forge", "")),
     )
 
 
@@ -175,4 +185,5 @@ supernodes = 1
 node-wait = 60.0
 stage-timeout = 60.0
 pause-at = ""
+forge = ""
 """

@@ -294,6 +294,7 @@ def run_cross_silo(
     roster: Mapping[int, int] | None = None,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     pause: BeforeStage | None = None,
+    forge: str = "",
 ) -> dict[str, Any]:
     """Run ``config.rounds`` rounds of a ``-w`` ULDP-FL method over ``transport``.
 

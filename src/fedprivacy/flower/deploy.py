@@ -86,10 +86,15 @@ class FaultPlan:
         with SIGKILL to its process group, and the run goes on.
     replay : dict of int to int
         User -> round in which that node replays its previous message at the masked-input stage.
+    forge : str
+        A lying server: ``"NAME=VALUE,..."`` parameters the ServerApp proposes instead of the
+        configuration's (see :func:`fedprivacy.flower.forge.parse_forge`); every party must
+        refuse them under its own policy.
     """
 
     kill: tuple[int | None, int, Stage] | None = None
     replay: dict[int, int] = field(default_factory=dict)
+    forge: str = ""
 
     @classmethod
     def parse_kill(
@@ -399,7 +404,7 @@ def deploy(
             "supernodes", f"the run needs {task.supernodes} SuperNodes, not {supernodes}"
         )
     faults = faults or FaultPlan()
-    if simulation and (faults.kill is not None or faults.replay):
+    if simulation and (faults.kill is not None or faults.replay or faults.forge):
         raise ParameterError("--simulation", "fault injection needs a real deployment")
     if simulation and node_auth:
         raise ParameterError("--node-auth", "SuperNode authentication needs a real deployment")
@@ -423,6 +428,7 @@ def deploy(
                 "stage-timeout": float(stage_timeout),
                 "node-wait": 120.0,
                 "pause-at": pause,
+                "forge": faults.forge,
             }
         ),
     )

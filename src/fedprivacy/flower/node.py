@@ -17,6 +17,7 @@ simulation's bit for bit.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from fedprivacy.flower.stages import (
     error_reply,
     field,
 )
+from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg.client import SecAggClient
 from fedprivacy.secagg.errors import MalformedMessageError, OutOfOrderError
 from fedprivacy.secagg.messages import encode_message
@@ -167,6 +169,7 @@ class Node(StageHandler):
 
     user: int
     fault: str = ""
+    policy: PartyPolicy = dataclasses.field(default_factory=PartyPolicy)
 
     # ------------------------------------------------------------------ stages
     def _hello(self, request: Record, state: dict[str, bytes]) -> Record:

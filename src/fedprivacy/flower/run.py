@@ -78,6 +78,7 @@ def run_deployed(
     roster: Mapping[int, int] | None = None,
     pause: StagePause | None = None,
     on_event: Callable[[dict[str, Any]], None] | None = None,
+    forge: str = "",
 ) -> dict[str, Any]:
     """Run ``config.rounds`` rounds over ``transport`` and write the run directory.
 

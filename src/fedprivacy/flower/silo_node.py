@@ -17,12 +17,14 @@ key or change the sub-sampling mode behind the silos' backs.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from fedprivacy.flower.node import StageHandler, single_threaded
 from fedprivacy.flower.stages import Record, Stage, decode_array, field
+from fedprivacy.policy import PartyPolicy
 from fedprivacy.uldp.private_weighting.errors import MalformedMessageError, OutOfOrderError
 from fedprivacy.uldp.private_weighting.messages import encode_message
 from fedprivacy.uldp.private_weighting.params import PrivateWeightingParameters
@@ -56,6 +58,7 @@ class SiloNode(StageHandler):
     silo: int
     fault: str = ""
     data_dir: str | None = None
+    policy: PartyPolicy = dataclasses.field(default_factory=PartyPolicy)
 
     def _hello(self, request: Record, state: dict[str, bytes]) -> Record:
         return {"user": self.silo}

@@ -236,7 +236,7 @@ class SecAggParameters:
         graph_seed: bytes = b"",
         ring_block: int | None = None,
     ) -> SecAggParameters:
-        """Parameters with the default threshold: a strict majority of each user's share holders.
+        """Parameters with the default threshold: a strict majority of each user's sharing group.
 
         Parameters
         ----------
@@ -244,8 +244,10 @@ class SecAggParameters:
         ring_block
             As in the class.
         threshold : int, optional
-            Defaults to ``max(2, floor(h / 2) + 1)`` where ``h`` is the number of share holders
-            per user.
+            Defaults to ``max(2, floor((h + 1) / 2) + 1)`` where ``h`` is the number of share
+            holders per user: a strict majority of the user and its holders (all ``n`` parties
+            for SecAgg). Two disjoint sets of parties cannot both reach it, which the
+            survivor-list consistency check against a lying server relies on.
 
         Returns
         -------
@@ -254,8 +256,9 @@ class SecAggParameters:
 
         """
         n = len(set(participants))
-        holders = (n - 1) if degree is None else degree
-        t = threshold if threshold is not None else max(MIN_THRESHOLD, holders // 2 + 1)
+        # an odd degree on an odd ring leaves every user one holder short (Harary's H(k, n))
+        holders = (n - 1) if degree is None else min(degree - (degree % 2) * (n % 2), n - 1)
+        t = threshold if threshold is not None else max(MIN_THRESHOLD, (holders + 1) // 2 + 1)
         return cls(
             session_id=session_id,
             round_index=round_index,
