@@ -23,7 +23,11 @@ field                  meaning (the adversary: a server that lies about the para
                        batches ``{bT, ..., bT + T - 1}`` of the round's parties
 ``allow_plaintext``    answer a plaintext (unmasked) round; never by default
 ``epsilon_budget``     optional: the party stops contributing once its own epsilon at
-                       ``delta`` would exceed it
+                       ``delta`` would exceed it (read and validated; not enforced yet)
+``signing_key``        path of the party's private key (its SuperNode authentication key):
+                       it signs the party's identity (:mod:`fedprivacy.flower.identity`)
+``roster``             path of the federation's public keys (:class:`~fedprivacy.crypto.
+                       signing.Roster`), from the operator who admits the nodes
 =====================  ======================================================================
 
 Examples
@@ -100,6 +104,8 @@ class PartyPolicy(Config):
     allow_plaintext: bool = False
     epsilon_budget: float | None = None
     delta: float | None = None
+    signing_key: str = ""
+    roster: str = ""
 
     def __post_init__(self) -> None:
         for name in ("noise_multiplier", "clip", "epsilon_budget", "delta"):
@@ -192,11 +198,15 @@ class PartyPolicy(Config):
             )
 
     def check_batch_size(self, requested: int) -> None:
-        """Refuse a batch size ``T`` other than the party's."""
-        if int(requested) != self.batch_size:
+        """Refuse a batch size ``T`` that is not a multiple of the party's.
+
+        Whole batches of a multiple of ``T`` are unions of whole batches of ``T``.
+        """
+        if int(requested) % self.batch_size:
             raise PolicyViolationError(
                 "batch_size",
-                f"T = {requested} requested; this party's batches are of {self.batch_size}",
+                f"T = {requested} requested; this party's batches are of {self.batch_size} "
+                "(T must be a multiple of it)",
             )
 
     def check_aggregated(self, aggregated: Iterable[int], participants: Iterable[int]) -> None:

@@ -93,3 +93,23 @@ def test_none_changes_nothing() -> None:
     assert m.prepare(u, {1: 0.3}) == (u, {1: 0.3})
     mean = np.ones(3)
     assert m.release(mean, 2) is mean
+
+
+@pytest.mark.parametrize("name", ["central", "distributed"])
+def test_clipped_updates_are_within_the_clip_in_the_dtype_sent(name: str) -> None:
+    """Float32 rounding after an L2 clip could leave a norm above C (by up to ~3e-8)."""
+    rng = np.random.default_rng(8)
+    mechanism = make_mechanism(name, noise_multiplier=1.0, clip=0.1)
+    rows = {u: rng.normal(size=500).astype(np.float32) * 10 for u in range(200)}
+    # adversarial: entries just below a float32 rounding boundary, so every cast rounds up
+    tie = np.float32(0.3) + np.float32(np.finfo(np.float32).eps) * 0.49
+    rows.update({200 + k: np.full(333 + k, tie, dtype=np.float32) for k in range(50)})
+    over = 0
+    for u, row in rows.items():
+        out, _ = mechanism.prepare({u: row}, {u: 1.0})
+        assert out[u].dtype == np.float32
+        norm = float(np.linalg.norm(out[u].astype(np.float64)))
+        assert norm <= 0.1, (u, norm - 0.1)
+        old = (row.astype(np.float64) * (0.1 / np.linalg.norm(row.astype(np.float64))))
+        over += float(np.linalg.norm(old.astype(np.float32).astype(np.float64))) > 0.1
+    assert over > 0  # the old cast-after-clip exceeds C on these inputs

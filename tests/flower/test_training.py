@@ -10,6 +10,7 @@ import pytest
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.experiments.training_run import build_training
 from fedprivacy.flower.node import Node
+from fedprivacy.flower.node_policy import training_policy
 from fedprivacy.flower.reference import max_abs_error, observed_dropouts, simulate
 from fedprivacy.flower.stages import Stage
 from fedprivacy.flower.training import DeployedTraining, LiveNodes
@@ -43,7 +44,8 @@ def _deployed(
     transport_class: type[InProcessTransport] = InProcessTransport,
     **kw: Any,
 ) -> Any:
-    transport = transport_class(nodes or {u: Node(u) for u in range(USERS)}, **kw)
+    policy = training_policy(config)
+    transport = transport_class(nodes or {u: Node(u, policy=policy) for u in range(USERS)}, **kw)
     training = build_training(
         config,
         training_class=DeployedTraining,
@@ -153,7 +155,9 @@ def test_a_reply_claiming_another_user_is_rejected() -> None:
     rejected = {(e["user"], e["error"]) for e in training.events if e["event"] == "rejected"}
     assert rejected == {(2, "UnknownSenderError"), (3, "UnknownSenderError")}
     round_event = next(e for e in training.events if e["event"] == "round")
-    assert round_event["aggregated"] == [0, 1, 4, 5]
+    # with the two rejected, each of the 4 others holds 3 shares, below the majority threshold
+    # of 6 parties (4): the round aborts rather than aggregate [0, 1, 4, 5]
+    assert round_event["aggregated"] == [] and round_event["aborted"]
 
 
 def test_the_stored_update_is_float32_when_exact_and_float64_otherwise() -> None:

@@ -59,6 +59,7 @@ def _deploy(
     faults = FaultPlan(
         kill=None if args.kill is None else FaultPlan.parse_kill(args.kill, args.kill_flag),
         replay=_replays(args.replay),
+        forge=args.forge,
     )
     with terminate_as_interrupt():
         return deploy(
@@ -189,7 +190,13 @@ def _add_cross_silo_parser(fsub: Any) -> None:
     tls = cs.add_mutually_exclusive_group()
     tls.add_argument("--tls", dest="tls", action="store_true", default=True, help="TLS (default)")
     tls.add_argument("--insecure", dest="tls", action="store_false", help="no TLS")
-    cs.add_argument("--node-auth", action="store_true", help="SuperNode authentication")
+    cs.add_argument(
+        "--node-auth",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="SuperNode authentication and signed node identities (default: on, off with "
+        "--simulation)",
+    )
     cs.add_argument("--simulation", action="store_true", help="Flower's simulation runtime (Ray)")
     cs.add_argument(
         "--stage-timeout", type=float, default=120.0, help="seconds a stage waits (120)"
@@ -203,6 +210,13 @@ def _add_cross_silo_parser(fsub: Any) -> None:
     )
     cs.add_argument(
         "--replay", action="append", metavar="S@R", help="silo S replays a message in round R"
+    )
+    cs.add_argument(
+        "--forge",
+        default="",
+        metavar="NAME=VALUE,...",
+        help="fault injection, a lying server: parameters it proposes (sigma, clip, key_bits, "
+        "...): every silo must refuse them",
     )
     cs.add_argument("--out", type=Path, default=Path("results/flower-silos"), help="run directory")
     cs.add_argument("--json", action="store_true", help="print one JSON object")
@@ -259,8 +273,10 @@ def add_flower_parser(sub: Any) -> None:
     tls.add_argument("--insecure", dest="tls", action="store_false", help="no TLS")
     dep.add_argument(
         "--node-auth",
-        action="store_true",
-        help="SuperNode authentication: only the nodes whose keys were registered may join",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="SuperNode authentication: only the nodes whose keys were registered may join, "
+        "each signing its claim to its user (default: on, off with --simulation)",
     )
     dep.add_argument(
         "--simulation",
@@ -283,6 +299,14 @@ def add_flower_parser(sub: Any) -> None:
         action="append",
         metavar="U@R",
         help="fault injection: user U's node replays a message in round R (repeatable)",
+    )
+    dep.add_argument(
+        "--forge",
+        default="",
+        metavar="NAME=VALUE,...",
+        help="fault injection, a lying server: parameters it proposes instead of the "
+        "configuration's (noise, threshold, clip, noise_multiplier, plaintext, repeat, partial): "
+        "every node must refuse them",
     )
     dep.add_argument("--out", type=Path, default=Path("results/flower"), help="run directory")
     dep.add_argument("--json", action="store_true", help="print one JSON object")

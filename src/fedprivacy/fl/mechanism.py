@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fedprivacy.dp._checks import require_positive
-from fedprivacy.dp.mechanisms import clip_rows_l2
+from fedprivacy.dp.mechanisms import clip_rows_l2_as
 from fedprivacy.dp.party_noise import PartyNoise
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import AggregateOutcome
@@ -140,8 +140,9 @@ class _ClippedGaussian(Mechanism):
         users = list(updates)
         if not users:
             return updates, weights
-        clipped, _ = clip_rows_l2(np.stack([updates[u] for u in users]), self.clip)
-        out = {u: clipped[i].astype(np.float32) for i, u in enumerate(users)}
+        # clipped in the dtype that is sent, so that every norm is <= clip exactly
+        clipped = clip_rows_l2_as(np.stack([updates[u] for u in users]), self.clip, np.float32)
+        out = {u: clipped[i] for i, u in enumerate(users)}
         return out, dict.fromkeys(users, 1.0)
 
 

@@ -21,6 +21,8 @@ Run configuration (``[tool.flwr.app.config]`` of the app, see :func:`app_pyproje
 ``node-wait``      the most seconds to wait for them
 ``stage-timeout``  the most seconds a stage waits for the nodes' replies
 ``pause-at``       fault injection: ``"R:STAGE"`` (see :class:`~fedprivacy.flower.run.StagePause`)
+``roster``         the federation's public keys (:class:`~fedprivacy.crypto.signing.Roster`
+                   file): a node is admitted only with a signed claim to its user
 ``forge``          fault injection, a lying server: ``"NAME=VALUE,..."`` parameters the server
                    proposes instead of the configuration's (every party must refuse them)
 =================  ==========================================================================
@@ -43,6 +45,8 @@ from flwr.app import ConfigRecord, Context, Message
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
+from fedprivacy.crypto.signing import Roster
+from fedprivacy.files import atomic_write_json
 from fedprivacy.flower.grid import RECORD, GridTransport, discover_roster, to_record
 from fedprivacy.flower.node import Node, StageHandler
 from fedprivacy.policy import PartyPolicy
@@ -137,9 +141,12 @@ def main(grid: Grid, context: Context) -> None:
         raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}")
     run_dir = Path(str(cfg["run-dir"]))
     timeout = float(cfg["stage-timeout"])
-    roster = discover_roster(
-        grid, int(cfg["supernodes"]), wait=float(cfg["node-wait"]), timeout=timeout
+    keys = Roster.from_file(str(cfg["roster"])) if str(cfg.get("roster", "")) else None
+    roster, refused = discover_roster(
+        grid, int(cfg["supernodes"]), wait=float(cfg["node-wait"]), timeout=timeout, keys=keys
     )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(run_dir / "identity.json", {"admitted": roster, "refused": refused})
     from fedprivacy.flower.run import StagePause
 
     pause = StagePause(str(cfg.get("pause-at", "")), run_dir / "resume")
@@ -186,4 +193,5 @@ node-wait = 60.0
 stage-timeout = 60.0
 pause-at = ""
 forge = ""
+roster = ""
 """

@@ -32,6 +32,7 @@ from typing import IO, Any
 
 import tomli_w
 
+from fedprivacy.crypto.signing import Roster
 from fedprivacy.errors import FedPrivacyError, ParameterError
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.files import atomic_write_json, atomic_write_text
@@ -332,12 +333,30 @@ def _follow(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
     return lines, offset + end
 
 
-def _write_policies(task: DeployTask, folder: Path, nodes: int) -> Path:
-    """Each node's policy file, as its operator would write it (``folder/node-U.toml``, 0600)."""
+def _write_roster(keys: dict[int, NodeKeys], path: Path) -> Path | None:
+    """The federation's public keys (user -> key), as the operator who admits the nodes has."""
+    if not keys:
+        return None
+    roster = Roster({u: k.public.read_text() for u, k in keys.items()})
+    atomic_write_text(path, roster.to_toml())
+    return path
+
+
+def _write_policies(
+    task: DeployTask, folder: Path, nodes: int, keys: dict[int, NodeKeys], roster: Path | None
+) -> Path:
+    """Each node's policy file, as its operator would write it (``folder/node-U.toml``, 0600).
+
+    With node authentication it names the node's own key and the federation's roster.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     for u in range(nodes):
+        policy = task.policy(u)
+        if u in keys and roster is not None:
+            own = {"signing_key": str(keys[u].private.resolve()), "roster": str(roster.resolve())}
+            policy = policy.with_overrides(**own)
         path = folder / f"node-{u}.toml"
-        atomic_write_text(path, task.policy(u).to_toml())
+        atomic_write_text(path, policy.to_toml())
         path.chmod(0o600)
     return folder
 
@@ -352,7 +371,7 @@ def deploy(
     stage_timeout: float = 60.0,
     faults: FaultPlan | None = None,
     simulation: bool = False,
-    node_auth: bool = False,
+    node_auth: bool | None = None,
     timeout: float = 1800.0,
     on_event: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
@@ -381,10 +400,12 @@ def deploy(
     simulation : bool
         Run the same app with ``flwr run`` on Flower's simulation runtime (Ray, virtual
         SuperNodes in this machine's processes) instead of real SuperNodes; no TLS.
-    node_auth : bool
-        SuperNode authentication: a key pair per node (``OUT/node-keys``), each public key
-        registered with the SuperLink, which admits no other node
-        (:mod:`fedprivacy.flower.node_auth`).
+    node_auth : bool, optional
+        SuperNode authentication (on by default, off with ``--simulation``): a key pair per
+        node (``OUT/node-keys``), each public key registered with the SuperLink, which admits no
+        other node (:mod:`fedprivacy.flower.node_auth`); each node signs its claim to its user
+        with the same key, checked by the ServerApp against ``OUT/node-keys/roster.toml``
+        (:mod:`fedprivacy.flower.identity`).
     timeout : float
         The most seconds the whole run may take.
     on_event : callable, optional
@@ -408,11 +429,15 @@ def deploy(
         raise ParameterError("--simulation", "fault injection needs a real deployment")
     if simulation and node_auth:
         raise ParameterError("--node-auth", "SuperNode authentication needs a real deployment")
+    node_auth = not simulation if node_auth is None else node_auth
     tls = tls and not simulation
     task.preflight()
     run_dir.mkdir(parents=True, exist_ok=True)
     for stale in ("resume", "summary.json", "events.jsonl"):
         (run_dir / stale).unlink(missing_ok=True)
+    keys = generate_node_keys(run_dir / "node-keys", range(supernodes)) if node_auth else {}
+    roster = _write_roster(keys, run_dir / "node-keys" / "roster.toml")
+    policies = _write_policies(task, run_dir / "policies", supernodes, keys, roster)
     app_dir = run_dir / "app"
     app_dir.mkdir(exist_ok=True)
     atomic_write_text(app_dir / "pyproject.toml", app_pyproject())
@@ -429,17 +454,16 @@ def deploy(
                 "node-wait": 120.0,
                 "pause-at": pause,
                 "forge": faults.forge,
+                "roster": "" if roster is None else str(roster.resolve()),
             }
         ),
     )
-    policies = _write_policies(task, run_dir / "policies", supernodes)
     with LocalDeployment(run_dir, tls=tls) as dep:
         dep.env[POLICY_DIR_ENV] = str(policies.resolve())  # the simulation's virtual nodes
         if data_dir:  # the ServerApp and the ClientApps (also Ray's virtual nodes) read it
             dep.env["FEDPRIVACY_DATA"] = str(Path(data_dir).resolve())
         dep.start_superlink(simulation=simulation, node_auth=node_auth)
         dep.write_flower_config(supernodes if simulation else None)
-        keys = generate_node_keys(run_dir / "node-keys", range(supernodes)) if node_auth else {}
         for u in range(0 if simulation else supernodes):
             if node_auth:
                 dep.register_supernode(keys[u])

@@ -16,7 +16,8 @@ from typing import Any
 from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 
-from fedprivacy.errors import ParameterError
+from fedprivacy.crypto.signing import Roster
+from fedprivacy.flower.identity import admit, new_nonce
 from fedprivacy.flower.stages import Record, Stage
 from fedprivacy.flower.transport import Transport
 
@@ -91,18 +92,19 @@ def discover_roster(
     wait: float,
     timeout: float,
     on_wait: Callable[[int], None] | None = None,
-) -> dict[int, int]:
+    keys: Roster | None = None,
+) -> tuple[dict[int, int], list[dict[str, Any]]]:
     """Wait for ``expect`` nodes (at most ``wait`` seconds) and ask each which user it is.
+
+    Each ``hello`` carries a fresh nonce; with ``keys`` (the federation's public keys) a node
+    is admitted only if it signed its claim with its user's key (:func:`fedprivacy.flower.
+    identity.admit`). A claim that does not verify, or two nodes claiming one user, drop those
+    nodes, never the run.
 
     Returns
     -------
-    dict of int to int
-        User -> node id.
-
-    Raises
-    ------
-    ParameterError
-        If two nodes claim the same user.
+    tuple of dict and list
+        User -> node id, and an ``identity_refused`` event per node left out.
     """
     deadline = time.monotonic() + wait
     nodes = list(grid.get_node_ids())
@@ -111,19 +113,12 @@ def discover_roster(
             on_wait(len(nodes))
         time.sleep(0.5)
         nodes = list(grid.get_node_ids())
-    hello = [
-        Message(to_record({"stage": Stage.HELLO.value}), dst_node_id=n, message_type=MESSAGE_TYPE)
-        for n in nodes
-    ]
-    roster: dict[int, int] = {}
+    nonce = new_nonce()
+    request = to_record({"stage": Stage.HELLO.value, "nonce": nonce})
+    hello = [Message(request, dst_node_id=n, message_type=MESSAGE_TYPE) for n in nodes]
+    replies: dict[int, Record] = {}
     for reply in grid.send_and_receive(hello, timeout=timeout):
         fields = _fields(reply)
-        if fields is None or not isinstance(fields.get("user"), int):
-            continue
-        user = int(fields["user"])
-        if user in roster:
-            raise ParameterError(
-                "roster", f"nodes {roster[user]} and {reply.metadata.src_node_id} both are {user}"
-            )
-        roster[user] = reply.metadata.src_node_id
-    return roster
+        if fields is not None:
+            replies[reply.metadata.src_node_id] = fields
+    return admit(replies, nonce, keys)

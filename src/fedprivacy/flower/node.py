@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import logging
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -27,6 +28,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from fedprivacy.errors import FedPrivacyError, ParameterError
+from fedprivacy.flower.identity import signed_hello
+from fedprivacy.flower.node_policy import (
+    PERSISTENT,
+    answer_once,
+    check_secure_round,
+    check_training,
+    check_unmask_request,
+    parse_training,
+)
 from fedprivacy.flower.stages import (
     Record,
     Stage,
@@ -46,6 +56,8 @@ if TYPE_CHECKING:
     from fedprivacy.fl.engine import FederatedTraining
 
 __all__ = ["Node", "StageHandler", "single_threaded", "training_for"]
+
+_LOG = logging.getLogger("fedprivacy.node")
 
 
 @contextlib.contextmanager
@@ -74,16 +86,9 @@ def training_for(config_toml: str) -> FederatedTraining:
     Built as the in-process pipeline builds it (:func:`fedprivacy.experiments.training_run.
     build_training`), with the reference trainer; the node only ever trains its own user.
     """
-    import tomllib
-
-    from fedprivacy.experiments.training_config import TrainConfig
     from fedprivacy.experiments.training_run import build_training
 
-    try:
-        data = tomllib.loads(config_toml)
-    except tomllib.TOMLDecodeError as exc:
-        raise MalformedMessageError(f"the training configuration is not TOML: {exc}") from exc
-    config = TrainConfig.from_mapping(data)
+    config = parse_training(config_toml)
     return build_training(config.with_overrides(trainer="loop"))
 
 
@@ -147,6 +152,7 @@ class StageHandler:
         try:
             reply = handler(self, request, scratch)
         except FedPrivacyError as exc:
+            _LOG.warning("refused %s: %s: %s", stage.value, type(exc).__name__, exc)
             return error_reply(exc)
         state.clear()
         state.update(scratch)
@@ -173,13 +179,18 @@ class Node(StageHandler):
 
     # ------------------------------------------------------------------ stages
     def _hello(self, request: Record, state: dict[str, bytes]) -> Record:
-        return {"user": self.user}
+        return signed_hello(self.user, self.policy, request)
 
-    def _local_update(self, request: Record) -> tuple[FederatedTraining, np.ndarray, float, int]:
+    def _local_update(
+        self, request: Record, state: dict[str, bytes]
+    ) -> tuple[FederatedTraining, np.ndarray, float, int]:
         import torch
 
-        training = training_for(field(request, "config", str))
+        config_toml = field(request, "config", str)
         r = field(request, "round", int)
+        check_training(self.policy, parse_training(config_toml))
+        answer_once(state, r)
+        training = training_for(config_toml)
         selected = decode_array(field(request, "selected", bytes), np.int64).tolist()
         model = decode_array(field(request, "model", bytes), np.float32)
         if model.shape != tuple(training.global_flat.shape):
@@ -195,24 +206,29 @@ class Node(StageHandler):
         return training, delta, weight, r
 
     def _train(self, request: Record, state: dict[str, bytes]) -> Record:
-        _, delta, weight, _ = self._local_update(request)
+        self.policy.check_secure(False)
+        _, delta, weight, _ = self._local_update(request, state)
         return {"update": encode_array(delta), "weight": float(weight)}
 
     def _advertise(self, request: Record, state: dict[str, bytes]) -> Record:
         params = decode_params(field(request, "params", bytes))
-        training, delta, weight, r = self._local_update(request)
+        r = field(request, "round", int)
         if params.round_index != r:
             raise OutOfOrderError(f"parameters of round {params.round_index} in round {r}")
+        noise = check_secure_round(self.policy, params, field(request, "noise", str))
+        training, delta, weight, r = self._local_update(request, state)
         values, _ = training.aggregator.clip_update(delta, weight)
         client = SecAggClient(params, self.user)
         message = encode_message(client.advertise_keys())
+        keep = {k: state[k] for k in PERSISTENT if k in state}
         state.clear()
         state.update(
+            keep,
             secagg=dump_client(client),
             params=encode_params(params),
             values=_compact(values),
             weight=encode_array(np.array([weight], dtype=np.float64)),
-            noise=field(request, "noise", str).encode(),
+            noise=noise.encode(),
             seed=str(training.seed).encode(),
             last=message,
         )
@@ -258,8 +274,12 @@ class Node(StageHandler):
 
     def _unmask(self, request: Record, state: dict[str, bytes]) -> Record:
         message = field(request, "message", bytes)
-        reply = self._step(state, lambda c: c.unmask(message))
+        client = self._client(state)
+        check_unmask_request(self.policy, client.params, message)
+        reply = self._step(state, lambda c: c.unmask(message), client)
+        keep = {k: state[k] for k in PERSISTENT if k in state}
         state.clear()  # the round is over: no key, seed or share stays on the node
+        state.update(keep)
         return reply
 
 

@@ -23,15 +23,33 @@ noise_multiplier
 
 from __future__ import annotations
 
+import functools
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from fedprivacy.dp.party_noise import PartyNoise
 from fedprivacy.errors import PolicyViolationError
 from fedprivacy.policy import PartyPolicy
+from fedprivacy.secagg.errors import MalformedMessageError
+from fedprivacy.secagg.messages import UnmaskRequest, decode_message
+from fedprivacy.secagg.params import SecAggParameters
 
 if TYPE_CHECKING:
     from fedprivacy.experiments.training_config import TrainConfig
 
-__all__ = ["PolicyViolationError", "check_training", "training_policy"]
+__all__ = [
+    "PERSISTENT",
+    "PolicyViolationError",
+    "answer_once",
+    "check_secure_round",
+    "check_training",
+    "check_unmask_request",
+    "parse_training",
+    "training_policy",
+]
+
+PERSISTENT = ("answered",)
+"""The node's state entries that outlive a round (the last round index it answered)."""
 
 
 def batch_size_of(config: TrainConfig) -> int:
@@ -75,3 +93,90 @@ def check_training(policy: PartyPolicy, config: TrainConfig) -> None:
     if policy.clip is not None:
         policy.check_clip(1.0 if config.clip is None or config.dp == "none" else config.clip)
     policy.check_batch_size(batch_size_of(config))
+
+
+@functools.lru_cache(maxsize=4)
+def parse_training(config_toml: str) -> TrainConfig:
+    """The :class:`TrainConfig` a request carries (cached); :class:`MalformedMessageError`."""
+    import tomllib
+
+    from fedprivacy.experiments.training_config import TrainConfig
+
+    try:
+        data = tomllib.loads(config_toml)
+    except tomllib.TOMLDecodeError as exc:
+        raise MalformedMessageError(f"the training configuration is not TOML: {exc}") from exc
+    return TrainConfig.from_mapping(data)
+
+
+def answer_once(state: dict[str, bytes], round_index: int) -> None:
+    """Refuse a round index at or before the last one answered; else note it as answered.
+
+    A node that answered round ``r`` twice would let the server average the round's noise
+    away (or see two maskings of one update) while its ledger counts one round.
+
+    Raises
+    ------
+    PolicyViolationError
+        Naming ``round``.
+    """
+    last = state.get("answered")
+    if last is not None and round_index <= int(last):
+        raise PolicyViolationError(
+            "round",
+            f"round {round_index} requested after round {int(last)} was answered: a node "
+            "answers each round once, in order",
+        )
+    state["answered"] = str(int(round_index)).encode()
+
+
+def check_secure_round(policy: PartyPolicy, params: SecAggParameters, noise: str) -> str:
+    """Check a secure round's parameters and noise against ``policy``; the noise to add.
+
+    The threshold must reach the policy's minimum. A node with a noise floor computes, from the
+    round's own codec, threshold and dimension, the variance its floor needs on the grid
+    (:meth:`~fedprivacy.dp.party_noise.PartyNoise.round_noise` with its own noise multiplier
+    and clip) and refuses a request for less; it adds the variance requested (at least that).
+
+    Raises
+    ------
+    PolicyViolationError
+        Naming ``threshold`` or ``noise_multiplier``.
+    MalformedMessageError
+        If ``noise`` is not a number.
+    """
+    policy.check_threshold(params.threshold, params.min_holders)
+    if policy.noise_multiplier is None:
+        return noise
+    assert policy.clip is not None
+    floor = (
+        PartyNoise(policy.noise_multiplier, policy.clip)
+        .round_noise(params.codec, policy.clip, params.threshold, params.dimension)
+        .variance
+    )
+    try:
+        requested = Fraction(noise) if noise else None
+    except (ValueError, ZeroDivisionError):
+        raise MalformedMessageError(f"the noise variance {noise!r} is not a number") from None
+    if requested is None or requested < floor:
+        asked = "no noise" if requested is None else f"a variance of {float(requested):.6g}"
+        raise PolicyViolationError(
+            "noise_multiplier",
+            f"{asked} on the grid requested; this party's floor (noise multiplier "
+            f"{policy.noise_multiplier:g}, clip {policy.clip:g}, threshold {params.threshold}) "
+            f"needs {float(floor):.6g}",
+        )
+    return noise
+
+
+def check_unmask_request(policy: PartyPolicy, params: SecAggParameters, message: bytes) -> None:
+    """Refuse to unmask an aggregated set that is not a union of whole batches.
+
+    Raises
+    ------
+    PolicyViolationError
+        Naming ``batch_size``.
+    """
+    request = decode_message(message)
+    if isinstance(request, UnmaskRequest):
+        policy.check_aggregated(request.aggregated, params.participants)

@@ -97,6 +97,8 @@ def run_deployed(
         Fault injection.
     on_event : callable, optional
         Called with every event (after it is appended to ``events.jsonl``).
+    forge : str
+        Fault injection, a lying server (:mod:`fedprivacy.flower.lying_server`).
 
     Returns
     -------
@@ -104,10 +106,12 @@ def run_deployed(
         The summary (also ``summary.json``).
     """
     from fedprivacy.experiments.training_run import build_training
+    from fedprivacy.flower.lying_server import FEDAVG_FORGES, parse_forge
     from fedprivacy.participation.audit import audit_ledger
     from fedprivacy.report import privacy_report
 
     config = config.with_overrides(dropout=0.0, trainer="loop")
+    forged = parse_forge(forge, FEDAVG_FORGES)
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run_dir / "config.toml", config.to_toml())
     atomic_write_json(
@@ -133,6 +137,7 @@ def run_deployed(
                 transport=transport,
                 config_toml=config.to_toml(),
                 on_event=event,
+                forge=forged,
             ),
         )
         if pause is not None:

@@ -29,6 +29,7 @@ from fedprivacy.fl.aggregation import AggregateOutcome
 from fedprivacy.fl.engine import FederatedTraining
 from fedprivacy.fl.secure_aggregation import SecureAggregator, SecureRoundPlan
 from fedprivacy.flower.exchange import BeforeStage, StageExchange
+from fedprivacy.flower.lying_server import forge_config, forge_params, forge_policy
 from fedprivacy.flower.stages import Record, Stage, decode_array, encode_array
 from fedprivacy.flower.transport import Transport
 from fedprivacy.participation.availability import AvailabilityModel
@@ -94,6 +95,7 @@ class DeployedTraining(FederatedTraining):
     before_stage: BeforeStage | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
     aggregates: dict[int, NDArray[np.float64]] = field(default_factory=dict)
+    forge: dict[str, str] = field(default_factory=dict)
 
     def _wire(self) -> StageExchange:
         assert self.transport is not None
@@ -114,7 +116,7 @@ class DeployedTraining(FederatedTraining):
     def _requests(self, r: int, selected: NDArray[np.intp]) -> dict[str, Any]:
         return {
             "round": r,
-            "config": self.config_toml,
+            "config": forge_config(self.config_toml, self.forge),
             "model": encode_array(self.global_flat.cpu().numpy().astype(np.float32)),
             "selected": encode_array(np.asarray(selected, dtype=np.int64)),
         }
@@ -182,12 +184,16 @@ class DeployedTraining(FederatedTraining):
         plan: SecureRoundPlan = agg.plan_round(
             r, users, int(self.global_flat.numel()), self.batch_size_t
         )
-        server = SecAggServer(plan.params)
+        params = forge_params(plan.params, self.forge)
+        server = SecAggServer(params)
         first = {
             **self._requests(r, selected),
-            "params": encode_params(plan.params),
+            "params": encode_params(params),
             "noise": "" if plan.noise is None else str(plan.noise.variance),
         }
+        first["noise"] = self.forge.get("noise", first["noise"])
+        if "plaintext" in self.forge:  # a lying server asks for the update in the clear
+            self._exchange(Stage.TRAIN, r, dict.fromkeys(users, self._requests(r, selected)))
 
         def run(stage: Stage, messages: Mapping[int, Message]) -> None:
             requests = {u: {"round": r, "message": encode_message(m)} for u, m in messages.items()}
@@ -200,9 +206,14 @@ class DeployedTraining(FederatedTraining):
                 Stage.ADVERTISE,
                 self._exchange(Stage.ADVERTISE, r, dict.fromkeys(users, first)),
             )
+            if "repeat" in self.forge:  # a lying server asks the round again
+                self._exchange(Stage.ADVERTISE, r, dict.fromkeys(users, first))
             run(Stage.SHARE, server.finish_keys())
             run(Stage.MASK, server.finish_shares())
-            run(Stage.UNMASK, server.finish_inputs(plan.policy))
+            run(
+                Stage.UNMASK,
+                server.finish_inputs(forge_policy(plan.policy, self.forge, self.batch_size_t)),
+            )
             result = server.finish_unmask()
         except RoundAbortedError as exc:
             return agg.finish_round(plan, exc, 0)

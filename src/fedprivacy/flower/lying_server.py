@@ -1,0 +1,79 @@
+"""A lying FedAvg server, for fault injection: what it proposes instead of the configuration's.
+
+``fedprivacy flower deploy --forge NAME=VALUE,...`` (and the tests) make the ServerApp's
+:class:`~fedprivacy.flower.training.DeployedTraining` propose weaker parameters than its own
+configuration, to show that every node refuses them under its own policy
+(:mod:`fedprivacy.flower.node_policy`), names the parameter, and that the run still ends with
+its report. The names (:data:`FEDAVG_FORGES`):
+
+====================  ===================================================================
+``noise=V``           the noise variance asked of each party (``noise=`` asks for none)
+``threshold=T``       the SecAgg threshold
+``clip=C``            the clip in the configuration sent to the nodes
+``noise_multiplier``  the noise multiplier in the configuration sent to the nodes
+``plaintext=1``       a plaintext ``train`` request before each secure round
+``repeat=1``          every ``advertise`` sent twice (a round answered again)
+``partial=1``         the server claims one member of a batch dropped: it unmasks part of it
+====================  ===================================================================
+
+Examples
+--------
+>>> forge = parse_forge("threshold=2,noise=", FEDAVG_FORGES)
+>>> forge
+{'threshold': '2', 'noise': ''}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from collections.abc import Mapping
+
+import tomli_w
+
+from fedprivacy.flower.forge import parse_forge
+from fedprivacy.policy import batches_of
+from fedprivacy.secagg.params import SecAggParameters
+from fedprivacy.secagg.server import AggregationPolicy
+
+__all__ = ["FEDAVG_FORGES", "forge_config", "forge_params", "forge_policy", "parse_forge"]
+
+FEDAVG_FORGES = (
+    "noise",
+    "threshold",
+    "clip",
+    "noise_multiplier",
+    "plaintext",
+    "repeat",
+    "partial",
+)
+
+
+def forge_config(config_toml: str, forge: Mapping[str, str]) -> str:
+    """The configuration sent to the nodes, with a forged ``clip`` or ``noise_multiplier``."""
+    changes = {k: float(forge[k]) for k in ("clip", "noise_multiplier") if k in forge}
+    if not changes:
+        return config_toml
+    return tomli_w.dumps({**tomllib.loads(config_toml), **changes})
+
+
+def forge_params(params: SecAggParameters, forge: Mapping[str, str]) -> SecAggParameters:
+    """The round's parameters with a forged ``threshold``."""
+    if "threshold" not in forge:
+        return params
+    return dataclasses.replace(params, threshold=int(forge["threshold"]))
+
+
+def forge_policy(
+    policy: AggregationPolicy, forge: Mapping[str, str], batch_size: int
+) -> AggregationPolicy:
+    """The batch policy, or with ``partial`` one that leaves out a member of a whole batch."""
+    if "partial" not in forge:
+        return policy
+
+    def partial(submitted: frozenset[int]) -> frozenset[int]:
+        chosen = policy(submitted)
+        whole = [m for m in batches_of(chosen, batch_size).values() if len(m) > 1]
+        return chosen - {max(whole[0])} if whole else chosen
+
+    return partial

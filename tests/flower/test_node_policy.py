@@ -1,0 +1,162 @@
+"""A user's node enforces its own policy: a lying FedAvg server is refused, parameter named.
+
+Each test runs the attack through the real code path of a deployment (the server's
+:class:`~fedprivacy.flower.training.DeployedTraining` with a forged proposal, the nodes'
+:class:`~fedprivacy.flower.node.Node` over the in-process transport) and checks what the server
+obtained from everything it received.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fedprivacy.errors import PolicyViolationError
+from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.flower.node import Node, training_for
+from fedprivacy.flower.node_policy import check_training, training_policy
+from fedprivacy.flower.reference import simulate
+from fedprivacy.flower.run import run_deployed
+from fedprivacy.flower.stages import encode_array
+from fedprivacy.flower.transport import InProcessTransport
+from fedprivacy.policy import PartyPolicy
+
+USERS = 6
+
+
+def _config(**changes: Any) -> TrainConfig:
+    base = TrainConfig(
+        users=USERS,
+        per_round=6,
+        rounds=2,
+        scheme="multiround",
+        target_privacy=2,
+        secagg=True,
+        dropout=0.0,
+        trainer="loop",
+        seed=3,
+        eval_every=2,
+        dp="distributed",
+        noise_multiplier=1.0,
+        clip=0.5,
+    )
+    return base.with_overrides(**changes)
+
+
+def _run(config: TrainConfig, tmp_path: Path, forge: str) -> tuple[dict[str, Any], list[Any]]:
+    import json
+
+    policy = training_policy(config)
+    transport = InProcessTransport({u: Node(u, policy=policy) for u in range(USERS)})
+    summary = run_deployed(config, transport, tmp_path, forge=forge)
+    events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
+    return summary, events
+
+
+def _refusals(events: list[Any]) -> set[tuple[int, str, str]]:
+    return {
+        (e["user"], e["error"], e["detail"].split(":")[0])
+        for e in events
+        if e["event"] == "node_refused"
+    }
+
+
+# forge -> (stage refused, parameter named, whether the round still aggregates)
+FORGES = {
+    "noise=": ("advertise", "noise_multiplier", False),
+    "noise=1": ("advertise", "noise_multiplier", False),
+    "threshold=2": ("advertise", "threshold", False),
+    "clip=10": ("advertise", "clip", False),
+    "noise_multiplier=0.000001": ("advertise", "noise_multiplier", False),
+    "plaintext=1": ("train", "secure", True),
+    "repeat=1": ("advertise", "round", True),
+    "partial=1": ("unmask", "batch_size", False),
+}
+
+
+@pytest.mark.parametrize("forge", sorted(FORGES))
+def test_every_node_refuses_a_forged_proposal_and_names_the_parameter(
+    forge: str, tmp_path: Path
+) -> None:
+    stage, parameter, aggregates = FORGES[forge]
+    config = _config()
+    summary, events = _run(config, tmp_path, forge)
+    refused = [e for e in events if e["event"] == "node_refused"]
+    assert {e["stage"] for e in refused} == {stage}
+    assert _refusals(events) == {(u, "PolicyViolationError", parameter) for u in range(USERS)}
+    assert (tmp_path / "privacy.md").stat().st_size > 0  # the run ended with its report
+    if aggregates:  # the refused extra request cost nothing: the rounds are the honest ones
+        assert summary["rounds_aggregated"] == 2
+        return
+    # the server obtained no aggregate at all: nothing to average noise away from, nothing
+    # charged to anybody
+    assert summary["rounds_aggregated"] == 0
+    assert (
+        not (tmp_path / "aggregates.npz").exists() or not np.load(tmp_path / "aggregates.npz").files
+    )
+    assert summary["privacy"]["epsilon"] in (0, 0.0, None)
+
+
+def test_the_honest_server_is_answered_as_before(tmp_path: Path) -> None:
+    config = _config()
+    summary, events = _run(config, tmp_path, "")
+    assert not _refusals(events)
+    assert summary["rounds_aggregated"] == 2
+
+
+def test_without_the_policy_the_empty_noise_attack_gives_the_noiseless_mean(
+    tmp_path: Path,
+) -> None:
+    """What the issue measured on the old code: a node that takes its noise from the request."""
+    config = _config(rounds=1)
+    lax = PartyPolicy()  # a node with no noise floor of its own (the old behaviour)
+    transport = InProcessTransport({u: Node(u, policy=lax) for u in range(USERS)})
+    run_deployed(config, transport, tmp_path, forge="noise=")
+    with np.load(tmp_path / "aggregates.npz") as z:
+        deployed = z["round_0"]
+    # the clipped, noiseless mean (central DP's round 0: its noise comes only at release)
+    plain = simulate(config.with_overrides(dp="central"), [np.ones(USERS, bool)], {})[0]
+    assert float(np.max(np.abs(deployed - plain))) < 1e-4  # noise std per entry: 0.125
+
+
+def test_check_training_names_each_weakened_parameter() -> None:
+    config = _config()
+    policy = training_policy(config)
+    check_training(policy, config)
+    weaker = {
+        "secure": {"secagg": False},
+        "noise_multiplier": {"dp": "central"},
+        "clip": {"clip": 0.6},
+        "batch_size": {"target_privacy": 3},
+    }
+    for name, change in weaker.items():
+        with pytest.raises(PolicyViolationError) as info:
+            check_training(policy, config.with_overrides(**change))
+        assert info.value.name == name
+    check_training(policy, config.with_overrides(clip=0.25, noise_multiplier=2.0))  # stronger
+
+
+def test_a_node_answers_each_round_once(tmp_path: Path) -> None:
+    """Two ``train`` requests for one round: the second is refused, the state kept."""
+    config = dataclasses.replace(
+        _config(secagg=False, rounds=1), dp="none", noise_multiplier=None, clip=None
+    )
+    node = Node(0, policy=training_policy(config))
+    training = training_for(config.to_toml())
+
+    request = {
+        "stage": "train",
+        "round": 0,
+        "config": config.to_toml(),
+        "model": encode_array(training.global_flat.numpy().astype(np.float32)),
+        "selected": encode_array(np.arange(USERS, dtype=np.int64)),
+    }
+    state: dict[str, bytes] = {}
+    assert "update" in node.handle(request, state)
+    again = node.handle(request, state)
+    assert again["error"] == "PolicyViolationError" and again["detail"].startswith("round:")
+    assert "update" in node.handle({**request, "round": 1}, state)
