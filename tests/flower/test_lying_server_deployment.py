@@ -1,0 +1,95 @@
+"""A lying server on a real Flower deployment: every SuperNode refuses under its own policy.
+
+``deploy`` acts as the operator of each local node and writes its policy (0600) from the
+configuration: distributed DP at noise multiplier 1, clip 0.5, T = 2, secure rounds only. The
+ServerApp then lies (``--forge noise=``: it asks the parties for no noise while its report would
+say noise multiplier 1). Every node refuses at the first stage, names ``noise_multiplier`` in the
+run's events, and the run still ends with its report and nothing aggregated. Node
+authentication is on by default: every node's claim to its user was signed and admitted.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fedprivacy.experiments.training_config import TrainConfig
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("flwr") is None or sys.platform != "linux",
+    reason="needs fedprivacy[flower] (make install installs it) on Linux",
+)
+
+USERS = 4
+CONFIG = TrainConfig(
+    users=USERS,
+    per_round=4,
+    rounds=2,
+    scheme="multiround",
+    target_privacy=2,
+    secagg=True,
+    dropout=0.0,
+    trainer="loop",
+    seed=3,
+    eval_every=2,
+    dp="distributed",
+    noise_multiplier=1.0,
+    clip=0.5,
+)
+
+
+@pytest.fixture(scope="module")
+def lied_to(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    from fedprivacy.flower.deploy import FaultPlan, deploy
+
+    run_dir = tmp_path_factory.mktemp("lying")
+    summary = deploy(
+        CONFIG, USERS, run_dir, stage_timeout=90.0, timeout=900.0, faults=FaultPlan(forge="noise=")
+    )
+    events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines() if x]
+    return {"summary": summary, "run_dir": run_dir, "events": events}
+
+
+def test_every_node_refuses_the_noiseless_round_and_names_the_parameter(
+    lied_to: dict[str, Any],
+) -> None:
+    refused = [e for e in lied_to["events"] if e["event"] == "node_refused"]
+    assert {(e["round"], e["user"]) for e in refused} == {
+        (r, u) for r in range(CONFIG.rounds) for u in range(USERS)
+    }
+    assert {e["error"] for e in refused} == {"PolicyViolationError"}
+    assert all(e["detail"].startswith("noise_multiplier:") for e in refused)
+
+
+def test_the_run_ends_with_its_report_and_nothing_aggregated(lied_to: dict[str, Any]) -> None:
+    summary, run_dir = lied_to["summary"], lied_to["run_dir"]
+    assert summary["rounds_aggregated"] == 0
+    assert summary["rounds_aborted"] == CONFIG.rounds
+    assert (run_dir / "privacy.md").stat().st_size > 0
+
+
+def test_nodes_were_authenticated_and_their_identities_signed(lied_to: dict[str, Any]) -> None:
+    summary, run_dir = lied_to["summary"], lied_to["run_dir"]
+    assert summary["node_auth"] is True and summary["tls"] is True
+    identity = json.loads((run_dir / "identity.json").read_text())
+    assert sorted(int(u) for u in identity["admitted"]) == list(range(USERS))
+    assert identity["refused"] == []
+
+
+def test_each_node_has_its_own_policy_file_readable_by_its_operator_only(
+    lied_to: dict[str, Any],
+) -> None:
+    from fedprivacy.policy import PartyPolicy
+
+    for u in range(USERS):
+        path: Path = lied_to["run_dir"] / "policies" / f"node-{u}.toml"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        policy = PartyPolicy.from_toml(path)
+        assert (policy.noise_multiplier, policy.clip, policy.batch_size) == (1.0, 0.5, 2)
+        assert policy.signing_key.endswith(f"node-{u}") and policy.roster
