@@ -23,7 +23,8 @@ field                  meaning (the adversary: a server that lies about the para
                        batches ``{bT, ..., bT + T - 1}`` of the round's parties
 ``allow_plaintext``    answer a plaintext (unmasked) round; never by default
 ``epsilon_budget``     optional: the party stops contributing once its own epsilon at
-                       ``delta`` would exceed it (read and validated; not enforced yet)
+                       ``delta`` (its rounds composed at its own noise floor, RDP, no
+                       amplification: the server knows the sample) would exceed it
 ``signing_key``        path of the party's private key (its SuperNode authentication key):
                        it signs the party's identity (:mod:`fedprivacy.flower.identity`)
 ``roster``             path of the federation's public keys (:class:`~fedprivacy.crypto.
@@ -120,6 +121,8 @@ class PartyPolicy(Config):
         require_int("batch_size", self.batch_size, minimum=1)
         if (self.epsilon_budget is None) != (self.delta is None):
             raise ParameterError("epsilon_budget", "and delta go together")
+        if self.epsilon_budget is not None and self.noise_multiplier is None:
+            raise ParameterError("epsilon_budget", "needs the party's noise_multiplier")
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -221,3 +224,32 @@ class PartyPolicy(Config):
                     f"batch is {sorted(members)}): it must be a union of whole batches of "
                     f"{self.batch_size}",
                 )
+
+    def check_budget(self, contributions: int) -> None:
+        """Refuse one more contribution once the party's own epsilon would exceed its budget.
+
+        ``contributions`` rounds so far, each at least the party's noise floor; the epsilon
+        is their composition (:func:`~fedprivacy.dp.accounting.epsilon_for`, RDP, no
+        amplification by sampling: the server knows who was selected).
+
+        >>> policy = PartyPolicy(noise_multiplier=1.0, clip=1.0, epsilon_budget=5.0, delta=1e-5)
+        >>> policy.check_budget(0)
+        >>> try:
+        ...     policy.check_budget(1)
+        ... except PolicyViolationError as exc:
+        ...     print(exc.name)
+        epsilon_budget
+        """
+        if self.epsilon_budget is None:
+            return
+        from fedprivacy.dp.accounting import epsilon_for
+
+        assert self.noise_multiplier is not None and self.delta is not None
+        spent = epsilon_for(self.noise_multiplier, int(contributions) + 1, self.delta)
+        if spent > self.epsilon_budget:
+            raise PolicyViolationError(
+                "epsilon_budget",
+                f"one more round would bring this party to epsilon {spent:.3f} at delta "
+                f"{self.delta:g} after {int(contributions)} rounds, over its budget "
+                f"{self.epsilon_budget:g}",
+            )

@@ -160,3 +160,24 @@ def test_a_node_answers_each_round_once(tmp_path: Path) -> None:
     again = node.handle(request, state)
     assert again["error"] == "PolicyViolationError" and again["detail"].startswith("round:")
     assert "update" in node.handle({**request, "round": 1}, state)
+
+
+def test_a_node_stops_contributing_at_its_epsilon_budget(tmp_path: Path) -> None:
+    """Budget 5 at delta 1e-5 with z = 1 fits one round (epsilon 4.73; two: 7.08)."""
+    from fedprivacy.dp.accounting import epsilon_for
+
+    assert epsilon_for(1.0, 1, 1e-5) <= 5.0 < epsilon_for(1.0, 2, 1e-5)
+    config = _config(rounds=3)
+    policy = training_policy(config).with_overrides(epsilon_budget=5.0, delta=1e-5)
+    transport = InProcessTransport({u: Node(u, policy=policy) for u in range(USERS)})
+    summary = run_deployed(config, transport, tmp_path)
+    assert summary["rounds_aggregated"] == 1
+    events = [e for e in transport_events(tmp_path) if e["event"] == "node_refused"]
+    assert {e["round"] for e in events} == {1, 2}
+    assert {e["detail"].split(":")[0] for e in events} == {"epsilon_budget"}
+
+
+def transport_events(run_dir: Path) -> list[Any]:
+    import json
+
+    return [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]

@@ -215,7 +215,7 @@ class Node(StageHandler):
         r = field(request, "round", int)
         if params.round_index != r:
             raise OutOfOrderError(f"parameters of round {params.round_index} in round {r}")
-        noise = check_secure_round(self.policy, params, field(request, "noise", str))
+        noise = check_secure_round(self.policy, params, field(request, "noise", str), state)
         training, delta, weight, r = self._local_update(request, state)
         values, _ = training.aggregator.clip_update(delta, weight)
         client = SecAggClient(params, self.user)
@@ -277,6 +277,10 @@ class Node(StageHandler):
         client = self._client(state)
         check_unmask_request(self.policy, client.params, message)
         reply = self._step(state, lambda c: c.unmask(message), client)
+        if self.fault == f"badshare@{client.params.round_index}":  # a malicious node
+            from fedprivacy.flower.node_faults import bend_shares
+
+            reply = {"message": bend_shares(reply["message"])}
         keep = {k: state[k] for k in PERSISTENT if k in state}
         state.clear()  # the round is over: no key, seed or share stays on the node
         state.update(keep)

@@ -48,8 +48,9 @@ __all__ = [
     "training_policy",
 ]
 
-PERSISTENT = ("answered",)
-"""The node's state entries that outlive a round (the last round index it answered)."""
+PERSISTENT = ("answered", "spent")
+"""The node's state entries that outlive a round: the last round index it answered, and how
+many secure rounds it contributed to (its budget)."""
 
 
 def batch_size_of(config: TrainConfig) -> int:
@@ -130,22 +131,28 @@ def answer_once(state: dict[str, bytes], round_index: int) -> None:
     state["answered"] = str(int(round_index)).encode()
 
 
-def check_secure_round(policy: PartyPolicy, params: SecAggParameters, noise: str) -> str:
+def check_secure_round(
+    policy: PartyPolicy, params: SecAggParameters, noise: str, state: dict[str, bytes]
+) -> str:
     """Check a secure round's parameters and noise against ``policy``; the noise to add.
 
-    The threshold must reach the policy's minimum. A node with a noise floor computes, from the
-    round's own codec, threshold and dimension, the variance its floor needs on the grid
-    (:meth:`~fedprivacy.dp.party_noise.PartyNoise.round_noise` with its own noise multiplier
-    and clip) and refuses a request for less; it adds the variance requested (at least that).
+    The threshold must reach the policy's minimum, and one more round must fit the party's
+    epsilon budget (counted in ``state["spent"]``, incremented here). A node with a noise floor
+    computes, from the round's own codec, threshold and dimension, the variance its floor needs
+    on the grid (:meth:`~fedprivacy.dp.party_noise.PartyNoise.round_noise` with its own noise
+    multiplier and clip) and refuses a request for less; it adds the variance requested (at
+    least that).
 
     Raises
     ------
     PolicyViolationError
-        Naming ``threshold`` or ``noise_multiplier``.
+        Naming ``threshold``, ``epsilon_budget`` or ``noise_multiplier``.
     MalformedMessageError
         If ``noise`` is not a number.
     """
     policy.check_threshold(params.threshold, params.min_holders)
+    policy.check_budget(int(state.get("spent", b"0")))
+    state["spent"] = str(int(state.get("spent", b"0")) + 1).encode()
     if policy.noise_multiplier is None:
         return noise
     assert policy.clip is not None
