@@ -43,6 +43,7 @@ from fedprivacy.flower.cross_silo import run_cross_silo
 from fedprivacy.flower.cross_silo_reference import compare_cross_silo
 from fedprivacy.flower.deploy import deploy, terminate_as_interrupt
 from fedprivacy.flower.silo_node import SiloNode
+from fedprivacy.flower.silo_policy import silo_policy
 from fedprivacy.flower.transport import InProcessTransport
 from fedprivacy.uldp.config import UldpConfig
 from flower_deploy import loopback_bytes  # this directory's script, run beside it
@@ -68,7 +69,8 @@ def _row(summary: dict[str, Any], wall: float, check: dict[str, Any]) -> dict[st
 
 def in_process(config: UldpConfig, data_dir: str, work: Path) -> dict[str, Any]:
     """The baseline: the silos are objects in this process."""
-    nodes = {s: SiloNode(s, "", data_dir) for s in range(SILOS)}
+    policy = silo_policy(config)  # what each silo's operator writes (as `deploy` does)
+    nodes = {s: SiloNode(s, "", data_dir, policy) for s in range(SILOS)}
     started = time.monotonic()
     summary = run_cross_silo(config, InProcessTransport(nodes), work)
     wall = time.monotonic() - started

@@ -36,7 +36,15 @@ K = 20, 10 % dropout; Flower at 1e7 only if it fits in memory), ``dropout`` (0, 
 K = 100, d = 1e6, the target point: a ``TARGET`` line compares the server unmask times) and
 ``prg`` (throughput of ``MaskExpander.expand``/``add_into`` against a bare AES-256-CTR
 ``update_into`` of the same bytes, and numpy's legacy MT19937 ``randint``, what Flower uses for
-masks). ``standard`` (default) runs the four grids without the two costly extras (d = 1e7, the
+masks). ``consistency`` (``--grid consistency``, also in ``all``): the same round with and
+without the active-server consistency check (``run_round(signing_keys=...)``: every client
+signs the aggregated set with a P-256 key, the server verifies each signature on arrival and
+every client verifies the quorum of its members' signatures before unmasking) at K = 10, 50,
+100, d = 1e4, 10 % dropout, on the complete graph and on SecAgg+, both runs interleaved in the
+same process, with the ratios ``with / without``; the keys are generated beforehand (a node's
+key is long-term).
+
+``standard`` (default) runs the four grids without the two costly extras (d = 1e7, the
 complete graph at K = 500); ``all`` runs everything (about 15 minutes on 2 cores). Every timed
 configuration is repeated ``--repeats`` times (default: 3 when K <= 50 and d <= 1e5, else 1) and
 the median is reported. Progress goes to stderr, Markdown tables to stdout, raw numbers to
@@ -70,7 +78,9 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from fedprivacy.crypto.fixed_point import FixedPointCodec
 from fedprivacy.crypto.prg import MaskExpander
+from fedprivacy.crypto.signing import SigningKey
 from fedprivacy.secagg import RoundAbortedError, SecAggParameters, Stage, run_round
+from fedprivacy.secagg.consistency import consistency_quorum
 from fedprivacy.secagg.params import default_degree
 
 BITS = 32
@@ -195,7 +205,8 @@ def plaintext_sum_seconds(vectors: list[np.ndarray]) -> tuple[float, str]:
     """Faster of ``np.sum(np.stack(v), axis=0)`` and an ``np.add`` loop (best of N)."""
 
     def stacked() -> np.ndarray:
-        return np.sum(np.stack(vectors), axis=0)
+        total: np.ndarray = np.sum(np.stack(vectors), axis=0)
+        return total
 
     def loop() -> np.ndarray:
         acc = vectors[0].copy()
@@ -408,6 +419,124 @@ def run_config(
             out["speedup_unmask"] = fl["server_unmask_s"] / ours["server_unmask_s"]
     history.setdefault(cfg.grid, []).append(out)
     return out
+
+
+# ---------------------------------------------------------------------------- consistency check
+CONSISTENCY_STAGES = ("start_consistency", "receive_consistency", "finish_consistency")
+
+
+def run_consistency(
+    num_users: int, dimension: int, rate: float, degree: int | None, repeats: int, seed: int
+) -> Row:
+    """The same round with and without the consistency check, interleaved; medians and ratios."""
+    updates = make_updates(num_users, dimension, seed)
+    drop = {u: Stage.MASKED_INPUT for u in dropped_users(num_users, rate, seed)}
+    codec = FixedPointCodec.for_sum(CLIP, num_users, BITS)
+    params = SecAggParameters.create(
+        SESSION_ID,
+        0,
+        list(range(num_users)),
+        dimension,
+        codec,
+        degree=degree,
+        graph_seed=GRAPH_SEED + seed.to_bytes(4, "big"),
+    )
+    keys = {u: SigningKey.generate() for u in range(num_users)}
+    raw: dict[str, dict[str, list[float]]] = {"plain": {}, "checked": {}}
+    stage_s: list[float] = []
+    for i in range(repeats):
+        order = ("plain", "checked") if i % 2 == 0 else ("checked", "plain")
+        for name in order:
+            servers: list[Any] = []
+            t0 = time.perf_counter()
+            out = run_round(
+                params,
+                updates,
+                dropouts=drop,
+                observer=servers.append,
+                signing_keys=keys if name == "checked" else None,
+            )
+            wall = time.perf_counter() - t0
+            agg = out.result.aggregated
+            sample = {
+                "client_s": float(np.mean([out.client_seconds[u] for u in agg])),
+                "server_s": out.server_seconds,
+                "wire_mb": out.wire_bytes / 1e6,
+                "wall_s": wall,
+            }
+            for key, value in sample.items():
+                raw[name].setdefault(key, []).append(value)
+            if name == "checked":
+                stage_s.append(sum(servers[0].seconds.get(k, 0.0) for k in CONSISTENCY_STAGES))
+    row: Row = {
+        "K": num_users,
+        "d": dimension,
+        "dropout": rate,
+        "degree": degree,
+        "threshold": params.threshold,
+        "quorum": consistency_quorum(params),
+        "repeats": repeats,
+        "aggregated": len(agg),
+        "server_consistency_s": median(stage_s),
+        "raw": raw,
+    }
+    for name in ("plain", "checked"):
+        row[name] = {k: median(v) for k, v in raw[name].items()}
+    for key in ("client_s", "server_s", "wire_mb", "wall_s"):
+        row[f"{key}_ratio"] = row["checked"][key] / row["plain"][key]
+    return row
+
+
+def table_consistency(rows: list[Row]) -> list[str]:
+    """Without / with the check, and the ratios."""
+    head = [
+        "graph",
+        "K",
+        "t / quorum",
+        "client s (without / with)",
+        "ratio",
+        "server s (without / with)",
+        "ratio",
+        "server check stage s",
+        "wire MB (without / with)",
+        "ratio",
+        "round wall s (without / with)",
+        "ratio",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        a, b = r["plain"], r["checked"]
+        graph = "complete" if r["degree"] is None else f"SecAgg+ k={r['degree']}"
+        cells = [graph, str(r["K"]), f"{r['threshold']} / {r['quorum']}"]
+        for key in ("client_s", "server_s", "wire_mb", "wall_s"):
+            cells += [f"{fmt(a[key])} / {fmt(b[key])}", fmt(r[f"{key}_ratio"], "x")]
+            if key == "server_s":
+                cells.append(fmt(r["server_consistency_s"]))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def consistency_grid(quick: bool, forced: int | None, seed: int) -> list[Row]:
+    """Run and print the consistency grid: K = 10, 50, 100 on both graphs, with / without."""
+    sizes = [10, 20] if quick else [10, 50, 100]
+    dim = 1_000 if quick else 10_000
+    crows = []
+    for degree_of in (lambda n: None, default_degree):
+        for n in sizes:
+            t = time.perf_counter()
+            reps = forced or (1 if quick else 5 if n <= 50 else 3)
+            crows.append(run_consistency(n, dim, 0.1, degree_of(n), reps, seed))
+            progress(f"consistency: K={n} degree={degree_of(n)}: {time.perf_counter() - t:.1f} s")
+    print(f"## Consistency check (d = {fmt_int(dim)}, dropout 10 %): with / without\n")
+    print(
+        "Same parameters, inputs and dropouts; the two rounds alternate. 'quorum' = signatures "
+        "of members of S each client needs (a strict majority of the K participants, at "
+        "least t). 'server check stage s' = the server's start_consistency + verifying each "
+        "signature on arrival + finish_consistency; the clients' signing and verifying is in "
+        "'client s' (mean over the aggregated users). Medians over the repeats.\n"
+    )
+    print("\n".join(table_consistency(crows)) + "\n")
+    return crows
 
 
 # ---------------------------------------------------------------------------- PRG
@@ -626,7 +755,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument(
         "--grid",
-        choices=["standard", "all", "K", "d", "dropout", "prg"],
+        choices=["standard", "all", "K", "d", "dropout", "prg", "consistency"],
         default="standard",
         help="standard: the four grids without d=1e7 and the complete graph at K=500; all: "
         "everything; or one grid",
@@ -645,6 +774,8 @@ def main(argv: list[str] | None = None) -> None:
 
     names = ["K", "d", "dropout", "prg"] if args.grid in ("standard", "all") else [args.grid]
     full = args.grid == "all"
+    if full:
+        names.append("consistency")
     info = machine_info()
     flower = load_flower()
     if flower is not None:
@@ -702,6 +833,9 @@ def main(argv: list[str] | None = None) -> None:
                 )
                 results["target"] = {"ours_s": ours, "flower_s": fl, "speedup": sp, "line": line}
                 print(line + "\n")
+
+    if "consistency" in names:
+        results["consistency"] = consistency_grid(args.quick, args.repeats, args.seed)
 
     if "prg" in names:
         sizes = [10_000, 100_000] if args.quick else [10_000, 1_000_000, 10_000_000]

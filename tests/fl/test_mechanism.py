@@ -110,6 +110,6 @@ def test_clipped_updates_are_within_the_clip_in_the_dtype_sent(name: str) -> Non
         assert out[u].dtype == np.float32
         norm = float(np.linalg.norm(out[u].astype(np.float64)))
         assert norm <= 0.1, (u, norm - 0.1)
-        old = (row.astype(np.float64) * (0.1 / np.linalg.norm(row.astype(np.float64))))
+        old = row.astype(np.float64) * (0.1 / np.linalg.norm(row.astype(np.float64)))
         over += float(np.linalg.norm(old.astype(np.float32).astype(np.float64))) > 0.1
     assert over > 0  # the old cast-after-clip exceeds C on these inputs

@@ -3,8 +3,9 @@
 Four Heart Disease silos run ULDP-AVG-w with the private weighting protocol; every round's
 aggregate is compared with the same weighted sum computed in the clear in one process, the
 difference being the silos' own noise. The server's whole view (every reply it received) is
-checked to be Protocol 1's messages and nothing else; faults (a replay, a silent silo, a server
-that lowers the noise bound) are refused with the protocol's typed errors.
+checked to be Protocol 1's messages and nothing else; faults (a replay, a silent silo) are
+refused with the protocol's typed errors, a server that lowers the noise bound by the silos'
+policies (more lies: ``test_cross_silo_policy.py``).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fedprivacy.flower.cross_silo import SetupError, run_cross_silo
+from fedprivacy.flower.cross_silo import run_cross_silo
 from fedprivacy.flower.cross_silo_reference import compare_cross_silo
 from fedprivacy.flower.silo_node import SiloNode
+from fedprivacy.flower.silo_policy import silo_policy
 from fedprivacy.flower.stages import Record, Stage
 from fedprivacy.flower.transport import InProcessTransport
 from fedprivacy.participation.ledger import ParticipationLedger
@@ -44,16 +46,21 @@ class Recording(InProcessTransport):
         return replies
 
 
-def _nodes(data_dir: str, faults: dict[int, str] | None = None) -> dict[int, SiloNode]:
+def _nodes(
+    config: UldpConfig, data_dir: str, faults: dict[int, str] | None = None
+) -> dict[int, SiloNode]:
+    """The 4 silos, each with the policy of an operator who agrees with ``config``."""
     faults = faults or {}
-    return {s: SiloNode(s, faults.get(s, ""), data_dir) for s in range(SILOS)}
+    policy = silo_policy(config)
+    return {s: SiloNode(s, faults.get(s, ""), data_dir, policy) for s in range(SILOS)}
 
 
 def test_every_round_equals_the_in_process_sum_up_to_the_silos_noise(
     data_dir: str, tmp_path: Path, heart_config: ConfigFactory
 ) -> None:
-    transport = Recording(_nodes(data_dir))
-    summary = run_cross_silo(heart_config(data_dir=data_dir), transport, tmp_path)
+    config = heart_config(data_dir=data_dir)
+    transport = Recording(_nodes(config, data_dir))
+    summary = run_cross_silo(config, transport, tmp_path)
     assert summary["rounds_aggregated"] == 3 and summary["rounds_aborted"] == 0
     stats = compare_cross_silo(tmp_path, data_dir)
     # sigma = 1, C = 0.1 (Heart Disease): the summed noise of the 4 silos has std 0.1
@@ -84,9 +91,8 @@ def test_every_round_equals_the_in_process_sum_up_to_the_silos_noise(
 def test_tiny_noise_shows_the_protocol_itself_is_exact(
     data_dir: str, tmp_path: Path, heart_config: ConfigFactory
 ) -> None:
-    run_cross_silo(
-        heart_config(sigma=1e-6, rounds=2, data_dir=data_dir), Recording(_nodes(data_dir)), tmp_path
-    )
+    config = heart_config(sigma=1e-6, rounds=2, data_dir=data_dir)
+    run_cross_silo(config, Recording(_nodes(config, data_dir)), tmp_path)
     stats = compare_cross_silo(tmp_path, data_dir)
     # noise std 1e-7 plus the encoding's rounding (60 users x 1e-10 / 2)
     assert stats["max_abs_error_vs_simulation"] < 1e-6
@@ -95,8 +101,9 @@ def test_tiny_noise_shows_the_protocol_itself_is_exact(
 def test_a_replayed_reply_is_refused_and_costs_the_round(
     data_dir: str, tmp_path: Path, heart_config: ConfigFactory
 ) -> None:
-    transport = InProcessTransport(_nodes(data_dir, {2: "replay@2"}))
-    summary = run_cross_silo(heart_config(data_dir=data_dir), transport, tmp_path)
+    config = heart_config(data_dir=data_dir)
+    transport = InProcessTransport(_nodes(config, data_dir, {2: "replay@2"}))
+    summary = run_cross_silo(config, transport, tmp_path)
     assert summary["rounds_aggregated"] == 2 and summary["rounds_aborted"] == 1
     (rejected,) = summary["rejected"]
     assert rejected["user"] == 2 and rejected["round"] == 2
@@ -110,15 +117,16 @@ def test_a_replayed_reply_is_refused_and_costs_the_round(
 def test_a_silent_silo_aborts_the_round_without_output(
     data_dir: str, tmp_path: Path, heart_config: ConfigFactory
 ) -> None:
-    transport = InProcessTransport(_nodes(data_dir), dropouts={1: {3: Stage.SILO_ROUND}})
-    summary = run_cross_silo(heart_config(rounds=2, data_dir=data_dir), transport, tmp_path)
+    config = heart_config(rounds=2, data_dir=data_dir)
+    transport = InProcessTransport(_nodes(config, data_dir), dropouts={1: {3: Stage.SILO_ROUND}})
+    summary = run_cross_silo(config, transport, tmp_path)
     assert summary["rounds_aggregated"] == 1 and summary["rounds_aborted"] == 1
     assert summary["dropouts"][0]["user"] == 3
     with np.load(tmp_path / "aggregates.npz") as z:
         assert "round_0" not in z.files and "round_1" in z.files
 
 
-def test_silos_refuse_parameters_other_than_their_configuration(
+def test_silos_refuse_a_noise_bound_below_their_policy_and_the_run_ends_with_its_report(
     data_dir: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, heart_config: ConfigFactory
 ) -> None:
     import dataclasses
@@ -133,10 +141,17 @@ def test_silos_refuse_parameters_other_than_their_configuration(
         return dataclasses.replace(p, noise_bound=p.noise_bound / 100)
 
     monkeypatch.setattr(cross_silo, "session_parameters", lower_noise)
-    with pytest.raises(SetupError, match="MalformedMessageError"):
-        run_cross_silo(
-            heart_config(data_dir=data_dir), InProcessTransport(_nodes(data_dir)), tmp_path
-        )
+    config = heart_config(data_dir=data_dir)
+    summary = run_cross_silo(config, InProcessTransport(_nodes(config, data_dir)), tmp_path)
+    # the configuration sent is honest, the parameters' noise bound is not: refused by the
+    # silos' own policy (before, by a comparison with the configuration the server sent)
+    assert summary["rounds"] == 0 and "silo-key" in summary["setup_failed"]
+    refused = summary["rejected"]
+    assert sorted(e["user"] for e in refused) == list(range(SILOS))
+    assert {(e["error"], e["detail"].split(":")[0]) for e in refused} == {
+        ("PolicyViolationError", "noise_multiplier")
+    }
+    assert (tmp_path / "privacy.md").exists() and (tmp_path / "participation.csv").exists()
 
 
 def test_only_the_weighted_methods_deploy(tmp_path: Path, heart_config: ConfigFactory) -> None:
@@ -158,7 +173,7 @@ def test_the_other_weighted_methods_deploy_too(
         data_dir=data_dir,
         **({"sampling_rate": 0.5} if sampled else {}),
     )
-    summary = run_cross_silo(config, InProcessTransport(_nodes(data_dir)), tmp_path)
+    summary = run_cross_silo(config, InProcessTransport(_nodes(config, data_dir)), tmp_path)
     assert summary["rounds_aggregated"] == 2
     stats = compare_cross_silo(tmp_path, data_dir)
     # the silos' noise (sigma 1e-6 times the clip) plus the encoding's rounding
@@ -184,6 +199,6 @@ def test_users_without_records_are_refused_before_any_process_starts(
     assert not (tmp_path / "run").exists()  # refused before anything was started or written
     # what the check spares: Protocol 1's setup fails at 1(f) once the keys are exchanged
     with pytest.raises(NotInvertibleError, match="no records in any silo"):
-        run_cross_silo(empty, InProcessTransport(_nodes(data_dir)), tmp_path / "in-process")
+        run_cross_silo(empty, InProcessTransport(_nodes(empty, data_dir)), tmp_path / "in-process")
     # the paper's Zipf allocation gives each of the 160 users a record
     check_users_hold_records(heart_config(users=160, distribution="zipf", data_dir=data_dir))

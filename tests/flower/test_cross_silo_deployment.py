@@ -6,7 +6,11 @@ aggregate equals the same weighted sum computed in the clear in one process up t
 noise; silo 1 replays its previous reply in round 3, which the server refuses with the
 protocol's typed error (the round is aborted). A second deployment SIGKILLs silo 2's SuperNode
 before round 2's exchange: that round is aborted without output and without a privacy charge.
-Every process is stopped. About four minutes.
+A third has a lying ServerApp (``forge``): it proposes sigma 1e-6, clip 1.0 instead of 0.1 and
+a 1024-bit test key to silos whose operators' policies (written by ``deploy`` on each silo's
+side) say sigma 1, clip 0.1 and 3072-bit keys; every silo refuses at the first stage, naming
+the parameters, and the run still ends with its report. Every process is stopped. About five
+minutes.
 """
 
 from __future__ import annotations
@@ -90,7 +94,10 @@ def killed(
     faults = FaultPlan(kill=(2, 2, Stage.SILO_ROUND))
     config = heart_config(users=40, rounds=2)
     run_dir = tmp_path_factory.mktemp("killed")
-    return _deploy(run_dir, data_dir, config, tls=False, stage_timeout=60.0, faults=faults)
+    # without TLS, so without SuperNode authentication (Flower's needs TLS)
+    return _deploy(
+        run_dir, data_dir, config, tls=False, node_auth=False, stage_timeout=60.0, faults=faults
+    )
 
 
 def test_a_killed_silo_process_aborts_its_round_without_output(killed: dict[str, Any]) -> None:
@@ -124,3 +131,47 @@ def test_every_process_of_the_killed_deployment_is_stopped(
     killed: dict[str, Any], processes_of: Callable[[Path], list[int]]
 ) -> None:
     assert processes_of(killed["run_dir"]) == []
+
+
+@pytest.fixture(scope="module")
+def lied_to(
+    tmp_path_factory: pytest.TempPathFactory, data_dir: str, heart_config: Callable[..., UldpConfig]
+) -> dict[str, Any]:
+    from fedprivacy.flower.deploy import FaultPlan
+
+    faults = FaultPlan(forge="sigma=1e-6,clip=1.0,key_bits=1024")
+    config = heart_config(users=40, rounds=2, secure_key_bits=3072, insecure_test_keys=False)
+    run_dir = tmp_path_factory.mktemp("lied-to")
+    return _deploy(run_dir, data_dir, config, tls=True, stage_timeout=60.0, faults=faults)
+
+
+def test_every_silo_refuses_a_lying_servers_proposal_under_its_own_policy(
+    lied_to: dict[str, Any],
+) -> None:
+    refused = [e for e in lied_to["events"] if e.get("event") == "node_refused"]
+    assert sorted((e["user"], e["stage"]) for e in refused) == [(s, "silo-key") for s in range(4)]
+    for e in refused:
+        assert e["error"] == "PolicyViolationError"
+        assert e["detail"].startswith("noise_multiplier: noise multiplier 1e-06 requested")
+        assert "clip: clip 1 requested; this party clips at 0.1" in e["detail"]
+        assert "key_bits: a 1024-bit test key was proposed" in e["detail"]
+    # each silo's own log (its SuperNode's) names what it refused
+    logs = lied_to["run_dir"] / "logs"
+    for s in range(4):
+        log = (logs / f"supernode-{s}.log").read_text(errors="replace")
+        assert f"silo {s} refuses the server's proposal: noise_multiplier:" in log
+
+
+def test_the_lied_to_run_ends_with_its_report_and_charges_nobody(lied_to: dict[str, Any]) -> None:
+    s, run_dir = lied_to["summary"], lied_to["run_dir"]
+    assert s["rounds"] == s["rounds_aggregated"] == 0 and "silo-key" in s["setup_failed"]
+    assert s["privacy"]["epsilon"] == 0.0 and s["max_abs_error_vs_simulation"] is None
+    assert "no round ran" in (run_dir / "privacy.md").read_text()
+    policy = (run_dir / "policies" / "node-0.toml").read_text()
+    assert "min_key_bits = 3072" in policy and "noise_multiplier = 1.0" in policy
+
+
+def test_every_process_of_the_lied_to_deployment_is_stopped(
+    lied_to: dict[str, Any], processes_of: Callable[[Path], list[int]]
+) -> None:
+    assert processes_of(lied_to["run_dir"]) == []

@@ -1,9 +1,9 @@
-"""Real Flower processes on loopback: a SuperLink and 6 SuperNodes over TLS, and the Ray engine.
+"""Real Flower processes on loopback: a SuperLink and 8 SuperNodes over TLS, and the Ray engine.
 
-One deployment runs 3 rounds of Multi-RoundSecAgg (T = 2) with our SecAgg on the digits MLP; in
-round 1 a selected SuperNode is killed before the masked-input stage, in round 2 a selected node
-replays its previous message. Every process is stopped (checked through /proc), and every stage
-is bounded by a timeout. These tests take a few minutes on 2 cores.
+One deployment runs 3 rounds of Multi-RoundSecAgg (K = 6, T = 2) with our SecAgg on the digits
+MLP; in round 1 a selected SuperNode is killed before the masked-input stage, in round 2 a
+selected node replays its previous message. Every process is stopped (checked through /proc), and
+every stage is bounded by a timeout. These tests take a few minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -27,10 +27,12 @@ pytestmark = pytest.mark.skipif(
     reason="needs fedprivacy[flower] (make install installs it) on Linux",
 )
 
-USERS = 6
+# K = 6 (three batches of T = 2): a lost batch leaves 4 inputs, the majority threshold of 6
+# parties; with K = 4 the strict-majority threshold (3 of 4) aborts any round that loses a batch
+USERS = 8
 CONFIG = TrainConfig(
     users=USERS,
-    per_round=4,
+    per_round=6,
     rounds=3,
     scheme="multiround",
     target_privacy=2,
@@ -104,7 +106,7 @@ def _rounds(deployment: dict[str, Any]) -> list[dict[str, Any]]:
     return [e for e in deployment["events"] if e["event"] == "round"]
 
 
-def test_six_supernodes_over_tls_aggregate_what_the_in_process_pipeline_aggregates(
+def test_eight_supernodes_over_tls_aggregate_what_the_in_process_pipeline_aggregates(
     deployment: dict[str, Any],
 ) -> None:
     s = deployment["summary"]

@@ -27,7 +27,7 @@ def _progress(event: dict[str, Any]) -> None:
             f"round {r}: selected {sel} -> {agg} ({status})",
             file=sys.stderr,
         )
-    elif kind in ("no_reply", "rejected", "node_refused", "paused", "killed"):
+    elif kind in ("no_reply", "rejected", "node_refused", "paused", "killed", "bad_share"):
         extra = f" {event['error']}: {event['detail']}" if "error" in event else ""
         who = f" user {event['user']}" if "user" in event else ""
         print(f"round {r}: {event.get('stage')}{who} {kind}{extra}", file=sys.stderr)
@@ -37,16 +37,17 @@ def _users(users: list[int]) -> str:
     return str(users) if len(users) <= 12 else f"{len(users)} users"
 
 
-def _replays(items: list[str] | None) -> dict[int, int]:
+def _replays(items: list[str] | None, option: str = "--replay") -> dict[int, int]:
+    """``["U@R", ...]`` -> ``{U: R}``; :class:`ParameterError` naming ``option``."""
     out: dict[int, int] = {}
     for item in items or []:
         user, sep, r = item.partition("@")
         try:
             out[int(user)] = int(r)
         except ValueError:
-            raise ParameterError("--replay", f"must be USER@ROUND, got {item!r}") from None
+            raise ParameterError(option, f"must be USER@ROUND, got {item!r}") from None
         if not sep:
-            raise ParameterError("--replay", f"must be USER@ROUND, got {item!r}")
+            raise ParameterError(option, f"must be USER@ROUND, got {item!r}")
     return out
 
 
@@ -59,6 +60,7 @@ def _deploy(
     faults = FaultPlan(
         kill=None if args.kill is None else FaultPlan.parse_kill(args.kill, args.kill_flag),
         replay=_replays(args.replay),
+        badshare=_replays(getattr(args, "bad_share", None), "--bad-share"),
         forge=args.forge,
     )
     with terminate_as_interrupt():
@@ -299,6 +301,13 @@ def add_flower_parser(sub: Any) -> None:
         action="append",
         metavar="U@R",
         help="fault injection: user U's node replays a message in round R (repeatable)",
+    )
+    dep.add_argument(
+        "--bad-share",
+        action="append",
+        metavar="U@R",
+        help="fault injection: user U's node sends wrong unmasking shares in round R "
+        "(repeatable); the server names it and still unmasks the sum",
     )
     dep.add_argument(
         "--forge",

@@ -25,7 +25,7 @@ from fedprivacy.dp.party_noise import PartyNoise, RoundNoise
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import AggregateOutcome, Aggregator, _outcome, rounding_rng
 from fedprivacy.secagg.driver import Stage, run_round
-from fedprivacy.secagg.errors import DisconnectedSetError, RoundAbortedError
+from fedprivacy.secagg.errors import DisconnectedSetError, RoundAbortedError, SecAggError
 from fedprivacy.secagg.multiround import (
     RoundObserver,
     aggregation_policy,
@@ -198,17 +198,27 @@ class SecureAggregator(Aggregator):
     def finish_round(
         self,
         plan: SecureRoundPlan,
-        result: AggregationResult | RoundAbortedError,
+        result: AggregationResult | SecAggError,
         clipped: int,
         *,
         client_seconds: float = 0.0,
         server_seconds: float = 0.0,
     ) -> AggregateOutcome:
-        """The round's outcome from the protocol's result (or the error that aborted it)."""
+        """The round's outcome from the protocol's result (or the error that aborted it).
+
+        Any :class:`~fedprivacy.secagg.errors.SecAggError` that ended the protocol (too few
+        users, a disconnected set, unrecoverable secrets, a violation) gives an aborted round:
+        nothing aggregated, nothing for the ledger, the reason in ``aborted``.
+        """
         removed = sum(plan.removed)
-        if isinstance(result, RoundAbortedError):
+        if isinstance(result, SecAggError):
             lost = "aborted" if plan.removed or isinstance(result, DisconnectedSetError) else ""
             seconds = time.perf_counter() - plan.started
+            reason = str(result)
+            if not isinstance(result, RoundAbortedError):
+                reason = (
+                    f"round {plan.params.round_index} aborted: {type(result).__name__}: {reason}"
+                )
             return AggregateOutcome(
                 (),
                 None,
@@ -216,7 +226,7 @@ class SecureAggregator(Aggregator):
                 0.0,
                 0,
                 seconds,
-                str(result),
+                reason,
                 connectivity=lost,
                 connectivity_removed=removed,
             )

@@ -11,11 +11,19 @@ round's minibatch seed and ``Enc(B_inv(N_u))``; the masked, encrypted, noised we
 back). The round loop is the pipeline's (:class:`~fedprivacy.pipeline.loop.FederatedRun`:
 the method's user selection, the ledger); :class:`CrossSiloAlgorithm` is its round.
 
+The server proposes, each silo decides (:mod:`fedprivacy.flower.silo_policy`): a silo refuses
+a session or a round that asks less than its own operator's policy (noise floor, clip, key
+size, a round answered again), naming the parameter (``node_refused`` events).
+
 A silo that does not answer a round, or whose reply the protocol refuses (replayed, out of
 order, malformed: the typed errors of :mod:`fedprivacy.uldp.private_weighting.errors`), aborts
 the round: Protocol 1 needs every silo's masks to cancel, and the server learns nothing from a
-partial product. The model then stays as it was and no user is aggregated (the ledger says so).
-Setup needs every silo.
+partial product. So do well-formed but wrong ciphertexts, seen only when the aggregate decrypts
+out of range (an ``aggregate_rejected`` event; the server cannot tell whose they were). The
+model then stays as it was and no user is aggregated (the ledger says so); the run goes on.
+Setup needs every silo: if it fails (a silo refused the proposal or did not answer), no round
+runs, nobody is charged, and the run directory is still written (``setup_failed`` in
+``summary.json``). A lying server for the tests: ``forge`` (:mod:`fedprivacy.flower.silo_forge`).
 
 The run directory: ``config.toml``, ``roster.json`` (silo -> node id), ``events.jsonl``,
 ``participation.csv`` (the users aggregated in each round), ``aggregates.npz`` (each round's
@@ -42,13 +50,16 @@ from fedprivacy.dp.distributed_discrete import check_negligible, grid_noise_mult
 from fedprivacy.errors import FedPrivacyError, ParameterError
 from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.fl.params import load_flat_
+from fedprivacy.flower.cross_silo_outputs import CrossSiloOutcome, write_outputs
 from fedprivacy.flower.exchange import BeforeStage, StageExchange
+from fedprivacy.flower.silo_forge import SILO_FORGES, SiloForge
 from fedprivacy.flower.stages import Record, Stage, encode_array
 from fedprivacy.flower.transport import Transport
 from fedprivacy.participation.availability import AlwaysAvailable
+from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
 from fedprivacy.pipeline.loop import FederatedRun
-from fedprivacy.uldp.algorithm import ledger_view, uldp_selector
+from fedprivacy.uldp.algorithm import uldp_selector
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.deployment import (
     check_deployable,
@@ -58,7 +69,11 @@ from fedprivacy.uldp.deployment import (
 )
 from fedprivacy.uldp.families import FAMILIES
 from fedprivacy.uldp.method_specs import method_spec
-from fedprivacy.uldp.private_weighting.errors import PrivateWeightingError, UnknownSenderError
+from fedprivacy.uldp.private_weighting.errors import (
+    AggregateOutOfRangeError,
+    PrivateWeightingError,
+    UnknownSenderError,
+)
 from fedprivacy.uldp.private_weighting.messages import decode_message, encode_message
 from fedprivacy.uldp.private_weighting.noise import grid_variance
 from fedprivacy.uldp.private_weighting.params import PrivateWeightingParameters
@@ -66,7 +81,7 @@ from fedprivacy.uldp.private_weighting.server import PrivateWeightingServer
 from fedprivacy.uldp.private_weighting.state import encode_params
 from fedprivacy.uldp.results import RoundRecord
 
-__all__ = ["CrossSiloAlgorithm", "SetupError", "run_cross_silo", "setup_session"]
+__all__ = ["SILO_FORGES", "CrossSiloAlgorithm", "SetupError", "run_cross_silo", "setup_session"]
 
 
 class SetupError(FedPrivacyError):
@@ -104,9 +119,16 @@ def _receive(
 
 
 def setup_session(
-    cfg: UldpConfig, server: PrivateWeightingServer, exchange: StageExchange, config_toml: str
+    cfg: UldpConfig,
+    server: PrivateWeightingServer,
+    exchange: StageExchange,
+    config_toml: str,
+    params: PrivateWeightingParameters | None = None,
 ) -> dict[str, float]:
     """Run Protocol 1's setup over ``exchange``; seconds per exchange.
+
+    ``config_toml`` and ``params`` (default: the server's) are what the silos are proposed;
+    each silo checks them against its own policy.
 
     Raises
     ------
@@ -132,7 +154,7 @@ def setup_session(
             )
 
     keys = server.start_setup()
-    wire = encode_params(server.params)
+    wire = encode_params(server.params if params is None else params)
     step(
         Stage.SILO_KEY,
         {
@@ -169,6 +191,10 @@ class CrossSiloAlgorithm(Algorithm[RoundRecord]):
         ``evaluate(model)`` gives the task's metrics on the server's test set.
     rng : numpy.random.Generator
         Draws each round's minibatch seed (after the selector's draw).
+    forge : SiloForge, optional
+        A lying server (fault injection): ``round=R`` asks round ``R`` again in a new session.
+    session : callable, optional
+        ``session()`` sets up a new Protocol 1 session and returns its server (``round=R``).
 
     Attributes
     ----------
@@ -187,8 +213,14 @@ class CrossSiloAlgorithm(Algorithm[RoundRecord]):
         flat: torch.Tensor,
         evaluate: Callable[[torch.nn.Module], dict[str, float]],
         rng: np.random.Generator,
+        *,
+        forge: SiloForge | None = None,
+        session: Callable[[], PrivateWeightingServer] | None = None,
     ) -> None:
         self.cfg = cfg
+        self.forge = forge or SiloForge()
+        self.session = session
+        self._kept: tuple[int, bytes, int, NDArray[np.bool_]] | None = None
         self.server = server
         self.exchange = exchange
         self.model = model
@@ -220,38 +252,71 @@ class CrossSiloAlgorithm(Algorithm[RoundRecord]):
             acc = PrivacyAccountant("rdp").compose_gaussian(self.noise_multiplier, rounds, 1.0)
             return float(acc.epsilon(self.cfg.delta))
 
+    def _ask(self, r: int, sampled: NDArray[np.bool_]) -> tuple[int, bytes, int, NDArray[np.bool_]]:
+        """Round ``r``'s request: its index, the model, a fresh minibatch seed, the sample.
+
+        Under the ``round=R`` forge, the round after ``R`` is round ``R`` again in a new session.
+        """
+        keys = int(self.rng.integers(2**62))
+        model = encode_array(self.flat.detach().cpu().numpy().astype(np.float32))
+        ask = (r, model, keys, sampled)
+        if self.forge.round_index == r:
+            self._kept = ask
+        if self.forge.repeats(r) and self._kept is not None and self.session is not None:
+            self.server = self.session()  # fresh keys and masks: only the index repeats
+            ask = self._kept
+        return ask
+
+    def _close(self, r: int, missing: list[int]) -> tuple[NDArray[np.float64] | None, str]:
+        """The round's aggregate, or ``None`` and why the round was aborted (no output).
+
+        A silo that did not answer or was refused aborts it; so do well-formed but wrong
+        ciphertexts, which the server sees only once the aggregate decrypts out of range (it
+        cannot tell whose they were; nothing is released and nobody is charged).
+        """
+        if missing:
+            self.server.abort_round()
+            return None, f"silos {missing} missing or refused"
+        try:
+            return self.server.finish_round(), ""
+        except AggregateOutOfRangeError as exc:
+            self.exchange.log(
+                round=r,
+                stage=Stage.SILO_ROUND.value,
+                event="aggregate_rejected",
+                error=type(exc).__name__,
+                detail=str(exc),
+            )
+            return None, "the decrypted aggregate is out of range: a silo sent wrong ciphertexts"
+
     def run_round(self, ctx: RoundContext) -> RoundResult[RoundRecord]:
         """The silos train and weight their users' updates; Protocol 1 sums them."""
         started = time.perf_counter()
         r = ctx.round_index + 1  # Protocol 1's rounds start at 1 (0 is the setup)
         sampled = np.zeros(self.num_users, dtype=np.bool_)
         sampled[ctx.selected] = True
-        keys = int(self.rng.integers(2**62))
-        weights = self.server.start_round(r, sampled if self.spec.sampled else None)
-        model = encode_array(self.flat.detach().cpu().numpy().astype(np.float32))
+        index, model, keys, asked = self._ask(r, sampled)
+        weights = self.server.start_round(index, asked if self.spec.sampled else None)
         requests = {
-            s: {"round": r, "model": model, "keys": keys, "message": encode_message(m)}
+            s: {"round": index, "model": model, "keys": keys, "message": encode_message(m)}
             for s, m in weights.items()
         }
         replies = self.exchange(Stage.SILO_ROUND, r, requests)
         missing = _receive(self.server, self.exchange, r, Stage.SILO_ROUND, requests, replies)
+        aggregate, aborted = self._close(r, missing)
         aggregated = np.asarray(ctx.selected, dtype=np.intp)
-        if missing:
-            self.server.abort_round()
+        if aggregate is None:
             aggregated = np.zeros(0, dtype=np.intp)
         else:
-            aggregate = self.server.finish_round()
             q = self.cfg.effective_sampling_rate
             assert self.cfg.global_lr is not None
             step = self.cfg.global_lr / (q * self.num_users * self.cfg.num_silos)
             delta = torch.from_numpy(aggregate).to(self.flat.dtype)
             self.flat = self.flat + self.sign * step * delta
-            self.aggregates[ctx.round_index] = (aggregate, keys, sampled)
-            self.times_sampled += sampled
+            self.aggregates[ctx.round_index] = (aggregate, keys, asked)
+            self.times_sampled += asked
             with quiet_accounting():
-                self.accountant.compose_gaussian(
-                    self.noise_multiplier, 1, self.cfg.effective_sampling_rate
-                )
+                self.accountant.compose_gaussian(self.noise_multiplier, 1, q)
         load_flat_(self.model, self.flat)
         ev = self.evaluate(self.model)
         record = RoundRecord(
@@ -268,7 +333,7 @@ class CrossSiloAlgorithm(Algorithm[RoundRecord]):
             event="round",
             selected=[int(u) for u in ctx.selected],
             aggregated=[int(u) for u in aggregated],
-            aborted="" if not missing else f"silos {missing} missing or refused",
+            aborted=aborted,
             metric=record.metric,
             seconds=record.seconds,
         )
@@ -284,6 +349,56 @@ def _noise_multiplier(cfg: UldpConfig, params: PrivateWeightingParameters) -> fl
     )
     nm = grid_noise_multiplier(std, cfg.num_silos, cfg.clip, params.precision, params.n_params)
     return min(cfg.sigma, nm)
+
+
+def _run(
+    cfg: UldpConfig,
+    exchange: StageExchange,
+    model: torch.nn.Module,
+    flat: torch.Tensor,
+    evaluate: Callable[[torch.nn.Module], dict[str, float]],
+    forged: SiloForge,
+) -> CrossSiloOutcome:
+    """Set Protocol 1 up and run the rounds; a failed setup ends the run without a round."""
+    n_params = int(flat.numel())
+    proposal = forged.proposal(cfg)  # what the silos are told (``cfg`` unless forged)
+    proposal_toml = proposal.to_toml()
+    seconds: dict[str, float] = {}
+
+    def session() -> PrivateWeightingServer:
+        sent = session_parameters(proposal, n_params, os.urandom(16))
+        server = PrivateWeightingServer(forged.key_params(sent))
+        for stage, took in setup_session(cfg, server, exchange, proposal_toml, sent).items():
+            seconds.setdefault(stage, took)
+        return server
+
+    try:
+        server = session()
+    except SetupError as exc:
+        exchange.log(round=0, event="setup_failed", detail=str(exc))
+        nm = _noise_multiplier(cfg, session_parameters(cfg, n_params, bytes(16)))
+        ledger = ParticipationLedger(cfg.users)
+        return CrossSiloOutcome(ledger, [], {}, nm, exchange.events, seconds, str(exc))
+    train_rng = np.random.default_rng(np.random.SeedSequence(cfg.seed).spawn(4)[2])
+    algorithm = CrossSiloAlgorithm(
+        cfg, server, exchange, model, flat, evaluate, train_rng, forge=forged, session=session
+    )
+    loop: FederatedRun[RoundRecord] = FederatedRun(
+        uldp_selector(cfg),
+        AlwaysAvailable(cfg.users),
+        algorithm,
+        selection_rng=lambda _t: train_rng,
+    )
+    with quiet_accounting():
+        records = [res.record for res in loop.run(cfg.rounds)]
+    return CrossSiloOutcome(
+        loop.ledger,
+        records,
+        algorithm.aggregates,
+        algorithm.noise_multiplier,
+        exchange.events,
+        seconds,
+    )
 
 
 def run_cross_silo(
@@ -312,18 +427,21 @@ def run_cross_silo(
         Called with each event.
     pause : callable, optional
         Fault injection before each stage (:class:`fedprivacy.flower.run.StagePause`).
+    forge : str
+        Fault injection, a lying server: ``"NAME=VALUE,..."`` with names in
+        :data:`SILO_FORGES` (:mod:`fedprivacy.flower.silo_forge`); every silo must refuse.
 
     Returns
     -------
     dict
-        The summary (also ``summary.json``).
+        The summary (also ``summary.json``); ``setup_failed`` says why no round ran if the
+        setup failed (a silo refused the proposal or did not answer).
 
     Raises
     ------
     ParameterError
-        If the method cannot deploy or the transport does not reach every silo.
-    SetupError
-        If Protocol 1's setup fails.
+        If the method cannot deploy, the transport does not reach every silo or ``forge`` is
+        not one of :data:`SILO_FORGES`.
     """
     from fedprivacy.uldp.run import load_dataset
 
@@ -332,9 +450,10 @@ def run_cross_silo(
         raise ParameterError(
             "silos", f"the transport reaches {list(transport.users)}, the run has {cfg.num_silos}"
         )
+    forged = SiloForge.parse(forge)
+    forged.proposal(cfg)  # a forge that makes no valid configuration is refused here
     run_dir.mkdir(parents=True, exist_ok=True)
-    config_toml = cfg.to_toml()
-    atomic_write_text(run_dir / "config.toml", config_toml)
+    atomic_write_text(run_dir / "config.toml", cfg.to_toml())
     atomic_write_json(
         run_dir / "roster.json",
         {str(s): n for s, n in sorted((roster or {s: s for s in transport.users}).items())},
@@ -344,7 +463,6 @@ def run_cross_silo(
     task, model, flat = initial_model(cfg, ds)
     test_x, test_y = ds.pooled_test()
     tx, ty = torch.from_numpy(np.array(test_x)), torch.from_numpy(np.array(test_y))
-    params = session_parameters(cfg, int(flat.numel()), os.urandom(16))
     with (run_dir / "events.jsonl").open("w", encoding="utf-8") as log_file:
 
         def event(e: dict[str, Any]) -> None:
@@ -354,96 +472,5 @@ def run_cross_silo(
                 on_event(e)
 
         exchange = StageExchange(transport, on_event=event, before_stage=pause)
-        server = PrivateWeightingServer(params)
-        setup_seconds = setup_session(cfg, server, exchange, config_toml)
-        train_rng = np.random.default_rng(np.random.SeedSequence(cfg.seed).spawn(4)[2])
-        algorithm = CrossSiloAlgorithm(
-            cfg, server, exchange, model, flat, lambda m: task.evaluate(m, tx, ty), train_rng
-        )
-        loop: FederatedRun[RoundRecord] = FederatedRun(
-            uldp_selector(cfg),
-            AlwaysAvailable(cfg.users),
-            algorithm,
-            selection_rng=lambda _t: train_rng,
-        )
-        with quiet_accounting():
-            records = [res.record for res in loop.run(cfg.rounds)]
-    return _write_outputs(cfg, run_dir, loop, algorithm, records, transport, started, setup_seconds)
-
-
-def _write_outputs(
-    cfg: UldpConfig,
-    run_dir: Path,
-    loop: FederatedRun[RoundRecord],
-    algorithm: CrossSiloAlgorithm,
-    records: list[RoundRecord],
-    transport: Transport,
-    started: float,
-    setup_seconds: dict[str, float],
-) -> dict[str, Any]:
-    loop.ledger.to_csv(run_dir / "participation.csv")
-    arrays: dict[str, Any] = {}
-    for t, (aggregate, keys, sampled) in algorithm.aggregates.items():
-        arrays.update(
-            {f"round_{t}": aggregate, f"keys_{t}": np.array(keys), f"sampled_{t}": sampled}
-        )
-    np.savez(run_dir / "aggregates.npz", **arrays)
-    view = ledger_view(loop.ledger, algorithm.noise_multiplier, cfg.delta)
-    events = algorithm.exchange.events
-    aborted = [e for e in events if e.get("event") == "round" and e.get("aborted")]
-    summary: dict[str, Any] = {
-        "task": "uldp",
-        "method": cfg.method,
-        "dataset": cfg.dataset,
-        "rounds": len(records),
-        "rounds_aggregated": len(algorithm.aggregates),
-        "rounds_aborted": len(aborted),
-        "supernodes": cfg.num_silos,
-        "silos": cfg.num_silos,
-        "users": cfg.users,
-        "metric": records[-1].metric if records else None,
-        "seconds": time.perf_counter() - started,
-        "setup_seconds": setup_seconds,
-        "seconds_per_round": float(np.mean([r.seconds for r in records])) if records else None,
-        "bytes_sent": transport.sent_bytes,
-        "bytes_received": transport.received_bytes,
-        "participation": str(run_dir / "participation.csv"),
-        "rejected": [e for e in events if e.get("event") in ("rejected", "node_refused")],
-        "dropouts": [e for e in events if e.get("event") == "no_reply"],
-        "noise_std_per_silo": silo_noise_std(cfg),
-        "privacy": {
-            "epsilon": records[-1].epsilon if records else 0.0,
-            "epsilon_server": records[-1].epsilon_server if records else 0.0,
-            "delta": cfg.delta,
-            "noise_multiplier_nominal": cfg.sigma,
-            "noise_multiplier_effective": algorithm.noise_multiplier,
-            "key_bits": cfg.secure_key_bits,
-            "server_view": view,
-        },
-    }
-    atomic_write_text(run_dir / "privacy.md", _privacy_markdown(cfg, summary))
-    atomic_write_json(run_dir / "summary.json", summary)
-    return summary
-
-
-def _privacy_markdown(cfg: UldpConfig, summary: dict[str, Any]) -> str:
-    p = summary["privacy"]
-    view = p["server_view"]
-    lines = [
-        f"# Privacy report: {cfg.method} on {cfg.num_silos} silos ({cfg.dataset})",
-        "",
-        f"- user-level epsilon {p['epsilon']:.4g} at delta {p['delta']:g} after "
-        f"{summary['rounds_aggregated']} aggregated rounds; against the server "
-        f"{p['epsilon_server']:.4g}",
-        f"- noise: each silo draws a discrete Gaussian (std {summary['noise_std_per_silo']:.4g} "
-        "per coordinate) from OS randomness on Protocol 1's integer grid; effective noise "
-        f"multiplier {p['noise_multiplier_effective']:.6g} "
-        f"(nominal {p['noise_multiplier_nominal']:g})",
-        f"- the server sees only the weighted, noised sum over silos of each round "
-        f"(Paillier {p['key_bits']}-bit, pairwise masks, blinded histograms): never a silo's "
-        "update or the per-user record counts",
-        f"- ledger: T_weak {view['t_weak']}, T_strong {view['t_strong']}, "
-        f"per-user epsilon {view['per_user_epsilon']}",
-        "",
-    ]
-    return "\n".join(lines)
+        outcome = _run(cfg, exchange, model, flat, lambda m: task.evaluate(m, tx, ty), forged)
+    return write_outputs(cfg, run_dir, outcome, transport, started)

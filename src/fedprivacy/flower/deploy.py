@@ -37,7 +37,9 @@ from fedprivacy.errors import FedPrivacyError, ParameterError
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.flower.deploy_tasks import DeployTask
+from fedprivacy.flower.forge import parse_forge
 from fedprivacy.flower.node_auth import NodeKeys, generate_node_keys
+from fedprivacy.flower.runtime_auth import supernode_command, write_runtime_secret
 from fedprivacy.flower.stages import Stage
 from fedprivacy.flower.stragglers import Stragglers
 from fedprivacy.flower.tls import TlsMaterials, generate_tls_materials
@@ -87,6 +89,8 @@ class FaultPlan:
         with SIGKILL to its process group, and the run goes on.
     replay : dict of int to int
         User -> round in which that node replays its previous message at the masked-input stage.
+    badshare : dict of int to int
+        User -> round in which that node (a malicious node) sends wrong unmasking shares.
     forge : str
         A lying server: ``"NAME=VALUE,..."`` parameters the ServerApp proposes instead of the
         configuration's (see :func:`fedprivacy.flower.forge.parse_forge`); every party must
@@ -95,6 +99,7 @@ class FaultPlan:
 
     kill: tuple[int | None, int, Stage] | None = None
     replay: dict[int, int] = field(default_factory=dict)
+    badshare: dict[int, int] = field(default_factory=dict)
     forge: str = ""
 
     @classmethod
@@ -146,6 +151,10 @@ class LocalDeployment:
         self.env["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"] = "0.25"
         self.env["FLWR_DISABLE_UPDATE_CHECK"] = "1"
         self._stragglers = Stragglers(f"FLWR_HOME={self.env['FLWR_HOME']}".encode(), str(run_dir))
+        self.runtime_ports: dict[int, int] = {}
+        """User -> the port of its SuperNode's runtime API on 127.0.0.1."""
+        self.runtime_secrets: dict[int, Path] = {}
+        """User -> its SuperNode's runtime-API auth secret (32 random bytes, 0600)."""
 
     @property
     def address(self) -> str:
@@ -224,11 +233,17 @@ class LocalDeployment:
 
         ``keys``: the node authenticates with this key pair (SuperNode authentication);
         ``node_config``: its ``--node-config`` (default ``partition-id=USER``).
+        Its runtime API on 127.0.0.1 answers only its own SuperExec, which holds a fresh secret
+        (:attr:`runtime_secrets`, ``RUN/runtime-secrets/supernode-U.secret``, 0600;
+        :mod:`fedprivacy.flower.runtime_auth`), in the SuperNode's process group.
         """
         node_config = node_config or f"partition-id={user}"
         if fault:
             node_config += f' fedprivacy-fault="{fault}"'
-        args = [_bin("flower-supernode"), "--superlink", self.address, "--port", str(free_port())]
+        port = free_port()
+        secret = write_runtime_secret(self.run_dir / "runtime-secrets" / f"supernode-{user}.secret")
+        self.runtime_ports[user], self.runtime_secrets[user] = port, secret
+        args = [_bin("flower-supernode"), "--superlink", self.address]
         args += ["--node-config", node_config]
         if self.tls is None:
             args += ["--insecure"]
@@ -237,7 +252,8 @@ class LocalDeployment:
         if keys is not None:
             args += ["--auth-supernode-private-key", str(keys.private)]
             args += ["--auth-supernode-public-key", str(keys.public)]
-        return self._start(f"supernode-{user}", args)
+        command = supernode_command(args, _bin("flower-superexec"), port, secret)
+        return self._start(f"supernode-{user}", command)
 
     def kill(self, name: str) -> None:
         """SIGKILL process ``name`` and everything in its process group (a crash)."""
@@ -333,6 +349,15 @@ def _follow(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
     return lines, offset + end
 
 
+def node_fault(faults: FaultPlan, user: int) -> str:
+    """The ``fedprivacy-fault`` of ``user``'s node: ``replay@R``, ``badshare@R`` or nothing."""
+    if user in faults.replay:
+        return f"replay@{faults.replay[user]}"
+    if user in faults.badshare:
+        return f"badshare@{faults.badshare[user]}"
+    return ""
+
+
 def _write_roster(keys: dict[int, NodeKeys], path: Path) -> Path | None:
     """The federation's public keys (user -> key), as the operator who admits the nodes has."""
     if not keys:
@@ -401,7 +426,8 @@ def deploy(
         Run the same app with ``flwr run`` on Flower's simulation runtime (Ray, virtual
         SuperNodes in this machine's processes) instead of real SuperNodes; no TLS.
     node_auth : bool, optional
-        SuperNode authentication (on by default, off with ``--simulation``): a key pair per
+        SuperNode authentication (on by default with TLS, off with ``--simulation`` or
+        ``--insecure``, where the SuperLink cannot authenticate nodes): a key pair per
         node (``OUT/node-keys``), each public key registered with the SuperLink, which admits no
         other node (:mod:`fedprivacy.flower.node_auth`); each node signs its claim to its user
         with the same key, checked by the ServerApp against ``OUT/node-keys/roster.toml``
@@ -425,12 +451,15 @@ def deploy(
             "supernodes", f"the run needs {task.supernodes} SuperNodes, not {supernodes}"
         )
     faults = faults or FaultPlan()
-    if simulation and (faults.kill is not None or faults.replay or faults.forge):
+    if simulation and (faults.kill is not None or faults.replay or faults.badshare or faults.forge):
         raise ParameterError("--simulation", "fault injection needs a real deployment")
     if simulation and node_auth:
         raise ParameterError("--node-auth", "SuperNode authentication needs a real deployment")
-    node_auth = not simulation if node_auth is None else node_auth
+    node_auth = (tls and not simulation) if node_auth is None else node_auth
+    if node_auth and not tls:
+        raise ParameterError("--node-auth", "SuperNode authentication needs TLS (drop --insecure)")
     tls = tls and not simulation
+    parse_forge(faults.forge, task.forges)
     task.preflight()
     run_dir.mkdir(parents=True, exist_ok=True)
     for stale in ("resume", "summary.json", "events.jsonl"):
@@ -467,8 +496,7 @@ def deploy(
         for u in range(0 if simulation else supernodes):
             if node_auth:
                 dep.register_supernode(keys[u])
-            replay = faults.replay.get(u)
-            fault = "" if replay is None else f"replay@{replay}"
+            fault = node_fault(faults, u)
             policy = (policies / f"node-{u}.toml").resolve()
             node_config = f'{task.node_config(u)} {POLICY_KEY}="{policy}"'
             dep.start_supernode(u, fault=fault, keys=keys.get(u), node_config=node_config)

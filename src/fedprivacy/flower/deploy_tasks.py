@@ -67,6 +67,11 @@ class DeployTask(ABC):
     def preflight(self) -> None:  # noqa: B027 (an optional hook: nothing by default)
         """Checks that need the data, run just before any process starts (none by default)."""
 
+    @property
+    @abstractmethod
+    def forges(self) -> tuple[str, ...]:
+        """The parameters a lying server can forge in this task (fault injection)."""
+
 
 class FedAvgTask(DeployTask):
     """FedAvg (and SecAgg, DP) with one user per SuperNode."""
@@ -88,6 +93,13 @@ class FedAvgTask(DeployTask):
     def node_config(self, node: int) -> str:
         """The node's user."""
         return f"partition-id={node}"
+
+    @property
+    def forges(self) -> tuple[str, ...]:
+        """See :data:`fedprivacy.flower.lying_server.FEDAVG_FORGES`."""
+        from fedprivacy.flower.lying_server import FEDAVG_FORGES
+
+        return FEDAVG_FORGES
 
     def policy(self, node: int) -> PartyPolicy:
         """What a user's operator who agrees with this configuration writes."""
@@ -155,6 +167,13 @@ class UldpTask(DeployTask):
         from fedprivacy.uldp.deployment import check_users_hold_records
 
         check_users_hold_records(self.config.with_overrides(data_dir=self.data_dir))
+
+    @property
+    def forges(self) -> tuple[str, ...]:
+        """See :data:`fedprivacy.flower.silo_forge.SILO_FORGES`."""
+        from fedprivacy.flower.silo_forge import SILO_FORGES
+
+        return SILO_FORGES
 
     def policy(self, node: int) -> PartyPolicy:
         """What a silo's operator who agrees with this configuration writes."""

@@ -5,7 +5,8 @@ run on the in-process transport. It writes into the run directory::
 
     config.toml         the training configuration the nodes received
     roster.json         user -> node id (who is who in the Multi-RoundSecAgg batches)
-    events.jsonl        one line per event as it happens (stages, dropouts, rejections, rounds)
+    events.jsonl        one line per event as it happens (stages, dropouts, rejections, wrong
+                        unmasking shares left out, rounds aborted by a protocol error, rounds)
     participation.csv   the ledger: who was aggregated in each round (``fedprivacy audit`` reads it)
     availability.npy    the users reachable in each round, as the server saw them
     aggregates.npz      each aggregated round's mean update (``round_<t>``)
@@ -188,6 +189,8 @@ def run_deployed(
         "participation": str(run_dir / "participation.csv"),
         "rejected": [e for e in training.events if e.get("event") in ("rejected", "node_refused")],
         "dropouts": [e for e in training.events if e.get("event") == "no_reply"],
+        "bad_shares": [e for e in training.events if e.get("event") == "bad_share"],
+        "aborted": [e for e in training.events if e.get("event") == "round_aborted"],
         "privacy": report.to_dict(),
     }
     atomic_write_json(run_dir / "summary.json", summary)

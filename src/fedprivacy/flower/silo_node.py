@@ -6,27 +6,52 @@ node's state mapping between messages (:mod:`fedprivacy.uldp.private_weighting.s
 the ClientApp's ``context.state``, kept at the SuperNode). What never leaves the silo: its
 records, the histogram row ``n_{s,u}``, its X25519 private key and agreements, the shared seed,
 the per-user updates and its noise, which it draws from OS randomness with the standard
-deviation of the configuration it accepted at setup (``sigma C / sqrt(|S|)``), never from a
-value the server sends per round.
+deviation its own policy sets (:func:`~fedprivacy.flower.silo_policy.silo_noise_std_of`:
+``sigma C / sqrt(|S|)`` with ``sigma`` at least the policy's floor), never from a value the
+server sends.
 
-A silo checks the server's first message against that configuration: the session's parameters
-must be :func:`~fedprivacy.uldp.deployment.session_parameters` of it (same users, silos, model
-size, clip, noise bound, key size), so that a server cannot lower the noise bound, shrink the
-key or change the sub-sampling mode behind the silos' backs.
+The server proposes, the silo decides: before it computes anything, the silo checks the
+session the server proposes (the configuration, Protocol 1's parameters, the Paillier modulus
+actually sent) against its operator's :class:`~fedprivacy.policy.PartyPolicy`
+(:func:`~fedprivacy.flower.silo_policy.check_proposal`: noise floor, clip, key size, test keys),
+again at every round, and answers each round index once, across sessions: a server that starts
+a new session cannot have a round it already got answered again. A refusal is a
+:class:`~fedprivacy.errors.PolicyViolationError` naming the parameter (an ``error`` reply; the
+silo logs it as a warning). The parameters must also be
+:func:`~fedprivacy.uldp.deployment.session_parameters` of the configuration (same users,
+silos, model size, clip, noise bound, key size), so that the two cannot disagree.
+
+Fault injection (tests and demonstrations): ``replay@R`` sends, in round ``R``, the previous
+reply again; ``garbage@R`` sends well-formed but wrong ciphertexts in round ``R`` (each one
+multiplied by an encryption of a random offset), which the server detects only after
+decryption (its round is aborted).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
+import secrets
 from dataclasses import dataclass
 
 import numpy as np
 
+from fedprivacy.crypto.paillier_public import PaillierPublicKey
+from fedprivacy.errors import PolicyViolationError
+from fedprivacy.flower.identity import signed_hello
 from fedprivacy.flower.node import StageHandler, single_threaded
+from fedprivacy.flower.silo_policy import check_proposal, proposed_config, silo_noise_std_of
 from fedprivacy.flower.stages import Record, Stage, decode_array, field
 from fedprivacy.policy import PartyPolicy
+from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.private_weighting.errors import MalformedMessageError, OutOfOrderError
-from fedprivacy.uldp.private_weighting.messages import encode_message
+from fedprivacy.uldp.private_weighting.messages import (
+    EncryptedWeights,
+    MaskedUpdate,
+    PaillierKeyAnnouncement,
+    decode_message,
+    encode_message,
+)
 from fedprivacy.uldp.private_weighting.params import PrivateWeightingParameters
 from fedprivacy.uldp.private_weighting.silo import PrivateWeightingSilo
 from fedprivacy.uldp.private_weighting.state import (
@@ -37,6 +62,17 @@ from fedprivacy.uldp.private_weighting.state import (
 )
 
 __all__ = ["SiloNode"]
+
+_LOG = logging.getLogger("fedprivacy.silo")
+
+
+def _garbage(update: MaskedUpdate, key: PaillierPublicKey) -> MaskedUpdate:
+    """Well-formed but wrong ciphertexts: each one times ``Enc(uniform offset)`` (a fault)."""
+    n, n2 = key.n_mpz, key.n_square
+    values = tuple(
+        int(c * (1 + (secrets.randbelow(key.n - 1) + 1) * n) % n2) for c in update.ciphertexts
+    )
+    return dataclasses.replace(update, ciphertexts=values)
 
 
 @dataclass
@@ -49,10 +85,15 @@ class SiloNode(StageHandler):
         The silo this node is (its ``fedprivacy-silo`` node configuration).
     fault : str
         Fault injection: ``"replay@R"`` makes the silo send, in round ``R``, its reply of the
-        previous stage again (the server must refuse it with the protocol's typed error).
+        previous stage again (the server must refuse it with the protocol's typed error);
+        ``"garbage@R"`` makes it send well-formed but wrong ciphertexts in round ``R``.
     data_dir : str, optional
         The silo's data directory (its ``data-dir`` node configuration; default
         ``$FEDPRIVACY_DATA``).
+    policy : PartyPolicy
+        Its operator's policy (:func:`fedprivacy.flower.silo_policy.silo_policy` is that of an
+        operator who agrees with a configuration). The default sets no noise floor, so a silo
+        without a policy takes part in nothing.
     """
 
     silo: int
@@ -61,7 +102,7 @@ class SiloNode(StageHandler):
     policy: PartyPolicy = dataclasses.field(default_factory=PartyPolicy)
 
     def _hello(self, request: Record, state: dict[str, bytes]) -> Record:
-        return {"user": self.silo}
+        return signed_hello(self.silo, self.policy, request)
 
     def _restore(
         self, state: dict[str, bytes]
@@ -76,13 +117,27 @@ class SiloNode(StageHandler):
         state["last"] = reply
         return {"message": reply}
 
+    def _check(
+        self, config: UldpConfig, params: PrivateWeightingParameters, modulus_bits: int
+    ) -> None:
+        """:func:`check_proposal` against this silo's policy; a refusal is logged."""
+        try:
+            check_proposal(self.policy, config, params, modulus_bits)
+        except PolicyViolationError as exc:
+            _LOG.warning("silo %d refuses the server's proposal: %s", self.silo, exc)
+            raise
+
     # ------------------------------------------------------------------ setup
     def _key(self, request: Record, state: dict[str, bytes]) -> Record:
         from fedprivacy.uldp.deployment import session_parameters, silo_side
 
         config = field(request, "config", str)
-        side = silo_side(config, self.data_dir)
         params = decode_params(field(request, "params", bytes))
+        key = decode_message(field(request, "message", bytes))
+        if not isinstance(key, PaillierKeyAnnouncement):
+            raise MalformedMessageError("the silo-key stage carries no Paillier key")
+        self._check(proposed_config(config), params, key.modulus.bit_length())
+        side = silo_side(config, self.data_dir)
         expected = session_parameters(side.config, params.n_params, params.session_id)
         if params != expected:
             raise MalformedMessageError(
@@ -94,9 +149,12 @@ class SiloNode(StageHandler):
             )
         records = side.fed.histogram()[self.silo]
         silo = PrivateWeightingSilo(params, self.silo, records)
-        reply = encode_message(silo.on_paillier_key(field(request, "message", bytes)))
+        reply = encode_message(silo.on_paillier_key(key))
+        answered = state.get("answered")  # outlives the session: a round is answered once
         state.clear()
         state.update(config=config.encode(), params=encode_params(params))
+        if answered is not None:
+            state["answered"] = answered
         return self._keep(state, silo, reply)
 
     def _roster(self, request: Record, state: dict[str, bytes]) -> Record:
@@ -110,14 +168,33 @@ class SiloNode(StageHandler):
         return self._keep(state, silo, encode_message(silo.blinded_histogram()))
 
     # ------------------------------------------------------------------ rounds
+    def _answer_once(self, state: dict[str, bytes], r: int, message: bytes) -> None:
+        """Refuse a round index this silo already answered (in this session or an earlier one)."""
+        weights = decode_message(message)
+        if not isinstance(weights, EncryptedWeights) or weights.header.round_index != r:
+            raise MalformedMessageError(f"the silo-round stage of round {r} carries no weights")
+        last = state.get("answered")
+        if last is not None and r <= int(last):
+            exc = PolicyViolationError(
+                "round",
+                f"round {r} requested after round {int(last)} was answered: a silo answers each "
+                "round once, in order (a repeated round would average its noise away)",
+            )
+            _LOG.warning("silo %d refuses: %s", self.silo, exc)
+            raise exc
+        state["answered"] = str(r).encode()
+
     def _round(self, request: Record, state: dict[str, bytes]) -> Record:
-        from fedprivacy.uldp.deployment import silo_deltas, silo_noise_std, silo_side
+        from fedprivacy.uldp.deployment import silo_deltas, silo_side
 
         params, silo = self._restore(state)
         r = field(request, "round", int)
         if self.fault == f"replay@{r}":
             return {"message": state["last"]}
-        side = silo_side(state["config"].decode(), self.data_dir)
+        message = field(request, "message", bytes)
+        self._answer_once(state, r, message)
+        side = silo_side(state["config"].decode(), self.data_dir)  # cached since the setup
+        self._check(side.config, params, silo.public_key.bits)
         model = decode_array(field(request, "model", bytes), np.float32)
         if model.size != params.n_params:
             raise MalformedMessageError(
@@ -126,9 +203,9 @@ class SiloNode(StageHandler):
         keys = field(request, "keys", int)
         with single_threaded():
             deltas = silo_deltas(side, self.silo, model, keys)
-        update = silo.on_weights(
-            field(request, "message", bytes), deltas, silo_noise_std(side.config)
-        )
+        update = silo.on_weights(message, deltas, silo_noise_std_of(self.policy, side.config))
+        if self.fault == f"garbage@{r}":
+            update = _garbage(update, silo.public_key)
         return self._keep(state, silo, encode_message(update))
 
 

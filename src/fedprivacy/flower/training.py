@@ -33,7 +33,7 @@ from fedprivacy.flower.lying_server import forge_config, forge_params, forge_pol
 from fedprivacy.flower.stages import Record, Stage, decode_array, encode_array
 from fedprivacy.flower.transport import Transport
 from fedprivacy.participation.availability import AvailabilityModel
-from fedprivacy.secagg.errors import RoundAbortedError, SecAggError, UnknownSenderError
+from fedprivacy.secagg.errors import ProtocolViolationError, SecAggError, UnknownSenderError
 from fedprivacy.secagg.messages import Message, decode_message, encode_message
 from fedprivacy.secagg.params import MIN_PARTICIPANTS
 from fedprivacy.secagg.params_wire import encode_params
@@ -215,9 +215,31 @@ class DeployedTraining(FederatedTraining):
                 server.finish_inputs(forge_policy(plan.policy, self.forge, self.batch_size_t)),
             )
             result = server.finish_unmask()
-        except RoundAbortedError as exc:
+        except SecAggError as exc:  # a malicious or broken party ends this round, never the run
+            self._log_misbehaviour(r, server, exc)
             return agg.finish_round(plan, exc, 0)
         finally:
             if agg.observer is not None:
                 agg.observer(r, server)
+        self._log_misbehaviour(r, server, None)
         return agg.finish_round(plan, result, 0, server_seconds=sum(server.seconds.values()))
+
+    def _log_misbehaviour(self, r: int, server: SecAggServer, error: SecAggError | None) -> None:
+        """Log each wrong unmasking share the server left out, and the error that ended the round.
+
+        A ``bad_share`` event names the user who sent the share (``user``) and the owner of the
+        secret; its own input stays aggregated (its seed came from the others' shares). A
+        ``round_aborted`` event names the typed error that ended the round.
+        """
+        for bad in server.bad_shares:
+            self._log(
+                round=r,
+                stage=Stage.UNMASK.value,
+                user=bad.holder,
+                event="bad_share",
+                owner=bad.owner,
+                error=ProtocolViolationError.__name__,
+                detail=bad.describe(),
+            )
+        if error is not None:
+            self._log(round=r, event="round_aborted", error=type(error).__name__, detail=str(error))

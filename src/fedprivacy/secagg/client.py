@@ -1,9 +1,12 @@
-"""The client's state machine (Bonawitz et al. 2017, Fig. 4, honest-but-curious variant)."""
+"""The client's state machine (Bonawitz et al. 2017, Fig. 4).
+
+The honest-but-curious variant, plus, when built with a :class:`ConsistencyCheck`, the
+malicious-server consistency check before unmasking (:mod:`fedprivacy.secagg.consistency`).
+"""
 
 from __future__ import annotations
 
 import os
-import struct
 import time
 from dataclasses import dataclass
 from enum import IntEnum
@@ -22,7 +25,15 @@ from fedprivacy.crypto.keys import (
 from fedprivacy.crypto.prg import MaskExpander, reduce
 from fedprivacy.crypto.shamir import Share, split_secret
 from fedprivacy.dp.party_noise import add_grid_noise, draw_party_noise
-from fedprivacy.errors import ParameterError, ShamirError
+from fedprivacy.errors import ParameterError
+from fedprivacy.secagg.consistency import (
+    ConsistencyCheck,
+    check_aggregated,
+    check_restorable,
+    check_signable,
+    refuse_second_set,
+    verify_unmask,
+)
 from fedprivacy.secagg.derivation import (
     pairwise_mask_key,
     seed_commitment,
@@ -38,10 +49,11 @@ from fedprivacy.secagg.errors import (
     RoundAbortedError,
     UnknownSenderError,
 )
-from fedprivacy.secagg.graph import describe
 from fedprivacy.secagg.messages import (
     SERVER,
     AdvertiseKeys,
+    ConsistencyRequest,
+    ConsistencyResponse,
     Header,
     KeyRoster,
     MaskedInput,
@@ -52,6 +64,8 @@ from fedprivacy.secagg.messages import (
     ShareKind,
     UnmaskRequest,
     UnmaskResponse,
+    decode_share_plaintext,
+    encode_share_plaintext,
 )
 from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.secagg.party import RoundParty, pairwise_sign
@@ -76,6 +90,8 @@ _EXPECTED = {
     ClientStage.MASKED: MessageKind.UNMASK_REQUEST,
 }
 _ORDER = [MessageKind.KEY_ROSTER, MessageKind.SHARE_DELIVERY, MessageKind.UNMASK_REQUEST]
+# with the consistency check, a client in MASKED signs the aggregated set before unmasking it
+_ORDER_CHECKED = [*_ORDER[:2], MessageKind.CONSISTENCY_REQUEST, _ORDER[2]]
 
 
 @dataclass(frozen=True)
@@ -101,6 +117,11 @@ class ClientSnapshot:
         The shares of ``b_v`` and ``s_sk_v`` received from each neighbour (stage 2 to 3).
     seconds : dict of str to float
         The time spent in each stage so far.
+    consistency : bool
+        Whether the client runs the consistency check (its node's signing material is not
+        part of the snapshot: the node supplies it again when it restores the client).
+    signed : tuple of int or None
+        The aggregated set the client signed in the consistency check, ascending.
 
     """
 
@@ -112,28 +133,8 @@ class ClientSnapshot:
     neighbour_keys: dict[int, tuple[bytes, bytes]]
     held: dict[int, tuple[Share, Share]]
     seconds: dict[str, float]
-
-
-def encode_share_plaintext(
-    sender: int, receiver: int, seed_share: Share, key_share: Share
-) -> bytes:
-    """Plaintext of one encrypted share: ids, then the two length-prefixed shares."""
-    a, b = seed_share.to_bytes(), key_share.to_bytes()
-    return struct.pack(">IIH", sender, receiver, len(a)) + a + struct.pack(">H", len(b)) + b
-
-
-def decode_share_plaintext(data: bytes) -> tuple[int, int, Share, Share]:
-    """Inverse of :func:`encode_share_plaintext`; :class:`MalformedMessageError` on bad bytes."""
-    try:
-        sender, receiver, la = struct.unpack_from(">IIH", data)
-        a = data[10 : 10 + la]
-        (lb,) = struct.unpack_from(">H", data, 10 + la)
-        b = data[12 + la : 12 + la + lb]
-        if len(a) != la or len(b) != lb or 12 + la + lb != len(data):
-            raise MalformedMessageError("share plaintext has the wrong length")
-        return sender, receiver, Share.from_bytes(a), Share.from_bytes(b)
-    except (struct.error, ShamirError) as exc:
-        raise MalformedMessageError(f"bad share plaintext: {exc}") from exc
+    consistency: bool = False
+    signed: tuple[int, ...] | None = None
 
 
 class SecAggClient(RoundParty):
@@ -151,13 +152,24 @@ class SecAggClient(RoundParty):
         The public parameters of the round.
     user : int
         This client's id; must be one of ``params.participants``.
+    consistency : ConsistencyCheck, optional
+        The node's signing key and the federation's roster: the client then signs the
+        aggregated set (:meth:`sign_survivors`) and unmasks only a set enough members signed
+        (:mod:`fedprivacy.secagg.consistency`). Without it the client behaves as in the
+        honest-but-curious protocol.
 
     """
 
-    def __init__(self, params: SecAggParameters, user: int) -> None:
+    def __init__(
+        self, params: SecAggParameters, user: int, *, consistency: ConsistencyCheck | None = None
+    ) -> None:
         if user not in params.participants:
             raise ParameterError("user", f"{user} is not a participant of this round")
+        if consistency is not None:
+            consistency.check_user(int(user))
         super().__init__(params, int(user), "this client")
+        self._check = consistency
+        self._signed: tuple[int, ...] | None = None
         self.user = int(user)
         self.stage = ClientStage.NEW
         self._enc = generate_keypair()
@@ -178,12 +190,21 @@ class SecAggClient(RoundParty):
             dict(self._neighbour_keys),
             dict(self._held),
             dict(self.seconds),
+            self._check is not None,
+            self._signed,
         )
 
     @classmethod
-    def _restore(cls, params: SecAggParameters, snapshot: ClientSnapshot) -> SecAggClient:
+    def _restore(
+        cls,
+        params: SecAggParameters,
+        snapshot: ClientSnapshot,
+        consistency: ConsistencyCheck | None = None,
+    ) -> SecAggClient:
         """A client in the state ``snapshot``; the keys drawn by the constructor are replaced."""
-        client = cls(params, snapshot.user)
+        check_restorable(snapshot.consistency, consistency)
+        client = cls(params, snapshot.user, consistency=consistency)
+        client._signed = snapshot.signed
         client.stage = snapshot.stage
         client._enc = keypair_from_private_bytes(snapshot.encryption_key)
         client._mask = keypair_from_private_bytes(snapshot.masking_key)
@@ -205,14 +226,17 @@ class SecAggClient(RoundParty):
         if h.recipient != self.user:
             raise UnknownSenderError(f"message addressed to {h.recipient}, not to {self.user}")
         expected = _EXPECTED.get(self.stage)
+        order = _ORDER if self._check is None else _ORDER_CHECKED
+        if self.stage is ClientStage.MASKED and self._check is not None and self._signed is None:
+            expected = MessageKind.CONSISTENCY_REQUEST
         if h.kind is not kind or expected is not kind:
             if (
-                h.kind in _ORDER
-                and expected in _ORDER
-                and _ORDER.index(h.kind) < _ORDER.index(expected)
+                h.kind in order
+                and expected in order
+                and order.index(h.kind) < order.index(expected)
             ):
                 raise DuplicateMessageError(f"{h.kind.name} was already handled")
-            if self.stage is ClientStage.DONE and h.kind in _ORDER:
+            if self.stage is ClientStage.DONE and h.kind in order:
                 raise DuplicateMessageError(f"{h.kind.name} after the round finished")
             raise OutOfOrderError(
                 f"got {h.kind.name} while in stage {self.stage.name}"
@@ -399,27 +423,19 @@ class SecAggClient(RoundParty):
             is unchanged.
         RoundAbortedError
             If fewer than ``threshold`` users are to be aggregated.
+        ConsistencyError
+            With the consistency check: if the set is not the one this client signed, or the
+            request lacks valid signatures of it by :func:`consistency_quorum
+            <fedprivacy.secagg.consistency.consistency_quorum>` distinct members (or carries a
+            duplicate, foreign or invalid one). Nothing is revealed and the state is unchanged.
 
         """
         start = time.perf_counter()
         msg = self._accept(request, MessageKind.UNMASK_REQUEST)
         assert isinstance(msg, UnmaskRequest)
-        p = self.params
-        aggregated = set(msg.aggregated)
-        if len(aggregated) != len(msg.aggregated):
-            raise MalformedMessageError("the aggregated set lists a user twice")
-        if not aggregated <= set(p.participants):
-            raise UnknownSenderError("the aggregated set lists non-participants")
-        if len(aggregated) < p.threshold:
-            raise RoundAbortedError(
-                f"only {len(aggregated)} inputs to aggregate; the threshold is {p.threshold}"
-            )
-        parts = p.components(aggregated)
-        if len(parts) > 1:
-            raise ProtocolViolationError(
-                f"the aggregated set forms {describe(parts)} in the neighbour graph; revealing "
-                "the shares would let the server unmask each component's sum"
-            )
+        aggregated = check_aggregated(self.params, msg.aggregated)
+        if self._check is not None:
+            verify_unmask(self.params, self._check.roster, self._signed, aggregated, msg.signatures)
         shares: list[tuple[int, ShareKind, bytes]] = []
         for v in sorted(self._held):
             seed_share, key_share = self._held[v]
@@ -431,3 +447,47 @@ class SecAggClient(RoundParty):
         self.stage = ClientStage.DONE
         self._timed("unmask", start)
         return UnmaskResponse(self._to_server(MessageKind.UNMASK_RESPONSE), tuple(shares))
+
+    def sign_survivors(self, request: ConsistencyRequest | bytes) -> ConsistencyResponse:
+        """Consistency check: sign the aggregated set ``S``, once per round.
+
+        The set is checked as :meth:`unmask` checks it, and every neighbour in it must be one
+        whose shares this client received (:func:`check_signable
+        <fedprivacy.secagg.consistency.check_signable>`).
+
+        Parameters
+        ----------
+        request : ConsistencyRequest or bytes
+            The set the server will unmask.
+
+        Returns
+        -------
+        ConsistencyResponse
+            This client's signature on the round's statement for ``S``.
+
+        Raises
+        ------
+        ConsistencyError
+            If this client already signed another set in this round (the same set again is a
+            :class:`DuplicateMessageError`), or ``S`` names a neighbour whose shares never
+            arrived.
+        OutOfOrderError
+            If the client runs without the check, or is not in stage MASKED.
+
+        """
+        start = time.perf_counter()
+        if self._check is None:
+            raise OutOfOrderError("this client runs without the consistency check")
+        try:
+            msg = self._accept(request, MessageKind.CONSISTENCY_REQUEST)
+        except DuplicateMessageError:
+            refuse_second_set(self._signed, self._decode(request))
+            raise
+        assert isinstance(msg, ConsistencyRequest)
+        aggregated = check_aggregated(self.params, msg.aggregated)
+        check_signable(self.params, self.user, self._held, aggregated)
+        signature = self._check.sign(self.params, aggregated)
+        self._signed = tuple(sorted(aggregated))
+        self._timed("sign_survivors", start)
+        header = self._to_server(MessageKind.CONSISTENCY_RESPONSE)
+        return ConsistencyResponse(header, signature)

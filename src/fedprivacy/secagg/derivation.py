@@ -4,14 +4,17 @@ All keys come from HKDF-SHA256 (:func:`fedprivacy.crypto.keys.derive_key`) over 
 secret or a 32-byte OS-random seed, with an unambiguous context naming the purpose, the session,
 the round, the users and (for masks) the vector. A key therefore never serves two purposes, two
 rounds or two vectors, which is what allows the AES-CTR expansion to start from a zero counter.
+The one signed statement, :func:`survivors_statement`, is bound the same way.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 
 from fedprivacy.crypto.keys import derive_key, encode_context
 from fedprivacy.secagg.params import SecAggParameters
+from fedprivacy.secagg.params_wire import encode_params
 
 _PREFIX = "fedprivacy/secagg/v1"
 
@@ -68,3 +71,29 @@ def seed_commitment(seed: bytes, params: SecAggParameters, user: int) -> bytes:
         _PREFIX, "seed-commitment", params.session_id, params.round_index, user
     )
     return hashlib.sha256(context + seed).digest()
+
+
+def survivors_statement(params: SecAggParameters, aggregated: Iterable[int]) -> bytes:
+    """What a client signs in the consistency check: "round R of session X aggregates S".
+
+    The statement names the purpose, the session, the round, the SHA-256 of every public
+    parameter of the round (:func:`~fedprivacy.secagg.params_wire.encode_params`: participants,
+    threshold, graph, codec) and the aggregated set in ascending order, so a signature is valid
+    for one set of one round only: it cannot be replayed in another round or session, with other
+    parameters, or for another set.
+
+    Examples
+    --------
+    >>> from fedprivacy.crypto.fixed_point import FixedPointCodec
+    >>> codec = FixedPointCodec.for_sum(1.0, 5, 32)
+    >>> params = SecAggParameters.create(bytes(16), 0, range(5), 3, codec)
+    >>> survivors_statement(params, [3, 1, 2]) == survivors_statement(params, [1, 2, 3])
+    True
+    >>> survivors_statement(params, [1, 2, 3]) == survivors_statement(params, [1, 2, 3, 4])
+    False
+    """
+    digest = hashlib.sha256(encode_params(params)).digest()
+    users = sorted(int(u) for u in aggregated)
+    return encode_context(
+        _PREFIX, "survivors", params.session_id, params.round_index, digest, len(users), *users
+    )

@@ -2,7 +2,10 @@
 
 Every message goes through its byte encoding (``wire=True``, the default), so the driver
 exercises exactly what a network transport would carry. Dropouts are scripted per user: a user
-that drops before a stage sends nothing from that stage on.
+that drops before a stage sends nothing from that stage on. With ``signing_keys`` the round runs
+the consistency check against an active server (:mod:`fedprivacy.secagg.consistency`) between
+the masked inputs and the unmasking; a user dropping before ``Stage.UNMASK`` then drops before
+the check.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from fedprivacy.crypto.signing import SigningKey
 from fedprivacy.errors import ParameterError
 from fedprivacy.secagg.client import SecAggClient
+from fedprivacy.secagg.consistency import ConsistencyCheck, checks_for
 from fedprivacy.secagg.messages import Message, encode_message
 from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.secagg.result import AggregationResult
@@ -58,6 +63,43 @@ class RoundOutcome:
     wire_bytes: int
 
 
+class _Wire:
+    """The messages of one driven round: their encoding, byte count and who spent the time."""
+
+    def __init__(self, participants: tuple[int, ...], wire: bool) -> None:
+        self.wire = wire
+        self.clock: dict[int, float] = dict.fromkeys(participants, 0.0)
+        self.server_seconds = 0.0
+        self.bytes = 0
+
+    def send(self, message: Message) -> Message | bytes:
+        if not self.wire:
+            return message
+        data = encode_message(message)
+        self.bytes += len(data)
+        return data
+
+    def as_client(
+        self, user: int, fn: Callable[..., Message], *args: Any, **kw: Any
+    ) -> Message | bytes:
+        start = time.perf_counter()
+        out = self.send(fn(*args, **kw))
+        self.clock[user] += time.perf_counter() - start
+        return out
+
+    def at_server(self, fn: Callable[..., _T], *args: Any) -> _T:
+        start = time.perf_counter()
+        out = fn(*args)
+        self.server_seconds += time.perf_counter() - start
+        return out
+
+    def to_clients(self, messages: Mapping[int, Message]) -> dict[int, Message | bytes]:
+        start = time.perf_counter()
+        out = {u: self.send(m) for u, m in messages.items()}
+        self.server_seconds += time.perf_counter() - start
+        return out
+
+
 def run_round(
     params: SecAggParameters,
     updates: Mapping[int, np.ndarray],
@@ -69,6 +111,7 @@ def run_round(
     wire: bool = True,
     observer: Callable[[SecAggServer], None] | None = None,
     noise_variance: Fraction | None = None,
+    signing_keys: Mapping[int, SigningKey] | None = None,
 ) -> RoundOutcome:
     """Run one round of secure aggregation in this process.
 
@@ -94,6 +137,11 @@ def run_round(
     noise_variance : fractions.Fraction, optional
         Distributed DP: every client adds ``N_Z(0, noise_variance)`` to its encoded update before
         masking (see :meth:`SecAggClient.masked_input`).
+    signing_keys : mapping of int to SigningKey, optional
+        Every participant's signing key: run the consistency check (each client and the server
+        verify with the roster of these keys' public keys, :func:`roster_of
+        <fedprivacy.secagg.consistency.roster_of>`). Its time counts in the clients' and the
+        server's seconds; its messages in ``wire_bytes``.
 
     Returns
     -------
@@ -105,75 +153,79 @@ def run_round(
     RoundAbortedError
         If too few users remain at some stage.
 
+    Examples
+    --------
+    >>> from fedprivacy.crypto.fixed_point import FixedPointCodec
+    >>> codec = FixedPointCodec.for_sum(1.0, 4, 32)
+    >>> params = SecAggParameters.create(bytes(16), 0, range(4), 2, codec)
+    >>> updates = {u: np.full(2, 0.25) for u in range(4)}
+    >>> keys = {u: SigningKey.generate() for u in range(4)}  # the nodes' keys
+    >>> outcome = run_round(params, updates, signing_keys=keys)
+    >>> outcome.result.aggregated, np.round(outcome.result.total, 6).tolist()
+    ((0, 1, 2, 3), [1.0, 1.0])
     """
     missing = set(params.participants) - set(updates)
     if missing:
         raise ParameterError("updates", f"no update for participants {sorted(missing)[:5]}")
     if params.weighted and (weights is None or set(params.participants) - set(weights)):
         raise ParameterError("weights", "a weighted round needs a weight for every participant")
+    checks = _checks(params, signing_keys)
     drop = dict(dropouts or {})
-    clock: dict[int, float] = dict.fromkeys(params.participants, 0.0)
-    server_clock = [0.0]
-    wire_bytes = [0]
-
-    def send(message: Message) -> Message | bytes:
-        if not wire:
-            return message
-        data = encode_message(message)
-        wire_bytes[0] += len(data)
-        return data
+    w = _Wire(params.participants, wire)
 
     def alive(user: int, stage: Stage) -> bool:
         return user not in drop or drop[user] > stage
 
-    def as_client(user: int, fn: Callable[..., Message], *args: Any, **kw: Any) -> Message | bytes:
-        start = time.perf_counter()
-        reply = fn(*args, **kw)
-        out = send(reply)
-        clock[user] += time.perf_counter() - start
-        return out
+    def masked_kw(u: int) -> dict[str, Any]:
+        kw: dict[str, Any] = {}
+        if params.weighted:
+            assert weights is not None
+            kw["weight"] = weights[u]
+        if rngs is not None:
+            kw["rng"] = rngs[u]
+        if noise_variance is not None:
+            kw["noise_variance"] = noise_variance
+        return kw
 
-    def at_server(fn: Callable[..., _T], *args: Any) -> _T:
-        start = time.perf_counter()
-        out = fn(*args)
-        server_clock[0] += time.perf_counter() - start
-        return out
-
-    def to_clients(messages: Mapping[int, Message]) -> dict[int, Message | bytes]:
-        start = time.perf_counter()
-        out = {u: send(m) for u, m in messages.items()}
-        server_clock[0] += time.perf_counter() - start
-        return out
-
-    clients = {u: SecAggClient(params, u) for u in params.participants}
+    clients = {u: SecAggClient(params, u, consistency=checks.get(u)) for u in params.participants}
     server = SecAggServer(params)
     try:
         for u, c in clients.items():
             if alive(u, Stage.ADVERTISE_KEYS):
-                at_server(server.receive, as_client(u, c.advertise_keys))
-        rosters = to_clients(at_server(server.finish_keys))
-        for u, roster in rosters.items():
+                w.at_server(server.receive, w.as_client(u, c.advertise_keys))
+        for u, roster in w.to_clients(w.at_server(server.finish_keys)).items():
             if alive(u, Stage.SHARE_KEYS):
-                at_server(server.receive, as_client(u, clients[u].share_keys, roster))
-        deliveries = to_clients(at_server(server.finish_shares))
-        for u, delivery in deliveries.items():
+                w.at_server(server.receive, w.as_client(u, clients[u].share_keys, roster))
+        for u, delivery in w.to_clients(w.at_server(server.finish_shares)).items():
             if alive(u, Stage.MASKED_INPUT):
-                kw: dict[str, Any] = {}
-                if params.weighted:
-                    assert weights is not None
-                    kw["weight"] = weights[u]
-                if rngs is not None:
-                    kw["rng"] = rngs[u]
-                if noise_variance is not None:
-                    kw["noise_variance"] = noise_variance
-                reply = as_client(u, clients[u].masked_input, delivery, updates[u], **kw)
-                at_server(server.receive, reply)
-        requests = to_clients(at_server(server.finish_inputs, policy))
+                c = clients[u]
+                reply = w.as_client(u, c.masked_input, delivery, updates[u], **masked_kw(u))
+                w.at_server(server.receive, reply)
+        requests = w.to_clients(w.at_server(server.finish_inputs, policy))
+        if checks:
+            keys = checks[params.participants[0]].roster
+            asked = w.to_clients(w.at_server(server.start_consistency, keys))
+            for u, request in asked.items():
+                if alive(u, Stage.UNMASK):
+                    w.at_server(server.receive, w.as_client(u, clients[u].sign_survivors, request))
+            requests = w.to_clients(w.at_server(server.finish_consistency))
         for u, request in requests.items():
             if alive(u, Stage.UNMASK):
-                at_server(server.receive, as_client(u, clients[u].unmask, request))
-        result = at_server(server.finish_unmask)
+                w.at_server(server.receive, w.as_client(u, clients[u].unmask, request))
+        result = w.at_server(server.finish_unmask)
     finally:
         if observer is not None:
             observer(server)
-    return RoundOutcome(result, clock, server_clock[0], wire_bytes[0])
+    return RoundOutcome(result, w.clock, w.server_seconds, w.bytes)
+
+
+def _checks(
+    params: SecAggParameters, signing_keys: Mapping[int, SigningKey] | None
+) -> dict[int, ConsistencyCheck]:
+    """Each participant's consistency-check material, or none without signing keys."""
+    if signing_keys is None:
+        return {}
+    missing = set(params.participants) - set(signing_keys)
+    if missing:
+        raise ParameterError("signing_keys", f"no key for participants {sorted(missing)[:5]}")
+    return checks_for(signing_keys)

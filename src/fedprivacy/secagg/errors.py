@@ -48,3 +48,14 @@ class DisconnectedSetError(RoundAbortedError):
     Pairwise masks cancel only within a component of ``G[S]``, so unmasking would reveal the sum
     of each component separately (down to a single user's input); the round is aborted instead.
     """
+
+
+class ConsistencyError(ProtocolViolationError):
+    """The survivor-list consistency check against an active server failed.
+
+    Raised by a client asked to sign a second, different aggregated set in one round, or to
+    unmask a set other than the one it signed, or without enough valid signatures of that set
+    by distinct members (:mod:`fedprivacy.secagg.consistency`); by the server for a signature
+    that does not verify; and when a client's state and its node's signing material disagree on
+    whether the check runs. Nothing is revealed and the state is unchanged.
+    """

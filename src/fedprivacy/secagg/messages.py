@@ -5,9 +5,23 @@ Every message starts with the same header::
     magic "FPSA" | version (1) | kind (1) | session id (16) | round (8) | sender (4) | recipient (4)
 
 all integers big-endian, followed by a kind-specific body. The server's id is ``SERVER``.
+The two messages of the optional consistency check (:mod:`fedprivacy.secagg.consistency`) come
+between the masked inputs and the unmask request, which then carries the signatures: an unmask
+request without signatures is encoded exactly as without the check.
+
 Parsing is strict: a wrong magic or version, an unknown kind, a field of the wrong size or bytes
 left over raise :class:`MalformedMessageError`. Whether a well-formed message is acceptable *now*
 (its round, sender and stage) is the receiving state machine's decision.
+
+Examples
+--------
+>>> header = Header(MessageKind.UNMASK_REQUEST, bytes(16), 3, SERVER, 1)
+>>> plain = UnmaskRequest(header, (1, 2, 3))
+>>> len(encode_message(plain))
+54
+>>> signed = UnmaskRequest(header, (1, 2, 3), ((1, b"sig of 1"), (2, b"sig of 2")))
+>>> decode_message(encode_message(signed)) == signed, len(encode_message(signed))
+(True, 90)
 """
 
 from __future__ import annotations
@@ -18,6 +32,8 @@ from enum import IntEnum
 
 import numpy as np
 
+from fedprivacy.crypto.shamir import Share
+from fedprivacy.errors import ShamirError
 from fedprivacy.secagg.errors import MalformedMessageError
 from fedprivacy.wire import MessageFormat, pack_pairs
 
@@ -36,7 +52,7 @@ _FORMAT = MessageFormat(
 
 
 class MessageKind(IntEnum):
-    """The seven messages of the four stages (Bonawitz et al., Fig. 4)."""
+    """The seven messages of the four stages (Bonawitz et al., Fig. 4) and the consistency check."""
 
     ADVERTISE_KEYS = 1
     KEY_ROSTER = 2
@@ -45,6 +61,8 @@ class MessageKind(IntEnum):
     MASKED_INPUT = 5
     UNMASK_REQUEST = 6
     UNMASK_RESPONSE = 7
+    CONSISTENCY_REQUEST = 8
+    CONSISTENCY_RESPONSE = 9
 
 
 class ShareKind(IntEnum):
@@ -108,11 +126,32 @@ class MaskedInput:
 
 
 @dataclass(frozen=True)
-class UnmaskRequest:
-    """Stage 2 reply, server to client: the users whose inputs will be aggregated."""
+class ConsistencyRequest:
+    """Consistency check, server to client: the aggregated set ``S`` the server will unmask."""
 
     header: Header
     aggregated: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ConsistencyResponse:
+    """Consistency check, client to server: the client's signature on ``S`` (DER ECDSA)."""
+
+    header: Header
+    signature: bytes
+
+
+@dataclass(frozen=True)
+class UnmaskRequest:
+    """Stage 2 reply, server to client: the users whose inputs will be aggregated.
+
+    With the consistency check, ``signatures`` holds ``(signer, signature)`` of the members of
+    the aggregated set that signed it; empty (and absent from the encoding) without the check.
+    """
+
+    header: Header
+    aggregated: tuple[int, ...]
+    signatures: tuple[tuple[int, bytes], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -131,6 +170,8 @@ Message = (
     | MaskedInput
     | UnmaskRequest
     | UnmaskResponse
+    | ConsistencyRequest
+    | ConsistencyResponse
 )
 
 
@@ -165,9 +206,13 @@ def encode_message(message: Message) -> bytes:
         vec = message.vector
         little = vec.astype(vec.dtype.newbyteorder("<"), copy=False)
         parts += [struct.pack(">BI", vec.dtype.itemsize, vec.size), little.tobytes()]
-    elif isinstance(message, UnmaskRequest):
+    elif isinstance(message, UnmaskRequest | ConsistencyRequest):
         parts.append(struct.pack(">I", len(message.aggregated)))
         parts += [struct.pack(">I", u) for u in message.aggregated]
+        if isinstance(message, UnmaskRequest) and message.signatures:
+            parts.append(pack_pairs(message.signatures))
+    elif isinstance(message, ConsistencyResponse):
+        parts += [struct.pack(">H", len(message.signature)), message.signature]
     else:
         parts.append(struct.pack(">I", len(message.shares)))
         for owner, kind, share in message.shares:
@@ -230,8 +275,19 @@ def decode_message(data: bytes) -> Message:
         vector = np.frombuffer(r.data, dtype=dtype, count=length, offset=start)
         vector = vector.astype(dtype.newbyteorder("="), copy=False)
         message = MaskedInput(header, vector)
-    elif kind is MessageKind.UNMASK_REQUEST:
-        message = UnmaskRequest(header, tuple(r.u32("user") for _ in range(r.count("users"))))
+    elif kind in (MessageKind.UNMASK_REQUEST, MessageKind.CONSISTENCY_REQUEST):
+        users = tuple(r.u32("user") for _ in range(r.count("users")))
+        if kind is MessageKind.CONSISTENCY_REQUEST:
+            message = ConsistencyRequest(header, users)
+        elif r.offset == len(r.data):
+            message = UnmaskRequest(header, users)
+        else:
+            signatures = r.pairs("signatures")
+            if not signatures:
+                raise MalformedMessageError("an empty signature list is encoded as none")
+            message = UnmaskRequest(header, users, signatures)
+    elif kind is MessageKind.CONSISTENCY_RESPONSE:
+        message = ConsistencyResponse(header, r.take(r.u16("signature length"), "signature"))
     else:
         shares = []
         for _ in range(r.count("shares")):
@@ -245,3 +301,25 @@ def decode_message(data: bytes) -> Message:
         message = UnmaskResponse(header, tuple(shares))
     r.finish()
     return message
+
+
+def encode_share_plaintext(
+    sender: int, receiver: int, seed_share: Share, key_share: Share
+) -> bytes:
+    """Plaintext of one encrypted share: ids, then the two length-prefixed shares."""
+    a, b = seed_share.to_bytes(), key_share.to_bytes()
+    return struct.pack(">IIH", sender, receiver, len(a)) + a + struct.pack(">H", len(b)) + b
+
+
+def decode_share_plaintext(data: bytes) -> tuple[int, int, Share, Share]:
+    """Inverse of :func:`encode_share_plaintext`; :class:`MalformedMessageError` on bad bytes."""
+    try:
+        sender, receiver, la = struct.unpack_from(">IIH", data)
+        a = data[10 : 10 + la]
+        (lb,) = struct.unpack_from(">H", data, 10 + la)
+        b = data[12 + la : 12 + la + lb]
+        if len(a) != la or len(b) != lb or 12 + la + lb != len(data):
+            raise MalformedMessageError("share plaintext has the wrong length")
+        return sender, receiver, Share.from_bytes(a), Share.from_bytes(b)
+    except (struct.error, ShamirError) as exc:
+        raise MalformedMessageError(f"bad share plaintext: {exc}") from exc

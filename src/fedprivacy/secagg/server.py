@@ -10,8 +10,9 @@ import numpy as np
 
 from fedprivacy.crypto.keys import agree, keypair_from_private_bytes, load_public_key
 from fedprivacy.crypto.prg import MaskExpander, reduce
-from fedprivacy.crypto.shamir import Share, combine_shares
+from fedprivacy.crypto.shamir import Share
 from fedprivacy.errors import ParameterError, ShamirError
+from fedprivacy.secagg.consistency_server import ServerConsistency
 from fedprivacy.secagg.derivation import pairwise_mask_key, seed_commitment, self_mask_key
 from fedprivacy.secagg.errors import (
     DisconnectedSetError,
@@ -26,6 +27,7 @@ from fedprivacy.secagg.graph import describe
 from fedprivacy.secagg.messages import (
     SERVER,
     AdvertiseKeys,
+    ConsistencyResponse,
     KeyRoster,
     MaskedInput,
     Message,
@@ -38,6 +40,13 @@ from fedprivacy.secagg.messages import (
 )
 from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.secagg.party import RoundParty, pairwise_sign
+from fedprivacy.secagg.recovery import (
+    SECRET_BYTES,
+    BadShare,
+    SecretCheck,
+    SecretRecovery,
+    UnrecoverableSecretError,
+)
 from fedprivacy.secagg.result import AggregationResult
 from fedprivacy.secagg.server_view import ReceivedState, ServerView, server_view
 
@@ -64,7 +73,7 @@ _STAGE_OF = {
 }
 
 
-class SecAggServer(RoundParty):
+class SecAggServer(ServerConsistency, RoundParty):
     """The server's side of a round, for an honest-but-curious server.
 
     Feed every client message to :meth:`receive`; close each stage with the matching
@@ -149,6 +158,8 @@ class SecAggServer(RoundParty):
             raise UnknownSenderError(f"message addressed to {h.recipient}, not to the server")
         if h.sender not in p.participants:
             raise UnknownSenderError(f"{h.sender} is not a participant of this round")
+        if isinstance(msg, ConsistencyResponse):  # the optional consistency check
+            return self._receive_signature(msg)
         stage = _STAGE_OF.get(h.kind)
         if stage is None:
             raise OutOfOrderError(f"{h.kind.name} is a server message")
@@ -223,6 +234,11 @@ class SecAggServer(RoundParty):
                 raise MalformedMessageError(f"bad share from {sender}: {exc}") from exc
             if share.x != p.share_point(sender):
                 raise ProtocolViolationError(f"{sender} sent a share with another user's point")
+            if share.secret_length != SECRET_BYTES[kind]:
+                raise MalformedMessageError(
+                    f"{sender} sent a share of a {share.secret_length}-byte secret as its "
+                    f"{kind.name} share of {owner} ({SECRET_BYTES[kind]} bytes)"
+                )
             got[owner] = (kind, share)
         if got.keys() != expected.keys():
             raise ProtocolViolationError(f"{sender} did not send one share per neighbour")
@@ -347,39 +363,38 @@ class SecAggServer(RoundParty):
         AggregationResult
             The aggregate of the users chosen in :meth:`finish_inputs`.
 
+        Every secret is checked against its commitment or public key; a wrong share among the
+        ``threshold`` used is then left out and the secret rebuilt from other shares
+        (:class:`~fedprivacy.secagg.recovery.SecretRecovery`); :attr:`bad_shares` names the
+        wrong shares found. The sum is the same as with honest holders.
+
         Raises
         ------
         RoundAbortedError
             If fewer than ``threshold`` users answered, or some secret has fewer than
             ``threshold`` shares among them.
-        ProtocolViolationError
-            If a reconstructed secret does not match its public key or commitment (a corrupted
-            share); no aggregate is produced.
+        UnrecoverableSecretError
+            A :class:`RoundAbortedError` (and :class:`ProtocolViolationError`): no
+            ``threshold`` of some secret's shares give a secret that matches its public key or
+            commitment (too many wrong shares); no aggregate is produced.
 
         """
         self._expect(ServerStage.UNMASK)
         start = time.perf_counter()
         p = self.params
         self._need(len(self._responses), "users answered the unmask request")
-        pieces: dict[tuple[int, ShareKind], list[Share]] = {}
-        for shares in self._responses.values():
+        pieces: dict[tuple[int, ShareKind], dict[int, Share]] = {}
+        for holder, shares in self._responses.items():
             for owner, (kind, share) in shares.items():
-                pieces.setdefault((owner, kind), []).append(share)
+                pieces.setdefault((owner, kind), {})[holder] = share
         aggregated = sorted(self._aggregated)
         dropped = sorted(
             v for v in self._shares.keys() - self._aggregated if p.neighbours[v] & self._aggregated
         )
+        self._recovery = SecretRecovery(p.threshold)
         seeds = {u: self._recover(u, ShareKind.SELF_MASK_SEED, pieces) for u in aggregated}
         mask_keys = {v: self._recover(v, ShareKind.MASK_KEY, pieces) for v in dropped}
-        for u, seed in seeds.items():
-            if seed_commitment(seed, p, u) != self._keys[u].seed_commitment:
-                raise self._abort_violation(f"the recovered seed of {u} fails its commitment")
-        private = {}
-        for v, raw in mask_keys.items():
-            pair = keypair_from_private_bytes(raw)
-            if pair.public_bytes != self._keys[v].masking_key:
-                raise self._abort_violation(f"the recovered key of {v} fails its public key")
-            private[v] = pair.private
+        private = {v: keypair_from_private_bytes(raw).private for v, raw in mask_keys.items()}
         self._timed("reconstruct", start)
         start = time.perf_counter()
         expander = MaskExpander(p.vector_length, p.codec.bits)
@@ -435,23 +450,43 @@ class SecAggServer(RoundParty):
         """
         return server_view(self.received_state())
 
+    _recovery: SecretRecovery | None = None  # the unmasking's reconstruction, once it started
+
+    @property
+    def bad_shares(self) -> tuple[BadShare, ...]:
+        """The wrong unmasking shares :meth:`finish_unmask` found (and left out), in order."""
+        return () if self._recovery is None else tuple(self._recovery.bad)
+
+    @property
+    def offenders(self) -> tuple[int, ...]:
+        """The users who sent the :attr:`bad_shares` (or were dealt them), sorted."""
+        return () if self._recovery is None else self._recovery.offenders
+
     def _recover(
-        self, owner: int, kind: ShareKind, pieces: dict[tuple[int, ShareKind], list[Share]]
+        self, owner: int, kind: ShareKind, pieces: dict[tuple[int, ShareKind], dict[int, Share]]
     ) -> bytes:
-        shares = pieces.get((owner, kind), [])
+        assert self._recovery is not None
+        shares = pieces.get((owner, kind), {})
         if len(shares) < self.params.threshold:
             raise self._abort(
                 f"only {len(shares)} shares of the {kind.name} of user {owner}; the threshold is "
                 f"{self.params.threshold}"
             )
-        try:
-            return combine_shares(sorted(shares, key=lambda s: s.x), self.params.threshold)
-        except ShamirError as exc:
-            raise self._abort_violation(f"shares of user {owner} are inconsistent: {exc}") from exc
+        secret = self._recovery.recover(owner, kind, shares, self._secret_check(owner, kind))
+        if secret is None:
+            against = "commitment" if kind is ShareKind.SELF_MASK_SEED else "public key"
+            raise self._abort(
+                f"no {self.params.threshold} of the {len(shares)} shares of the {kind.name} of "
+                f"user {owner} give a secret that matches its {against}",
+                UnrecoverableSecretError,
+            )
+        return secret
 
-    def _abort_violation(self, reason: str) -> ProtocolViolationError:
-        self._abort(reason)
-        return ProtocolViolationError(reason)
+    def _secret_check(self, owner: int, kind: ShareKind) -> SecretCheck:
+        keys = self._keys[owner]
+        if kind is ShareKind.SELF_MASK_SEED:
+            return lambda seed: seed_commitment(seed, self.params, owner) == keys.seed_commitment
+        return lambda raw: keypair_from_private_bytes(raw).public_bytes == keys.masking_key
 
     def _expect(self, stage: ServerStage) -> None:
         if self.stage is not stage:

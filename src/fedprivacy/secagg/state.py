@@ -10,11 +10,16 @@ Under Flower a node's ClientApp may run in a fresh process for each stage of the
     | neighbour count (4) | (neighbour (4) | c_pk (32) | s_pk (32))...
     | held count (4) | (owner (4) | length (2) | share of b | length (2) | share of s_sk)...
     | timing count (4) | (name length (2) | stage name (UTF-8) | seconds (f64))...
+    | consistency check (1: 0 off, 1 on, 2 on and signed)
+    | if signed: count (4) | user (4)...  (the aggregated set it signed, strictly ascending)
 
 The private keys are raw X25519 scalars, the shares :meth:`Share.to_bytes
 <fedprivacy.crypto.shamir.Share.to_bytes>`; neighbours and owners are strictly ascending. The
 timings (:attr:`SecAggClient.seconds`) are kept too, so a restored client reports the time of
-every stage of the round.
+every stage of the round. The consistency byte records whether the client runs the
+survivor-list consistency check (:mod:`fedprivacy.secagg.consistency`) and the set it signed,
+so that a restored client refuses a second set exactly as the original would; its signing key
+and roster are not in the state (the node reads them from its own files at every stage).
 
 The state is bound to its round: loading it with parameters of another session, round or
 user, or with parameters that differ in any field (the digest of :func:`encode_params
@@ -38,6 +43,7 @@ from fedprivacy.crypto.keys import KEY_BYTES
 from fedprivacy.crypto.shamir import Share
 from fedprivacy.errors import InvalidKeyError, ShamirError
 from fedprivacy.secagg.client import SEED_BYTES, ClientSnapshot, ClientStage, SecAggClient
+from fedprivacy.secagg.consistency import ConsistencyCheck
 from fedprivacy.secagg.errors import MalformedMessageError, WrongRoundError
 from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.secagg.params_wire import encode_params
@@ -86,7 +92,7 @@ def dump_client(client: SecAggClient) -> bytes:
     >>> advert = client.advertise_keys()
     >>> data = dump_client(client)
     >>> data[:4], len(data)
-    (b'FPSS', 198)
+    (b'FPSS', 199)
     """
     snap = client._snapshot()
     p = client.params
@@ -115,6 +121,10 @@ def dump_client(client: SecAggClient) -> bytes:
     for name, seconds in snap.seconds.items():
         raw = name.encode("utf-8")
         parts += [struct.pack(">H", len(raw)), raw, _F64.pack(seconds)]
+    if snap.signed is None:
+        parts.append(bytes([int(snap.consistency)]))
+    else:
+        parts += [bytes([2]), struct.pack(f">I{len(snap.signed)}I", len(snap.signed), *snap.signed)]
     return b"".join(parts)
 
 
@@ -129,6 +139,20 @@ def _share(r: WireReader, what: str) -> Share:
         return Share.from_bytes(raw)
     except ShamirError as exc:
         raise MalformedMessageError(f"bad {what}: {exc}") from exc
+
+
+def _signed_set(r: WireReader) -> tuple[bool, tuple[int, ...] | None]:
+    """The consistency byte and, if the client signed, the set it signed."""
+    flag = r.u8("consistency flag")
+    if flag > 2:
+        raise MalformedMessageError(f"unknown consistency flag {flag}")
+    if flag < 2:
+        return bool(flag), None
+    users = [r.u32("signed user") for _ in range(r.count("signed users"))]
+    if not users:
+        raise MalformedMessageError("an empty signed set")
+    _ascending(users, "signed users")
+    return True, tuple(users)
 
 
 def _parse(data: bytes) -> tuple[bytes, int, bytes, ClientSnapshot]:
@@ -165,6 +189,7 @@ def _parse(data: bytes) -> tuple[bytes, int, bytes, ClientSnapshot]:
         if name in seconds or not math.isfinite(value) or value < 0:
             raise MalformedMessageError(f"bad timing {name!r}: {value!r}")
         seconds[name] = value
+    consistency, signed = _signed_set(r)
     r.finish()
     if stage <= ClientStage.ADVERTISED and neighbour_keys:
         raise MalformedMessageError(f"neighbour keys before the roster (stage {stage.name})")
@@ -174,11 +199,21 @@ def _parse(data: bytes) -> tuple[bytes, int, bytes, ClientSnapshot]:
         raise MalformedMessageError(f"user {user} is listed as its own neighbour")
     if not set(held) <= set(neighbour_keys):
         raise MalformedMessageError("shares held from users that are not neighbours")
-    snap = ClientSnapshot(user, stage, enc, mask, seed, neighbour_keys, held, seconds)
+    if signed is not None and stage < ClientStage.MASKED:
+        raise MalformedMessageError(f"a signed aggregated set in stage {stage.name}")
+    snap = ClientSnapshot(
+        user, stage, enc, mask, seed, neighbour_keys, held, seconds, consistency, signed
+    )
     return session_id, round_index, digest, snap
 
 
-def load_client(params: SecAggParameters, data: bytes, *, user: int | None = None) -> SecAggClient:
+def load_client(
+    params: SecAggParameters,
+    data: bytes,
+    *,
+    user: int | None = None,
+    consistency: ConsistencyCheck | None = None,
+) -> SecAggClient:
     """Restore a client written by :func:`dump_client`.
 
     Parameters
@@ -191,6 +226,9 @@ def load_client(params: SecAggParameters, data: bytes, *, user: int | None = Non
         The state.
     user : int, optional
         The id this node expects to be; state of another user is then refused.
+    consistency : ConsistencyCheck, optional
+        The node's signing key and roster, required exactly when the state was written by a
+        client with the consistency check.
 
     Returns
     -------
@@ -207,6 +245,11 @@ def load_client(params: SecAggParameters, data: bytes, *, user: int | None = Non
     WrongRoundError
         If the state belongs to another session, round or user, or was written with parameters
         that differ from ``params``.
+    ConsistencyError
+        If the state was written with the consistency check and ``consistency`` is None, or
+        the other way round.
+    ParameterError
+        If ``consistency``'s roster does not list this user with its signing key.
 
     Examples
     --------
@@ -247,7 +290,9 @@ def load_client(params: SecAggParameters, data: bytes, *, user: int | None = Non
         share.x != x for pair in snap.held.values() for share in pair
     ):
         raise MalformedMessageError("neighbours or shares do not match this user's")
+    if not set(snap.signed or ()) <= set(params.participants):
+        raise MalformedMessageError("the signed set names users who are not participants")
     try:
-        return SecAggClient._restore(params, snap)
+        return SecAggClient._restore(params, snap, consistency)
     except InvalidKeyError as exc:  # pragma: no cover - every 32-byte string is a valid key
         raise MalformedMessageError(f"bad private key: {exc}") from exc
