@@ -100,16 +100,28 @@ def answer(msg: Message, context: Context) -> Message:
     return Message(to_record(reply), reply_to=msg)
 
 
-def _fedavg(cfg: Any, transport: GridTransport, run_dir: Path, pause: StagePause) -> None:
+def _fedavg(
+    cfg: Any, transport: GridTransport, run_dir: Path, pause: StagePause, keys: Roster | None
+) -> None:
     from fedprivacy.experiments.training_config import TrainConfig
     from fedprivacy.flower.run import run_deployed
 
     config = TrainConfig.from_mapping(tomllib.loads(str(cfg["train-config"])))
     forge = str(cfg.get("forge", ""))
-    run_deployed(config, transport, run_dir, roster=transport.roster, pause=pause, forge=forge)
+    run_deployed(
+        config,
+        transport,
+        run_dir,
+        roster=transport.roster,
+        pause=pause,
+        forge=forge,
+        signers=keys,
+    )
 
 
-def _uldp(cfg: Any, transport: GridTransport, run_dir: Path, pause: StagePause) -> None:
+def _uldp(
+    cfg: Any, transport: GridTransport, run_dir: Path, pause: StagePause, keys: Roster | None
+) -> None:
     from fedprivacy.flower.cross_silo import run_cross_silo
     from fedprivacy.uldp.config import UldpConfig
 
@@ -126,7 +138,7 @@ def _uldp(cfg: Any, transport: GridTransport, run_dir: Path, pause: StagePause) 
 
 
 #: What the ServerApp runs for the run configuration's ``task``.
-TASKS: dict[str, Callable[[Any, GridTransport, Path, StagePause], None]] = {
+TASKS: dict[str, Callable[[Any, GridTransport, Path, StagePause, Roster | None], None]] = {
     "fedavg": _fedavg,
     "uldp": _uldp,
 }
@@ -150,7 +162,7 @@ def main(grid: Grid, context: Context) -> None:
     from fedprivacy.flower.run import StagePause
 
     pause = StagePause(str(cfg.get("pause-at", "")), run_dir / "resume")
-    TASKS[task](cfg, GridTransport(grid, roster, timeout), run_dir, pause)
+    TASKS[task](cfg, GridTransport(grid, roster, timeout), run_dir, pause, keys)
 
 
 def app_pyproject(name: str = "fedprivacy-flower") -> str:

@@ -35,6 +35,7 @@ from fedprivacy.flower.node_policy import (
     check_secure_round,
     check_training,
     check_unmask_request,
+    consistency_check,
     parse_training,
 )
 from fedprivacy.flower.stages import (
@@ -218,7 +219,7 @@ class Node(StageHandler):
         noise = check_secure_round(self.policy, params, field(request, "noise", str), state)
         training, delta, weight, r = self._local_update(request, state)
         values, _ = training.aggregator.clip_update(delta, weight)
-        client = SecAggClient(params, self.user)
+        client = SecAggClient(params, self.user, consistency=consistency_check(self.policy))
         message = encode_message(client.advertise_keys())
         keep = {k: state[k] for k in PERSISTENT if k in state}
         state.clear()
@@ -237,7 +238,12 @@ class Node(StageHandler):
     def _client(self, state: dict[str, bytes]) -> SecAggClient:
         if "secagg" not in state:
             raise OutOfOrderError("no secure round in progress on this node")
-        return load_client(decode_params(state["params"]), state["secagg"], user=self.user)
+        return load_client(
+            decode_params(state["params"]),
+            state["secagg"],
+            user=self.user,
+            consistency=consistency_check(self.policy),
+        )
 
     def _step(
         self,
@@ -272,6 +278,12 @@ class Node(StageHandler):
             kw["noise_variance"] = Fraction(state["noise"].decode())
         return self._step(state, lambda c: c.masked_input(message, values, **kw), client)
 
+    def _consistency(self, request: Record, state: dict[str, bytes]) -> Record:
+        message = field(request, "message", bytes)
+        client = self._client(state)
+        check_unmask_request(self.policy, client.params, message)
+        return self._step(state, lambda c: c.sign_survivors(message), client)
+
     def _unmask(self, request: Record, state: dict[str, bytes]) -> Record:
         message = field(request, "message", bytes)
         client = self._client(state)
@@ -293,5 +305,6 @@ Node.handlers = {
     Stage.ADVERTISE: Node._advertise,
     Stage.SHARE: Node._share,
     Stage.MASK: Node._mask,
+    Stage.CONSISTENCY: Node._consistency,
     Stage.UNMASK: Node._unmask,
 }

@@ -27,11 +27,13 @@ import functools
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from fedprivacy.crypto.signing import Roster, SigningKey
 from fedprivacy.dp.party_noise import PartyNoise
 from fedprivacy.errors import PolicyViolationError
 from fedprivacy.policy import PartyPolicy
+from fedprivacy.secagg.consistency import ConsistencyCheck
 from fedprivacy.secagg.errors import MalformedMessageError
-from fedprivacy.secagg.messages import UnmaskRequest, decode_message
+from fedprivacy.secagg.messages import ConsistencyRequest, UnmaskRequest, decode_message
 from fedprivacy.secagg.params import SecAggParameters
 
 if TYPE_CHECKING:
@@ -44,6 +46,7 @@ __all__ = [
     "check_secure_round",
     "check_training",
     "check_unmask_request",
+    "consistency_check",
     "parse_training",
     "training_policy",
 ]
@@ -177,7 +180,9 @@ def check_secure_round(
 
 
 def check_unmask_request(policy: PartyPolicy, params: SecAggParameters, message: bytes) -> None:
-    """Refuse to unmask an aggregated set that is not a union of whole batches.
+    """Refuse to sign or unmask an aggregated set that is not a union of whole batches.
+
+    ``message`` is the server's :class:`ConsistencyRequest` or :class:`UnmaskRequest`.
 
     Raises
     ------
@@ -185,5 +190,22 @@ def check_unmask_request(policy: PartyPolicy, params: SecAggParameters, message:
         Naming ``batch_size``.
     """
     request = decode_message(message)
-    if isinstance(request, UnmaskRequest):
+    if isinstance(request, UnmaskRequest | ConsistencyRequest):
         policy.check_aggregated(request.aggregated, params.participants)
+
+
+def consistency_check(policy: PartyPolicy) -> ConsistencyCheck | None:
+    """The node's survivor-list check: its own key and the federation's roster, from its files.
+
+    On exactly when the policy names both (``deploy`` writes them with node authentication);
+    then the node unmasks only a set that a strict majority signed
+    (:mod:`fedprivacy.secagg.consistency`).
+    """
+    if not (policy.signing_key and policy.roster):
+        return None
+    return _consistency_check(policy.signing_key, policy.roster)
+
+
+@functools.lru_cache(maxsize=4)
+def _consistency_check(signing_key: str, roster: str) -> ConsistencyCheck:
+    return ConsistencyCheck(SigningKey.from_file(signing_key), Roster.from_file(roster))

@@ -27,6 +27,7 @@ _PROTOCOL_STAGE = {
     Stage.ADVERTISE: ProtocolStage.ADVERTISE_KEYS,
     Stage.SHARE: ProtocolStage.SHARE_KEYS,
     Stage.MASK: ProtocolStage.MASKED_INPUT,
+    Stage.CONSISTENCY: ProtocolStage.UNMASK,  # a node that does not sign is not asked to unmask
     Stage.UNMASK: ProtocolStage.UNMASK,
 }
 _FAILED = ("no_reply", "rejected", "node_refused")

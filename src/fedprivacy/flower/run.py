@@ -24,6 +24,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from fedprivacy.crypto.signing import Roster
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.flower.stages import Stage
@@ -80,6 +81,7 @@ def run_deployed(
     pause: StagePause | None = None,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     forge: str = "",
+    signers: Roster | None = None,
 ) -> dict[str, Any]:
     """Run ``config.rounds`` rounds over ``transport`` and write the run directory.
 
@@ -100,6 +102,8 @@ def run_deployed(
         Called with every event (after it is appended to ``events.jsonl``).
     forge : str
         Fault injection, a lying server (:mod:`fedprivacy.flower.lying_server`).
+    signers : Roster, optional
+        The federation's public keys: every secure round runs the consistency check.
 
     Returns
     -------
@@ -139,6 +143,7 @@ def run_deployed(
                 config_toml=config.to_toml(),
                 on_event=event,
                 forge=forged,
+                signers=signers,
             ),
         )
         if pause is not None:

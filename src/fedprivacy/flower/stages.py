@@ -13,6 +13,8 @@ stage         request (server -> node)                              reply (node 
               ``params``, ``noise``
 ``share``     ``round``, ``message`` (KeyRoster)                   ``message`` (ShareKeys)
 ``mask``      ``round``, ``message`` (ShareDelivery)               ``message`` (MaskedInput)
+``consis-``   ``round``, ``message`` (ConsistencyRequest: the      ``message`` (ConsistencyResponse:
+``tency``     aggregated set S; node authentication on)           its signature on S)
 ``unmask``    ``round``, ``message`` (UnmaskRequest)               ``message`` (UnmaskResponse)
 ============  ===================================================  ==============================
 
@@ -77,6 +79,7 @@ class Stage(StrEnum):
     ADVERTISE = "advertise"
     SHARE = "share"
     MASK = "mask"
+    CONSISTENCY = "consistency"
     UNMASK = "unmask"
     SILO_KEY = "silo-key"
     SILO_ROSTER = "silo-roster"
@@ -85,8 +88,14 @@ class Stage(StrEnum):
 
     @property
     def secure(self) -> bool:
-        """Whether the stage is one of the secure aggregation protocol's four."""
-        return self in (Stage.ADVERTISE, Stage.SHARE, Stage.MASK, Stage.UNMASK)
+        """Whether the stage is one of the secure aggregation protocol's (five with the check)."""
+        return self in (
+            Stage.ADVERTISE,
+            Stage.SHARE,
+            Stage.MASK,
+            Stage.CONSISTENCY,
+            Stage.UNMASK,
+        )
 
 
 def encode_array(values: NDArray[Any]) -> bytes:

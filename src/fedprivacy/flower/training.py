@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fedprivacy.crypto.signing import Roster
 from fedprivacy.errors import FedPrivacyError
 from fedprivacy.fl.aggregation import AggregateOutcome
 from fedprivacy.fl.engine import FederatedTraining
@@ -87,6 +88,11 @@ class DeployedTraining(FederatedTraining):
     before_stage : callable, optional
         Called as ``before_stage(round, stage, users, log)`` before each exchange (fault injection:
         :class:`fedprivacy.flower.run.StagePause`).
+    forge : dict of str to str
+        Fault injection, a lying server (:mod:`fedprivacy.flower.lying_server`).
+    signers : Roster, optional
+        The federation's public keys: with them every secure round runs the survivor-list
+        consistency check (:mod:`fedprivacy.secagg.consistency`) before unmasking.
     """
 
     transport: Transport | None = None
@@ -96,6 +102,7 @@ class DeployedTraining(FederatedTraining):
     events: list[dict[str, Any]] = field(default_factory=list)
     aggregates: dict[int, NDArray[np.float64]] = field(default_factory=dict)
     forge: dict[str, str] = field(default_factory=dict)
+    signers: Roster | None = None
 
     def _wire(self) -> StageExchange:
         assert self.transport is not None
@@ -210,10 +217,11 @@ class DeployedTraining(FederatedTraining):
                 self._exchange(Stage.ADVERTISE, r, dict.fromkeys(users, first))
             run(Stage.SHARE, server.finish_keys())
             run(Stage.MASK, server.finish_shares())
-            run(
-                Stage.UNMASK,
-                server.finish_inputs(forge_policy(plan.policy, self.forge, self.batch_size_t)),
-            )
+            unmask = server.finish_inputs(forge_policy(plan.policy, self.forge, self.batch_size_t))
+            if self.signers is not None:  # every node signs S; only a quorum's S is unmasked
+                run(Stage.CONSISTENCY, server.start_consistency(self.signers))
+                unmask = server.finish_consistency()
+            run(Stage.UNMASK, unmask)
             result = server.finish_unmask()
         except SecAggError as exc:  # a malicious or broken party ends this round, never the run
             self._log_misbehaviour(r, server, exc)

@@ -29,7 +29,7 @@ from fedprivacy.flower.stages import Record, Stage
 __all__ = ["InProcessTransport", "Transport", "payload_bytes"]
 
 # the stages of a secure round in order (a scripted dropout before one skips the later ones)
-_ORDER = [Stage.ADVERTISE, Stage.SHARE, Stage.MASK, Stage.UNMASK]
+_ORDER = [Stage.ADVERTISE, Stage.SHARE, Stage.MASK, Stage.CONSISTENCY, Stage.UNMASK]
 
 
 def payload_bytes(record: Record) -> int:

@@ -1,0 +1,99 @@
+"""The survivor-list consistency check as a deployment stage: nodes sign S with their node keys.
+
+With node authentication every node's policy names its key and the federation's roster, and the
+node unmasks only a set that a strict majority signed (:mod:`fedprivacy.secagg.consistency`).
+These tests run the deployment's round logic over the in-process transport with real
+:class:`~fedprivacy.flower.node.Node` objects.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedprivacy.crypto.signing import Roster
+from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.flower.node import Node
+from fedprivacy.flower.node_auth import generate_node_keys
+from fedprivacy.flower.node_policy import training_policy
+from fedprivacy.flower.reference import max_abs_error, simulate
+from fedprivacy.flower.run import run_deployed
+from fedprivacy.flower.transport import InProcessTransport
+
+USERS = 6
+CONFIG = TrainConfig(
+    users=USERS,
+    per_round=6,
+    rounds=2,
+    scheme="multiround",
+    target_privacy=2,
+    secagg=True,
+    dropout=0.0,
+    trainer="loop",
+    seed=3,
+    eval_every=2,
+)
+
+
+def _signed_nodes(tmp_path: Path) -> tuple[dict[int, Node], Roster]:
+    keys = generate_node_keys(tmp_path / "keys", range(USERS))
+    roster = Roster({u: k.public.read_text() for u, k in keys.items()})
+    (tmp_path / "roster.toml").write_text(roster.to_toml())
+    policy = training_policy(CONFIG)
+    nodes = {
+        u: Node(
+            u,
+            policy=policy.with_overrides(
+                signing_key=str(keys[u].private), roster=str(tmp_path / "roster.toml")
+            ),
+        )
+        for u in range(USERS)
+    }
+    return nodes, roster
+
+
+def _events(run_dir: Path) -> list[dict[str, Any]]:
+    import json
+
+    return [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+
+
+def test_signed_rounds_aggregate_what_the_pipeline_aggregates(tmp_path: Path) -> None:
+    nodes, roster = _signed_nodes(tmp_path)
+    run_dir = tmp_path / "run"
+    summary = run_deployed(CONFIG, InProcessTransport(nodes), run_dir, signers=roster)
+    assert summary["rounds_aggregated"] == 2
+    stages = [e for e in _events(run_dir) if e["event"] == "stage"]
+    consistency = [e for e in stages if e["stage"] == "consistency"]
+    assert len(consistency) == 2 and all(e["answered"] == USERS for e in consistency)
+    with np.load(run_dir / "aggregates.npz") as z:
+        deployed = {int(k.removeprefix("round_")): z[k] for k in z.files}
+    means = simulate(CONFIG, list(np.load(run_dir / "availability.npy")), {})
+    assert max_abs_error(deployed, means) == 0.0
+
+
+def test_nodes_with_the_check_refuse_a_server_that_skips_it(tmp_path: Path) -> None:
+    """A server that does not collect signatures gets no unmasking share from any node."""
+    nodes, _ = _signed_nodes(tmp_path)
+    run_dir = tmp_path / "run"
+    summary = run_deployed(CONFIG, InProcessTransport(nodes), run_dir)
+    assert summary["rounds_aggregated"] == 0
+    refused = [e for e in _events(run_dir) if e["event"] == "node_refused"]
+    assert {e["stage"] for e in refused} == {"unmask"}
+    assert {e["user"] for e in refused} == set(range(USERS))
+    assert (run_dir / "privacy.md").stat().st_size > 0
+
+
+def test_a_node_refuses_to_sign_a_partial_batch(tmp_path: Path) -> None:
+    """The lying server's partial batch is refused already at the signing stage."""
+    nodes, roster = _signed_nodes(tmp_path)
+    run_dir = tmp_path / "run"
+    summary = run_deployed(
+        CONFIG, InProcessTransport(nodes), run_dir, signers=roster, forge="partial=1"
+    )
+    assert summary["rounds_aggregated"] == 0
+    refused = [e for e in _events(run_dir) if e["event"] == "node_refused"]
+    assert {e["stage"] for e in refused} == {"consistency"}
+    assert {e["detail"].split(":")[0] for e in refused} == {"batch_size"}
