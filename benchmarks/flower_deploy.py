@@ -7,7 +7,10 @@ deployment (``fedprivacy.flower.deploy.LocalDeployment``: a SuperLink and K Supe
 * (a) **plaintext FedAvg** through our app (``fedprivacy.flower.apps``, one ``train`` exchange a
   round: each node trains and sends its update in the clear);
 * (b) **our SecAgg** through our app (four exchanges a round: advertise + local training, share,
-  mask, unmask; complete graph, threshold ``floor((K-1)/2) + 1``);
+  mask, unmask; complete graph, threshold ``floor(K/2) + 1``), without node authentication;
+* (b') **our SecAgg with the consistency check** (``ours-secagg+check``): node authentication on
+  (the default of ``fedprivacy flower deploy``), so every round adds a fifth exchange, each node
+  signing the aggregated set and verifying a majority's signatures;
 * (c) **Flower's SecAgg+**: ``SecAggPlusWorkflow`` inside ``DefaultWorkflow`` (legacy
   ``LegacyContext`` + ``FedAvg``), clients a ``NumPyClient`` behind ``secaggplus_mod`` whose
   ``fit`` runs fedprivacy's own local training of that user (the same model, data and code as
@@ -24,6 +27,7 @@ Run::
 
     .venv/bin/python benchmarks/flower_deploy.py --k 10 --d 1e4,1e6 --rounds 2
     .venv/bin/python benchmarks/flower_deploy.py --quick        # K = 10, d = 1e4, one round
+    .venv/bin/python benchmarks/flower_deploy.py --k 10 --d 1e4 --arms ours-secagg,ours-secagg+check
 """
 
 from __future__ import annotations
@@ -137,6 +141,13 @@ train-config = ""
 """
 
 
+def _ratio(by: dict[str, dict[str, Any]], top: str, bottom: str, key: str) -> str:
+    """``by[top][key] / by[bottom][key]`` as ``1.23x``, or empty where an arm did not run."""
+    if top not in by or bottom not in by:
+        return ""
+    return f"{by[top][key] / by[bottom][key]:.2f}x"
+
+
 def loopback_bytes() -> int:
     """Bytes received on the loopback interface so far (Linux)."""
     for line in Path("/proc/net/dev").read_text().splitlines():
@@ -164,10 +175,13 @@ def _config(k: int, d: int, rounds: int, secagg: bool) -> TrainConfig:
     )
 
 
-def ours(k: int, d: int, rounds: int, secagg: bool, work: Path) -> dict[str, Any]:
+def ours(
+    k: int, d: int, rounds: int, secagg: bool, work: Path, *, check: bool = False
+) -> dict[str, Any]:
+    """Our app; ``check``: node authentication, so every secure round signs its survivor list."""
     config = _config(k, d, rounds, secagg)
     before = loopback_bytes()
-    summary = deploy(config, k, work, stage_timeout=600.0, timeout=3600.0)
+    summary = deploy(config, k, work, stage_timeout=600.0, timeout=3600.0, node_auth=check)
     wire = loopback_bytes() - before
     return {
         "seconds_per_round": summary["seconds_per_round"],
@@ -221,6 +235,9 @@ def flower_secaggplus(k: int, d: int, rounds: int, work: Path) -> dict[str, Any]
     }
 
 
+ARMS = ("plaintext", "ours-secagg", "ours-secagg+check", "flower-secagg+")
+
+
 def main() -> None:
     with terminate_as_interrupt():  # SIGTERM stops the deployment's processes too
         run()
@@ -233,7 +250,16 @@ def run() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="rounds per arm (2)")
     parser.add_argument("--json", type=Path, default=None, help="write the raw numbers here")
     parser.add_argument("--quick", action="store_true", help="K = 10, d = 1e4, one round")
+    parser.add_argument(
+        "--arms",
+        default=",".join(ARMS),
+        help=f"comma-separated, of {', '.join(ARMS)} (all); ours-secagg+check is our SecAgg "
+        "with node authentication and the signed survivor list (a fifth exchange)",
+    )
     args = parser.parse_args()
+    arms = [a for a in args.arms.split(",") if a]
+    if not set(arms) <= set(ARMS):
+        parser.error(f"--arms: choose from {', '.join(ARMS)}")
     ks = [10] if args.quick else [int(x) for x in args.k.split(",")]
     ds = [10**4] if args.quick else [int(float(x)) for x in args.d.split(",")]
     rounds = 1 if args.quick else args.rounds
@@ -241,14 +267,15 @@ def run() -> None:
     with tempfile.TemporaryDirectory(prefix="flower-bench-") as tmp:
         for k in ks:
             for d in ds:
-                for arm in ("plaintext", "ours-secagg", "flower-secagg+"):
+                for arm in arms:
                     work = Path(tmp) / f"{arm}-{k}-{d}"
                     _log(f"K={k} d={d:.0e} {arm} ...")
                     started = time.monotonic()
                     if arm == "flower-secagg+":
                         row = flower_secaggplus(k, d, rounds, work)
                     else:
-                        row = ours(k, d, rounds, arm == "ours-secagg", work)
+                        check = arm == "ours-secagg+check"
+                        row = ours(k, d, rounds, arm != "plaintext", work, check=check)
                     row.update(arm=arm, k=k, d=d, wall_seconds=time.monotonic() - started)
                     _log(f"  {row['seconds_per_round']:.1f} s a round")
                     rows.append(row)
@@ -264,18 +291,21 @@ def run() -> None:
     for k in ks:
         for d in ds:
             by = {r["arm"]: r for r in rows if r["k"] == k and r["d"] == d}
-            plain = by["plaintext"]
             for arm, r in by.items():
-                t = r["seconds_per_round"] / plain["seconds_per_round"]
-                b = r["loopback_bytes_per_round"] / plain["loopback_bytes_per_round"]
-                ratio = ""
-                if arm == "ours-secagg":
-                    ratio = (
-                        f"{by['flower-secagg+']['seconds_per_round'] / r['seconds_per_round']:.2f}x"
-                    )
                 print(
                     f"| {k} | {d:.0e} | {arm} | {r['seconds_per_round']:.1f} | "
-                    f"{r['loopback_bytes_per_round'] / 1e6:.2f} | {t:.2f}x | {b:.2f}x | {ratio} |"
+                    f"{r['loopback_bytes_per_round'] / 1e6:.2f} | "
+                    f"{_ratio(by, arm, 'plaintext', 'seconds_per_round')} | "
+                    f"{_ratio(by, arm, 'plaintext', 'loopback_bytes_per_round')} | "
+                    f"{_ratio(by, 'flower-secagg+', arm, 'seconds_per_round')} |"
+                )
+            if {"ours-secagg", "ours-secagg+check"} <= set(by):
+                print(
+                    f"\nK={k} d={d:.0e}: the consistency check costs "
+                    f"{_ratio(by, 'ours-secagg+check', 'ours-secagg', 'seconds_per_round')} "
+                    "the round without it (time), "
+                    f"{_ratio(by, 'ours-secagg+check', 'ours-secagg', 'loopback_bytes_per_round')}"
+                    " (bytes on loopback)"
                 )
     print(
         "\nBonawitz et al. (CCS 2017) report a 1.73x expansion of communication over plaintext "
@@ -284,6 +314,8 @@ def run() -> None:
     for k in ks:
         for d in ds:
             by = {r["arm"]: r for r in rows if r["k"] == k and r["d"] == d}
+            if not {"plaintext", "ours-secagg", "flower-secagg+"} <= set(by):
+                continue
             speed = (
                 by["flower-secagg+"]["seconds_per_round"] / by["ours-secagg"]["seconds_per_round"]
             )
