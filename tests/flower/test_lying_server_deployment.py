@@ -2,10 +2,13 @@
 
 ``deploy`` acts as the operator of each local node and writes its policy (0600) from the
 configuration: distributed DP at noise multiplier 1, clip 0.5, T = 2, secure rounds only. The
-ServerApp then lies (``--forge noise=``: it asks the parties for no noise while its report would
-say noise multiplier 1). Every node refuses at the first stage, names ``noise_multiplier`` in the
-run's events, and the run still ends with its report and nothing aggregated. Node
-authentication is on by default: every node's claim to its user was signed and admitted.
+ServerApp then lies, one lie a round (issue #28, finding 2): round 0 asks the parties for no
+noise while its report would say noise multiplier 1, round 1 proposes a threshold of 2, round 2
+asks for the update in the clear before its secure round, round 3 asks a round already answered
+again. Every node refuses each lie, names the parameter in the run's events and in its own log,
+and the run ends with its report: rounds 0 and 1 aggregate nothing, rounds 2 and 3 only their
+honest secure round. Node authentication is on by default: every node's claim to its user was
+signed and admitted, and every secure round ran the signed survivor list.
 """
 
 from __future__ import annotations
@@ -27,17 +30,20 @@ pytestmark = pytest.mark.skipif(
 )
 
 USERS = 4
+#: round -> the lie, and the parameter every node names refusing it
+LIES = {0: "noise=", 1: "threshold=2", 2: "plaintext=1", 3: "repeat=1"}
+NAMED = {0: "noise_multiplier", 1: "threshold", 2: "secure", 3: "round"}
 CONFIG = TrainConfig(
     users=USERS,
     per_round=4,
-    rounds=2,
+    rounds=4,
     scheme="multiround",
     target_privacy=2,
     secagg=True,
     dropout=0.0,
     trainer="loop",
     seed=3,
-    eval_every=2,
+    eval_every=4,
     dp="distributed",
     noise_multiplier=1.0,
     clip=0.5,
@@ -50,28 +56,38 @@ def lied_to(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
     run_dir = tmp_path_factory.mktemp("lying")
     summary = deploy(
-        CONFIG, USERS, run_dir, stage_timeout=90.0, timeout=900.0, faults=FaultPlan(forge="noise=")
+        CONFIG,
+        USERS,
+        run_dir,
+        stage_timeout=90.0,
+        timeout=900.0,
+        faults=FaultPlan(forge=";".join(LIES.values())),
     )
     events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines() if x]
     return {"summary": summary, "run_dir": run_dir, "events": events}
 
 
-def test_every_node_refuses_the_noiseless_round_and_names_the_parameter(
-    lied_to: dict[str, Any],
-) -> None:
+def test_every_node_refuses_every_lie_and_names_the_parameter(lied_to: dict[str, Any]) -> None:
     refused = [e for e in lied_to["events"] if e["event"] == "node_refused"]
-    assert {(e["round"], e["user"]) for e in refused} == {
-        (r, u) for r in range(CONFIG.rounds) for u in range(USERS)
+    assert {(e["round"], e["user"], e["detail"].split(":")[0]) for e in refused} == {
+        (r, u, NAMED[r]) for r in LIES for u in range(USERS)
     }
     assert {e["error"] for e in refused} == {"PolicyViolationError"}
-    assert all(e["detail"].startswith("noise_multiplier:") for e in refused)
+    for u in range(USERS):  # and each node's own log says so
+        log = (lied_to["run_dir"] / "logs" / f"supernode-{u}.log").read_text(errors="replace")
+        assert all(f"PolicyViolationError: {NAMED[r]}:" in log for r in LIES), u
 
 
-def test_the_run_ends_with_its_report_and_nothing_aggregated(lied_to: dict[str, Any]) -> None:
+def test_the_run_ends_with_its_report_and_only_the_honest_rounds(
+    lied_to: dict[str, Any],
+) -> None:
     summary, run_dir = lied_to["summary"], lied_to["run_dir"]
-    assert summary["rounds_aggregated"] == 0
-    assert summary["rounds_aborted"] == CONFIG.rounds
+    rounds = [e for e in lied_to["events"] if e["event"] == "round"]
+    assert [bool(e["aggregated"]) for e in rounds] == [False, False, True, True]
+    assert summary["rounds_aggregated"] == 2 and summary["rounds_aborted"] == 2
     assert (run_dir / "privacy.md").stat().st_size > 0
+    stages = [e for e in lied_to["events"] if e["event"] == "stage" and e["stage"] == "consistency"]
+    assert [e["answered"] for e in stages] == [USERS, USERS]  # signed survivor lists
 
 
 def test_nodes_were_authenticated_and_their_identities_signed(lied_to: dict[str, Any]) -> None:

@@ -314,8 +314,8 @@ def add_flower_parser(sub: Any) -> None:
         default="",
         metavar="NAME=VALUE,...",
         help="fault injection, a lying server: parameters it proposes instead of the "
-        "configuration's (noise, threshold, clip, noise_multiplier, plaintext, repeat, partial): "
-        "every node must refuse them",
+        "configuration's (noise, threshold, clip, noise_multiplier, plaintext, repeat, partial; "
+        "';' separates rounds in turn): every node must refuse them",
     )
     dep.add_argument("--out", type=Path, default=Path("results/flower"), help="run directory")
     dep.add_argument("--json", action="store_true", help="print one JSON object")

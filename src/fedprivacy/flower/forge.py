@@ -25,6 +25,9 @@ __all__ = ["parse_forge"]
 def parse_forge(text: str, allowed: Iterable[str] | None = None) -> dict[str, str]:
     """``"A=1,B=2"`` -> ``{"A": "1", "B": "2"}``; names outside ``allowed`` are refused.
 
+    A ``;`` (rounds in turn, for the tasks that take it) counts as a ``,`` here: this checks the
+    names of every round's forge at once.
+
     Raises
     ------
     ParameterError
@@ -32,7 +35,7 @@ def parse_forge(text: str, allowed: Iterable[str] | None = None) -> dict[str, st
     """
     out: dict[str, str] = {}
     names = None if allowed is None else set(allowed)
-    for entry in filter(None, (e.strip() for e in text.split(","))):
+    for entry in filter(None, (e.strip() for e in text.replace(";", ",").split(","))):
         name, sep, value = entry.partition("=")
         if not sep:
             raise ParameterError("forge", f"entries are NAME=VALUE, got {entry!r}")

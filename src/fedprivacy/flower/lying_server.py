@@ -16,11 +16,17 @@ its report. The names (:data:`FEDAVG_FORGES`):
 ``partial=1``         the server claims one member of a batch dropped: it unmasks part of it
 ====================  ===================================================================
 
+``;`` separates rounds: ``"noise=;threshold=2"`` forges round 0, 2, ... with the first and
+round 1, 3, ... with the second (:func:`forges_by_round`), so one deployment can show several
+lies.
+
 Examples
 --------
 >>> forge = parse_forge("threshold=2,noise=", FEDAVG_FORGES)
 >>> forge
 {'threshold': '2', 'noise': ''}
+>>> forges_by_round("noise=;plaintext=1")
+[{'noise': ''}, {'plaintext': '1'}]
 """
 
 from __future__ import annotations
@@ -36,7 +42,14 @@ from fedprivacy.policy import batches_of
 from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.secagg.server import AggregationPolicy
 
-__all__ = ["FEDAVG_FORGES", "forge_config", "forge_params", "forge_policy", "parse_forge"]
+__all__ = [
+    "FEDAVG_FORGES",
+    "forge_config",
+    "forge_params",
+    "forge_policy",
+    "forges_by_round",
+    "parse_forge",
+]
 
 FEDAVG_FORGES = (
     "noise",
@@ -47,6 +60,18 @@ FEDAVG_FORGES = (
     "repeat",
     "partial",
 )
+
+
+def forges_by_round(text: str) -> list[dict[str, str]]:
+    """The forges of ``text``, one per round in turn (``;`` separates them); ``[]`` for none.
+
+    Raises
+    ------
+    ParameterError
+        Named ``forge``, for a name outside :data:`FEDAVG_FORGES`.
+    """
+    parts = [parse_forge(part, FEDAVG_FORGES) for part in text.split(";")]
+    return [] if not any(parts) else parts
 
 
 def forge_config(config_toml: str, forge: Mapping[str, str]) -> str:

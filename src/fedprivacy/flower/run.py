@@ -111,12 +111,12 @@ def run_deployed(
         The summary (also ``summary.json``).
     """
     from fedprivacy.experiments.training_run import build_training
-    from fedprivacy.flower.lying_server import FEDAVG_FORGES, parse_forge
+    from fedprivacy.flower.lying_server import forges_by_round
     from fedprivacy.participation.audit import audit_ledger
     from fedprivacy.report import privacy_report
 
     config = config.with_overrides(dropout=0.0, trainer="loop")
-    forged = parse_forge(forge, FEDAVG_FORGES)
+    forged = forges_by_round(forge)
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run_dir / "config.toml", config.to_toml())
     atomic_write_json(
@@ -142,7 +142,7 @@ def run_deployed(
                 transport=transport,
                 config_toml=config.to_toml(),
                 on_event=event,
-                forge=forged,
+                forges=forged,
                 signers=signers,
             ),
         )

@@ -88,8 +88,9 @@ class DeployedTraining(FederatedTraining):
     before_stage : callable, optional
         Called as ``before_stage(round, stage, users, log)`` before each exchange (fault injection:
         :class:`fedprivacy.flower.run.StagePause`).
-    forge : dict of str to str
-        Fault injection, a lying server (:mod:`fedprivacy.flower.lying_server`).
+    forges : list of dict of str to str
+        Fault injection, a lying server (:mod:`fedprivacy.flower.lying_server`): round ``r``
+        is forged with ``forges[r % len(forges)]`` (none when empty).
     signers : Roster, optional
         The federation's public keys: with them every secure round runs the survivor-list
         consistency check (:mod:`fedprivacy.secagg.consistency`) before unmasking.
@@ -101,7 +102,7 @@ class DeployedTraining(FederatedTraining):
     before_stage: BeforeStage | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
     aggregates: dict[int, NDArray[np.float64]] = field(default_factory=dict)
-    forge: dict[str, str] = field(default_factory=dict)
+    forges: list[dict[str, str]] = field(default_factory=list)
     signers: Roster | None = None
 
     def _wire(self) -> StageExchange:
@@ -120,10 +121,13 @@ class DeployedTraining(FederatedTraining):
     def _exchange(self, stage: Stage, r: int, requests: Mapping[int, Record]) -> dict[int, Record]:
         return self._wire()(stage, r, requests)
 
+    def _forge(self, r: int) -> dict[str, str]:
+        return self.forges[r % len(self.forges)] if self.forges else {}
+
     def _requests(self, r: int, selected: NDArray[np.intp]) -> dict[str, Any]:
         return {
             "round": r,
-            "config": forge_config(self.config_toml, self.forge),
+            "config": forge_config(self.config_toml, self._forge(r)),
             "model": encode_array(self.global_flat.cpu().numpy().astype(np.float32)),
             "selected": encode_array(np.asarray(selected, dtype=np.int64)),
         }
@@ -191,15 +195,16 @@ class DeployedTraining(FederatedTraining):
         plan: SecureRoundPlan = agg.plan_round(
             r, users, int(self.global_flat.numel()), self.batch_size_t
         )
-        params = forge_params(plan.params, self.forge)
+        forge = self._forge(r)
+        params = forge_params(plan.params, forge)
         server = SecAggServer(params)
         first = {
             **self._requests(r, selected),
             "params": encode_params(params),
             "noise": "" if plan.noise is None else str(plan.noise.variance),
         }
-        first["noise"] = self.forge.get("noise", first["noise"])
-        if "plaintext" in self.forge:  # a lying server asks for the update in the clear
+        first["noise"] = forge.get("noise", first["noise"])
+        if "plaintext" in forge:  # a lying server asks for the update in the clear
             self._exchange(Stage.TRAIN, r, dict.fromkeys(users, self._requests(r, selected)))
 
         def run(stage: Stage, messages: Mapping[int, Message]) -> None:
@@ -213,11 +218,11 @@ class DeployedTraining(FederatedTraining):
                 Stage.ADVERTISE,
                 self._exchange(Stage.ADVERTISE, r, dict.fromkeys(users, first)),
             )
-            if "repeat" in self.forge:  # a lying server asks the round again
+            if "repeat" in forge:  # a lying server asks the round again
                 self._exchange(Stage.ADVERTISE, r, dict.fromkeys(users, first))
             run(Stage.SHARE, server.finish_keys())
             run(Stage.MASK, server.finish_shares())
-            unmask = server.finish_inputs(forge_policy(plan.policy, self.forge, self.batch_size_t))
+            unmask = server.finish_inputs(forge_policy(plan.policy, forge, self.batch_size_t))
             if self.signers is not None:  # every node signs S; only a quorum's S is unmasked
                 run(Stage.CONSISTENCY, server.start_consistency(self.signers))
                 unmask = server.finish_consistency()
