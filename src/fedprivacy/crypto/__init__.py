@@ -29,8 +29,11 @@ from fedprivacy.crypto.shamir import (
     lagrange_at_zero,
     split_secret,
 )
+from fedprivacy.crypto.signing import Roster, SigningKey
 
 __all__ = [
+    "Roster",
+    "SigningKey",
     "LIMB_BITS",
     "NONCE_BYTES",
     "PRIME",

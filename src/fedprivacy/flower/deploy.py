@@ -26,21 +26,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import tomli_w
 
-from fedprivacy.crypto.signing import Roster
 from fedprivacy.errors import FedPrivacyError, ParameterError
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.files import atomic_write_json, atomic_write_text
-from fedprivacy.flower.deploy_tasks import DeployTask
+from fedprivacy.flower.fault_plan import FaultPlan, node_fault
 from fedprivacy.flower.forge import parse_forge
 from fedprivacy.flower.node_auth import NodeKeys, generate_node_keys
+from fedprivacy.flower.operator import write_policies, write_roster
 from fedprivacy.flower.runtime_auth import supernode_command, write_runtime_secret
-from fedprivacy.flower.stages import Stage
 from fedprivacy.flower.stragglers import Stragglers
 from fedprivacy.flower.tls import TlsMaterials, generate_tls_materials
 from fedprivacy.policy import POLICY_DIR_ENV, POLICY_KEY
@@ -75,54 +73,6 @@ def _bin(name: str) -> str:
             f"{name} not found next to {sys.executable}: pip install fedprivacy[flower]"
         )
     return str(path)
-
-
-@dataclass
-class FaultPlan:
-    """Faults to inject: a SuperNode killed before a stage, nodes that replay a message.
-
-    Attributes
-    ----------
-    kill : tuple of (int or None, int, Stage), optional
-        ``(user, round, stage)``: the ServerApp pauses before ``stage`` of ``round``, the
-        deployment kills the SuperNode of ``user`` (``None``: the last user asked in that stage)
-        with SIGKILL to its process group, and the run goes on.
-    replay : dict of int to int
-        User -> round in which that node replays its previous message at the masked-input stage.
-    badshare : dict of int to int
-        User -> round in which that node (a malicious node) sends wrong unmasking shares.
-    forge : str
-        A lying server: ``"NAME=VALUE,..."`` parameters the ServerApp proposes instead of the
-        configuration's (see :func:`fedprivacy.flower.forge.parse_forge`); every party must
-        refuse them under its own policy.
-    """
-
-    kill: tuple[int | None, int, Stage] | None = None
-    replay: dict[int, int] = field(default_factory=dict)
-    badshare: dict[int, int] = field(default_factory=dict)
-    forge: str = ""
-
-    @classmethod
-    def parse_kill(
-        cls, text: str, option: str = "--kill-supernode"
-    ) -> tuple[int | None, int, Stage]:
-        """``"U@R:STAGE"`` -> ``(U, R, Stage)`` (``U`` may be ``*``); :class:`ParameterError`.
-
-        ``option`` is the flag the text came from, named in the error.
-
-        Examples
-        --------
-        >>> FaultPlan.parse_kill("*@1:mask")
-        (None, 1, <Stage.MASK: 'mask'>)
-        """
-        try:
-            user, _, rest = text.partition("@")
-            r, _, stage = rest.partition(":")
-            return None if user == "*" else int(user), int(r), Stage(stage)
-        except ValueError:
-            raise ParameterError(
-                option, f"must be USER@ROUND:STAGE (e.g. 3@1:mask), got {text!r}"
-            ) from None
 
 
 class LocalDeployment:
@@ -349,43 +299,6 @@ def _follow(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
     return lines, offset + end
 
 
-def node_fault(faults: FaultPlan, user: int) -> str:
-    """The ``fedprivacy-fault`` of ``user``'s node: ``replay@R``, ``badshare@R`` or nothing."""
-    if user in faults.replay:
-        return f"replay@{faults.replay[user]}"
-    if user in faults.badshare:
-        return f"badshare@{faults.badshare[user]}"
-    return ""
-
-
-def _write_roster(keys: dict[int, NodeKeys], path: Path) -> Path | None:
-    """The federation's public keys (user -> key), as the operator who admits the nodes has."""
-    if not keys:
-        return None
-    roster = Roster({u: k.public.read_text() for u, k in keys.items()})
-    atomic_write_text(path, roster.to_toml())
-    return path
-
-
-def _write_policies(
-    task: DeployTask, folder: Path, nodes: int, keys: dict[int, NodeKeys], roster: Path | None
-) -> Path:
-    """Each node's policy file, as its operator would write it (``folder/node-U.toml``, 0600).
-
-    With node authentication it names the node's own key and the federation's roster.
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    for u in range(nodes):
-        policy = task.policy(u)
-        if u in keys and roster is not None:
-            own = {"signing_key": str(keys[u].private.resolve()), "roster": str(roster.resolve())}
-            policy = policy.with_overrides(**own)
-        path = folder / f"node-{u}.toml"
-        atomic_write_text(path, policy.to_toml())
-        path.chmod(0o600)
-    return folder
-
-
 def deploy(
     config: TrainConfig | UldpConfig,
     supernodes: int,
@@ -465,8 +378,8 @@ def deploy(
     for stale in ("resume", "summary.json", "events.jsonl"):
         (run_dir / stale).unlink(missing_ok=True)
     keys = generate_node_keys(run_dir / "node-keys", range(supernodes)) if node_auth else {}
-    roster = _write_roster(keys, run_dir / "node-keys" / "roster.toml")
-    policies = _write_policies(task, run_dir / "policies", supernodes, keys, roster)
+    roster = write_roster(keys, run_dir / "node-keys" / "roster.toml")
+    policies = write_policies(task, run_dir / "policies", supernodes, keys, roster)
     app_dir = run_dir / "app"
     app_dir.mkdir(exist_ok=True)
     atomic_write_text(app_dir / "pyproject.toml", app_pyproject())

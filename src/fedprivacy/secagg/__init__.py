@@ -8,8 +8,10 @@ client's state to bytes and back, and :mod:`.params_wire` the round's parameters
 """
 
 from fedprivacy.secagg.client import SecAggClient
+from fedprivacy.secagg.consistency import ConsistencyCheck
 from fedprivacy.secagg.driver import RoundOutcome, Stage, run_round
 from fedprivacy.secagg.errors import (
+    ConsistencyError,
     DisconnectedSetError,
     DuplicateMessageError,
     MalformedMessageError,
@@ -18,6 +20,7 @@ from fedprivacy.secagg.errors import (
     RoundAbortedError,
     SecAggError,
     UnknownSenderError,
+    UnrecoverableSecretError,
     WrongRoundError,
 )
 from fedprivacy.secagg.params import SecAggParameters
@@ -28,6 +31,8 @@ from fedprivacy.secagg.state import dump_client, load_client
 
 __all__ = [
     "AggregationResult",
+    "ConsistencyCheck",
+    "ConsistencyError",
     "DisconnectedSetError",
     "DuplicateMessageError",
     "MalformedMessageError",
@@ -41,6 +46,7 @@ __all__ = [
     "SecAggServer",
     "Stage",
     "UnknownSenderError",
+    "UnrecoverableSecretError",
     "WrongRoundError",
     "decode_params",
     "dump_client",

@@ -59,3 +59,12 @@ class ConsistencyError(ProtocolViolationError):
     that does not verify; and when a client's state and its node's signing material disagree on
     whether the check runs. Nothing is revealed and the state is unchanged.
     """
+
+
+class UnrecoverableSecretError(RoundAbortedError, ProtocolViolationError):
+    """No ``t`` of a secret's shares give a secret that passes its check; the round is aborted.
+
+    Both a :class:`RoundAbortedError` (no aggregate, nothing recorded: the callers that turn an
+    aborted protocol into an aborted round handle it) and a :class:`ProtocolViolationError`
+    (someone sent, or dealt, wrong shares).
+    """

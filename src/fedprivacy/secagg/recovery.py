@@ -50,7 +50,6 @@ from fedprivacy.crypto.keys import KEY_BYTES
 from fedprivacy.crypto.shamir import PRIME, Share, combine_shares
 from fedprivacy.errors import ShamirError
 from fedprivacy.secagg.client import SEED_BYTES
-from fedprivacy.secagg.errors import ProtocolViolationError, RoundAbortedError
 from fedprivacy.secagg.messages import ShareKind
 
 __all__ = [
@@ -59,7 +58,6 @@ __all__ = [
     "BadShare",
     "SecretCheck",
     "SecretRecovery",
-    "UnrecoverableSecretError",
 ]
 
 MAX_SUBSETS = 4096
@@ -70,15 +68,6 @@ SECRET_BYTES = {ShareKind.SELF_MASK_SEED: SEED_BYTES, ShareKind.MASK_KEY: KEY_BY
 
 SecretCheck = Callable[[bytes], bool]
 """Whether a reconstructed secret matches its commitment or public key."""
-
-
-class UnrecoverableSecretError(RoundAbortedError, ProtocolViolationError):
-    """No ``t`` of a secret's shares give a secret that passes its check; the round is aborted.
-
-    Both a :class:`RoundAbortedError` (no aggregate, nothing recorded: the callers that turn an
-    aborted protocol into an aborted round handle it) and a :class:`ProtocolViolationError`
-    (someone sent, or dealt, wrong shares).
-    """
 
 
 @dataclass(frozen=True)

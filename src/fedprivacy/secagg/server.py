@@ -22,6 +22,7 @@ from fedprivacy.secagg.errors import (
     ProtocolViolationError,
     RoundAbortedError,
     UnknownSenderError,
+    UnrecoverableSecretError,
 )
 from fedprivacy.secagg.graph import describe
 from fedprivacy.secagg.messages import (
@@ -40,13 +41,7 @@ from fedprivacy.secagg.messages import (
 )
 from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.secagg.party import RoundParty, pairwise_sign
-from fedprivacy.secagg.recovery import (
-    SECRET_BYTES,
-    BadShare,
-    SecretCheck,
-    SecretRecovery,
-    UnrecoverableSecretError,
-)
+from fedprivacy.secagg.recovery import SECRET_BYTES, BadShare, SecretCheck, SecretRecovery
 from fedprivacy.secagg.result import AggregationResult
 from fedprivacy.secagg.server_view import ReceivedState, ServerView, server_view
 

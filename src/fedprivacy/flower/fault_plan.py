@@ -1,0 +1,78 @@
+"""Faults a local deployment injects: a SuperNode killed, nodes that replay or send wrong shares.
+
+:class:`FaultPlan` is what ``fedprivacy flower deploy`` (``--kill-supernode``, ``--replay``,
+``--bad-share``, ``--forge``) and ``flower cross-silo`` (``--kill-silo``, ``--replay``,
+``--forge``) ask of :func:`fedprivacy.flower.deploy.deploy`; :func:`node_fault` is the
+``fedprivacy-fault`` node configuration it gives each node.
+
+Examples
+--------
+>>> node_fault(FaultPlan(replay={2: 1}, badshare={3: 0}), 3)
+'badshare@0'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fedprivacy.errors import ParameterError
+from fedprivacy.flower.stages import Stage
+
+__all__ = ["FaultPlan", "node_fault"]
+
+
+@dataclass
+class FaultPlan:
+    """Faults to inject: a SuperNode killed before a stage, nodes that replay a message.
+
+    Attributes
+    ----------
+    kill : tuple of (int or None, int, Stage), optional
+        ``(user, round, stage)``: the ServerApp pauses before ``stage`` of ``round``, the
+        deployment kills the SuperNode of ``user`` (``None``: the last user asked in that stage)
+        with SIGKILL to its process group, and the run goes on.
+    replay : dict of int to int
+        User -> round in which that node replays its previous message at the masked-input stage.
+    badshare : dict of int to int
+        User -> round in which that node (a malicious node) sends wrong unmasking shares.
+    forge : str
+        A lying server: ``"NAME=VALUE,..."`` parameters the ServerApp proposes instead of the
+        configuration's (see :func:`fedprivacy.flower.forge.parse_forge`); every party must
+        refuse them under its own policy.
+    """
+
+    kill: tuple[int | None, int, Stage] | None = None
+    replay: dict[int, int] = field(default_factory=dict)
+    badshare: dict[int, int] = field(default_factory=dict)
+    forge: str = ""
+
+    @classmethod
+    def parse_kill(
+        cls, text: str, option: str = "--kill-supernode"
+    ) -> tuple[int | None, int, Stage]:
+        """``"U@R:STAGE"`` -> ``(U, R, Stage)`` (``U`` may be ``*``); :class:`ParameterError`.
+
+        ``option`` is the flag the text came from, named in the error.
+
+        Examples
+        --------
+        >>> FaultPlan.parse_kill("*@1:mask")
+        (None, 1, <Stage.MASK: 'mask'>)
+        """
+        try:
+            user, _, rest = text.partition("@")
+            r, _, stage = rest.partition(":")
+            return None if user == "*" else int(user), int(r), Stage(stage)
+        except ValueError:
+            raise ParameterError(
+                option, f"must be USER@ROUND:STAGE (e.g. 3@1:mask), got {text!r}"
+            ) from None
+
+
+def node_fault(faults: FaultPlan, user: int) -> str:
+    """The ``fedprivacy-fault`` of ``user``'s node: ``replay@R``, ``badshare@R`` or nothing."""
+    if user in faults.replay:
+        return f"replay@{faults.replay[user]}"
+    if user in faults.badshare:
+        return f"badshare@{faults.badshare[user]}"
+    return ""
