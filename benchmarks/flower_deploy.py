@@ -184,6 +184,7 @@ def ours(
     summary = deploy(config, k, work, stage_timeout=600.0, timeout=3600.0, node_auth=check)
     wire = loopback_bytes() - before
     return {
+        "stage_seconds": stage_seconds(work / "events.jsonl", rounds),
         "seconds_per_round": summary["seconds_per_round"],
         "loopback_bytes_per_round": wire / rounds,
         "payload_bytes_per_round": (summary["bytes_sent"] + summary["bytes_received"]) / rounds,
@@ -191,6 +192,16 @@ def ours(
         "max_abs_error_vs_simulation": summary["max_abs_error_vs_simulation"],
         "note": "loopback bytes include the whole run (start-up, roster, evaluation)",
     }
+
+
+def stage_seconds(events: Path, rounds: int) -> dict[str, float]:
+    """Mean seconds a round spent in each exchange, from the ServerApp's ``stage`` events."""
+    out: dict[str, float] = {}
+    for line in events.read_text().splitlines():
+        e = json.loads(line)
+        if e.get("event") == "stage" and "round" in e:
+            out[e["stage"]] = out.get(e["stage"], 0.0) + float(e["seconds"]) / rounds
+    return out
 
 
 def flower_secaggplus(k: int, d: int, rounds: int, work: Path) -> dict[str, Any]:
@@ -307,6 +318,14 @@ def run() -> None:
                     f"{_ratio(by, 'ours-secagg+check', 'ours-secagg', 'loopback_bytes_per_round')}"
                     " (bytes on loopback)"
                 )
+    print("\nSeconds a round in each exchange of our app (ServerApp's stage events):\n")
+    stages = ["train", "advertise", "share", "mask", "consistency", "unmask"]
+    print("| K | d | arm | " + " | ".join(stages) + " |")
+    print("|---|---|---|" + "---|" * len(stages))
+    for r in rows:
+        if "stage_seconds" in r:
+            cells = " | ".join(f"{r['stage_seconds'].get(x, 0.0):.1f}" for x in stages)
+            print(f"| {r['k']} | {r['d']:.0e} | {r['arm']} | {cells} |")
     print(
         "\nBonawitz et al. (CCS 2017) report a 1.73x expansion of communication over plaintext "
         "at 2^10 users x 2^20 entries."
