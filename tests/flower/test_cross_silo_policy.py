@@ -189,3 +189,22 @@ def test_a_silo_policy_for_the_readme_and_test_runs_accepts_their_test_keys(
         check_proposal(stricter, config)
     assert silo_noise_std_of(policy, config) == pytest.approx(1.0 * 0.1 / 2)
     assert silo_noise_std_of(stricter, config) == pytest.approx(2.0 * 0.1 / 2)
+
+
+def test_a_silo_stops_answering_at_its_epsilon_budget(
+    data_dir: str, tmp_path: Path, heart_config: ConfigFactory
+) -> None:
+    """Every round a silo answers counts for all its users (it does not see the sample)."""
+    from fedprivacy.dp.accounting import epsilon_for
+
+    config = heart_config(rounds=3, data_dir=data_dir)
+    one, two = (epsilon_for(config.sigma, k, config.delta) for k in (1, 2))
+    policy = silo_policy(config).with_overrides(epsilon_budget=(one + two) / 2, delta=config.delta)
+    nodes = {s: SiloNode(s, "", data_dir, policy) for s in range(SILOS)}
+    summary = run_cross_silo(config, InProcessTransport(nodes), tmp_path)
+    assert summary["rounds_aggregated"] == 1 and summary["rounds_aborted"] == 2
+    refused = [e for e in _events(tmp_path) if e.get("event") == "node_refused"]
+    assert {(e["round"], e["user"]) for e in refused} == {(r, s) for r in (2, 3) for s in range(4)}
+    assert {e["detail"].split(":")[0] for e in refused} == {"epsilon_budget"}
+    ledger = ParticipationLedger.from_csv(tmp_path / "participation.csv")
+    assert ledger.matrix().sum(axis=1).tolist() == [60, 0, 0]  # the refused rounds: nobody

@@ -150,11 +150,11 @@ class SiloNode(StageHandler):
         records = side.fed.histogram()[self.silo]
         silo = PrivateWeightingSilo(params, self.silo, records)
         reply = encode_message(silo.on_paillier_key(key))
-        answered = state.get("answered")  # outlives the session: a round is answered once
+        # outlive the session: a round is answered once, and the budget counts every round
+        kept: dict[str, bytes] = {k: state[k] for k in ("answered", "spent") if k in state}
         state.clear()
         state.update(config=config.encode(), params=encode_params(params))
-        if answered is not None:
-            state["answered"] = answered
+        state.update(kept)
         return self._keep(state, silo, reply)
 
     def _roster(self, request: Record, state: dict[str, bytes]) -> Record:
@@ -193,6 +193,9 @@ class SiloNode(StageHandler):
             return {"message": state["last"]}
         message = field(request, "message", bytes)
         self._answer_once(state, r, message)
+        spent = int(state.get("spent", b"0"))  # rounds answered: the silo does not see the sample
+        self.policy.check_budget(spent)
+        state["spent"] = str(spent + 1).encode()
         side = silo_side(state["config"].decode(), self.data_dir)  # cached since the setup
         self._check(side.config, params, silo.public_key.bits)
         model = decode_array(field(request, "model", bytes), np.float32)
