@@ -1,15 +1,17 @@
 """Real Flower processes on loopback: a SuperLink and 8 SuperNodes over TLS, and the Ray engine.
 
 One deployment runs 3 rounds of Multi-RoundSecAgg (K = 6, T = 2) with our SecAgg on the digits
-MLP; in round 1 a selected SuperNode is killed before the masked-input stage, in round 2 a
-selected node replays its previous message. Every process is stopped (checked through /proc), and
-every stage is bounded by a timeout. These tests take a few minutes on 2 cores.
+MLP; in round 0 a selected node sends wrong unmasking shares, in round 1 a selected SuperNode is
+killed before the masked-input stage, in round 2 a selected node replays its previous message.
+Every process is stopped (checked through /proc), and every stage is bounded by a timeout. These
+tests take a few minutes on 2 cores.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import stat
 import subprocess
 import sys
 import time
@@ -44,11 +46,12 @@ CONFIG = TrainConfig(
 )
 
 
-def _predict_faults() -> tuple[int, int]:
+def _predict_faults() -> tuple[int, int, int]:
     """Who the deployment will ask: the in-process run with the same seeds gives the selection.
 
     The victim is the last user asked in round 1 (``--kill-supernode *@1:mask``); the replayer is
-    the first user asked in round 2 once the victim is gone.
+    the first user asked in round 2 once the victim is gone; the offender (wrong unmasking
+    shares in round 0, ``--bad-share``) the first user asked in round 0 who is neither.
     """
     from fedprivacy.experiments.training_run import build_training
     from fedprivacy.flower.node import Node
@@ -69,9 +72,11 @@ def _predict_faults() -> tuple[int, int]:
         assert isinstance(training, DeployedTraining)
         return [e for e in training.events if e["event"] == "round"]
 
-    victim = max(rounds({})[1]["selected"])
+    honest = rounds({})
+    victim = max(honest[1]["selected"])
     replayer = min(rounds({1: {victim: Stage.MASK}})[2]["selected"])
-    return victim, replayer
+    offender = min(set(honest[0]["selected"]) - {victim, replayer})
+    return victim, replayer, offender
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +84,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from fedprivacy.flower.deploy import FaultPlan, deploy
     from fedprivacy.flower.stages import Stage
 
-    victim, replayer = _predict_faults()
+    victim, replayer, offender = _predict_faults()
     run_dir = tmp_path_factory.mktemp("deployment")
     events: list[dict[str, Any]] = []
     summary = deploy(
@@ -90,7 +95,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         node_auth=True,
         stage_timeout=90.0,
         timeout=900.0,
-        faults=FaultPlan(kill=(None, 1, Stage.MASK), replay={replayer: 2}),
+        faults=FaultPlan(kill=(None, 1, Stage.MASK), replay={replayer: 2}, badshare={offender: 0}),
         on_event=events.append,
     )
     return {
@@ -98,6 +103,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "run_dir": run_dir,
         "victim": victim,
         "replayer": replayer,
+        "offender": offender,
         "events": events,
     }
 
@@ -143,6 +149,30 @@ def test_a_replayed_message_is_rejected_with_the_protocols_typed_error(
     assert error in ("DuplicateMessageError", "OutOfOrderError")
     r2 = _rounds(deployment)[2]
     assert replayer not in r2["aggregated"] and replayer ^ 1 not in r2["aggregated"]
+
+
+def test_wrong_unmasking_shares_cost_nothing_but_the_offenders_name(
+    deployment: dict[str, Any],
+) -> None:
+    """Issue #28, finding 5: one node's wrong shares used to crash the run with no report."""
+    s, offender = deployment["summary"], deployment["offender"]
+    assert {(e["round"], e["user"]) for e in s["bad_shares"]} == {(0, offender)}
+    assert s["aborted"] == []
+    assert any(e.get("event") == "bad_share" for e in deployment["events"])
+    r0 = _rounds(deployment)[0]
+    assert offender in r0["aggregated"] and r0["aggregated"] == r0["selected"]
+    # the sum is still exact (max_abs_error_vs_simulation == 0 above) and the report written
+    assert (deployment["run_dir"] / "privacy.md").stat().st_size > 0
+
+
+def test_each_supernode_had_its_own_runtime_secret(deployment: dict[str, Any]) -> None:
+    """Issue #28, finding 7: each node's runtime API closed by its own fresh secret."""
+    folder = deployment["run_dir"] / "runtime-secrets"
+    secrets = sorted(folder.iterdir())
+    assert sorted(p.name for p in secrets) == sorted(f"supernode-{u}.secret" for u in range(USERS))
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in secrets)
+    assert len({p.read_bytes() for p in secrets}) == USERS
 
 
 def test_the_audit_of_the_collected_log_shows_t_weak_at_least_t(

@@ -5,7 +5,7 @@ travel from the SuperNode to the ClientApp process over the SuperNode's runtime 
 127.0.0.1, which handed the task (with the token to read them) to any local process that asked.
 Here a real SuperNode is started as the deployment starts it, and a local process asks for its
 next task over that API, without the secret, with another secret, and with the node's own.
-The whole deployment with the secrets runs in ``test_malicious_deployment.py``.
+The whole deployment with the secrets runs in ``test_deployment.py``.
 """
 
 from __future__ import annotations
