@@ -242,6 +242,24 @@ class Config:
         )
 
 
+def round_setup(
+    num_users: int, dimension: int, rate: float, degree: int | None, seed: int
+) -> tuple[dict[int, np.ndarray], dict[int, Stage], SecAggParameters]:
+    """The updates, the dropouts before the masked input and the parameters of one round."""
+    updates = make_updates(num_users, dimension, seed)
+    drop = {u: Stage.MASKED_INPUT for u in dropped_users(num_users, rate, seed)}
+    params = SecAggParameters.create(
+        SESSION_ID,
+        0,
+        list(range(num_users)),
+        dimension,
+        FixedPointCodec.for_sum(CLIP, num_users, BITS),
+        degree=degree,
+        graph_seed=GRAPH_SEED + seed.to_bytes(4, "big"),
+    )
+    return updates, drop, params
+
+
 def run_ours(
     num_users: int, dimension: int, rate: float, degree: int | None, repeats: int, seed: int
 ) -> Row:
@@ -249,18 +267,7 @@ def run_ours(
     tries: list[int] = []
     for attempt in range(MAX_SEED_TRIES):
         s = seed + attempt
-        updates = make_updates(num_users, dimension, s)
-        drop = {u: Stage.MASKED_INPUT for u in dropped_users(num_users, rate, s)}
-        codec = FixedPointCodec.for_sum(CLIP, num_users, BITS)
-        params = SecAggParameters.create(
-            SESSION_ID,
-            0,
-            list(range(num_users)),
-            dimension,
-            codec,
-            degree=degree,
-            graph_seed=GRAPH_SEED + s.to_bytes(4, "big"),
-        )
+        updates, drop, params = round_setup(num_users, dimension, rate, degree, s)
         raw: dict[str, list[float]] = {
             k: []
             for k in (
@@ -429,18 +436,7 @@ def run_consistency(
     num_users: int, dimension: int, rate: float, degree: int | None, repeats: int, seed: int
 ) -> Row:
     """The same round with and without the consistency check, interleaved; medians and ratios."""
-    updates = make_updates(num_users, dimension, seed)
-    drop = {u: Stage.MASKED_INPUT for u in dropped_users(num_users, rate, seed)}
-    codec = FixedPointCodec.for_sum(CLIP, num_users, BITS)
-    params = SecAggParameters.create(
-        SESSION_ID,
-        0,
-        list(range(num_users)),
-        dimension,
-        codec,
-        degree=degree,
-        graph_seed=GRAPH_SEED + seed.to_bytes(4, "big"),
-    )
+    updates, drop, params = round_setup(num_users, dimension, rate, degree, seed)
     keys = {u: SigningKey.generate() for u in range(num_users)}
     raw: dict[str, dict[str, list[float]]] = {"plain": {}, "checked": {}}
     stage_s: list[float] = []

@@ -48,6 +48,7 @@ __all__ = [
     "check_unmask_request",
     "consistency_check",
     "parse_training",
+    "spend_budget",
     "training_policy",
 ]
 
@@ -128,10 +129,25 @@ def answer_once(state: dict[str, bytes], round_index: int) -> None:
     if last is not None and round_index <= int(last):
         raise PolicyViolationError(
             "round",
-            f"round {round_index} requested after round {int(last)} was answered: a node "
-            "answers each round once, in order",
+            f"round {round_index} requested after round {int(last)} was answered: a party "
+            "answers each round once, in order (a repeated round would average its noise away)",
         )
     state["answered"] = str(int(round_index)).encode()
+
+
+def spend_budget(policy: PartyPolicy, state: dict[str, bytes]) -> None:
+    """Refuse one more round past the policy's epsilon budget; else count it in ``state``.
+
+    ``state["spent"]`` counts the rounds the party contributed to (it outlives each round).
+
+    Raises
+    ------
+    PolicyViolationError
+        Naming ``epsilon_budget``.
+    """
+    spent = int(state.get("spent", b"0"))
+    policy.check_budget(spent)
+    state["spent"] = str(spent + 1).encode()
 
 
 def check_secure_round(
@@ -140,7 +156,7 @@ def check_secure_round(
     """Check a secure round's parameters and noise against ``policy``; the noise to add.
 
     The threshold must reach the policy's minimum, and one more round must fit the party's
-    epsilon budget (counted in ``state["spent"]``, incremented here). A node with a noise floor
+    epsilon budget (:func:`spend_budget`, which counts it). A node with a noise floor
     computes, from the round's own codec, threshold and dimension, the variance its floor needs
     on the grid (:meth:`~fedprivacy.dp.party_noise.PartyNoise.round_noise` with its own noise
     multiplier and clip) and refuses a request for less; it adds the variance requested (at
@@ -154,8 +170,7 @@ def check_secure_round(
         If ``noise`` is not a number.
     """
     policy.check_threshold(params.threshold, params.min_holders)
-    policy.check_budget(int(state.get("spent", b"0")))
-    state["spent"] = str(int(state.get("spent", b"0")) + 1).encode()
+    spend_budget(policy, state)
     if policy.noise_multiplier is None:
         return noise
     assert policy.clip is not None

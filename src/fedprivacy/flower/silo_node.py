@@ -40,6 +40,7 @@ from fedprivacy.crypto.paillier_public import PaillierPublicKey
 from fedprivacy.errors import PolicyViolationError
 from fedprivacy.flower.identity import signed_hello
 from fedprivacy.flower.node import StageHandler, single_threaded
+from fedprivacy.flower.node_policy import PERSISTENT, answer_once, spend_budget
 from fedprivacy.flower.silo_policy import check_proposal, proposed_config, silo_noise_std_of
 from fedprivacy.flower.stages import Record, Stage, decode_array, field
 from fedprivacy.policy import PartyPolicy
@@ -151,7 +152,7 @@ class SiloNode(StageHandler):
         silo = PrivateWeightingSilo(params, self.silo, records)
         reply = encode_message(silo.on_paillier_key(key))
         # outlive the session: a round is answered once, and the budget counts every round
-        kept: dict[str, bytes] = {k: state[k] for k in ("answered", "spent") if k in state}
+        kept = {k: state[k] for k in PERSISTENT if k in state}
         state.clear()
         state.update(config=config.encode(), params=encode_params(params))
         state.update(kept)
@@ -173,16 +174,7 @@ class SiloNode(StageHandler):
         weights = decode_message(message)
         if not isinstance(weights, EncryptedWeights) or weights.header.round_index != r:
             raise MalformedMessageError(f"the silo-round stage of round {r} carries no weights")
-        last = state.get("answered")
-        if last is not None and r <= int(last):
-            exc = PolicyViolationError(
-                "round",
-                f"round {r} requested after round {int(last)} was answered: a silo answers each "
-                "round once, in order (a repeated round would average its noise away)",
-            )
-            _LOG.warning("silo %d refuses: %s", self.silo, exc)
-            raise exc
-        state["answered"] = str(r).encode()
+        answer_once(state, r)
 
     def _round(self, request: Record, state: dict[str, bytes]) -> Record:
         from fedprivacy.uldp.deployment import silo_deltas, silo_side
@@ -193,9 +185,7 @@ class SiloNode(StageHandler):
             return {"message": state["last"]}
         message = field(request, "message", bytes)
         self._answer_once(state, r, message)
-        spent = int(state.get("spent", b"0"))  # rounds answered: the silo does not see the sample
-        self.policy.check_budget(spent)
-        state["spent"] = str(spent + 1).encode()
+        spend_budget(self.policy, state)  # every round counts: the silo does not see the sample
         side = silo_side(state["config"].decode(), self.data_dir)  # cached since the setup
         self._check(side.config, params, silo.public_key.bits)
         model = decode_array(field(request, "model", bytes), np.float32)
