@@ -181,3 +181,16 @@ def transport_events(run_dir: Path) -> list[Any]:
     import json
 
     return [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+
+
+def test_a_node_reads_its_policy_from_its_own_configuration(tmp_path: Path) -> None:
+    """The ClientApp builds the node's policy from the file its node config names, or refuses."""
+    from fedprivacy.flower.apps import answer_request
+
+    path = tmp_path / "policy.toml"
+    path.write_text("noise_multiplier = 1.0\nclip = 0.5\nbatch_size = 2\n")
+    config = {"partition-id": 2, "fedprivacy-policy": str(path)}
+    assert answer_request(config, {"stage": "hello"}, {}) == {"user": 2}
+    path.write_text("noise_multiplier = 1.0\n")  # a floor without a clip: invalid
+    reply = answer_request(config, {"stage": "hello"}, {})
+    assert reply["error"] == "ParameterError" and reply["detail"].startswith("clip:")

@@ -36,8 +36,9 @@ server's typed rejections).
 
 from __future__ import annotations
 
+import logging
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,17 +47,20 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from fedprivacy.crypto.signing import Roster
+from fedprivacy.errors import FedPrivacyError
 from fedprivacy.files import atomic_write_json
 from fedprivacy.flower.grid import RECORD, GridTransport, discover_roster, to_record
 from fedprivacy.flower.node import Node, StageHandler
+from fedprivacy.flower.stages import Record, error_reply
 from fedprivacy.policy import PartyPolicy
 
 if TYPE_CHECKING:
     from fedprivacy.flower.run import StagePause
 
-__all__ = ["app_pyproject", "client_app", "server_app"]
+__all__ = ["answer_request", "app_pyproject", "client_app", "server_app"]
 
 STATE = "fedprivacy-state"
+_LOG = logging.getLogger("fedprivacy.node")
 
 server_app = ServerApp()
 client_app = ClientApp()
@@ -88,14 +92,35 @@ def _node(node_config: Any, stage: object) -> StageHandler:
     return Node(user, fault, PartyPolicy.for_node(node_config, user))
 
 
+def answer_request(
+    node_config: Mapping[str, Any], request: Record, state: dict[str, bytes]
+) -> Record:
+    """The reply of the node that ``node_config`` describes; ``state`` updated in place.
+
+    A node whose own configuration is wrong (a missing or invalid policy file) refuses with the
+    typed error, logged on the node, instead of crashing its ClientApp.
+
+    Examples
+    --------
+    >>> answer_request({"partition-id": 3, "fedprivacy-policy": "/no/such.toml"},
+    ...                {"stage": "hello"}, {})["error"]
+    'ParameterError'
+    """
+    try:
+        node = _node(node_config, request.get("stage"))
+    except FedPrivacyError as exc:
+        _LOG.warning("cannot serve: %s: %s", type(exc).__name__, exc)
+        return error_reply(exc)
+    return node.handle(request, state)
+
+
 @client_app.query("fedprivacy")
 def answer(msg: Message, context: Context) -> Message:
     """Answer one stage's request with this node's :class:`~fedprivacy.flower.node.Node`."""
     request = dict(msg.content.config_records[RECORD])
-    node = _node(context.node_config, request.get("stage"))
     records = context.state.config_records
     state: dict[str, bytes] = dict(records[STATE]) if STATE in records else {}  # type: ignore[arg-type]
-    reply = node.handle(request, state)
+    reply = answer_request(context.node_config, request, state)
     records[STATE] = ConfigRecord(dict(state))
     return Message(to_record(reply), reply_to=msg)
 
