@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -150,3 +151,134 @@ def test_options_a_program_ignores_are_refused() -> None:
     programs["uldp-fig6"].check_options({"seeds": [0], "only": ["a"], "settings": {"x": 1}})
     with pytest.raises(ParameterError, match="t0"):
         programs["uldp-fig6"].check_options({"t0": 3})
+
+
+def _spy_runs(monkeypatch: pytest.MonkeyPatch, fail: bool = False) -> list[tuple[str, int]]:
+    """Record ``(method, seed)`` of every ``run_uldp`` call (or fail on one when ``fail``)."""
+    calls: list[tuple[str, int]] = []
+    real = uldp_figures.run_uldp
+
+    def spy(config, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append((config.method, config.seed))
+        if fail:
+            raise AssertionError(f"trained {config.method} seed {config.seed} again")
+        return real(config, **kwargs)
+
+    monkeypatch.setattr(uldp_figures, "run_uldp", spy)
+    return calls
+
+
+def _tables(markdown: str) -> list[str]:
+    """The rows of a report's tables (its numbers, not the seconds it took)."""
+    return [r for r in markdown.splitlines() if r.startswith("| ") and not r.startswith("| method")]
+
+
+def test_only_selects_single_curves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    curves = (Curve("DEFAULT"), Curve("ULDP-AVG-w"), Curve("ULDP-SGD-s", 0.5))
+    spec = _tiny("uldp-fig6", 12, curves, panels=2)
+    picked = uldp_figures._selected(
+        spec, ["b:uldp-avg-w", " a ", "b: ULDP-SGD-s_q_0.5", "a:DEFAULT"]
+    )
+    assert [(p.key, cs) for p, cs in picked] == [("a", curves), ("b", curves[1:])]
+    by_label = uldp_figures._selected(spec, ["a:ULDP-SGD-s (q=0.5)"])
+    assert [(p.key, cs) for p, cs in by_label] == [("a", curves[2:])]
+    with pytest.raises(ParameterError, match=r"curves are DEFAULT, ULDP-AVG-w, ULDP-SGD-s "):
+        uldp_figures._selected(spec, ["a:ULDP-AVG"])
+    with pytest.raises(ParameterError, match=r"\(q=0.5\) \[ULDP-SGD-s_q_0.5\]"):
+        uldp_figures._selected(spec, ["a:"])
+    with pytest.raises(ParameterError, match="unknown panel 'z'.*panels are a, b"):
+        uldp_figures._selected(spec, ["a:DEFAULT", "z:DEFAULT"])
+    with pytest.raises(ParameterError, match="names no panel"):
+        uldp_figures._selected(spec, [" "])
+    if not (DATA / "heart_disease").is_dir():
+        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
+    monkeypatch.setitem(uldp_figures.FIGURES, "uldp-fig6", spec)
+    calls = _spy_runs(monkeypatch)
+    out = tmp_path / "uldp-fig6"
+    options = {"rounds": 1, "data_dir": str(DATA), "quiet": True, "only": ["b:ULDP-AVG-w"]}
+    markdown = program_experiments()["uldp-fig6"].run(out, options)
+    assert calls == [("ULDP-AVG-w", 0)]
+    assert len(_tables(markdown)) == 1 and _tables(markdown)[0].startswith("| ULDP-AVG-w |")
+    assert {p.name for p in out.glob("b-*")} == {"b-ULDP-AVG-w.csv", "b-ULDP-AVG-w.json"}
+
+
+def test_cli_names_unknown_curves_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fedprivacy.cli.main import main
+
+    argv = ["reproduce", "uldp-fig9", "--only", "b:ULDP-AVG-ws_q_0.7", "--out", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fedprivacy reproduce: error: ") and "Traceback" not in err
+    assert "panel b of uldp-fig9 has no curve 'ULDP-AVG-ws_q_0.7'" in err
+    assert "ULDP-AVG-ws (q=0.5) [ULDP-AVG-ws_q_0.5]" in err
+    assert not any(tmp_path.rglob("*.json"))
+
+
+def test_curves_run_apart_are_assembled_without_training(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if not (DATA / "heart_disease").is_dir():
+        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
+    curves = (Curve("ULDP-AVG-w"), Curve("ULDP-SGD-s", 0.5))
+    monkeypatch.setitem(uldp_figures.FIGURES, "uldp-fig6", _tiny("uldp-fig6", 12, curves, 1))
+    program = program_experiments()["uldp-fig6"]
+    out = tmp_path / "uldp-fig6"
+    options = {"seeds": [0, 1], "rounds": 1, "data_dir": str(DATA), "quiet": True}
+    calls = _spy_runs(monkeypatch)
+    parts, rows = [], []
+    for curve in curves:  # as separate processes would, one curve each
+        parts.append(program.run(out, {**options, "only": [f"a:{curve.slug}"]}))
+        rows += json.loads((out / "summary.json").read_text())["results"]
+    assert calls == [("ULDP-AVG-w", 0), ("ULDP-AVG-w", 1), ("ULDP-SGD-s", 0), ("ULDP-SGD-s", 1)]
+    csvs = {p.name: p.read_text() for p in out.glob("*.csv")}
+    calls = _spy_runs(monkeypatch, fail=True)  # a second training would raise
+    # on another device and max_rows (where, not what): still reused
+    settings = {"device": "cpu", "max_rows": 7}
+    markdown = program.run(out, {**options, "quiet": False, "settings": settings})
+    assert calls == []
+    assert "reused (a-ULDP-SGD-s_q_0.5.json)" in capsys.readouterr().err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["reused"] == ["a-ULDP-AVG-w", "a-ULDP-SGD-s_q_0.5"]
+    assert summary["results"] == rows  # the same numbers, to the last digit
+    assert len(_tables(markdown)) == 2
+    for part, row in zip(parts, _tables(markdown), strict=True):
+        # the same cells (the panel with a sampled curve adds epsilon against the server)
+        cells, mine = _tables(part)[0].split(" | "), row.split(" | ")
+        assert mine[:7] == cells[:7] and mine[-1] == cells[-1]
+    assert "2 of 2 curves reused" in markdown
+    assert {p.name: p.read_text() for p in out.glob("*.csv")} == csvs
+
+
+def test_a_curve_computed_differently_is_trained_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if not (DATA / "heart_disease").is_dir():
+        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
+    curves = (Curve("ULDP-AVG-w"),)
+    monkeypatch.setitem(uldp_figures.FIGURES, "uldp-fig6", _tiny("uldp-fig6", 12, curves, 1))
+    program = program_experiments()["uldp-fig6"]
+    out = tmp_path / "uldp-fig6"
+    record = out / "a-ULDP-AVG-w.json"
+    calls = _spy_runs(monkeypatch)
+    base = {"seeds": [0], "rounds": 1, "data_dir": str(DATA)}
+    program.run(out, {**base, "quiet": True})
+    assert len(calls) == 1 and json.loads(record.read_text())["rounds"] == 1
+    changes: list[tuple[dict[str, Any], str]] = [
+        ({"rounds": 2}, "rounds"),
+        ({"rounds": 2, "seeds": [1]}, "seed"),
+        ({"rounds": 2, "seeds": [0, 1]}, "seeds"),
+        ({"rounds": 2, "seeds": [0, 1], "settings": {"eval_every": 2}}, "eval_every"),
+    ]
+    for change, why in changes:
+        before = len(calls)
+        program.run(out, {**base, **change})
+        assert len(calls) - before == len(change.get("seeds", [0]))  # trained again
+        assert f"computed with a different {why}" in capsys.readouterr().err
+        stored = json.loads(record.read_text())  # and overwritten
+        assert stored["rounds"] == 2 and stored["seeds"] == change.get("seeds", [0])
+    assert stored["computed"]["configs"][0]["eval_every"] == 2
+    record.write_text("{not json")
+    program.run(out, {**base, "quiet": True})
+    assert json.loads(record.read_text())["rounds"] == 1  # an unreadable record: trained again

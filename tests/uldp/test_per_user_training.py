@@ -16,7 +16,6 @@ from fedprivacy.models.registry import build_model
 from fedprivacy.uldp.per_user_loops import group_gradients_loop, train_groups_loop
 from fedprivacy.uldp.per_user_training import (
     PerUserTrainer,
-    clip_rows,
     epoch_orders,
     require_plain_sgd,
 )
@@ -125,29 +124,6 @@ def test_epoch_orders() -> None:
         epoch_orders(keys[:, :5], off, 2)
     with pytest.raises(ParameterError, match="offsets"):
         epoch_orders(None, np.array([1, 3]), 1)
-
-
-def test_clip_rows_and_clipped_sum() -> None:
-    g = torch.Generator().manual_seed(0)
-    rows = torch.randn(6, 5, generator=g) * torch.tensor([0.1, 3, 0, 1, 10, 0.5])[:, None]
-    factors, norms = clip_rows(rows, 1.0)
-    clipped = rows * factors[:, None]
-    assert torch.all(torch.linalg.vector_norm(clipped, dim=1) <= 1.0 + 1e-6)
-    small = norms <= 1.0
-    assert torch.all(factors[small] == 1.0)
-    weights = np.array([0.5, 0.25, 1.0, 0.0, 0.25, 1.0])
-    out = PerUserTrainer.clipped_sum(
-        iter([(np.array([0, 1, 2]), rows[:3]), (np.array([3, 4, 5]), rows[3:])]),
-        1.0,
-        weights,
-        num_params=5,
-    )
-    expected = (torch.from_numpy(weights).float()[:, None] * clipped).sum(0)
-    torch.testing.assert_close(out.total, expected, rtol=1e-6, atol=1e-6)
-    assert out.groups == 5  # weight 0 does not count
-    assert out.clipped == int(((norms > 1.0) & torch.from_numpy(weights != 0)).sum())
-    with pytest.raises(ParameterError, match="clip"):
-        clip_rows(rows, 0.0)
 
 
 def test_local_sgd_validation() -> None:

@@ -318,7 +318,10 @@ def add_train_parsers(
         "--rounds", type=int, default=None, help="override the rounds (fewer than the paper)"
     )
     rep.add_argument(
-        "--only", default=None, help="comma-separated run names (ULDP figures: panel letters)"
+        "--only",
+        default=None,
+        help="comma-separated run names (ULDP figures: panel letters, or PANEL:METHOD for one "
+        "curve, e.g. e:ULDP-AVG; finished curves in --out are reused)",
     )
     rep.add_argument("--t0", type=int, default=None, help="attack experiments: first round")
     rep.add_argument("--window", type=int, default=None, help="attack experiments: rounds")

@@ -224,8 +224,13 @@ def figure_markdown(
     png: Path,
     elapsed: float,
     rounds_override: int | None = None,
+    reused: int = 0,
 ) -> str:
-    """The Markdown report: setting, reductions, one table per panel, the paper's claims."""
+    """The Markdown report: setting, reductions, one table per panel, the paper's claims.
+
+    ``reused`` curves of ``results`` were loaded from earlier runs (``elapsed`` counts their
+    recorded seconds).
+    """
     lines = [f"## {spec.title}", "", f"Paper's setting: {spec.paper_setting}.", ""]
     rounds_text = (
         f"{rounds_override} rounds (override)"
@@ -235,7 +240,12 @@ def figure_markdown(
     lines.append(
         f"Ours: sigma {SIGMA:g}, delta {DELTA:g}, seeds {','.join(map(str, seeds))}, "
         f"{rounds_text}; hyper-parameters from `DEFAULT_HYPER` (not the paper's, which are not "
-        f"published in the paper; each row gives its own); {elapsed:.0f} s in all."
+        f"published in the paper; each row gives its own); {elapsed:.0f} s in all"
+        + (
+            f" ({reused} of {len(results)} curves reused from earlier runs into this folder)."
+            if reused
+            else "."
+        )
     )
     lines += ["", f"User-level epsilon is against {EPSILON_ADVERSARIES['epsilon']}."]
     if any(r.curve.sampling_rate is not None for r in results):

@@ -7,9 +7,15 @@ user-level sampling rate). :func:`run_figure` runs every curve of every panel wi
 :func:`fedprivacy.uldp.run.run_uldp` for each seed, and writes into the output folder (the
 reports are made in :mod:`fedprivacy.experiments.uldp_figure_report`)
 
-* ``PANEL-METHOD.csv`` per curve: per round (0 = the initial model) the mean and standard
-  deviation over the seeds of the test metric and loss, the mean user-level epsilon and the mean
-  seconds of the round;
+* ``PANEL-SLUG.csv`` per curve (the slug of :attr:`Curve.label
+  <fedprivacy.experiments.uldp_figure_specs.Curve.slug>`): per round (0 = the initial model) the
+  mean and standard deviation over the seeds of the test metric and loss, the mean user-level
+  epsilon and the mean seconds of the round;
+* ``PANEL-SLUG.json`` per curve: the whole result and what defined it
+  (:mod:`fedprivacy.experiments.uldp_figure_store`); a later run computing the curve the same
+  way loads it instead of training (``options["only"]`` selects single curves as
+  ``PANEL:CURVE``, so the curves of a figure can run as parallel processes into one folder and
+  be assembled by a last run over all of them);
 * ``NAME.png``: one row per panel, columns test metric, (test loss,) epsilon against round (one
   line per method; epsilon on a log scale, DEFAULT left out as it has no finite epsilon);
 * ``NAME.md`` and ``summary.json``: the final metric, loss and epsilon per method and panel;
@@ -53,7 +59,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -68,6 +74,12 @@ from fedprivacy.experiments.uldp_figure_report import (
     figure_markdown,
 )
 from fedprivacy.experiments.uldp_figure_specs import FIGURES, Curve, FigureSpec, Panel
+from fedprivacy.experiments.uldp_figure_store import (
+    StoredCurve,
+    computed_key,
+    reusable_curve,
+    write_curve,
+)
 from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.fl.engine import resolve_device
 from fedprivacy.uldp.config import HyperDefaults, UldpConfig
@@ -85,24 +97,20 @@ def _log(quiet: bool, text: str) -> None:
 def _run_curve(
     panel: Panel,
     curve: Curve,
-    seeds: Sequence[int],
-    rounds: int,
-    data_dir: str | None,
+    configs: Sequence[UldpConfig],
     datasets: dict[tuple[str, int], SiloDataset],
     quiet: bool,
-    settings: dict[str, Any] | None = None,
     epsilon_at: int | None = None,
 ) -> CurveResult:
     rows: dict[str, list[list[float]]] = {k: [] for k in ("metric", "loss", "eps", "sec")}
     first: UldpResult | None = None
     projected: list[float] = []
     against_server: list[float] = []
-    for seed in seeds:
-        key = (panel.dataset, seed)
+    for config in configs:
+        key = (panel.dataset, config.seed)
         if key not in datasets:
-            datasets[key] = load_silo_dataset(panel.dataset, data_dir, seed=seed)
+            datasets[key] = load_silo_dataset(panel.dataset, config.data_dir, seed=config.seed)
         started = time.perf_counter()
-        config = panel.config(curve, seed, rounds, data_dir).with_overrides(**(settings or {}))
         res = run_uldp(config, dataset=datasets[key], epsilon_at=epsilon_at)
         if res.epsilon_at is not None:
             projected.append(res.epsilon_at[1])
@@ -116,7 +124,7 @@ def _run_curve(
         rows["sec"].append([0.0] + [r.seconds for r in res.records])
         _log(
             quiet,
-            f"  [{panel.key}] {curve.label:28s} seed {seed}: {res.metric_name} "
+            f"  [{panel.key}] {curve.label:28s} seed {config.seed}: {res.metric_name} "
             f"{res.final.metric:.4f}, epsilon {res.final.epsilon:.4g} "
             f"({time.perf_counter() - started:.1f} s)",
         )
@@ -124,7 +132,7 @@ def _run_curve(
     return CurveResult(
         panel=panel,
         curve=curve,
-        seeds=list(seeds),
+        seeds=[c.seed for c in configs],
         metric=np.asarray(rows["metric"], dtype=np.float64),
         loss=np.asarray(rows["loss"], dtype=np.float64),
         epsilon=np.asarray(rows["eps"], dtype=np.float64),
@@ -154,20 +162,59 @@ def _hyper_of(config: UldpConfig, method: str) -> dict[str, float | int | None]:
 
 
 #: Settings ``run_figure`` accepts (``reproduce uldp-figN --set KEY=VALUE``): where and how the
-#: runs compute, never what they compute.
+#: runs compute, never what they compute. ``device`` and ``max_rows`` do not keep a finished
+#: curve from being reused; ``eval_every`` does (it decides which rounds have a test metric).
 FIGURE_SETTINGS: Final = ("device", "max_rows", "eval_every")
 
+#: The selected curves of each selected panel, in the spec's order.
+Selection = tuple[tuple[Panel, tuple[Curve, ...]], ...]
 
-def _selected_panels(spec: FigureSpec, only: Sequence[str] | None) -> tuple[Panel, ...]:
+
+def _named_curve(spec: FigureSpec, panel: Panel, name: str) -> Curve:
+    """The curve of ``panel`` whose label or slug is ``name`` (case-insensitive)."""
+    for curve in panel.curves:
+        if name.casefold() in (curve.label.casefold(), curve.slug.casefold()):
+            return curve
+    names = [c.label if c.slug == c.label else f"{c.label} [{c.slug}]" for c in panel.curves]
+    raise ParameterError(
+        "only",
+        f"panel {panel.key} of {spec.name} has no curve {name!r}; its curves are "
+        f"{', '.join(names)}",
+    )
+
+
+def _selected(spec: FigureSpec, only: Sequence[str] | None) -> Selection:
+    """The panels and curves ``only`` names: ``PANEL`` (every curve) or ``PANEL:CURVE``.
+
+    ``CURVE`` is a curve's label or slug (``ULDP-AVG``, ``ULDP-AVG-ws (q=0.1)`` or
+    ``ULDP-AVG-ws_q_0.1``), case-insensitive; ``None`` selects everything.
+
+    Raises
+    ------
+    ParameterError
+        For an unknown panel or curve (the message lists those that exist), or no item.
+    """
     if only is None:
-        return spec.panels
-    keys = [p.key for p in spec.panels]
-    unknown = sorted(set(only) - set(keys))
-    if unknown or not only:
-        raise ParameterError(
-            "only", f"unknown panels {unknown} of {spec.name}; its panels are {', '.join(keys)}"
-        )
-    return tuple(p for p in spec.panels if p.key in set(only))
+        return tuple((p, p.curves) for p in spec.panels)
+    by_key = {p.key: p for p in spec.panels}
+    keys = ", ".join(by_key)
+    items = [item.strip() for item in only if item.strip()]
+    if not items:
+        raise ParameterError("only", f"names no panel of {spec.name}; its panels are {keys}")
+    chosen: dict[str, set[Curve]] = {}
+    for item in items:
+        key, sep, name = (part.strip() for part in item.partition(":"))
+        if key not in by_key:
+            raise ParameterError(
+                "only", f"unknown panel {key!r} of {spec.name}; its panels are {keys}"
+            )
+        curves = {_named_curve(spec, by_key[key], name)} if sep else set(by_key[key].curves)
+        chosen.setdefault(key, set()).update(curves)
+    return tuple(
+        (p, tuple(c for c in p.curves if c in chosen[p.key]))
+        for p in spec.panels
+        if p.key in chosen
+    )
 
 
 def _checked_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
@@ -186,12 +233,63 @@ def _checked_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
     return {k: getattr(probe, k) for k in settings}
 
 
+@dataclass
+class _Run:
+    """What the curves of one :func:`run_figure` call share."""
+
+    figure: str
+    out: Path
+    seeds: list[int]
+    data_dir: str | None
+    settings: dict[str, Any]
+    quiet: bool
+    datasets: dict[tuple[str, int], SiloDataset] = field(default_factory=dict)
+    reused: list[str] = field(default_factory=list)
+    reused_seconds: float = 0.0
+
+
+def _curve(run: _Run, panel: Panel, curve: Curve, epsilon_at: int | None) -> CurveResult:
+    """Load the curve from ``PANEL-SLUG.json`` if computed the same way, else train it.
+
+    A record computed differently (other seeds, rounds, ``eval_every``, hyper-parameters ...)
+    or unreadable is not used: the curve is trained again and the record overwritten.
+    """
+    stem = f"{panel.key}-{curve.slug}"
+    configs = [
+        panel.config(curve, seed, panel.rounds, run.data_dir).with_overrides(**run.settings)
+        for seed in run.seeds
+    ]
+    computed = computed_key(configs, epsilon_at)
+    stored, why = reusable_curve(run.out / f"{stem}.json", computed)
+    if stored is not None:
+        _log(run.quiet, f"  [{panel.key}] {curve.label:28s} reused ({stem}.json)")
+        run.reused.append(stem)
+        run.reused_seconds += stored.wall_seconds
+        res = replace(stored.result, panel=panel, curve=curve)
+    else:
+        if why:
+            _log(run.quiet, f"  [{panel.key}] {curve.label:28s} {stem}.json {why}: training again")
+        started = time.perf_counter()
+        res = _run_curve(panel, curve, configs, run.datasets, run.quiet, epsilon_at)
+        fresh = StoredCurve(res, computed, time.perf_counter() - started)
+        write_curve(run.out / f"{stem}.json", fresh, run.settings, run.figure)
+    atomic_write_text(run.out / f"{stem}.csv", res.to_csv())
+    return res
+
+
 def run_figure(
     spec: FigureSpec,
     out_dir: str | Path,
     options: dict[str, Any] | None = None,
 ) -> str:
-    """Run every curve of ``spec`` and write its CSVs, PNG, Markdown and summary.
+    """Run (or reuse) every selected curve of ``spec``; write its CSVs, PNG, Markdown, summary.
+
+    A curve whose ``PANEL-SLUG.json`` in ``out_dir`` was computed the same way (seeds, rounds,
+    resolved configuration and hyper-parameters, ``eval_every``; not ``device`` or
+    ``max_rows``: :mod:`fedprivacy.experiments.uldp_figure_store`) is loaded instead of
+    trained, so curves run as separate processes (``only=["e:ULDP-AVG"]``, ...) into one
+    folder are then assembled by one run over all of them. Any other record is overwritten by
+    a new training.
 
     Parameters
     ----------
@@ -202,14 +300,16 @@ def run_figure(
     options : dict, optional
         ``seeds`` (list of int, default ``[0]``), ``rounds`` (int: every panel's rounds,
         default the spec's), ``data_dir`` (default ``$FEDPRIVACY_DATA``), ``quiet`` (no
-        progress on stderr), ``only`` (panel keys, e.g. ``["d", "e"]``: run only these
-        panels), ``settings`` (a dict of :data:`FIGURE_SETTINGS` keys applied to every run,
-        e.g. ``{"device": "cuda"}``); ``None`` values take the defaults.
+        progress on stderr), ``only`` (panel keys, e.g. ``["d", "e"]``, or single curves as
+        ``PANEL:CURVE`` with a curve's label or slug, e.g. ``["e:ULDP-AVG",
+        "a:ULDP-AVG-ws_q_0.1"]``: run only these), ``settings`` (a dict of
+        :data:`FIGURE_SETTINGS` keys applied to every run, e.g. ``{"device": "cuda"}``);
+        ``None`` values take the defaults.
 
     Raises
     ------
     ParameterError
-        For an unknown panel key or setting.
+        For an unknown panel, curve or setting.
 
     Returns
     -------
@@ -217,43 +317,37 @@ def run_figure(
         The Markdown report (also written to ``NAME.md``).
     """
     opts = options or {}
-    panels = _selected_panels(spec, opts.get("only"))
-    settings = _checked_settings(opts.get("settings"))
-    seeds = list(opts.get("seeds") or [0])
-    rounds_override = opts.get("rounds")
+    selection = _selected(spec, opts.get("only"))
     data_dir = opts.get("data_dir")
-    data_dir = None if data_dir is None else str(data_dir)
-    quiet = bool(opts.get("quiet"))
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    datasets: dict[tuple[str, int], SiloDataset] = {}
+    run = _Run(
+        figure=spec.name,
+        out=Path(out_dir),
+        seeds=list(opts.get("seeds") or [0]),
+        data_dir=None if data_dir is None else str(data_dir),
+        settings=_checked_settings(opts.get("settings")),
+        quiet=bool(opts.get("quiet")),
+    )
+    rounds_override = opts.get("rounds")
+    run.out.mkdir(parents=True, exist_ok=True)
     results: list[CurveResult] = []
     started = time.perf_counter()
-    for panel in panels:
+    for panel, curves in selection:
         rounds = int(rounds_override) if rounds_override is not None else panel.rounds
         paper_rounds = panel.paper_rounds
         run_panel = replace(panel, rounds=rounds)
-        _log(quiet, f"{spec.name} ({run_panel.key}) {run_panel.label}, {rounds} rounds")
-        for curve in panel.curves:
-            res = _run_curve(
-                run_panel,
-                curve,
-                seeds,
-                rounds,
-                data_dir,
-                datasets,
-                quiet,
-                settings,
-                epsilon_at=paper_rounds if paper_rounds != rounds else None,
-            )
-            atomic_write_text(out / f"{panel.key}-{curve.slug}.csv", res.to_csv())
-            results.append(res)
-    elapsed = time.perf_counter() - started
-    png = out / f"{spec.name}.png"
+        _log(run.quiet, f"{spec.name} ({panel.key}) {panel.label}, {rounds} rounds")
+        for curve in curves:
+            at = paper_rounds if paper_rounds != rounds else None
+            results.append(_curve(run, run_panel, curve, at))
+    elapsed = time.perf_counter() - started + run.reused_seconds
+    png = run.out / f"{spec.name}.png"
     _plot(spec, results, png)
-    markdown = figure_markdown(spec, results, seeds, png, elapsed, rounds_override)
-    atomic_write_text(out / f"{spec.name}.md", markdown)
-    atomic_write_json(out / "summary.json", _summary(spec, results, seeds, elapsed))
+    markdown = figure_markdown(
+        spec, results, run.seeds, png, elapsed, rounds_override, reused=len(run.reused)
+    )
+    atomic_write_text(run.out / f"{spec.name}.md", markdown)
+    summary = _summary(spec, results, run.seeds, elapsed)
+    atomic_write_json(run.out / "summary.json", {**summary, "reused": run.reused})
     return markdown
 
 

@@ -41,8 +41,9 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.fl.local_training import LocalTrainingSpec
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.uldp.allocation import Allocation
+from fedprivacy.uldp.clipped_sums import dense_clipped
 from fedprivacy.uldp.config import UldpConfig
-from fedprivacy.uldp.families.user_level import UserLevelFamily, dense_clipped
+from fedprivacy.uldp.families.user_level import UserLevelFamily
 from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.method_specs import method_spec
 from fedprivacy.uldp.methods import MethodRunner
@@ -243,7 +244,7 @@ def silo_deltas(
     live = np.arange(len(users), dtype=np.int64)
     data = (fed.x[sl], fed.y[sl], off)
     chunks = list(family.vectors(runner.trainer, h, global_flat, data, silo_keys, live))
-    return dense_clipped(chunks, users, fed.num_users, global_flat.numel(), h.clip)
+    return dense_clipped(chunks, users, fed.num_users, global_flat.numel(), h.clip)[0]
 
 
 def plaintext_aggregate(

@@ -15,6 +15,7 @@ the record limits of ULDP-GROUP-k use them).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -118,6 +119,29 @@ class Federation:
     def silo_slice(self, silo: int) -> slice:
         """Rows of ``silo``."""
         return slice(int(self.silo_offsets[silo]), int(self.silo_offsets[silo + 1]))
+
+    @cached_property
+    def group_offsets(self) -> _I64:
+        """Row offsets of every (silo, user) *group* over all silos, shape ``(G + 1,)``.
+
+        Group ``g`` is the records of user :attr:`group_user` ``[g]`` in silo
+        :attr:`group_silo` ``[g]``: silo 0's users first (ascending), then silo 1's, ...
+        The in-process rounds train every group of every silo in one vectorised pass.
+        """
+        starts = [self.silo_offsets[s] + self.user_offsets[s][:-1] for s in range(self.num_silos)]
+        tail = np.array([self.num_records], dtype=np.int64)
+        return _readonly(np.concatenate([*starts, tail]).astype(np.int64))
+
+    @cached_property
+    def group_silo(self) -> _I64:
+        """The silo of every group, shape ``(G,)`` (see :attr:`group_offsets`)."""
+        sizes = [len(u) for u in self.silo_users]
+        return _readonly(np.repeat(np.arange(self.num_silos, dtype=np.int64), sizes))
+
+    @cached_property
+    def group_user(self) -> _I64:
+        """The user of every group, shape ``(G,)`` (see :attr:`group_offsets`)."""
+        return _readonly(np.concatenate(self.silo_users).astype(np.int64))
 
     def histogram(self) -> _I64:
         """Return ``n_{s,u}``, shape ``(S, U)``."""

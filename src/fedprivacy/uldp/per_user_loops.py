@@ -61,7 +61,9 @@ def train_groups_loop(
     require_plain_sgd(spec)
     off = _check_offsets(offsets, int(x.shape[0]))
     counts = np.diff(off)
-    out = torch.zeros((len(counts), global_flat.numel()), dtype=global_flat.dtype)
+    out = torch.zeros(
+        (len(counts), global_flat.numel()), dtype=global_flat.dtype, device=global_flat.device
+    )
     for g in range(len(counts)):
         n = int(counts[g])
         if n == 0:
@@ -75,7 +77,7 @@ def train_groups_loop(
                 rows = torch.from_numpy(orders[e, off[g] + lo : off[g] + hi].copy())
                 xb, yb = x[rows], y[rows]
                 opt.zero_grad()
-                value = loss(local(xb), yb, torch.ones(len(rows), dtype=x.dtype))
+                value = loss(local(xb), yb, torch.ones(len(rows), dtype=x.dtype, device=x.device))
                 torch.autograd.backward(value)
                 opt.step()
         out[g] = flatten_parameters(local) - global_flat
@@ -100,14 +102,16 @@ def group_gradients_loop(
     """
     off = _check_offsets(offsets, int(x.shape[0]))
     counts = np.diff(off)
-    out = torch.zeros((len(counts), global_flat.numel()), dtype=global_flat.dtype)
+    out = torch.zeros(
+        (len(counts), global_flat.numel()), dtype=global_flat.dtype, device=global_flat.device
+    )
     for g in range(len(counts)):
         if counts[g] == 0:
             continue
         local = copy.deepcopy(model)
         load_flat_(local, global_flat)
         xb, yb = x[int(off[g]) : int(off[g + 1])], y[int(off[g]) : int(off[g + 1])]
-        value = loss(local(xb), yb, torch.ones(len(xb), dtype=x.dtype))
+        value = loss(local(xb), yb, torch.ones(len(xb), dtype=x.dtype, device=x.device))
         grads = torch.autograd.grad(value, list(local.parameters()))
         out[g] = torch.cat([gr.reshape(-1) for gr in grads])
     return out

@@ -19,9 +19,9 @@ copy of the model and an optimiser each; here all the users of a silo (or any se
   ``max_rows`` rows per call, which bounds memory and keeps padding small (neighbouring groups
   in the sorted order have similar sizes); the batch width is cut to the largest real batch of
   the chunk (users with 2 records and a batch size of 64 cost 2 rows, not 64);
-* the per-group deltas are clipped in L2 (:func:`clip_rows`) and weighted on the stack, chunk by
-  chunk, so the ``(k, P)`` deltas of all the users never need to exist at once
-  (:meth:`PerUserTrainer.clipped_sum`).
+* the per-group deltas are clipped in L2 and weighted on the stack, chunk by chunk, so the
+  ``(k, P)`` deltas of all the users never need to exist at once
+  (:func:`fedprivacy.uldp.clipped_sums.clipped_sums`).
 
 Minibatches are fixed by an ``orders`` array (:func:`epoch_orders`): for each epoch, a
 permutation of the rows that keeps every group in its block. Group ``g``'s batch ``j`` of epoch
@@ -40,9 +40,7 @@ authors' code does. The vectorised trainer reproduces them to float rounding
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -57,19 +55,34 @@ from fedprivacy.fl.stacked_grad import stacked_gradient
 
 __all__ = [
     "DEFAULT_MAX_ROWS",
-    "ClippedSum",
+    "GPU_MAX_ROWS",
     "PerUserTrainer",
-    "clip_rows",
+    "default_max_rows",
     "epoch_orders",
     "require_plain_sgd",
 ]
 
 _I64 = NDArray[np.int64]
 
-#: Default bound on rows (groups x batch width) per vectorised call. On a 2-core CPU, one
-#: silo of MNIST (7,322 users, 12,000 records) trained fastest with 512-1,024 (cache-sized
-#: chunks; 4,096 was 1.5-2x slower); on a GPU much larger chunks pay off.
+#: Default bound on rows (groups x batch width) per vectorised call on a CPU. On a 2-core CPU,
+#: one silo of MNIST (7,322 users, 12,000 records) trained fastest with 512-1,024 (cache-sized
+#: chunks; 4,096 was 1.5-2x slower).
 DEFAULT_MAX_ROWS = 1024
+#: The same on a GPU: a whole ULDP-AVG round of MNIST (10,000 users, 5 silos, zipf) on one
+#: H100 took 1.92 s with 4,096 rows, 1.97 s with 16,384 (twice the memory) and 4.08 s with
+#: 65,536 (more padding), against 3.83 s silo by silo with 1,024 (benchmarks/RESULTS.md).
+GPU_MAX_ROWS = 4096
+
+
+def default_max_rows(device: str | torch.device) -> int:
+    """:data:`GPU_MAX_ROWS` on a CUDA device, else :data:`DEFAULT_MAX_ROWS`.
+
+    Examples
+    --------
+    >>> default_max_rows("cpu"), default_max_rows("cuda:0")
+    (1024, 4096)
+    """
+    return GPU_MAX_ROWS if torch.device(device).type == "cuda" else DEFAULT_MAX_ROWS
 
 
 def require_plain_sgd(spec: LocalTrainingSpec) -> LocalTrainingSpec:
@@ -159,52 +172,6 @@ def epoch_orders(keys: ArrayLike | None, offsets: ArrayLike, epochs: int) -> _I6
     return out
 
 
-def clip_rows(rows: torch.Tensor, bound: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scale each row of ``rows`` to L2 norm at most ``bound``.
-
-    Parameters
-    ----------
-    rows : torch.Tensor
-        Shape ``(k, P)``.
-    bound : float
-        Clipping bound ``C`` > 0.
-
-    Returns
-    -------
-    factors : torch.Tensor
-        Shape ``(k,)``: ``min(1, C / ||row||)`` (1 for a zero row).
-    norms : torch.Tensor
-        Shape ``(k,)``: the norms before clipping.
-    """
-    if not (math.isfinite(bound) and bound > 0):
-        raise ParameterError("clip", f"must be a finite number > 0, got {bound!r}")
-    norms = torch.linalg.vector_norm(rows, dim=1)
-    factors = torch.where(norms > bound, bound / norms.clamp_min(1e-30), torch.ones_like(norms))
-    return factors, norms
-
-
-@dataclass(frozen=True)
-class ClippedSum:
-    """The weighted sum of clipped per-group vectors of one silo, with clipping statistics.
-
-    Attributes
-    ----------
-    total : torch.Tensor
-        ``sum_g w_g * clip_C(v_g)``, shape ``(P,)``.
-    groups : int
-        Number of groups that contributed (non-empty, non-zero weight).
-    clipped : int
-        How many of them were scaled down.
-    mean_norm : float
-        Mean L2 norm before clipping (``nan`` for no group).
-    """
-
-    total: torch.Tensor
-    groups: int
-    clipped: int
-    mean_norm: float
-
-
 class PerUserTrainer:
     """Vectorised per-group local SGD and per-group gradients (see the module docstring).
 
@@ -217,6 +184,13 @@ class PerUserTrainer:
     max_rows : int
         Largest number of rows (groups x batch width) per vectorised call. One group larger
         than this is still processed whole.
+
+    Attributes
+    ----------
+    calls : int
+        Vectorised gradient calls made so far (each a fixed number of kernel launches).
+    rows : int
+        Rows (records and padding) differentiated so far; with the real rows, the padding cost.
     """
 
     def __init__(self, model: nn.Module, loss: MaskedLoss, *, max_rows: int = DEFAULT_MAX_ROWS):
@@ -224,6 +198,16 @@ class PerUserTrainer:
         self.loss = loss
         self.max_rows = require_int("max_rows", max_rows, minimum=1)
         self._grad, self.num_params = stacked_gradient(model, loss)
+        self.calls = 0
+        self.rows = 0
+
+    def _gradient(
+        self, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor
+    ) -> torch.Tensor:
+        """One vectorised call of the stacked gradient, counted in :attr:`calls`, :attr:`rows`."""
+        self.calls += 1
+        self.rows += int(mask.numel())
+        return self._grad(params, x, y, mask)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -313,7 +297,7 @@ class PerUserTrainer:
                     rows = orders[e[:, None], start[:a, None] + local]
                     idx = torch.from_numpy(rows).to(device)
                     mask = torch.from_numpy(valid).to(device=device, dtype=x.dtype)
-                    g = self._grad(params[:a], x[idx], y[idx], mask)
+                    g = self._gradient(params[:a], x[idx], y[idx], mask)
                     params[:a].sub_(g, alpha=spec.lr)
                 yield ids, params.sub_(global_flat.detach())
 
@@ -374,7 +358,7 @@ class PerUserTrainer:
                 idx = torch.from_numpy(rows).to(device)
                 mask = torch.from_numpy(valid).to(device=device, dtype=x.dtype)
                 params = global_flat.detach().unsqueeze(0).expand(len(ids), -1)
-                yield ids, self._grad(params, x[idx], y[idx], mask)
+                yield ids, self._gradient(params, x[idx], y[idx], mask)
 
     def gradients(
         self, global_flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor, offsets: ArrayLike
@@ -383,55 +367,3 @@ class PerUserTrainer:
         off = np.asarray(offsets)
         chunks = self.iter_gradients(global_flat, x, y, off)
         return self._dense(chunks, len(off) - 1, global_flat)
-
-    # -- reduction -------------------------------------------------------------------------
-
-    @staticmethod
-    def clipped_sum(
-        chunks: Iterator[tuple[_I64, torch.Tensor]],
-        clip: float,
-        weights: ArrayLike,
-        *,
-        num_params: int,
-        device: torch.device | str = "cpu",
-    ) -> ClippedSum:
-        """Reduce per-group vectors to ``sum_g w_g clip_C(v_g)``, chunk by chunk.
-
-        Parameters
-        ----------
-        chunks : iterator of (group_ids, vectors)
-            From :meth:`iter_deltas` or :meth:`iter_gradients`.
-        clip : float
-            Clipping bound ``C``.
-        weights : array_like of float, shape (k,)
-            Weight of every group (indexed by group id).
-        num_params : int
-            ``P``.
-        device : torch.device or str
-            Device of the result.
-
-        Returns
-        -------
-        ClippedSum
-            The sum (float32) and the clipping statistics of the groups with a non-zero weight.
-        """
-        w_all = np.asarray(weights, dtype=np.float64)
-        total = torch.zeros(num_params, dtype=torch.float64, device=device)
-        groups = clipped = 0
-        norm_sum = 0.0
-        for ids, vectors in chunks:
-            factors, norms = clip_rows(vectors, clip)
-            w = torch.from_numpy(w_all[ids]).to(device=vectors.device, dtype=torch.float64)
-            coef = w * factors.to(torch.float64)
-            total += (coef @ vectors.to(torch.float64)).to(device)
-            live = w_all[ids] != 0
-            norms_np = norms.detach().cpu().numpy().astype(np.float64)
-            groups += int(live.sum())
-            clipped += int(((norms_np > clip) & live).sum())
-            norm_sum += float(norms_np[live].sum())
-        return ClippedSum(
-            total=total.to(torch.float32),
-            groups=groups,
-            clipped=clipped,
-            mean_norm=norm_sum / groups if groups else math.nan,
-        )

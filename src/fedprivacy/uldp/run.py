@@ -44,6 +44,7 @@ from fedprivacy.uldp.deployment import round_hyper
 from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.method_specs import method_spec
 from fedprivacy.uldp.methods import MethodRunner
+from fedprivacy.uldp.per_user_training import default_max_rows
 from fedprivacy.uldp.private_weighting import SecureWeighting
 from fedprivacy.uldp.private_weighting.noise import TAIL_SIGMAS
 from fedprivacy.uldp.results import RoundRecord, UldpResult
@@ -136,7 +137,7 @@ def run_uldp(
         hyper,
         delta=cfg.delta,
         model=model,
-        max_rows=cfg.max_rows,
+        max_rows=cfg.max_rows or default_max_rows(cfg.device),
         secure=secure,
         amplified=cfg.scheme == "poisson",
     )

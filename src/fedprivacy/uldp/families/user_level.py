@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
@@ -23,8 +23,8 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
+from fedprivacy.uldp.clipped_sums import ClippedSum, clipped_sums, dense_clipped
 from fedprivacy.uldp.families.base import MethodFamily, gaussian_noise
-from fedprivacy.uldp.per_user_training import PerUserTrainer
 from fedprivacy.uldp.rounds import RoundOutput
 
 if TYPE_CHECKING:
@@ -32,10 +32,11 @@ if TYPE_CHECKING:
     from fedprivacy.fl.losses import MaskedLoss
     from fedprivacy.uldp.federation import Federation
     from fedprivacy.uldp.methods import MethodRunner
+    from fedprivacy.uldp.per_user_training import PerUserTrainer
     from fedprivacy.uldp.private_weighting import SecureWeighting
     from fedprivacy.uldp.rounds import RoundHyper
 
-__all__ = ["Chunks", "SiloData", "UserLevelFamily", "dense_clipped", "secure_aggregate"]
+__all__ = ["Chunks", "SiloData", "UserLevelFamily", "secure_aggregate"]
 
 #: Per-user vectors chunk by chunk: ``(user positions in the silo, (n, P) vectors)``.
 Chunks = Iterator[tuple[NDArray[np.int64], torch.Tensor]]
@@ -107,37 +108,18 @@ class UserLevelFamily(MethodFamily):
             weights = weights * sampled[None, :]
         s = fed.num_silos
         std = h.sigma * h.clip / math.sqrt(s)
+        secure = runner.secure if noise else None
+        parts, silo_deltas = self.silo_sums(runner, global_flat, keys, weights, secure is not None)
         presum = torch.zeros_like(global_flat)
         noisy = torch.zeros_like(global_flat)
-        groups = clipped = 0
-        norm_total = 0.0
-        secure = runner.secure if noise else None
-        silo_deltas: list[NDArray[np.float64]] = []
-        for silo in range(s):
-            sl = fed.silo_slice(silo)
-            off, users = fed.user_offsets[silo], fed.silo_users[silo]
-            w = weights[silo, users]
-            live = np.flatnonzero(w != 0)
-            silo_keys = None if keys is None else keys[:, fed.record_index[sl]]
-            data = (fed.x[sl], fed.y[sl], off)
-            chunks = self.vectors(runner.trainer, h, global_flat, data, silo_keys, live)
-            if secure is not None:
-                chunk_list = list(chunks)
-                silo_deltas.append(
-                    dense_clipped(chunk_list, users, fed.num_users, global_flat.numel(), h.clip)
-                )
-                chunks = iter(chunk_list)
-            part = PerUserTrainer.clipped_sum(
-                chunks, h.clip, w, num_params=global_flat.numel(), device=global_flat.device
-            )
+        for part in parts:
             presum += part.total
             noisy += part.total
             if noise and secure is None:  # the protocol's silos draw their own noise
                 noisy += gaussian_noise(noise_rng, std, global_flat)
-            groups += part.groups
-            clipped += part.clipped
-            if part.groups:
-                norm_total += part.mean_norm * part.groups
+        groups = sum(p.groups for p in parts)
+        clipped = sum(p.clipped for p in parts)
+        norm_total = sum(p.mean_norm * p.groups for p in parts if p.groups)
         if secure is not None:
             kept = sampled if spec.sampled else None
             aggregate = secure_aggregate(runner, secure, silo_deltas, presum, std, kept)
@@ -146,6 +128,52 @@ class UserLevelFamily(MethodFamily):
         flat = global_flat + self.sign * step * noisy
         mean_norm = norm_total / groups if groups else math.nan
         return RoundOutput(flat, presum, noisy, sampled, groups, clipped, mean_norm)
+
+    def silo_sums(
+        self,
+        runner: MethodRunner,
+        global_flat: torch.Tensor,
+        keys: NDArray[np.float64] | None,
+        weights: NDArray[np.float64],
+        dense: bool,
+    ) -> tuple[tuple[ClippedSum, ...], list[NDArray[np.float64]]]:
+        """Every silo's clipped, weighted sum, all silos' users trained in one vectorised pass.
+
+        The groups are :attr:`Federation.group_offsets` (every user of every silo); the
+        sums are split by silo afterwards (:func:`~fedprivacy.uldp.clipped_sums.clipped_sums`).
+        ``dense``: also return every silo's clipped per-user vectors (for the private weighting
+        protocol), else an empty list.
+        """
+        fed, h = runner.fed, runner.hyper
+        w_group = weights[fed.group_silo, fed.group_user]
+        live = np.flatnonzero(w_group != 0)
+        all_keys = None if keys is None else keys[:, fed.record_index]
+        data = (fed.x, fed.y, fed.group_offsets)
+        chunks: Iterable[tuple[NDArray[np.int64], torch.Tensor]]
+        chunks = self.vectors(runner.trainer, h, global_flat, data, all_keys, live)
+        p, s = global_flat.numel(), fed.num_silos
+        silo_deltas: list[NDArray[np.float64]] = []
+        if dense:
+            chunks = list(chunks)
+            silo_deltas = dense_clipped(
+                chunks,
+                fed.group_user,
+                fed.num_users,
+                p,
+                h.clip,
+                segment_of=fed.group_silo,
+                num_segments=s,
+            )
+        parts = clipped_sums(
+            chunks,
+            h.clip,
+            w_group,
+            num_params=p,
+            segment_of=fed.group_silo,
+            num_segments=s,
+            device=global_flat.device,
+        )
+        return parts, silo_deltas
 
 
 def secure_aggregate(
@@ -175,26 +203,3 @@ def secure_aggregate(
         }
     )
     return aggregate
-
-
-def dense_clipped(
-    chunks: list[tuple[NDArray[np.int64], torch.Tensor]],
-    silo_users: NDArray[np.int64],
-    num_users: int,
-    num_params: int,
-    clip: float,
-) -> NDArray[np.float64]:
-    """The clipped per-user vectors of one silo as a dense ``(num_users, P)`` array.
-
-    Rows of users without records in the silo (or not trained this round) are zero; the
-    private weighting protocol multiplies them by their encrypted weights.
-    """
-    out = np.zeros((num_users, num_params), dtype=np.float64)
-    for ids, vectors in chunks:
-        wide = vectors.to(torch.float64)
-        # clipped in float64: the L2 bound the accounting assumes then holds to a few ulps (a
-        # float32 factor would let norms exceed the clip by ~1e-7 relative)
-        norms = torch.linalg.vector_norm(wide, dim=1)
-        factors = torch.clamp(clip / torch.clamp(norms, min=1e-300), max=1.0)
-        out[np.asarray(silo_users)[np.asarray(ids)]] = (wide * factors[:, None]).cpu().numpy()
-    return out
