@@ -71,7 +71,7 @@ def bench_uldp(rounds: int, data_dir: Path) -> None:
     from fedprivacy.uldp.federation import build_federation
     from fedprivacy.uldp.methods import MethodRunner
     from fedprivacy.uldp.rounds import RoundHyper
-    from fedprivacy.uldp.run import allocate
+    from fedprivacy.uldp.run_setup import allocate
 
     cfg = UldpConfig(dataset="heart_disease", method="ULDP-AVG-ws", users=100).resolved()
     ds = load_silo_dataset("heart_disease", str(data_dir))

@@ -66,7 +66,7 @@ from fedprivacy.uldp.methods import MethodRunner
 from fedprivacy.uldp.per_user_loops import train_groups_loop
 from fedprivacy.uldp.per_user_training import PerUserTrainer, epoch_orders
 from fedprivacy.uldp.rounds import RoundHyper, RoundOutput
-from fedprivacy.uldp.run import allocate
+from fedprivacy.uldp.run_setup import allocate
 from uldp_authors import loop_authors
 
 #: Seed of the round's minibatch keys (the same in every variant and repeat).

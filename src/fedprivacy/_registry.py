@@ -1,27 +1,26 @@
-"""Name registries: a ``dict`` from a name to what builds or runs it, with two helpers.
+"""Name registries: one :class:`Registry` type for every table from a name to an implementation.
 
-A factory looks a name up with :func:`lookup` (an unknown name is a :class:`ParameterError`
-listing the valid ones) instead of an ``if name == ...`` chain, and a new implementation is added
-with :func:`register`, which refuses a name already taken.
+Each extension point of the package (accountant kinds, models, datasets, partitions, selectors,
+fairness rules, method families, mechanisms, experiment runners, ...) is a module-level
+:class:`Registry`. A factory looks a name up with :meth:`Registry.lookup` (or ``registry[name]``;
+an unknown name is a :class:`~fedprivacy.errors.ParameterError` that lists the valid ones)
+instead of an ``if name == ...`` chain, and a new implementation is added with
+:meth:`Registry.register`, which refuses an empty or taken name.
 
 Examples
 --------
->>> SHAPES: dict[str, int] = {}
->>> register(SHAPES, "shape", "square", 4)
+>>> SHAPES: Registry[int] = Registry("shape")
+>>> SHAPES.register("square", 4)
 4
->>> register(SHAPES, "shape", "triangle", 3)
+>>> SHAPES.register("triangle", 3)
 3
->>> lookup(SHAPES, "shape", "square")
-4
->>> lookup(SHAPES, "shape", "circle")
+>>> SHAPES["square"], "circle" in SHAPES, SHAPES.names(), len(SHAPES)
+(4, False, ('square', 'triangle'), 2)
+>>> SHAPES.lookup("circle")
 Traceback (most recent call last):
 ...
 fedprivacy.errors.ParameterError: shape: must be one of square, triangle; got 'circle'
->>> lookup(SHAPES, "shape", "circle", "must be {alternatives}, got {name!r}")
-Traceback (most recent call last):
-...
-fedprivacy.errors.ParameterError: shape: must be 'square' or 'triangle', got 'circle'
->>> register(SHAPES, "shape", "square", 5)
+>>> SHAPES.register("square", 5)
 Traceback (most recent call last):
 ...
 fedprivacy.errors.ParameterError: shape: 'square' is registered already
@@ -29,25 +28,37 @@ fedprivacy.errors.ParameterError: shape: 'square' is registered already
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from enum import Enum
+from typing import Final, TypeVar, overload
 
 from fedprivacy.errors import ParameterError
 
-__all__ = ["UNKNOWN", "alternatives", "lookup", "register"]
+__all__ = ["UNKNOWN", "Registry", "alternatives"]
 
 T = TypeVar("T")
+D = TypeVar("D")
 
 #: The default message of an unknown name (``{names}``: the valid names, comma-separated).
 UNKNOWN = "must be one of {names}; got {name!r}"
 
 
-def alternatives(names: Mapping[str, object]) -> str:
+class _Missing(Enum):
+    """The type of :data:`_MISSING`."""
+
+    MISSING = 0
+
+
+_MISSING: Final = _Missing.MISSING
+
+
+def alternatives(names: Iterable[str]) -> str:
     """The names quoted and joined as alternatives: ``'a' or 'b'``, ``'a', 'b' or 'c'``.
 
     Examples
     --------
-    >>> alternatives({"rdp": 1, "pld": 2})
+    >>> alternatives(["rdp", "pld"])
     "'rdp' or 'pld'"
     >>> alternatives({"a": 1, "b": 2, "c": 3})
     "'a', 'b' or 'c'"
@@ -56,64 +67,171 @@ def alternatives(names: Mapping[str, object]) -> str:
     return " or ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
 
 
-def register(registry: MutableMapping[str, T], parameter: str, name: str, item: T) -> T:
-    """Add ``item`` to ``registry`` under ``name`` and return it.
+class Registry(Mapping[str, T]):
+    """A table from names to items (classes, builders, runners), in registration order.
+
+    A read-only :class:`~collections.abc.Mapping` (``in``, iteration, ``len``, ``items()``,
+    ``values()``, ``get``, ``dict(registry)``) whose only ways in are :meth:`register` and
+    :meth:`unregister`, and whose lookups of an unknown name raise a
+    :class:`~fedprivacy.errors.ParameterError` that lists the valid names.
 
     Parameters
     ----------
-    registry : dict
-        The registry (name -> class, builder or runner).
     parameter : str
-        What a name is in this registry (the :class:`ParameterError`'s name), e.g. ``"scheme"``.
-    name : str
-        The new name, non-empty.
-    item : object
-        What the name stands for.
+        What a name is (the :class:`~fedprivacy.errors.ParameterError`'s name, as the user
+        spells the option), e.g. ``"scheme"``.
+    unknown : str
+        Message of an unknown name, formatted with ``name`` (the name asked for), ``names``
+        (the valid names, comma-separated) and ``alternatives`` (the valid names quoted, see
+        :func:`alternatives`). Default :data:`UNKNOWN`.
 
-    Returns
-    -------
-    object
-        ``item``.
-
-    Raises
-    ------
-    ParameterError
-        If ``name`` is not a non-empty string or is registered already.
+    Examples
+    --------
+    >>> KINDS: Registry[type] = Registry("kind", "must be {alternatives}, got {name!r}")
+    >>> @KINDS.register("number")
+    ... class Number:
+    ...     pass
+    >>> KINDS.register("text", str) is str
+    True
+    >>> KINDS["number"] is Number, list(KINDS), dict(KINDS.items())["text"]
+    (True, ['number', 'text'], <class 'str'>)
+    >>> KINDS.lookup("list")
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: kind: must be 'number' or 'text', got 'list'
+    >>> KINDS.lookup("list", parameter="kinds")
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: kinds: must be 'number' or 'text', got 'list'
+    >>> KINDS.register("", int)
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: kind: a name must be a non-empty string, got ''
+    >>> with KINDS.restoring():
+    ...     _ = KINDS.register("integer", int)
+    ...     "integer" in KINDS
+    True
+    >>> "integer" in KINDS, KINDS.get("integer"), KINDS
+    (False, None, Registry('kind', ['number', 'text']))
     """
-    if not isinstance(name, str) or not name:
-        raise ParameterError(parameter, f"a name must be a non-empty string, got {name!r}")
-    if name in registry:
-        raise ParameterError(parameter, f"{name!r} is registered already")
-    registry[name] = item
-    return item
 
+    def __init__(self, parameter: str, unknown: str = UNKNOWN) -> None:
+        self.parameter = parameter
+        self.unknown = unknown
+        self._items: dict[str, T] = {}
 
-def lookup(registry: Mapping[str, T], parameter: str, name: object, message: str = UNKNOWN) -> T:
-    """What ``name`` stands for in ``registry``.
+    @overload
+    def register(self, name: str, item: T) -> T: ...
 
-    Parameters
-    ----------
-    registry : dict
-        The registry.
-    parameter : str
-        The name of the caller's parameter (the :class:`ParameterError`'s name).
-    name : object
-        The name asked for.
-    message : str
-        Message of an unknown name, formatted with ``name``, ``names`` (the valid names,
-        comma-separated) and ``alternatives`` (see :func:`alternatives`).
+    @overload
+    def register(self, name: str) -> Callable[[T], T]: ...
 
-    Returns
-    -------
-    object
-        The registered item.
+    def register(self, name: str, item: T | _Missing = _MISSING) -> T | Callable[[T], T]:
+        """Add ``item`` under ``name`` and return it; without ``item``, a decorator that does.
 
-    Raises
-    ------
-    ParameterError
-        If ``name`` is not a registered name; the message lists the valid ones.
-    """
-    if isinstance(name, str) and name in registry:
-        return registry[name]
-    text = message.format(name=name, names=", ".join(registry), alternatives=alternatives(registry))
-    raise ParameterError(parameter, text)
+        Parameters
+        ----------
+        name : str
+            The new name, non-empty.
+        item : object, optional
+            What the name stands for. Left out, the result is a decorator registering what it
+            decorates (a function or class) and returning it unchanged (typed as ``T``: a class
+            whose own type matters to mypy is better registered after its definition).
+
+        Returns
+        -------
+        object or callable
+            ``item``, or the decorator.
+
+        Raises
+        ------
+        ParameterError
+            If ``name`` is not a non-empty string or is registered already.
+        """
+        if not isinstance(name, str) or not name:
+            raise ParameterError(self.parameter, f"a name must be a non-empty string, got {name!r}")
+        if name in self._items:
+            raise ParameterError(self.parameter, f"{name!r} is registered already")
+        if isinstance(item, _Missing):
+            return lambda obj: self.register(name, obj)
+        self._items[name] = item
+        return item
+
+    def unregister(self, name: str) -> T:
+        """Remove ``name`` (a registered name) and return its item.
+
+        Raises
+        ------
+        ParameterError
+            If ``name`` is not registered.
+        """
+        item = self.lookup(name)
+        del self._items[name]
+        return item
+
+    def lookup(self, name: object, *, parameter: str | None = None) -> T:
+        """The item registered as ``name``.
+
+        Parameters
+        ----------
+        name : object
+            The name asked for (any object: a non-string is unknown).
+        parameter : str, optional
+            The error's parameter name when it is not the registry's (e.g. a list option).
+
+        Returns
+        -------
+        object
+            The registered item.
+
+        Raises
+        ------
+        ParameterError
+            If ``name`` is not registered; the message lists the valid names.
+        """
+        if isinstance(name, str) and name in self._items:
+            return self._items[name]
+        text = self.unknown.format(
+            name=name, names=", ".join(self._items), alternatives=alternatives(self._items)
+        )
+        raise ParameterError(self.parameter if parameter is None else parameter, text)
+
+    def names(self) -> tuple[str, ...]:
+        """The registered names, in registration order."""
+        return tuple(self._items)
+
+    @contextmanager
+    def restoring(self) -> Iterator[Registry[T]]:
+        """A context in which registrations are undone on exit (for tests and experiments)."""
+        saved = dict(self._items)
+        try:
+            yield self
+        finally:
+            self._items.clear()
+            self._items.update(saved)
+
+    def __getitem__(self, name: str) -> T:
+        """``lookup(name)``."""
+        return self.lookup(name)
+
+    @overload
+    def get(self, name: str, /) -> T | None: ...
+
+    @overload
+    def get(self, name: str, /, default: T | D) -> T | D: ...
+
+    def get(self, name: str, /, default: object = None) -> object:
+        """The item of ``name``, or ``default`` if ``name`` is not registered."""
+        return self._items.get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.parameter!r}, {list(self._items)})"

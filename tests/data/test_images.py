@@ -13,7 +13,6 @@ from fedprivacy.data.images import (
     ImageLoader,
     clear_dataset_cache,
     load_dataset,
-    register_image_dataset,
 )
 from fedprivacy.errors import ChecksumError, DataNotFoundError, ParameterError
 
@@ -143,10 +142,8 @@ def test_mnist_idx_magic_checked(tmp_path):
 
 @pytest.fixture
 def saved_image_datasets():
-    saved = dict(IMAGE_DATASETS)
-    yield IMAGE_DATASETS
-    IMAGE_DATASETS.clear()
-    IMAGE_DATASETS.update(saved)
+    with IMAGE_DATASETS.restoring():
+        yield IMAGE_DATASETS
     clear_dataset_cache()
 
 
@@ -159,12 +156,12 @@ def _toy(name: str) -> ImageDataset:
 def test_image_dataset_registry(saved_image_datasets, tmp_path):
     assert DATASETS == tuple(IMAGE_DATASETS) == ("digits", "mnist", "cifar10", "cifar100")
     with pytest.raises(ParameterError, match="'mnist' is registered already") as info:
-        register_image_dataset("mnist", IMAGE_DATASETS["digits"])
+        IMAGE_DATASETS.register("mnist", IMAGE_DATASETS["digits"])
     assert info.value.name == "dataset"
     assert IMAGE_DATASETS["mnist"].files == images.MNIST_FILES
     # a dataset needing no data directory: read(None), whatever data_dir says
     bundled = ImageLoader(lambda root: _toy("bundled") if root is None else _toy("?"), None)
-    assert register_image_dataset("bundled", bundled) is bundled
+    assert IMAGE_DATASETS.register("bundled", bundled) is bundled
     assert load_dataset("bundled", tmp_path / "absent").name == "bundled"
     # one read from the data directory, memoised on its files
     roots = []
@@ -173,7 +170,7 @@ def test_image_dataset_registry(saved_image_datasets, tmp_path):
         roots.append(root)
         return _toy("from-dir")
 
-    register_image_dataset("from-dir", ImageLoader(read, ("toy/a.bin",)))
+    IMAGE_DATASETS.register("from-dir", ImageLoader(read, ("toy/a.bin",)))
     first = load_dataset("from-dir", tmp_path)
     assert load_dataset("from-dir", tmp_path) is first and roots == [tmp_path]
     (tmp_path / "toy").mkdir()

@@ -13,7 +13,6 @@ from fedprivacy.data.partition import (
     partition_dirichlet,
     partition_iid,
     partition_shards,
-    register_partition,
 )
 from fedprivacy.errors import ParameterError
 
@@ -212,16 +211,14 @@ def test_partition_accessor_errors():
 
 @pytest.fixture
 def saved_partitioners():
-    saved = dict(PARTITIONERS)
-    yield PARTITIONERS
-    PARTITIONERS.clear()
-    PARTITIONERS.update(saved)
+    with PARTITIONERS.restoring():
+        yield PARTITIONERS
 
 
 def test_partition_registry(saved_partitioners):
     assert PARTITIONS == tuple(PARTITIONERS) == ("iid", "shards", "dirichlet", "data-sharing")
     with pytest.raises(ParameterError, match="'iid' is registered already") as info:
-        register_partition("iid", PARTITIONERS["shards"])
+        PARTITIONERS.register("iid", PARTITIONERS["shards"])
     assert info.value.name == "partition"
     assert make_partition("iid", np.arange(10), 2, np.random.default_rng(0)).name == "iid"
     calls = []
@@ -230,7 +227,7 @@ def test_partition_registry(saved_partitioners):
         calls.append((num_users, beta, shared, shards_per_user))
         return partition_iid(labels, num_users, rng)
 
-    assert register_partition("uniform", build) is build
+    assert PARTITIONERS.register("uniform", build) is build
     p = make_partition("uniform", np.arange(10), 2, np.random.default_rng(0), beta=0.3)
     assert p.num_users == 2 and calls == [(2, 0.3, 200, 1)]
     with pytest.raises(ParameterError) as info:

@@ -13,7 +13,6 @@ from fedprivacy.data.regression_data import (
     load_california_housing,
     load_diabetes,
     load_regression_dataset,
-    register_regression_dataset,
 )
 from fedprivacy.data.sources import DATA_ENV, clear_digest_cache
 from fedprivacy.errors import ChecksumError, DataNotFoundError, ParameterError
@@ -79,16 +78,14 @@ def test_corrupt_file_rejected(data_dir, tmp_path):
 
 @pytest.fixture
 def saved_regression_loaders():
-    saved = dict(REGRESSION_LOADERS)
-    yield REGRESSION_LOADERS
-    REGRESSION_LOADERS.clear()
-    REGRESSION_LOADERS.update(saved)
+    with REGRESSION_LOADERS.restoring():
+        yield REGRESSION_LOADERS
 
 
 def test_regression_dataset_registry(saved_regression_loaders, tmp_path):
     assert list(REGRESSION_LOADERS) == ["california", "diabetes"]
     with pytest.raises(ParameterError, match="'diabetes' is registered already") as info:
-        register_regression_dataset("diabetes", REGRESSION_LOADERS["california"])
+        REGRESSION_LOADERS.register("diabetes", REGRESSION_LOADERS["california"])
     assert info.value.name == "dataset"
     with pytest.raises(ParameterError) as info:
         load_regression_dataset("boston")
@@ -102,7 +99,7 @@ def test_regression_dataset_registry(saved_regression_loaders, tmp_path):
         calls.append((data_dir, clients, seed, missing))
         return toy
 
-    assert register_regression_dataset("toy", load) is load
+    assert REGRESSION_LOADERS.register("toy", load) is load
     assert load_regression_dataset("toy", tmp_path, clients=3, seed=2, missing="drop") is toy
     assert calls == [(tmp_path, 3, 2, "drop")]
     with pytest.raises(ParameterError) as info:

@@ -4,14 +4,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedprivacy.data.tabular import (
-    SILO_DATASETS,
-    SILO_LOADERS,
-    SiloDataset,
-    load_mnist_pool,
-    load_silo_dataset,
-    register_silo_dataset,
-)
+from fedprivacy.data.silo_dataset import SiloDataset
+from fedprivacy.data.tabular import SILO_DATASETS, SILO_LOADERS, load_mnist_pool, load_silo_dataset
 from fedprivacy.errors import ParameterError
 
 DATA = Path(
@@ -74,10 +68,8 @@ def test_mnist_pool_reuses_images():
 
 @pytest.fixture
 def saved_silo_loaders():
-    saved = dict(SILO_LOADERS)
-    yield SILO_LOADERS
-    SILO_LOADERS.clear()
-    SILO_LOADERS.update(saved)
+    with SILO_LOADERS.restoring():
+        yield SILO_LOADERS
 
 
 def test_silo_dataset_registry(saved_silo_loaders, tmp_path):
@@ -86,7 +78,7 @@ def test_silo_dataset_registry(saved_silo_loaders, tmp_path):
         "heart_disease", "tcga_brca", "mnist", "creditcard", "creditcard-synthetic",
     )  # fmt: skip
     with pytest.raises(ParameterError, match="'mnist' is registered already") as info:
-        register_silo_dataset("mnist", SILO_LOADERS["heart_disease"])
+        SILO_LOADERS.register("mnist", SILO_LOADERS["heart_disease"])
     assert info.value.name == "dataset"
     calls = []
 
@@ -94,7 +86,7 @@ def test_silo_dataset_registry(saved_silo_loaders, tmp_path):
         calls.append((data_dir, seed, creditcard_path))
         return _ds(name="toy")
 
-    assert register_silo_dataset("toy", load) is load
+    assert SILO_LOADERS.register("toy", load) is load
     assert load_silo_dataset("toy", tmp_path, seed=3, creditcard_path="c.csv").name == "toy"
     assert calls == [(tmp_path, 3, "c.csv")]
     with pytest.raises(ParameterError) as info:

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from fedprivacy.data import sources
+from fedprivacy.data.silo_dataset import EVENT, TIME
 from fedprivacy.data.sources import clear_digest_cache
-from fedprivacy.data.tabular import EVENT, TIME
 from fedprivacy.data.tcga_brca import TCGA_REGIONS, load_tcga_brca
 from fedprivacy.errors import ChecksumError, DataNotFoundError
 

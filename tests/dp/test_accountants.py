@@ -8,7 +8,6 @@ from fedprivacy.dp.accountants import (
     AccountantBackend,
     PldBackend,
     RdpBackend,
-    register_accountant,
 )
 from fedprivacy.dp.accounting import PrivacyAccountant
 from fedprivacy.errors import ParameterError
@@ -16,10 +15,8 @@ from fedprivacy.errors import ParameterError
 
 @pytest.fixture
 def saved_accountants():
-    saved = dict(ACCOUNTANTS)
-    yield ACCOUNTANTS
-    ACCOUNTANTS.clear()
-    ACCOUNTANTS.update(saved)
+    with ACCOUNTANTS.restoring():
+        yield ACCOUNTANTS
 
 
 class _PureGaussian(AccountantBackend):
@@ -48,7 +45,7 @@ class _PureGaussian(AccountantBackend):
 
 
 def test_builtin_accountants() -> None:
-    assert ACCOUNTANTS == {"rdp": RdpBackend, "pld": PldBackend}
+    assert dict(ACCOUNTANTS) == {"rdp": RdpBackend, "pld": PldBackend}
     assert RdpBackend.calibration_start is None and PldBackend.calibration_start == "rdp"
     assert PrivacyAccountant("rdp").orders.size > 0 and PrivacyAccountant("pld").orders.size == 0
 
@@ -58,13 +55,13 @@ def test_register_refuses_a_taken_kind(saved_accountants) -> None:
         name = "pld"
 
     with pytest.raises(ParameterError, match="'pld' is registered already") as info:
-        register_accountant(Other)
+        ACCOUNTANTS.register(Other.name, Other)
     assert info.value.name == "kind"
     assert ACCOUNTANTS["pld"] is PldBackend
 
 
 def test_registered_kind_drives_the_accountant(saved_accountants) -> None:
-    assert register_accountant(_PureGaussian) is _PureGaussian
+    assert ACCOUNTANTS.register(_PureGaussian.name, _PureGaussian) is _PureGaussian
     acc = PrivacyAccountant("toy")  # type: ignore[arg-type]
     acc.compose_gaussian(2.0, steps=8).compose_gaussian(1.0, steps=0)
     assert acc.kind == "toy" and acc.steps == 8 and acc.history == ((2.0, 1.0, 8),)

@@ -5,7 +5,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fedprivacy.dp.accountants import ACCOUNTANTS, RdpBackend, register_accountant
+from fedprivacy.dp.accountants import ACCOUNTANTS, RdpBackend
 from fedprivacy.dp.accounting import PrivacyAccountant, epsilon_for
 from fedprivacy.dp.calibration import noise_multiplier_for
 from fedprivacy.dp.rdp import DEFAULT_ORDERS
@@ -77,10 +77,8 @@ def test_pld_errors_do_not_probe_tiny_noise() -> None:
 
 @pytest.fixture
 def saved_accountants():
-    saved = dict(ACCOUNTANTS)
-    yield ACCOUNTANTS
-    ACCOUNTANTS.clear()
-    ACCOUNTANTS.update(saved)
+    with ACCOUNTANTS.restoring():
+        yield ACCOUNTANTS
 
 
 def test_one_calibration_path_for_registered_accountants(saved_accountants) -> None:
@@ -91,8 +89,8 @@ def test_one_calibration_path_for_registered_accountants(saved_accountants) -> N
         name = "rdp-warm"
         calibration_start = "rdp"
 
-    register_accountant(SameAsRdp)
-    register_accountant(WarmStarted)
+    ACCOUNTANTS.register(SameAsRdp.name, SameAsRdp)
+    ACCOUNTANTS.register(WarmStarted.name, WarmStarted)
     plain = noise_multiplier_for(1.5, 1e-5, 20)
     calibrate: Any = noise_multiplier_for  # registered kinds are not in AccountantKind
     # the same backend gives the same search, to the last bit

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from fedprivacy.errors import ParameterError
-from fedprivacy.fl.aggregation import PlaintextAggregator, make_aggregator
+from fedprivacy.fl.aggregation import PlaintextAggregator
+from fedprivacy.fl.aggregators import make_aggregator
 from fedprivacy.fl.secure_aggregation import SecureAggregator
 
 

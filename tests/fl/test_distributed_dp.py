@@ -19,7 +19,8 @@ import fedprivacy.fl.secure_aggregation as secure_aggregation
 import fedprivacy.secagg.client as client_module
 from fedprivacy.dp.party_noise import PartyNoise
 from fedprivacy.errors import ParameterError
-from fedprivacy.fl.aggregation import make_aggregator, rounding_rng
+from fedprivacy.fl.aggregation import rounding_rng
+from fedprivacy.fl.aggregators import make_aggregator
 from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.secagg.driver import Stage, run_round
 from fedprivacy.secagg.errors import RoundAbortedError

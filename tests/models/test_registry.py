@@ -15,7 +15,6 @@ from fedprivacy.models.registry import (
     ModelBuilder,
     build_model,
     model_names,
-    register,
 )
 from fedprivacy.models.tabular import CoxLinear, FraudNet, LogisticRegression
 
@@ -37,7 +36,8 @@ DIRECT: dict[str, tuple[tuple[int, ...], int, Callable[[], nn.Module], tuple[int
 def scratch_name() -> Iterator[str]:
     name = "test-scratch-model"
     yield name
-    REGISTRY.pop(name, None)
+    if name in REGISTRY:
+        REGISTRY.unregister(name)
 
 
 def test_one_registry_holds_every_model() -> None:
@@ -96,13 +96,13 @@ def test_shape_and_class_errors() -> None:
 
 def test_register_refuses_duplicates_and_builds_new_models(scratch_name: str) -> None:
     builder = ModelBuilder(lambda shape, k: nn.Linear(shape[0], k), (4,), 3, fixed_shape=False)
-    assert register(scratch_name, builder) is builder
+    assert REGISTRY.register(scratch_name, builder) is builder
     model = build_model(scratch_name, (6,), seed=0)
     assert isinstance(model, nn.Linear) and model.weight.shape == (3, 6)
     with pytest.raises(ParameterError, match="registered already"):
-        register(scratch_name, builder)
+        REGISTRY.register(scratch_name, builder)
     for name in model_names():
         with pytest.raises(ParameterError, match="registered already"):
-            register(name, REGISTRY[name])
+            REGISTRY.register(name, REGISTRY[name])
     with pytest.raises(ParameterError, match="name"):
-        register("", builder)
+        REGISTRY.register("", builder)

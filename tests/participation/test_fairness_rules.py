@@ -23,7 +23,6 @@ from fedprivacy.participation.fairness import (
     FAIRNESS_RULES,
     FairnessRule,
     get_fairness_rule,
-    register_fairness_rule,
 )
 from fedprivacy.participation.family import ExplicitFamilySelector, generate_family
 from fedprivacy.participation.selectors import BatchPartitionSelector
@@ -76,7 +75,7 @@ def test_unknown_rule_is_a_parameter_error(bad: object) -> None:
 
 def test_register_fairness_rule_refuses_a_taken_name() -> None:
     with pytest.raises(ParameterError, match="'authors' is registered already"):
-        register_fairness_rule(FAIRNESS_RULES["authors"])
+        FAIRNESS_RULES.register("authors", FAIRNESS_RULES["authors"])
 
 
 def test_authors_rule_equals_brute_force_argmin_over_the_materialised_family() -> None:

@@ -17,7 +17,6 @@ from fedprivacy.participation.selectors import (
     UserPartitionSelector,
     WeightedRandomSelector,
     make_selector,
-    register_selector,
 )
 
 N, K, T = 24, 6, 2
@@ -311,16 +310,14 @@ def test_make_selector_rejects() -> None:
 
 @pytest.fixture
 def saved_selectors():
-    saved = dict(SELECTORS)
-    yield SELECTORS
-    SELECTORS.clear()
-    SELECTORS.update(saved)
+    with SELECTORS.restoring():
+        yield SELECTORS
 
 
 def test_selector_registry(saved_selectors) -> None:
     assert SCHEMES == tuple(SELECTORS) == ("random", "weighted-random", "partition", "multiround")
     with pytest.raises(ParameterError, match="'random' is registered already") as info:
-        register_selector("random", lambda n, k, t, fair, rule: RandomSelector(k, k))
+        SELECTORS.register("random", lambda n, k, t, fair, rule: RandomSelector(k, k))
     assert info.value.name == "scheme"
     assert type(make_selector("random", 10, 2)) is RandomSelector
     calls = []
@@ -329,7 +326,7 @@ def test_selector_registry(saved_selectors) -> None:
         calls.append((n, k, t, fair, rule))
         return UserPartitionSelector(n, k)
 
-    assert register_selector("blocks", build) is build
+    assert SELECTORS.register("blocks", build) is build
     assert type(make_selector("blocks", 12, 4, 2, fairness=True)) is UserPartitionSelector
     make_selector("blocks", 12, 4, 2, True, "authors")
     assert calls == [(12, 4, 2, True, "paper"), (12, 4, 2, True, "authors")]

@@ -5,7 +5,6 @@ import pytest
 from fedprivacy.errors import ParameterError
 from fedprivacy.experiments.regression_study import (
     RUNNERS,
-    register_runner,
     run_regression_experiment,
     run_regression_study,
 )
@@ -72,16 +71,14 @@ def test_pair_shares_data_and_workers(tmp_path):
 
 @pytest.fixture
 def saved_runners():
-    saved = dict(RUNNERS)
-    yield RUNNERS
-    RUNNERS.clear()
-    RUNNERS.update(saved)
+    with RUNNERS.restoring():
+        yield RUNNERS
 
 
 def test_runner_registry(saved_runners, tmp_path):
     assert list(RUNNERS) == experiment_names()
     with pytest.raises(ParameterError, match="'regression-real' is registered already") as info:
-        register_runner("regression-real", RUNNERS["regression-theory"])
+        RUNNERS.register("regression-real", RUNNERS["regression-theory"])
     assert info.value.name == "name"
     calls = []
 
@@ -89,7 +86,7 @@ def test_runner_registry(saved_runners, tmp_path):
         calls.append((out, replications, progress, sizes, dimension, data_dir))
         return {"ok": True}
 
-    assert register_runner("regression-toy", run) is run
+    assert RUNNERS.register("regression-toy", run) is run
     res = run_regression_experiment(
         "regression-toy", tmp_path, replications=4, sizes=(10,), dimension=3, data_dir="d"
     )
@@ -99,5 +96,7 @@ def test_runner_registry(saved_runners, tmp_path):
     with pytest.raises(ParameterError) as info:
         run_regression_experiment("regression-b9", tmp_path)
     assert str(info.value).endswith("known: " + ", ".join([*experiment_names(), "regression-toy"]))
-    with pytest.raises(ParameterError, match="^names: unknown experiment 'regression-b9'$"):
+    with pytest.raises(
+        ParameterError, match="^names: unknown experiment 'regression-b9'; known: regression-"
+    ):
         run_regression_study(tmp_path, names=["regression-toy", "regression-b9"])

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import inspect
+import math
+from typing import get_args
 
+import numpy as np
 import pytest
 
+from fedprivacy.dp.accounting import PrivacyAccountant
 from fedprivacy.errors import ParameterError
+from fedprivacy.fl.local_training import LocalTrainingSpec
+from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.uldp import families
 from fedprivacy.uldp.families import (
     FAMILIES,
@@ -14,10 +20,12 @@ from fedprivacy.uldp.families import (
     SiloLevelFamily,
     UserLevelFamily,
     family_for,
-    register,
 )
+from fedprivacy.uldp.federation import Federation
 from fedprivacy.uldp.method_names import METHODS
-from fedprivacy.uldp.method_specs import SPECS, MethodSpec, method_spec
+from fedprivacy.uldp.method_specs import SPECS, Family, MethodSpec, method_spec
+from fedprivacy.uldp.methods import MethodRunner
+from fedprivacy.uldp.rounds import RoundHyper
 
 
 def parsed(name: str) -> MethodSpec:
@@ -56,12 +64,75 @@ def test_registry() -> None:
         "naive",
     }
     assert [n for n, f in FAMILIES.items() if f.per_user] == ["avg", "sgd"]
-    with pytest.raises(ValueError, match="registered already"):
-        register(FAMILIES["avg"])
+    with pytest.raises(ParameterError, match="registered already"):
+        FAMILIES.register("avg", FAMILIES["avg"])
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_family_entries_are_short(name: str) -> None:
     lines, _ = inspect.getsourcelines(type(FAMILIES[name]))
     assert len(lines) <= 80, f"{name}: {len(lines)} lines"
-    assert families.__all__  # the package lists its names
+
+
+def test_the_exports_resolve_and_name_every_registered_family() -> None:
+    exported = list(families.__all__)
+    assert len(set(exported)) == len(exported)
+    assert [n for n in exported if not hasattr(families, n)] == []
+    # the Family literal, the spec table and the registry agree on the family names
+    assert set(get_args(Family)) == set(FAMILIES) == {s.family for s in SPECS.values()}
+    for key, family in FAMILIES.items():
+        cls = type(family)
+        assert family.name == key
+        assert cls.__name__ in exported and getattr(families, cls.__name__) is cls
+    # every exported class that names a family is the class of a registered family
+    named = {
+        n
+        for n in exported
+        if isinstance(obj := getattr(families, n), type)
+        and issubclass(obj, MethodFamily)
+        and "name" in vars(obj)
+    }
+    assert named == {type(f).__name__ for f in FAMILIES.values()}
+
+
+#: One method of each family, and its runner's sampling rate.
+_ONE_METHOD = {
+    "default": "DEFAULT",
+    "naive": "ULDP-NAIVE",
+    "group": "ULDP-GROUP-2",
+    "avg": "ULDP-AVG-s",
+    "sgd": "ULDP-SGD-ws",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_each_familys_hooks_do_what_its_flags_declare(heart_fed: Federation, name: str) -> None:
+    family = FAMILIES[name]
+    method = _ONE_METHOD[name]
+    assert family_for(method) is family
+    hyper = RoundHyper(
+        LocalTrainingSpec(1, 16, 0.05), global_lr=1.0, clip=0.1, sigma=4.0, sampling_rate=0.5
+    )
+    runner = MethodRunner(method, heart_fed, hyper)
+    flat = flatten_parameters(heart_fed.task.build_model(0))
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        flat = runner.run_round(flat, rng).flat
+    eps = runner.epsilon()
+    gaussian = (
+        PrivacyAccountant("rdp")
+        .compose_gaussian(runner.effective_noise_multiplier, 2, runner.sampling_rate)
+        .epsilon(runner.delta)
+    )
+    if family.gaussian_per_round:
+        # one Gaussian mechanism of the family's noise multiplier per round, sub-sampled at q
+        assert family.noise_multiplier(runner) == runner.effective_noise_multiplier
+        assert eps == pytest.approx(gaussian, rel=1e-12)
+    elif name == "default":
+        assert eps == math.inf
+    else:  # the group family accounts per DP-SGD step of the silos, not per round
+        assert math.isfinite(eps) and eps != pytest.approx(gaussian, rel=1e-3)
+    # per_user: the silos send weighted sums of per-user vectors (the user-level families)
+    assert family.per_user == isinstance(family, UserLevelFamily)
+    if family.per_user:
+        assert hasattr(family, "vectors") and hasattr(family, "loop_vectors")

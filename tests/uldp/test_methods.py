@@ -16,7 +16,7 @@ from fedprivacy.fl.params import flatten_parameters, load_flat_
 from fedprivacy.uldp.config import DEFAULT_HYPER
 from fedprivacy.uldp.federation import Federation
 from fedprivacy.uldp.method_names import METHODS
-from fedprivacy.uldp.method_specs import method_spec
+from fedprivacy.uldp.method_specs import MethodSpec, method_spec
 from fedprivacy.uldp.methods import MethodRunner, run_round
 from fedprivacy.uldp.reference import reference_presum
 from fedprivacy.uldp.rounds import RoundHyper
@@ -34,7 +34,13 @@ def hyper_for(method: str, **changes: float) -> RoundHyper:
 
 def test_method_specs() -> None:
     assert len(METHODS) == 14
-    assert method_spec("ULDP-AVG-ws") == method_spec("ULDP-AVG-ws")
+    # each name looks up its own entry, with the flags its suffix spells
+    assert [method_spec(name).name for name in METHODS] == list(METHODS)
+    assert len({method_spec(name) for name in METHODS}) == len(METHODS)
+    assert method_spec("ULDP-AVG-ws") == MethodSpec(
+        "ULDP-AVG-ws", "avg", weighted=True, sampled=True
+    )
+    assert method_spec("ULDP-AVG") == MethodSpec("ULDP-AVG", "avg", weighted=False, sampled=False)
     s = method_spec("ULDP-SGD-ws")
     assert (s.family, s.weighted, s.sampled) == ("sgd", True, True)
     assert (method_spec("ULDP-AVG-s").weighted, method_spec("ULDP-AVG-s").sampled) == (False, True)

@@ -25,6 +25,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from fedprivacy._registry import Registry
 from fedprivacy.errors import ParameterError
 
 __all__ = ["ESTIMATORS", "check_memory", "memory_budget"]
@@ -86,11 +87,10 @@ def _regress(config: Any) -> dict[str, float]:
 
 
 #: command -> estimator: config -> {config field: bytes it drives}
-ESTIMATORS: dict[str, Callable[[Any], dict[str, float]]] = {
-    "simulate": _simulate,
-    "uldp": _uldp,
-    "regress": _regress,
-}
+ESTIMATORS: Registry[Callable[[Any], dict[str, float]]] = Registry("command")
+ESTIMATORS.register("simulate", _simulate)
+ESTIMATORS.register("uldp", _uldp)
+ESTIMATORS.register("regress", _regress)
 
 
 def _size(nbytes: float) -> str:

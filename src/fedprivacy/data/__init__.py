@@ -12,7 +12,6 @@ from fedprivacy.data.images import (
     ImageLoader,
     clear_dataset_cache,
     load_dataset,
-    register_image_dataset,
 )
 from fedprivacy.data.partition import (
     PARTITIONERS,
@@ -23,7 +22,6 @@ from fedprivacy.data.partition import (
     partition_dirichlet,
     partition_iid,
     partition_shards,
-    register_partition,
 )
 from fedprivacy.data.sources import DATA_ENV, resolve_data_dir, sha256_file, verify_file
 
@@ -43,8 +41,6 @@ __all__ = [
     "partition_dirichlet",
     "partition_iid",
     "partition_shards",
-    "register_image_dataset",
-    "register_partition",
     "resolve_data_dir",
     "sha256_file",
     "verify_file",

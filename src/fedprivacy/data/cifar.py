@@ -29,8 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from fedprivacy.data import sources
-from fedprivacy.data.sources import cache_dir, file_digest, verify_known_file
+from fedprivacy.data.sources import KNOWN_FILES, cache_dir, file_digest, verify_known_file
 from fedprivacy.errors import ChecksumError, DataNotFoundError
 
 __all__ = [
@@ -100,7 +99,7 @@ def read_cifar10(root: Path) -> tuple[str, _Split, _Split]:
         return (SOURCE_CIFAR10, *_read_cifar10_original(root))
     if (root / CIFAR10_JPEG_TARBALL).is_file():
         return (SOURCE_CIFAR10_JPEG, *_read_cifar10_jpeg(root))
-    known = sources.KNOWN_FILES[CIFAR10_TARBALL]
+    known = KNOWN_FILES[CIFAR10_TARBALL]
     raise DataNotFoundError(
         f"CIFAR-10 not found: expected {str(root / CIFAR10_TARBALL)!r} (the original python "
         f"version, download it from {known.url}) or the lossy JPEG copy "

@@ -46,8 +46,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fedprivacy._validation import require_int
+from fedprivacy.data.silo_dataset import POOL_NAME, SiloDataset, make_silo_dataset
 from fedprivacy.data.sources import resolve_data_dir
-from fedprivacy.data.tabular import POOL_NAME, SiloDataset, make_silo_dataset
 from fedprivacy.errors import ChecksumError, DataNotFoundError, ParameterError
 
 CREDITCARD_URL = "https://www.kaggle.com/datasets/mlg-ulb/creditcardfraud"

@@ -39,8 +39,8 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from fedprivacy.data.silo_dataset import SiloDataset, make_silo_dataset
 from fedprivacy.data.sources import resolve_data_dir, verify_known_file
-from fedprivacy.data.tabular import SiloDataset, make_silo_dataset
 from fedprivacy.errors import ChecksumError
 
 #: The four centers in FLamby's order, as named in the file names.

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from fedprivacy._registry import lookup, register
+from fedprivacy._registry import Registry
 from fedprivacy.data.cifar import (
     CIFAR10_JPEG_TARBALL,
     CIFAR10_TARBALL,
@@ -161,7 +161,7 @@ def load_dataset(name: str, data_dir: str | os.PathLike[str] | None = None) -> I
     Parameters
     ----------
     name : {"digits", "mnist", "cifar10", "cifar100"}
-        Which dataset (or one added by :func:`register_image_dataset`):
+        Which dataset (or one added by ``IMAGE_DATASETS.register``):
 
         - ``"digits"``: scikit-learn's bundled 8x8 digits (1,797 images, no data directory
           needed). Pixels scaled to ``x / 16 - 0.5``. Deterministic stratified split: within
@@ -203,7 +203,7 @@ def load_dataset(name: str, data_dir: str | os.PathLike[str] | None = None) -> I
     ...     print(exc)
     dataset: must be one of digits, mnist, cifar10, cifar100; got 'imagenet'
     """
-    loader = lookup(IMAGE_DATASETS, "dataset", name)
+    loader = IMAGE_DATASETS.lookup(name)
     if loader.files is None:
         return loader.read(None)
     root = resolve_data_dir(data_dir)
@@ -370,25 +370,7 @@ def _load_cifar100(root: Path) -> ImageDataset:
 # registry
 
 #: How :func:`load_dataset` reads every dataset name.
-IMAGE_DATASETS: dict[str, ImageLoader] = {}
-
-
-def register_image_dataset(name: str, loader: ImageLoader) -> ImageLoader:
-    """Make ``name`` a dataset of :func:`load_dataset`, read by ``loader``; return ``loader``.
-
-    Raises
-    ------
-    ParameterError
-        If ``name`` is registered already.
-
-    Examples
-    --------
-    >>> register_image_dataset("mnist", IMAGE_DATASETS["mnist"])
-    Traceback (most recent call last):
-    ...
-    fedprivacy.errors.ParameterError: dataset: 'mnist' is registered already
-    """
-    return register(IMAGE_DATASETS, "dataset", name, loader)
+IMAGE_DATASETS: Registry[ImageLoader] = Registry("dataset")
 
 
 def _needs_dir(read: Callable[[Path], ImageDataset]) -> Callable[[Path | None], ImageDataset]:
@@ -399,12 +381,12 @@ def _needs_dir(read: Callable[[Path], ImageDataset]) -> Callable[[Path | None], 
     return read_dir
 
 
-register_image_dataset("digits", ImageLoader(lambda root: _load_digits(), None))
-register_image_dataset("mnist", ImageLoader(_needs_dir(_load_mnist), MNIST_FILES))
-register_image_dataset(
+IMAGE_DATASETS.register("digits", ImageLoader(lambda root: _load_digits(), None))
+IMAGE_DATASETS.register("mnist", ImageLoader(_needs_dir(_load_mnist), MNIST_FILES))
+IMAGE_DATASETS.register(
     "cifar10", ImageLoader(_needs_dir(_load_cifar10), (CIFAR10_TARBALL, CIFAR10_JPEG_TARBALL))
 )
-register_image_dataset("cifar100", ImageLoader(_needs_dir(_load_cifar100), (CIFAR100_TARBALL,)))
+IMAGE_DATASETS.register("cifar100", ImageLoader(_needs_dir(_load_cifar100), (CIFAR100_TARBALL,)))
 
 #: Names accepted by :func:`load_dataset` (the built-in datasets of :data:`IMAGE_DATASETS`).
 DATASETS: tuple[str, ...] = tuple(IMAGE_DATASETS)

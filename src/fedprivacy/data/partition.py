@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fedprivacy._registry import lookup, register
+from fedprivacy._registry import Registry
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
 
@@ -380,34 +380,15 @@ def partition_data_sharing(
 PartitionBuilder = Callable[[ArrayLike, int, np.random.Generator, float, int, int], Partition]
 
 #: The builder of every strategy name accepted by :func:`make_partition`.
-PARTITIONERS: dict[str, PartitionBuilder] = {}
+PARTITIONERS: Registry[PartitionBuilder] = Registry("partition")
 
 
-def register_partition(name: str, builder: PartitionBuilder) -> PartitionBuilder:
-    """Make ``name`` a strategy of :func:`make_partition`, built by ``builder``; return it.
-
-    ``builder(labels, num_users, rng, beta, shared, shards_per_user)`` returns the
-    :class:`Partition` (the last three are :func:`make_partition`'s options).
-
-    Raises
-    ------
-    ParameterError
-        If ``name`` is registered already.
-
-    Examples
-    --------
-    >>> register_partition("iid", PARTITIONERS["iid"])
-    Traceback (most recent call last):
-    ...
-    fedprivacy.errors.ParameterError: partition: 'iid' is registered already
-    """
-    return register(PARTITIONERS, "partition", name, builder)
-
-
-register_partition("iid", lambda y, n, rng, beta, g, s: partition_iid(y, n, rng))
-register_partition("shards", lambda y, n, rng, beta, g, s: partition_shards(y, n, rng, s))
-register_partition("dirichlet", lambda y, n, rng, beta, g, s: partition_dirichlet(y, n, beta, rng))
-register_partition(
+PARTITIONERS.register("iid", lambda y, n, rng, beta, g, s: partition_iid(y, n, rng))
+PARTITIONERS.register("shards", lambda y, n, rng, beta, g, s: partition_shards(y, n, rng, s))
+PARTITIONERS.register(
+    "dirichlet", lambda y, n, rng, beta, g, s: partition_dirichlet(y, n, beta, rng)
+)
+PARTITIONERS.register(
     "data-sharing", lambda y, n, rng, beta, g, s: partition_data_sharing(y, n, g, rng)
 )
 
@@ -432,7 +413,7 @@ def make_partition(
     name : {"iid", "shards", "dirichlet", "data-sharing"}
         The strategy (see :func:`partition_iid`, :func:`partition_shards`,
         :func:`partition_dirichlet`, :func:`partition_data_sharing`), or one added by
-        :func:`register_partition`.
+        ``PARTITIONERS.register``.
     labels : array_like of int
         Training labels.
     num_users : int
@@ -468,5 +449,5 @@ def make_partition(
     ...     print(exc)
     partition: must be one of iid, shards, dirichlet, data-sharing; got 'pathological'
     """
-    build = lookup(PARTITIONERS, "partition", name)
+    build = PARTITIONERS.lookup(name)
     return build(labels, num_users, rng, beta, shared, shards_per_user)

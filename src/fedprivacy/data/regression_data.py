@@ -38,7 +38,7 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
-from fedprivacy._registry import lookup, register
+from fedprivacy._registry import Registry
 from fedprivacy.data.sources import resolve_data_dir, verify_known_file
 from fedprivacy.errors import ChecksumError, ParameterError
 
@@ -54,7 +54,6 @@ __all__ = [
     "load_california_housing",
     "load_diabetes",
     "load_regression_dataset",
-    "register_regression_dataset",
 ]
 
 #: Said in every output that uses these data.
@@ -300,27 +299,16 @@ def load_diabetes(
 RegressionLoader = Callable[[str | os.PathLike[str] | None, int, int, str], RegressionSilos]
 
 #: The loader of every dataset name accepted by :func:`load_regression_dataset`.
-REGRESSION_LOADERS: dict[str, RegressionLoader] = {}
+REGRESSION_LOADERS: Registry[RegressionLoader] = Registry(
+    "dataset", "must be {alternatives}, got {name!r}"
+)
 
 
-def register_regression_dataset(name: str, loader: RegressionLoader) -> RegressionLoader:
-    """Make ``name`` a dataset of :func:`load_regression_dataset`; a taken name is an error.
-
-    ``loader(data_dir, clients, seed, missing)`` returns the :class:`RegressionSilos`:
-
-    >>> register_regression_dataset("diabetes", REGRESSION_LOADERS["diabetes"])
-    Traceback (most recent call last):
-    ...
-    fedprivacy.errors.ParameterError: dataset: 'diabetes' is registered already
-    """
-    return register(REGRESSION_LOADERS, "dataset", name, loader)
-
-
-register_regression_dataset(
+REGRESSION_LOADERS.register(
     "california",
     lambda data_dir, k, seed, missing: load_california_housing(data_dir, missing=missing),
 )
-register_regression_dataset(
+REGRESSION_LOADERS.register(
     "diabetes", lambda data_dir, k, seed, missing: load_diabetes(data_dir, clients=k, seed=seed)
 )
 
@@ -335,7 +323,7 @@ def load_regression_dataset(
 ) -> RegressionSilos:
     """Load ``california`` or ``diabetes`` (``clients`` and ``seed`` only for Diabetes).
 
-    A name added by :func:`register_regression_dataset` is loaded by its loader.
+    A name added by ``REGRESSION_LOADERS.register`` is loaded by its loader.
 
     Raises
     ------
@@ -350,5 +338,5 @@ def load_regression_dataset(
     ...     print(exc)
     dataset: must be 'california' or 'diabetes', got 'boston'
     """
-    load = lookup(REGRESSION_LOADERS, "dataset", name, "must be {alternatives}, got {name!r}")
+    load = REGRESSION_LOADERS.lookup(name)
     return load(data_dir, clients, seed, missing)

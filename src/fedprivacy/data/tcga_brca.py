@@ -44,8 +44,8 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from fedprivacy.data.silo_dataset import SiloDataset, make_silo_dataset
 from fedprivacy.data.sources import resolve_data_dir, verify_known_file
-from fedprivacy.data.tabular import SiloDataset, make_silo_dataset
 from fedprivacy.errors import ChecksumError
 
 TCGA_BRCA_FILE = "tcga_brca/brca.csv"

@@ -5,7 +5,8 @@
 ULDP-FL paper) and ``"pld"`` (:class:`PldBackend`: dp-accounting's privacy-loss-distribution
 accountant). ``PrivacyAccountant(kind)`` looks the kind up and keeps a backend;
 :func:`~fedprivacy.dp.calibration.noise_multiplier_for` asks the backend where to start its
-search (:attr:`AccountantBackend.calibration_start`). :func:`register_accountant` adds a kind.
+search (:attr:`AccountantBackend.calibration_start`). ``ACCOUNTANTS.register(name, backend)`` adds
+a kind.
 
 Examples
 --------
@@ -22,14 +23,14 @@ from __future__ import annotations
 import copy
 import math
 from abc import ABC, abstractmethod
-from typing import ClassVar, Literal, TypeVar
+from typing import ClassVar, Literal
 
 import dp_accounting
 import numpy as np
 from dp_accounting.pld import PLDAccountant
 from numpy.typing import ArrayLike, NDArray
 
-from fedprivacy._registry import register
+from fedprivacy._registry import Registry
 from fedprivacy.dp._checks import require_orders, require_positive
 from fedprivacy.dp.rdp import DEFAULT_ORDERS, _step_rdp_cached, rdp_to_epsilon
 from fedprivacy.errors import ParameterError
@@ -40,7 +41,6 @@ __all__ = [
     "AccountantKind",
     "PldBackend",
     "RdpBackend",
-    "register_accountant",
 ]
 
 #: The built-in accountant kinds.
@@ -89,33 +89,12 @@ class AccountantBackend(ABC):
         """An independent copy."""
 
 
-#: The backend class of every accountant kind.
-ACCOUNTANTS: dict[str, type[AccountantBackend]] = {}
-
-B = TypeVar("B", bound=type[AccountantBackend])
-
-
-def register_accountant(backend: B) -> B:
-    """Make ``backend.name`` a kind of ``PrivacyAccountant``; return ``backend`` (a decorator).
-
-    Raises
-    ------
-    ParameterError
-        If the kind is registered already.
-
-    Examples
-    --------
-    >>> register_accountant(RdpBackend)
-    Traceback (most recent call last):
-    ...
-    fedprivacy.errors.ParameterError: kind: 'rdp' is registered already
-    """
-    entry: type[AccountantBackend] = backend
-    register(ACCOUNTANTS, "kind", entry.name, entry)
-    return backend
+#: The backend class of every accountant kind (``ACCOUNTANTS.register(kind, backend)`` adds one).
+ACCOUNTANTS: Registry[type[AccountantBackend]] = Registry(
+    "kind", "must be {alternatives}, got {name!r}"
+)
 
 
-@register_accountant
 class RdpBackend(AccountantBackend):
     """Renyi DP: the curve ``rho(alpha)`` over a grid of orders, one numpy vector.
 
@@ -159,7 +138,6 @@ class RdpBackend(AccountantBackend):
         return out
 
 
-@register_accountant
 class PldBackend(AccountantBackend):
     """dp-accounting's ``PLDAccountant``: tighter (exact up to its discretisation), no RDP curve.
 
@@ -208,3 +186,7 @@ class PldBackend(AccountantBackend):
         out = copy.copy(self)
         out.pld = copy.deepcopy(self.pld)
         return out
+
+
+for _backend in (RdpBackend, PldBackend):
+    ACCOUNTANTS.register(_backend.name, _backend)

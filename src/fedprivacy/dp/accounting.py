@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fedprivacy._registry import lookup
 from fedprivacy.dp._checks import (
     require_delta,
     require_positive,
@@ -85,7 +84,7 @@ class PrivacyAccountant:
         *,
         pld_discretization: float = 1e-4,
     ) -> None:
-        backend = lookup(ACCOUNTANTS, "kind", kind, "must be {alternatives}, got {name!r}")
+        backend = ACCOUNTANTS.lookup(kind)
         self._kind: AccountantKind = kind
         self._history: list[tuple[float, float, int]] = []
         self._external_curves = 0

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fedprivacy._registry import Registry
 from fedprivacy.errors import ParameterError
 
 
@@ -130,7 +131,9 @@ def _inversion(out_dir: Path, options: dict[str, Any]) -> str:
     return markdown(summary)
 
 
-_ENTRIES: list[ProgramExperiment] = [
+#: Every program experiment by name (:func:`program_experiments` adds the regression study's).
+PROGRAMS: Registry[ProgramExperiment] = Registry("experiment")
+for _entry in (
     ProgramExperiment(
         "attack-inversion",
         "Multi-RoundSecAgg Fig. 9: gradient inversion of least-squares reconstructed updates",
@@ -159,7 +162,8 @@ _ENTRIES: list[ProgramExperiment] = [
             ("uldp-fig9", "ULDP-FL Fig. 9: user-level sub-sampling, Creditcard (SYNTHETIC), MNIST"),
         )
     ),
-]
+):
+    PROGRAMS.register(_entry.name, _entry)
 
 
 _REGRESSION_TITLES = {
@@ -182,25 +186,18 @@ def _regression_runner(name: str) -> Callable[[Path, dict[str, Any]], str]:
     return run
 
 
-def _register_regression() -> None:
+def _add_regression_study() -> None:
     from fedprivacy.experiments.regression_study_specs import FIGURES, experiment_names
 
     for name in experiment_names():
         spec = FIGURES.get(name)
         title = _REGRESSION_TITLES.get(name) or f"NA-FGD study: {getattr(spec, 'title', name)}"
         honoured = frozenset({"data_dir"}) if name == "regression-real" else frozenset()
-        _ENTRIES.append(ProgramExperiment(name, title, _regression_runner(name), honoured))
+        PROGRAMS.register(name, ProgramExperiment(name, title, _regression_runner(name), honoured))
 
 
-def register(entry: ProgramExperiment) -> None:
-    """Add an entry (names must be unique)."""
-    if any(e.name == entry.name for e in _ENTRIES):
-        raise ValueError(f"experiment {entry.name!r} is already registered")
-    _ENTRIES.append(entry)
-
-
-def program_experiments() -> dict[str, ProgramExperiment]:
-    """Every program experiment by name."""
-    if not any(e.name.startswith("regression-") for e in _ENTRIES):
-        _register_regression()
-    return {e.name: e for e in _ENTRIES}
+def program_experiments() -> Registry[ProgramExperiment]:
+    """Every program experiment by name (:data:`PROGRAMS`, the regression study's included)."""
+    if not any(name.startswith("regression-") for name in PROGRAMS):
+        _add_regression_study()
+    return PROGRAMS

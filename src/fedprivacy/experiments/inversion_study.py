@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
+from fedprivacy._registry import Registry
 from fedprivacy.attacks.image_metrics import denormalise, mse, psnr
 from fedprivacy.attacks.inversion import (
     InversionConfig,
@@ -52,10 +53,11 @@ from fedprivacy.models.registry import build_model
 #: of CIFAR-10 is larger than Geiping et al.'s 1e-4: on the ReLU LeNet at 2,000 iterations, 0.05
 #: gave 12.3 / 19.3 / 15.3 dB on the first three training images against 9.4 / 15.6 / 13.8 at
 #: 1e-3 (a sweep on 2026-11-26); MNIST's CNN inverts to > 60 dB at 1e-4.
-SETUPS: dict[str, tuple[str, tuple[tuple[float, ...], tuple[float, ...]], int, float]] = {
-    "cifar10": ("lenet", CIFAR10_MEAN_STD, 2000, 0.05),
-    "mnist": ("mnist-cnn", MNIST_MEAN_STD, 300, 1e-4),
-}
+SETUPS: Registry[tuple[str, tuple[tuple[float, ...], tuple[float, ...]], int, float]] = Registry(
+    "datasets", "unknown {name!r}; choose from {names}"
+)
+SETUPS.register("cifar10", ("lenet", CIFAR10_MEAN_STD, 2000, 0.05))
+SETUPS.register("mnist", ("mnist-cnn", MNIST_MEAN_STD, 300, 1e-4))
 CONDITIONS = ("true", "1", "2", "4")  # the true update, then the estimates for T = 1, 2, 4
 
 
@@ -79,8 +81,7 @@ class InversionStudyConfig(Config):
     def validate(self) -> InversionStudyConfig:
         """Return ``self``; raise :class:`ParameterError` for a bad setting."""
         for name in self.dataset_list:
-            if name not in SETUPS:
-                raise ParameterError("datasets", f"unknown {name!r}; choose from {sorted(SETUPS)}")
+            SETUPS.lookup(name)
         if not 1 <= self.batch_size <= 4:
             raise ParameterError("batch_size", "must be 1 to 4 images")
         if not 1 <= self.images <= self.users:

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from fedprivacy._registry import lookup, register
+from fedprivacy._registry import Registry
 from fedprivacy.data.regression_data import NIO_NOTE, load_regression_dataset
 from fedprivacy.experiments.regression_study_report import (
     LABELS,
@@ -62,7 +62,7 @@ from fedprivacy.regression.config import RegressionConfig
 from fedprivacy.regression.simulation import RegressionResult, run_regression_grid
 from fedprivacy.regression.theory import theory_check
 
-__all__ = ["RUNNERS", "register_runner", "run_regression_experiment", "run_regression_study"]
+__all__ = ["RUNNERS", "run_regression_experiment", "run_regression_study"]
 
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
 _DataDir = str | os.PathLike[str] | None
@@ -261,29 +261,16 @@ def _run_theory(
     )  # fmt: skip
 
 
-#: The runner of every experiment name (:func:`experiment_names`, in that order).
-RUNNERS: dict[str, ExperimentRunner] = {}
-
-
-def register_runner(name: str, runner: ExperimentRunner) -> ExperimentRunner:
-    """Make ``name`` an experiment of :func:`run_regression_experiment`; return ``runner``.
-
-    A name registered already is refused with a :class:`~fedprivacy.errors.ParameterError`.
-
-    Examples
-    --------
-    >>> register_runner("regression-real", RUNNERS["regression-real"])
-    Traceback (most recent call last):
-    ...
-    fedprivacy.errors.ParameterError: name: 'regression-real' is registered already
-    """
-    return register(RUNNERS, "name", name, runner)
-
-
+#: The runner of every experiment name (:func:`experiment_names`, in that order);
+#: ``RUNNERS.register(name, runner)`` makes ``name`` an experiment of
+#: :func:`run_regression_experiment`.
+RUNNERS: Registry[ExperimentRunner] = Registry(
+    "name", "unknown experiment {name!r}; known: {names}"
+)
 for _spec in FIGURES.values():
-    register_runner(_spec.name, functools.partial(_run_figure, _spec))
-register_runner("regression-real", _run_real)
-register_runner("regression-theory", _run_theory)
+    RUNNERS.register(_spec.name, functools.partial(_run_figure, _spec))
+RUNNERS.register("regression-real", _run_real)
+RUNNERS.register("regression-theory", _run_theory)
 
 
 def run_regression_experiment(
@@ -303,7 +290,7 @@ def run_regression_experiment(
     name : str
         One of :func:`experiment_names` (``regression-main``, ``regression-b1`` ...
         ``regression-b7``, ``regression-real``, ``regression-theory``), or a name added by
-        :func:`register_runner`.
+        ``RUNNERS.register``.
     out_dir : str or Path
         Output folder (``NAME/`` is created inside).
     replications : int, optional
@@ -331,7 +318,7 @@ def run_regression_experiment(
     ParameterError
         If ``name`` is not a name of :data:`RUNNERS` (the message lists them).
     """
-    run = lookup(RUNNERS, "name", name, "unknown experiment {name!r}; known: {names}")
+    run = RUNNERS.lookup(name)
     b = PAPER_B if replications is None else int(replications)
     out = Path(out_dir) / name
     out.mkdir(parents=True, exist_ok=True)
@@ -408,7 +395,7 @@ def run_regression_study(
     out.mkdir(parents=True, exist_ok=True)
     wanted = list(names or RUNNERS)
     for name in wanted:
-        lookup(RUNNERS, "names", name, "unknown experiment {name!r}")
+        RUNNERS.lookup(name, parameter="names")
     jobs = _jobs(wanted)
     results: dict[str, Any] = {}
     timing: dict[str, dict[str, float]] = {}

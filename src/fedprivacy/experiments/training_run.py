@@ -31,7 +31,7 @@ from fedprivacy.data.partition import make_partition
 from fedprivacy.errors import ParameterError
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.files import atomic_write_bytes, atomic_write_json, atomic_write_text
-from fedprivacy.fl.aggregation import make_aggregator
+from fedprivacy.fl.aggregators import make_aggregator
 from fedprivacy.fl.engine import (
     FederatedTraining,
     LearningRateSchedule,

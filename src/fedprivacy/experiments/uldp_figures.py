@@ -65,7 +65,8 @@ from typing import Any, Final
 
 import numpy as np
 
-from fedprivacy.data.tabular import SiloDataset, load_silo_dataset
+from fedprivacy.data.silo_dataset import SiloDataset
+from fedprivacy.data.tabular import load_silo_dataset
 from fedprivacy.errors import ParameterError
 from fedprivacy.experiments.uldp_figure_report import (
     CurveResult,

@@ -24,7 +24,6 @@ from numpy.typing import NDArray
 
 from fedprivacy._validation import require_int
 from fedprivacy.crypto.fixed_point import FixedPointCodec
-from fedprivacy.dp.party_noise import PartyNoise
 from fedprivacy.errors import ParameterError
 
 
@@ -260,51 +259,3 @@ def _outcome(
     if weight <= 0:
         raise ParameterError("weights", "the decoded total weight is not positive")
     return AggregateOutcome(tuple(int(u) for u in users), s / weight, s, weight, clipped, seconds)
-
-
-def make_aggregator(
-    secure: bool,
-    *,
-    clip: float,
-    per_round: int,
-    bits: int,
-    seed: int,
-    degree: int | None = None,
-    protocol_dropout: float = 0.0,
-    batch_policy: str = "atomic",
-    encoding: str = "fixed-point",
-    party_noise: PartyNoise | None = None,
-) -> Aggregator:
-    """The plaintext or the secure aggregator (see the module docstring).
-
-    ``encoding="float"`` gives :class:`FloatAggregator` (plaintext only); ``party_noise``
-    (distributed DP) needs the secure aggregator.
-    """
-    if party_noise is not None and not secure:
-        raise ParameterError("dp", "distributed DP is added inside secure aggregation (--secagg)")
-    if encoding not in ENCODINGS:
-        raise ParameterError("encoding", f"must be one of {', '.join(ENCODINGS)}; got {encoding!r}")
-    if encoding == "float":
-        if secure:
-            raise ParameterError(
-                "encoding", "the secure path always encodes in fixed point; use 'fixed-point'"
-            )
-        if protocol_dropout:
-            raise ParameterError("protocol_dropout", "applies to the secure path only (--secagg)")
-        return FloatAggregator(clip, per_round, bits, seed)
-    if secure:
-        from fedprivacy.fl.secure_aggregation import SecureAggregator  # it builds on this module
-
-        return SecureAggregator(
-            clip,
-            per_round,
-            bits,
-            seed,
-            degree=degree,
-            protocol_dropout=protocol_dropout,
-            batch_policy=batch_policy,
-            party_noise=party_noise,
-        )
-    if protocol_dropout:
-        raise ParameterError("protocol_dropout", "applies to the secure path only (--secagg)")
-    return PlaintextAggregator(clip, per_round, bits, seed)

@@ -28,6 +28,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
+from fedprivacy._registry import Registry
 from fedprivacy.dp._checks import require_positive
 from fedprivacy.dp.mechanisms import clip_rows_l2_as
 from fedprivacy.dp.party_noise import PartyNoise
@@ -215,9 +216,10 @@ class DistributedDiscreteGaussian(_ClippedGaussian):
         return outcome.noise_multiplier
 
 
-MECHANISMS: dict[str, type[Mechanism]] = {
-    m.name: m for m in (NoMechanism, CentralGaussian, DistributedDiscreteGaussian)
-}
+#: The mechanism class of every ``dp`` name.
+MECHANISMS: Registry[type[Mechanism]] = Registry("dp", "must be one of {names}, got {name!r}")
+for _mechanism in (NoMechanism, CentralGaussian, DistributedDiscreteGaussian):
+    MECHANISMS.register(_mechanism.name, _mechanism)
 
 
 def make_mechanism(
@@ -230,6 +232,4 @@ def make_mechanism(
     >>> make_mechanism("central", noise_multiplier=1.1, clip=1.0).name
     'central'
     """
-    if name not in MECHANISMS:
-        raise ParameterError("dp", f"must be one of {', '.join(MECHANISMS)}, got {name!r}")
-    return MECHANISMS[name].from_options(noise_multiplier, clip)
+    return MECHANISMS.lookup(name).from_options(noise_multiplier, clip)

@@ -46,6 +46,7 @@ from flwr.app import ConfigRecord, Context, Message
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
+from fedprivacy._registry import Registry
 from fedprivacy.crypto.signing import Roster
 from fedprivacy.errors import FedPrivacyError
 from fedprivacy.files import atomic_write_json
@@ -163,10 +164,11 @@ def _uldp(
 
 
 #: What the ServerApp runs for the run configuration's ``task``.
-TASKS: dict[str, Callable[[Any, GridTransport, Path, StagePause, Roster | None], None]] = {
-    "fedavg": _fedavg,
-    "uldp": _uldp,
-}
+TASKS: Registry[Callable[[Any, GridTransport, Path, StagePause, Roster | None], None]] = Registry(
+    "task"
+)
+TASKS.register("fedavg", _fedavg)
+TASKS.register("uldp", _uldp)
 
 
 @server_app.main()
@@ -174,8 +176,7 @@ def main(grid: Grid, context: Context) -> None:
     """Discover the nodes, run the configured task and write the run directory."""
     cfg = context.run_config
     task = str(cfg.get("task", "fedavg"))
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}")
+    run_task = TASKS.lookup(task)
     run_dir = Path(str(cfg["run-dir"]))
     timeout = float(cfg["stage-timeout"])
     keys = Roster.from_file(str(cfg["roster"])) if str(cfg.get("roster", "")) else None
@@ -187,7 +188,7 @@ def main(grid: Grid, context: Context) -> None:
     from fedprivacy.flower.run import StagePause
 
     pause = StagePause(str(cfg.get("pause-at", "")), run_dir / "resume")
-    TASKS[task](cfg, GridTransport(grid, roster, timeout), run_dir, pause, keys)
+    run_task(cfg, GridTransport(grid, roster, timeout), run_dir, pause, keys)
 
 
 def app_pyproject(name: str = "fedprivacy-flower") -> str:

@@ -61,12 +61,7 @@ from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
 from fedprivacy.pipeline.loop import FederatedRun
 from fedprivacy.uldp.algorithm import uldp_selector
 from fedprivacy.uldp.config import UldpConfig
-from fedprivacy.uldp.deployment import (
-    check_deployable,
-    initial_model,
-    session_parameters,
-    silo_noise_std,
-)
+from fedprivacy.uldp.deployment import check_deployable, session_parameters, silo_noise_std
 from fedprivacy.uldp.families import FAMILIES
 from fedprivacy.uldp.method_specs import method_spec
 from fedprivacy.uldp.private_weighting.errors import (
@@ -443,7 +438,7 @@ def run_cross_silo(
         If the method cannot deploy, the transport does not reach every silo or ``forge`` is
         not one of :data:`SILO_FORGES`.
     """
-    from fedprivacy.uldp.run import load_dataset
+    from fedprivacy.uldp.run_setup import initial_model, load_dataset
 
     cfg = check_deployable(config)
     if tuple(transport.users) != tuple(range(cfg.num_silos)):

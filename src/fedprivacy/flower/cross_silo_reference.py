@@ -65,8 +65,7 @@ def compare_cross_silo(run_dir: Path, data_dir: str | None = None) -> dict[str, 
     cfg: UldpConfig = side.config
     spec = method_spec(cfg.method)
     sign = float(getattr(FAMILIES[spec.family], "sign", 1.0))
-    from fedprivacy.uldp.deployment import initial_model
-    from fedprivacy.uldp.run import load_dataset
+    from fedprivacy.uldp.run_setup import initial_model, load_dataset
 
     _, _, flat = initial_model(cfg, load_dataset(cfg))
     assert cfg.global_lr is not None

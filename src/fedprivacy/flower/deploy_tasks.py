@@ -15,6 +15,10 @@ Examples
 >>> task = deploy_task(UldpConfig(method="ULDP-AVG-w"))
 >>> (task.name, task.supernodes, task.node_config(3))
 ('uldp', 4, 'fedprivacy-silo=3')
+>>> deploy_task("fedavg")  # type: ignore[arg-type]
+Traceback (most recent call last):
+...
+fedprivacy.errors.ParameterError: config: cannot deploy a str
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fedprivacy.errors import ParameterError
+from fedprivacy._registry import Registry
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.uldp.config import UldpConfig
@@ -188,8 +192,10 @@ class UldpTask(DeployTask):
         return compare_cross_silo(run_dir, self.data_dir)
 
 
-#: The task of each configuration type.
-TASKS: dict[type, Callable[..., DeployTask]] = {TrainConfig: FedAvgTask, UldpConfig: UldpTask}
+#: The task of each configuration type, by the type's name.
+TASKS: Registry[Callable[..., DeployTask]] = Registry("config", "cannot deploy a {name}")
+TASKS.register(TrainConfig.__name__, FedAvgTask)
+TASKS.register(UldpConfig.__name__, UldpTask)
 
 
 def deploy_task(config: TrainConfig | UldpConfig, data_dir: str | None = None) -> DeployTask:
@@ -200,7 +206,5 @@ def deploy_task(config: TrainConfig | UldpConfig, data_dir: str | None = None) -
     ParameterError
         If the configuration's type has no task.
     """
-    factory = TASKS.get(type(config))
-    if factory is None:
-        raise ParameterError("config", f"cannot deploy a {type(config).__name__}")
+    factory = TASKS.lookup(type(config).__name__)
     return factory(config, data_dir) if isinstance(config, UldpConfig) else factory(config)

@@ -1,10 +1,11 @@
 """The one registry of models: every model by name, and :func:`build_model` to build it.
 
-:data:`REGISTRY` maps a model name to its :class:`ModelBuilder` (how to make it, its default
-input shape and number of classes, which of them it accepts); :func:`register` adds one and
-refuses a name already taken. :func:`build_model` looks the name up, checks the input shape and
-number of classes against the builder, and builds the model under a seeded, private torch random
-state, so the same arguments always give the same parameters.
+:data:`REGISTRY` (a :class:`~fedprivacy._registry.Registry`) maps a model name to its
+:class:`ModelBuilder` (how to make it, its default input shape and number of classes, which of
+them it accepts); ``REGISTRY.register(name, builder)`` adds one and refuses a name already taken.
+:func:`build_model` looks the name up, checks the input shape and number of classes against the
+builder, and builds the model under a seeded, private torch random state, so the same arguments
+always give the same parameters.
 
 - image models (:mod:`fedprivacy.models.images`): ``mnist-cnn`` (:class:`MnistCNN`, input
   ``(1, 28, 28)``), ``lenet`` (:class:`LeNet5`, ``(3, 32, 32)``), ``vgg11`` (:class:`VGG11`,
@@ -28,6 +29,10 @@ Examples
 999985
 >>> count_parameters(build_model("logistic", seed=0))  # the default input shape, (13,)
 14
+>>> REGISTRY.register("mlp", REGISTRY["mlp"])
+Traceback (most recent call last):
+...
+fedprivacy.errors.ParameterError: model: 'mlp' is registered already
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from fedprivacy import _registry
+from fedprivacy._registry import Registry
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
 from fedprivacy.models.images import VGG11, DigitsMLP, LeNet5, MnistCNN, PaperMnistCNN
@@ -52,7 +57,6 @@ __all__ = [
     "build_model",
     "count_parameters",
     "model_names",
-    "register",
 ]
 
 #: ``make(input_shape, num_classes)``: a freshly initialised model (run under a seeded RNG).
@@ -137,38 +141,10 @@ class ModelBuilder:
         return classes
 
 
-#: Every model by name, in registration order (see :func:`register`).
-REGISTRY: dict[str, ModelBuilder] = {}
-
-
-def register(name: str, builder: ModelBuilder) -> ModelBuilder:
-    """Add ``builder`` to :data:`REGISTRY` under ``name``; return it.
-
-    Parameters
-    ----------
-    name : str
-        The model's name, as :func:`build_model` and the configurations spell it.
-    builder : ModelBuilder
-        How to build it.
-
-    Returns
-    -------
-    ModelBuilder
-        ``builder``.
-
-    Raises
-    ------
-    ParameterError
-        If ``name`` is empty or registered already.
-
-    Examples
-    --------
-    >>> register("mlp", REGISTRY["mlp"])
-    Traceback (most recent call last):
-    ...
-    fedprivacy.errors.ParameterError: model: 'mlp' is registered already
-    """
-    return _registry.register(REGISTRY, "model", name, builder)
+#: Every model by name, in registration order (``REGISTRY.register(name, builder)`` adds one).
+REGISTRY: Registry[ModelBuilder] = Registry(
+    "model", "unknown model {name!r}; choose one of {names}"
+)
 
 
 def model_names() -> tuple[str, ...]:
@@ -226,9 +202,7 @@ def build_model(
     >>> type(build_model("fraudnet", (12,), seed=1)).__name__
     'FraudNet'
     """
-    builder = _registry.lookup(
-        REGISTRY, "model", name, "unknown model {name!r}; choose one of {names}"
-    )
+    builder = REGISTRY.lookup(name)
     classes = builder.check_classes(name, num_classes)
     seed = require_int("seed", seed, minimum=0)
     shape = builder.check_shape(name, input_shape)
@@ -287,7 +261,7 @@ for _name, _builder in {
         lambda shape, k: FraudNet(shape[0]), (30,), 2, fixed_shape=False, fixed_classes=True
     ),
 }.items():
-    register(_name, _builder)
+    REGISTRY.register(_name, _builder)
 
 #: The models of the FedAvg image experiments, the choices of ``fedprivacy train --model``.
 FEDAVG_MODELS: tuple[str, ...] = ("mnist-cnn", "lenet", "vgg11", "mlp", "mlp-wide")

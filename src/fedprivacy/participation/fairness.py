@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from fedprivacy._registry import lookup, register
+from fedprivacy._registry import Registry
 from fedprivacy.errors import ParameterError
 
 #: Pools up to this size are sampled with random keys; larger ones with ``Generator.choice``.
@@ -155,22 +155,11 @@ def _authors_rows(
     return np.flatnonzero(scores == scores.min())
 
 
-#: Every fairness rule by name (:func:`register_fairness_rule` adds one).
-FAIRNESS_RULES: dict[str, FairnessRule] = {}
+#: Every fairness rule by name (``FAIRNESS_RULES.register(rule.name, rule)`` adds one).
+FAIRNESS_RULES: Registry[FairnessRule] = Registry("fairness_rule")
 
 #: The rule of ``fairness=True`` when none is named: Algorithm 2 of the paper.
 DEFAULT_FAIRNESS_RULE = "paper"
-
-
-def register_fairness_rule(rule: FairnessRule) -> FairnessRule:
-    """Make ``rule`` selectable by its name; a taken name is a :class:`ParameterError`.
-
-    >>> register_fairness_rule(FAIRNESS_RULES["paper"])
-    Traceback (most recent call last):
-    ...
-    fedprivacy.errors.ParameterError: fairness_rule: 'paper' is registered already
-    """
-    return register(FAIRNESS_RULES, "fairness_rule", rule.name, rule)
 
 
 def get_fairness_rule(name: object) -> FairnessRule:
@@ -190,7 +179,7 @@ def get_fairness_rule(name: object) -> FairnessRule:
     ...
     fedprivacy.errors.ParameterError: fairness_rule: must be one of paper, authors; got 'greedy'
     """
-    return lookup(FAIRNESS_RULES, "fairness_rule", name)
+    return FAIRNESS_RULES.lookup(name)
 
 
 def check_fairness_rule(name: object, fairness: bool) -> FairnessRule:
@@ -261,22 +250,21 @@ def select_blocks(
     return users
 
 
-register_fairness_rule(
+for _rule in (
     FairnessRule(
         "paper",
         "Algorithm 2 as printed: a uniform available row containing a least-served user",
         _paper_blocks,
         _paper_rows,
-    )
-)
-register_fairness_rule(
+    ),
     FairnessRule(
         "authors",
         "the authors' code: the available row of least total participation (uniform among ties)",
         _authors_blocks,
         _authors_rows,
-    )
-)
+    ),
+):
+    FAIRNESS_RULES.register(_rule.name, _rule)
 
 #: The built-in rule names (:data:`FAIRNESS_RULES` may hold more).
 FAIRNESS_RULE_NAMES: tuple[str, ...] = tuple(FAIRNESS_RULES)

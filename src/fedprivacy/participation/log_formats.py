@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from fedprivacy._registry import Registry
 from fedprivacy.errors import ParameterError
 
 __all__ = ["FORMATS", "ParsedLog", "is_number", "parse_log", "read_log_text"]
@@ -153,10 +154,9 @@ _Detector = Callable[[list[list[str]]], bool]
 _Parser = Callable[[list[list[str]], str], ParsedLog]
 
 #: Formats tried in order: name -> (detector, parser). The last one accepts everything.
-FORMATS: dict[str, tuple[_Detector, _Parser]] = {
-    "long": (_is_long, _parse_long),
-    "wide": (lambda rows: True, _parse_wide),
-}
+FORMATS: Registry[tuple[_Detector, _Parser]] = Registry("format")
+FORMATS.register("long", (_is_long, _parse_long))
+FORMATS.register("wide", (lambda rows: True, _parse_wide))
 
 
 def parse_log(path: str | os.PathLike[str]) -> ParsedLog:

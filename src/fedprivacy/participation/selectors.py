@@ -25,7 +25,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fedprivacy._registry import lookup, register
+from fedprivacy._registry import Registry
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.fairness import (
@@ -379,26 +379,13 @@ class BatchPartitionSelector(Selector):
         )
 
 
-#: Builds a selector from ``(num_users, per_round, target_privacy, fairness, fairness_rule)``.
+#: Builds a selector from ``(num_users, per_round, target_privacy, fairness, fairness_rule)``;
+#: ``fairness_rule`` is a name of :data:`~fedprivacy.participation.fairness.FAIRNESS_RULES`,
+#: already checked.
 SelectorBuilder = Callable[[int, int, int | None, bool, str], Selector]
 
 #: The builder of every scheme name accepted by :func:`make_selector`.
-SELECTORS: dict[str, SelectorBuilder] = {}
-
-
-def register_selector(scheme: str, builder: SelectorBuilder) -> SelectorBuilder:
-    """Make ``scheme`` a name of :func:`make_selector`; a taken name is a :class:`ParameterError`.
-
-    ``builder(num_users, per_round, target_privacy, fairness, fairness_rule)`` returns the
-    :class:`Selector` (:func:`fedprivacy._registry.register` keeps the table); ``fairness_rule``
-    is a name of :data:`~fedprivacy.participation.fairness.FAIRNESS_RULES`, already checked:
-
-    >>> register_selector("random", SELECTORS["random"])
-    Traceback (most recent call last):
-    ...
-    fedprivacy.errors.ParameterError: scheme: 'random' is registered already
-    """
-    return register(SELECTORS, "scheme", scheme, builder)
+SELECTORS: Registry[SelectorBuilder] = Registry("scheme")
 
 
 def _multiround(
@@ -411,10 +398,10 @@ def _multiround(
     return BatchPartitionSelector(num_users, per_round, target_privacy, fairness, rule)
 
 
-register_selector("random", lambda n, k, t, fair, rule: RandomSelector(n, k))
-register_selector("weighted-random", lambda n, k, t, fair, rule: WeightedRandomSelector(n, k))
-register_selector("partition", lambda n, k, t, fair, rule: UserPartitionSelector(n, k))
-register_selector("multiround", _multiround)
+SELECTORS.register("random", lambda n, k, t, fair, rule: RandomSelector(n, k))
+SELECTORS.register("weighted-random", lambda n, k, t, fair, rule: WeightedRandomSelector(n, k))
+SELECTORS.register("partition", lambda n, k, t, fair, rule: UserPartitionSelector(n, k))
+SELECTORS.register("multiround", _multiround)
 
 #: Names accepted by :func:`make_selector` (the built-in schemes of :data:`SELECTORS`).
 SCHEMES: tuple[str, ...] = tuple(SELECTORS)
@@ -434,7 +421,7 @@ def make_selector(
     ----------
     scheme : str
         A name of :data:`SELECTORS`: ``"random"``, ``"weighted-random"``, ``"partition"``,
-        ``"multiround"`` (:data:`SCHEMES`) or one added by :func:`register_selector`.
+        ``"multiround"`` (:data:`SCHEMES`) or one added by ``SELECTORS.register``.
     num_users, per_round : int
         ``N`` and ``K``.
     target_privacy : int, optional
@@ -466,6 +453,6 @@ def make_selector(
     scheme: must be one of random, weighted-random, partition, multiround; got 'greedy'
 
     """
-    build = lookup(SELECTORS, "scheme", scheme)
+    build = SELECTORS.lookup(scheme)
     rule = get_fairness_rule(fairness_rule).name
     return build(num_users, per_round, target_privacy, fairness, rule)

@@ -27,6 +27,7 @@ from fedprivacy.secagg.messages import (
     ConsistencyResponse,
     Header,
     MessageKind,
+    ServerStage,
     ShareKind,
     UnmaskRequest,
 )
@@ -34,7 +35,6 @@ from fedprivacy.secagg.params import SecAggParameters
 
 if TYPE_CHECKING:
     from fedprivacy.crypto.shamir import Share
-    from fedprivacy.secagg.server import ServerStage
 
 __all__ = ["ServerConsistency", "SignatureCollector"]
 
@@ -177,8 +177,6 @@ class ServerConsistency:
             Unless called once, after ``finish_inputs`` and before any unmask response.
 
         """
-        from fedprivacy.secagg.server import ServerStage  # server.py imports this module
-
         self._expect(ServerStage.UNMASK)
         if self._consistency is not None or self._responses:
             raise OutOfOrderError("the consistency check has already started, or unmasking has")
@@ -212,8 +210,6 @@ class ServerConsistency:
             Unless :meth:`start_consistency` was called and this was not.
 
         """
-        from fedprivacy.secagg.server import ServerStage
-
         self._expect(ServerStage.UNMASK)
         check = self._consistency
         if check is None or check.closed:

@@ -65,6 +65,17 @@ class MessageKind(IntEnum):
     CONSISTENCY_RESPONSE = 9
 
 
+class ServerStage(IntEnum):
+    """The message kind the server is collecting."""
+
+    KEYS = 0
+    SHARES = 1
+    INPUTS = 2
+    UNMASK = 3
+    DONE = 4
+    ABORTED = 5
+
+
 class ShareKind(IntEnum):
     """Which secret a revealed share belongs to."""
 

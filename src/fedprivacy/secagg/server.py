@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from enum import IntEnum
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from fedprivacy.secagg.messages import (
     MaskedInput,
     Message,
     MessageKind,
+    ServerStage,
     ShareDelivery,
     ShareKeys,
     ShareKind,
@@ -47,17 +47,6 @@ from fedprivacy.secagg.server_view import ReceivedState, ServerView, server_view
 
 AggregationPolicy = Callable[[frozenset[int]], frozenset[int]]
 """Maps the users whose masked inputs arrived to the subset the server may aggregate."""
-
-
-class ServerStage(IntEnum):
-    """The message kind the server is collecting."""
-
-    KEYS = 0
-    SHARES = 1
-    INPUTS = 2
-    UNMASK = 3
-    DONE = 4
-    ABORTED = 5
 
 
 _STAGE_OF = {

@@ -36,10 +36,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from fedprivacy.data.tabular import SiloDataset
 from fedprivacy.errors import ParameterError
-from fedprivacy.fl.local_training import LocalTrainingSpec
-from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.uldp.allocation import Allocation
 from fedprivacy.uldp.clipped_sums import dense_clipped
 from fedprivacy.uldp.config import UldpConfig
@@ -54,15 +51,12 @@ from fedprivacy.uldp.private_weighting.params import (
     encoded_bound,
     largest_feasible_n_max,
 )
-from fedprivacy.uldp.rounds import RoundHyper
-from fedprivacy.uldp.tasks import TaskSpec, task_for
+from fedprivacy.uldp.run_setup import allocate, initial_model, load_dataset, round_hyper, run_seeds
 
 __all__ = [
     "SiloSide",
     "check_deployable",
-    "initial_model",
     "plaintext_aggregate",
-    "round_hyper",
     "session_parameters",
     "silo_deltas",
     "silo_noise_std",
@@ -102,9 +96,7 @@ def check_users_hold_records(cfg: UldpConfig) -> None:
     ParameterError
         If some user holds no record (``uniform`` spreads too few records over many users).
     """
-    from fedprivacy.uldp.run import allocate, load_dataset
-
-    allocation = allocate(cfg, load_dataset(cfg), np.random.default_rng(_seeds(cfg)[0]))
+    allocation = allocate(cfg, load_dataset(cfg), np.random.default_rng(run_seeds(cfg)[0]))
     active = allocation.active_users()
     if len(active) < cfg.users:
         empty = np.setdiff1d(np.arange(cfg.users), active)
@@ -117,43 +109,10 @@ def check_users_hold_records(cfg: UldpConfig) -> None:
         )
 
 
-def round_hyper(cfg: UldpConfig) -> RoundHyper:
-    """The round hyper-parameters of a resolved configuration."""
-    assert cfg.clip is not None and cfg.global_lr is not None and cfg.local_lr is not None
-    assert cfg.local_epochs is not None and cfg.batch_size is not None
-    return RoundHyper(
-        local=LocalTrainingSpec(
-            epochs=cfg.local_epochs, batch_size=cfg.batch_size, lr=cfg.local_lr
-        ),
-        global_lr=cfg.global_lr,
-        clip=cfg.clip,
-        sigma=cfg.sigma,
-        sampling_rate=cfg.effective_sampling_rate,
-        naive_noise="paper" if cfg.naive_noise == "paper" else "corrected",
-    )
-
-
 def silo_noise_std(cfg: UldpConfig) -> float:
     """Each silo's noise standard deviation ``sigma C / sqrt(|S|)`` (real units)."""
     assert cfg.clip is not None
     return cfg.sigma * cfg.clip / math.sqrt(cfg.num_silos)
-
-
-def _seeds(cfg: UldpConfig) -> list[np.random.SeedSequence]:
-    """Allocation, initialisation, training and noise seeds, as :func:`run_uldp` spawns them."""
-    return np.random.SeedSequence(cfg.seed).spawn(4)
-
-
-def initial_model(
-    cfg: UldpConfig, ds: SiloDataset
-) -> tuple[TaskSpec, torch.nn.Module, torch.Tensor]:
-    """The task, the architecture and ``x_0`` (as :func:`fedprivacy.uldp.run.run_uldp` makes them).
-
-    Uses the dataset only for its shape; no allocation is made.
-    """
-    task = task_for(ds.name, ds.task, ds.num_features, ds.num_classes)
-    model = task.build_model(seed=int(_seeds(cfg)[1].generate_state(1)[0]))
-    return task, model, flatten_parameters(model).detach().clone()
 
 
 def session_parameters(
@@ -209,12 +168,10 @@ def silo_side(config_toml: str, data_dir: str | None = None) -> SiloSide:
     """
     import tomllib
 
-    from fedprivacy.uldp.run import allocate, load_dataset
-
     config = UldpConfig.from_mapping(tomllib.loads(config_toml))
     cfg = check_deployable(config.with_overrides(data_dir=data_dir))
     ds = load_dataset(cfg)
-    allocation = allocate(cfg, ds, np.random.default_rng(_seeds(cfg)[0]))
+    allocation = allocate(cfg, ds, np.random.default_rng(run_seeds(cfg)[0]))
     fed = build_federation(ds, allocation)
     _, model, flat = initial_model(cfg, ds)
     runner = MethodRunner(cfg.method, fed, round_hyper(cfg), delta=cfg.delta, model=model)

@@ -23,7 +23,7 @@ import torch
 from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy._validation import require_int
-from fedprivacy.data.tabular import SiloDataset
+from fedprivacy.data.silo_dataset import SiloDataset
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.allocation import Allocation
 from fedprivacy.uldp.shards import silo_shards

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedprivacy.data.tabular import SiloDataset, load_silo_dataset
+from fedprivacy.data.silo_dataset import SiloDataset
 from fedprivacy.dp.accounting import quiet_accounting
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.engine import resolve_device
@@ -37,10 +37,7 @@ from fedprivacy.models.registry import count_parameters
 from fedprivacy.participation.availability import AlwaysAvailable
 from fedprivacy.pipeline.loop import FederatedRun
 from fedprivacy.uldp.algorithm import UldpAlgorithm, server_view, uldp_selector
-from fedprivacy.uldp.allocation import Allocation
-from fedprivacy.uldp.allocators import allocate_fixed_silos, allocate_pool
 from fedprivacy.uldp.config import UldpConfig
-from fedprivacy.uldp.deployment import round_hyper
 from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.method_specs import method_spec
 from fedprivacy.uldp.methods import MethodRunner
@@ -48,38 +45,9 @@ from fedprivacy.uldp.per_user_training import default_max_rows
 from fedprivacy.uldp.private_weighting import SecureWeighting
 from fedprivacy.uldp.private_weighting.noise import TAIL_SIGMAS
 from fedprivacy.uldp.results import RoundRecord, UldpResult
+from fedprivacy.uldp.run_setup import allocate, initial_model, load_dataset, round_hyper, run_seeds
 
-__all__ = ["COX_DP_SGD_CAVEAT", "allocate", "privacy_caveats", "run_uldp"]
-
-
-def allocate(config: UldpConfig, dataset: SiloDataset, rng: np.random.Generator) -> Allocation:
-    """Allocate the dataset's training records to the config's users (and silos).
-
-    Heart Disease and TCGA-BRCA keep their silos (:func:`allocate_fixed_silos`, at least two
-    records per user and silo for TCGA-BRCA's Cox loss); MNIST and Creditcard get
-    :func:`allocate_pool` with ``config.num_silos`` silos.
-    """
-    if dataset.fixed_silos:
-        return allocate_fixed_silos(
-            dataset.train_sizes(),
-            config.users,
-            config.distribution,
-            rng,
-            user_alpha=config.user_alpha,
-            main_silo_share=config.main_silo_share,
-            min_records_per_user_silo=2 if dataset.task == "survival" else 1,
-        )
-    _, labels = dataset.pooled_train()
-    return allocate_pool(
-        labels,
-        config.users,
-        config.num_silos,
-        config.distribution,
-        rng,
-        user_alpha=config.user_alpha,
-        silo_alpha=config.silo_alpha,
-        max_labels_per_user=config.max_labels_per_user,
-    )
+__all__ = ["COX_DP_SGD_CAVEAT", "privacy_caveats", "run_uldp"]
 
 
 def run_uldp(
@@ -121,10 +89,10 @@ def run_uldp(
     cfg = config.validate().resolved()
     device = resolve_device(cfg.device)  # a clear error before any work when CUDA is missing
     ds = dataset if dataset is not None else load_dataset(cfg)
-    alloc_ss, init_ss, train_ss, noise_ss = np.random.SeedSequence(cfg.seed).spawn(4)
+    alloc_ss, _, train_ss, noise_ss = run_seeds(cfg)
     allocation = allocate(cfg, ds, np.random.default_rng(alloc_ss))
     fed = build_federation(ds, allocation, device=device)
-    model = fed.task.build_model(seed=int(init_ss.generate_state(1)[0]))
+    _, model, _ = initial_model(cfg, ds)
     model.to(fed.device)
     hyper = round_hyper(cfg)
     secure: SecureWeighting | None = None
@@ -307,13 +275,6 @@ def _secure_report(
         "setup_seconds": {k: round(float(v), 4) for k, v in setup_seconds.items()},
         "round_seconds_total": {k: round(v, 4) for k, v in phases.items()},
     }
-
-
-def load_dataset(cfg: UldpConfig) -> SiloDataset:
-    """The dataset of a configuration (``data_dir``, ``seed``, ``creditcard_path``)."""
-    return load_silo_dataset(
-        cfg.dataset, cfg.data_dir, seed=cfg.seed, creditcard_path=cfg.creditcard_path
-    )
 
 
 def _evaluate(fed: Federation, model: torch.nn.Module, flat: torch.Tensor) -> dict[str, float]:

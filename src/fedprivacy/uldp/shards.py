@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from fedprivacy.data.tabular import SiloDataset
+from fedprivacy.data.silo_dataset import SiloDataset
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.allocation import Allocation, _readonly
 

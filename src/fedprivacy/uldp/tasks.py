@@ -28,12 +28,14 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from fedprivacy._registry import Registry
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.losses import MaskedLoss, binary_logistic_loss, cox_loss, cross_entropy_loss
 from fedprivacy.models.registry import build_model
 from fedprivacy.uldp.metrics import accuracy, concordance_index, roc_auc
 
 __all__ = [
+    "PAPER_TASKS",
     "TaskSpec",
     "task_for",
 ]
@@ -120,6 +122,15 @@ class TaskSpec:
         return result
 
 
+#: dataset -> (task, model, loss, metric name) of the paper, as :func:`task_for` returns them.
+PAPER_TASKS: Registry[tuple[str, str, MaskedLoss, str]] = Registry("dataset")
+PAPER_TASKS.register("heart_disease", ("binary", "logistic", binary_logistic_loss, "accuracy"))
+PAPER_TASKS.register("tcga_brca", ("survival", "cox-linear", cox_loss, "c_index"))
+PAPER_TASKS.register("mnist", ("multiclass", "paper-mnist-cnn", cross_entropy_loss, "accuracy"))
+PAPER_TASKS.register("creditcard", ("binary", "fraudnet", cross_entropy_loss, "accuracy"))
+PAPER_TASKS.register("creditcard-synthetic", ("binary", "fraudnet", cross_entropy_loss, "accuracy"))
+
+
 def task_for(dataset: str, task: str, num_features: int, num_classes: int) -> TaskSpec:
     """Return the :class:`TaskSpec` of a ULDP-FL dataset.
 
@@ -145,16 +156,7 @@ def task_for(dataset: str, task: str, num_features: int, num_classes: int) -> Ta
     ParameterError
         If the dataset is unknown or its task does not match.
     """
-    table: dict[str, tuple[str, str, MaskedLoss, str]] = {
-        "heart_disease": ("binary", "logistic", binary_logistic_loss, "accuracy"),
-        "tcga_brca": ("survival", "cox-linear", cox_loss, "c_index"),
-        "mnist": ("multiclass", "paper-mnist-cnn", cross_entropy_loss, "accuracy"),
-        "creditcard": ("binary", "fraudnet", cross_entropy_loss, "accuracy"),
-        "creditcard-synthetic": ("binary", "fraudnet", cross_entropy_loss, "accuracy"),
-    }
-    if dataset not in table:
-        raise ParameterError("dataset", f"must be one of {', '.join(table)}; got {dataset!r}")
-    expected, model_name, loss, metric_name = table[dataset]
+    expected, model_name, loss, metric_name = PAPER_TASKS.lookup(dataset)
     if task != expected:
         raise ParameterError("task", f"{dataset!r} is a {expected!r} task, got {task!r}")
     if dataset == "mnist" and num_classes != 10:

@@ -14,10 +14,15 @@ Examples
 ['avg', 'default', 'group', 'naive', 'sgd']
 >>> family_for("ULDP-AVG-ws").name
 'avg'
+>>> FAMILIES.register("avg", FAMILIES["avg"])
+Traceback (most recent call last):
+...
+fedprivacy.errors.ParameterError: family: 'avg' is registered already
 """
 
 from __future__ import annotations
 
+from fedprivacy._registry import Registry
 from fedprivacy.uldp.families.avg import AvgFamily
 from fedprivacy.uldp.families.base import MethodFamily
 from fedprivacy.uldp.families.default import DefaultFamily
@@ -26,7 +31,7 @@ from fedprivacy.uldp.families.naive import NaiveFamily
 from fedprivacy.uldp.families.sgd import SgdFamily
 from fedprivacy.uldp.families.silo_level import SiloLevelFamily
 from fedprivacy.uldp.families.user_level import UserLevelFamily
-from fedprivacy.uldp.method_specs import Family, method_spec
+from fedprivacy.uldp.method_specs import method_spec
 
 __all__ = [
     "FAMILIES",
@@ -39,29 +44,12 @@ __all__ = [
     "SiloLevelFamily",
     "UserLevelFamily",
     "family_for",
-    "register",
 ]
 
-#: The family of every ``MethodSpec.family`` name.
-FAMILIES: dict[Family, MethodFamily] = {}
-
-
-def register(family: MethodFamily) -> MethodFamily:
-    """Add ``family`` to :data:`FAMILIES` under its :attr:`~MethodFamily.name`; return it.
-
-    Raises
-    ------
-    ValueError
-        If a family of that name is registered already.
-    """
-    if family.name in FAMILIES:
-        raise ValueError(f"method family {family.name!r} is registered already")
-    FAMILIES[family.name] = family
-    return family
-
-
+#: The family of every ``MethodSpec.family`` name (``FAMILIES.register(f.name, f)`` adds one).
+FAMILIES: Registry[MethodFamily] = Registry("family")
 for _family in (DefaultFamily(), NaiveFamily(), GroupFamily(), AvgFamily(), SgdFamily()):
-    register(_family)
+    FAMILIES.register(_family.name, _family)
 
 
 def family_for(method: str) -> MethodFamily:

@@ -1,0 +1,103 @@
+"""One setup for in-process and deployed ULDP-FL runs: seeds, data, allocation, initial model.
+
+:func:`fedprivacy.uldp.run.run_uldp` and the deployment's silos and server
+(:mod:`fedprivacy.uldp.deployment`, :mod:`fedprivacy.flower.cross_silo`) build their data and
+first model here, from the configuration alone, so the two cannot drift apart: the seeds of a run
+are :func:`run_seeds`, the records go to users and silos by :func:`allocate` with the first of
+them, and ``x_0`` is :func:`initial_model` with the second.
+
+Examples
+--------
+>>> cfg = UldpConfig(dataset="creditcard-synthetic", method="ULDP-AVG", users=6).resolved()
+>>> [len(s.generate_state(1)) for s in run_seeds(cfg)]
+[1, 1, 1, 1]
+>>> round_hyper(cfg).local.epochs == cfg.local_epochs
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from fedprivacy.data.silo_dataset import SiloDataset
+from fedprivacy.data.tabular import load_silo_dataset
+from fedprivacy.fl.local_training import LocalTrainingSpec
+from fedprivacy.fl.params import flatten_parameters
+from fedprivacy.uldp.allocation import Allocation
+from fedprivacy.uldp.allocators import allocate_fixed_silos, allocate_pool
+from fedprivacy.uldp.config import UldpConfig
+from fedprivacy.uldp.rounds import RoundHyper
+from fedprivacy.uldp.tasks import TaskSpec, task_for
+
+__all__ = ["allocate", "initial_model", "load_dataset", "round_hyper", "run_seeds"]
+
+
+def run_seeds(cfg: UldpConfig) -> list[np.random.SeedSequence]:
+    """The run's allocation, initialisation, training and noise seeds (in this order)."""
+    return np.random.SeedSequence(cfg.seed).spawn(4)
+
+
+def load_dataset(cfg: UldpConfig) -> SiloDataset:
+    """The dataset of a configuration (``data_dir``, ``seed``, ``creditcard_path``)."""
+    return load_silo_dataset(
+        cfg.dataset, cfg.data_dir, seed=cfg.seed, creditcard_path=cfg.creditcard_path
+    )
+
+
+def allocate(config: UldpConfig, dataset: SiloDataset, rng: np.random.Generator) -> Allocation:
+    """Allocate the dataset's training records to the config's users (and silos).
+
+    Heart Disease and TCGA-BRCA keep their silos (:func:`allocate_fixed_silos`, at least two
+    records per user and silo for TCGA-BRCA's Cox loss); MNIST and Creditcard get
+    :func:`allocate_pool` with ``config.num_silos`` silos.
+    """
+    if dataset.fixed_silos:
+        return allocate_fixed_silos(
+            dataset.train_sizes(),
+            config.users,
+            config.distribution,
+            rng,
+            user_alpha=config.user_alpha,
+            main_silo_share=config.main_silo_share,
+            min_records_per_user_silo=2 if dataset.task == "survival" else 1,
+        )
+    _, labels = dataset.pooled_train()
+    return allocate_pool(
+        labels,
+        config.users,
+        config.num_silos,
+        config.distribution,
+        rng,
+        user_alpha=config.user_alpha,
+        silo_alpha=config.silo_alpha,
+        max_labels_per_user=config.max_labels_per_user,
+    )
+
+
+def round_hyper(cfg: UldpConfig) -> RoundHyper:
+    """The round hyper-parameters of a resolved configuration."""
+    assert cfg.clip is not None and cfg.global_lr is not None and cfg.local_lr is not None
+    assert cfg.local_epochs is not None and cfg.batch_size is not None
+    return RoundHyper(
+        local=LocalTrainingSpec(
+            epochs=cfg.local_epochs, batch_size=cfg.batch_size, lr=cfg.local_lr
+        ),
+        global_lr=cfg.global_lr,
+        clip=cfg.clip,
+        sigma=cfg.sigma,
+        sampling_rate=cfg.effective_sampling_rate,
+        naive_noise="paper" if cfg.naive_noise == "paper" else "corrected",
+    )
+
+
+def initial_model(
+    cfg: UldpConfig, ds: SiloDataset
+) -> tuple[TaskSpec, torch.nn.Module, torch.Tensor]:
+    """The task, the architecture and ``x_0`` of a run, in-process or deployed.
+
+    Uses the dataset only for its shape; no allocation is made.
+    """
+    task = task_for(ds.name, ds.task, ds.num_features, ds.num_classes)
+    model = task.build_model(seed=int(run_seeds(cfg)[1].generate_state(1)[0]))
+    return task, model, flatten_parameters(model).detach().clone()
