@@ -89,6 +89,8 @@ def test_human_output_and_files(
         "summary.json",
         "uldp.png",
         "privacy.md",
+        "config.toml",
+        "checkpoint.pt",
     }
 
 
@@ -227,3 +229,25 @@ def test_bad_selection_options_are_errors_naming_the_flag(
 ) -> None:
     code, _, err = run(capsys, *heart(data_dir, *extra))
     assert code == 2 and flag in err and "Traceback" not in err
+
+
+def test_resume_continues_a_stopped_run_bit_for_bit(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # creditcard-synthetic ships with the package: no data needed
+    args = ("uldp", "--dataset", "creditcard-synthetic", "--method", "ULDP-AVG-w", "--users")
+    args += ("30", "--silos", "3", "--local-epochs", "1", "--rounds", "4", "--json")
+    code, out, _ = run(capsys, *args)
+    straight = json.loads(out)["records"]
+    folder = str(tmp_path / "run")
+    assert run(capsys, *args, "--out", folder, "--stop-after", "2")[0] == 0
+    code, out, _ = run(capsys, "uldp", "--resume", folder, "--json")
+    resumed = json.loads(out)["records"]
+    assert code == 0 and len(resumed) == 4
+    for a, b in zip(straight, resumed, strict=True):
+        a.pop("seconds"), b.pop("seconds")
+        assert a == b
+    code, _, err = run(capsys, "uldp", "--resume", folder, "--sigma", "2", "--json")
+    assert code == 2 and "only --rounds" in err and "--sigma" in err and "Traceback" not in err
+    code, _, err = run(capsys, "uldp", "--resume", str(tmp_path / "nothing"), "--json")
+    assert code == 2 and "has no config.toml" in err

@@ -64,12 +64,14 @@ def build_config(args: argparse.Namespace) -> Any:
     """
     from fedprivacy.uldp.config import UldpConfig
 
-    base = UldpConfig.from_toml(args.config) if args.config else None
     given: dict[str, Any] = {
         name: (str(v) if name in ("data_dir", "creditcard_path") else v)
         for name in _OPTIONS
         if (v := getattr(args, name)) is not None
     }
+    if args.resume is not None:
+        return _resumed_config(args, given)
+    base = UldpConfig.from_toml(args.config) if args.config else None
     if base is None:
         missing = [f"--{n.replace('_', '-')}" for n in _REQUIRED if n not in given]
         if missing:
@@ -80,6 +82,31 @@ def build_config(args: argparse.Namespace) -> Any:
     else:
         config = base.with_overrides(**given)
     return config.validate()
+
+
+#: What ``--resume`` may change: how many rounds, where the data are, how it computes.
+_RESUME_OPTIONS = ("rounds", "data_dir", "device", "max_rows")
+
+
+def _resumed_config(args: argparse.Namespace, given: dict[str, Any]) -> Any:
+    """The configuration stored in ``--resume DIR``, with the options a resume may change."""
+    from fedprivacy.uldp.checkpoint import CONFIG
+    from fedprivacy.uldp.config import UldpConfig
+
+    if args.config is not None:
+        raise ParameterError("resume", "takes the configuration from the run's folder")
+    changed = sorted(k for k in given if k not in _RESUME_OPTIONS)
+    if changed:
+        flags = ", ".join(f"--{k.replace('_', '-')}" for k in changed)
+        raise ParameterError(
+            "resume", f"only --rounds, --data-dir, --device and --max-rows may change, not {flags}"
+        )
+    path = Path(args.resume) / CONFIG
+    if not path.is_file():
+        raise ParameterError(
+            "resume", f"{args.resume} has no {CONFIG}; is it a run's --out folder?"
+        )
+    return UldpConfig.from_toml(path).with_overrides(**given).validate()
 
 
 def _progress(enabled: bool, total: int) -> tuple[Any, Any]:
@@ -101,13 +128,20 @@ def cmd_uldp(args: argparse.Namespace) -> int:
     check_memory("uldp", config)
     bar, update = _progress(not args.json and not args.quiet, config.rounds)
     try:
-        result = run_uldp(config, progress=update)
+        result = run_uldp(
+            config,
+            progress=update,
+            checkpoint_dir=args.resume or args.out,
+            resume=args.resume is not None,
+            stop_after_rounds=args.stop_after,
+        )
     finally:
         if bar is not None:
             bar.close()
     summary = result.summary()
-    if args.out:
-        summary["files"] = [str(p) for p in write_outputs(result, args.out)]
+    out = args.resume or args.out
+    if out:
+        summary["files"] = [str(p) for p in write_outputs(result, out)]
     if args.json:
         summary["records"] = [r.to_dict() for r in result.records]
         print(json.dumps(summary))
@@ -315,7 +349,17 @@ def add_uldp_parser(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
-        "--out", type=Path, default=None, help="folder for rounds.csv, summary.json and uldp.png"
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for rounds.csv, summary.json, uldp.png and, after every round, checkpoint.pt",
     )
+    p.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        help="continue the run in this --out folder, bit for bit (--rounds may grow)",
+    )
+    p.add_argument("--stop-after", type=int, default=None, help="stop once this many rounds exist")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_uldp)

@@ -212,8 +212,7 @@ def dense_clipped(
     out = [np.zeros((num_users, num_params), dtype=np.float64) for _ in range(num_segments)]
     for ids, vectors in chunks:
         wide = vectors.to(torch.float64)
-        norms = torch.linalg.vector_norm(wide, dim=1)
-        factors = torch.clamp(clip / torch.clamp(norms, min=1e-300), max=1.0)
+        factors, _ = clip_rows(wide, clip)
         rows = (wide * factors[:, None]).cpu().numpy()
         for s in np.unique(seg_all[ids]):
             here = seg_all[ids] == s

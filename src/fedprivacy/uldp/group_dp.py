@@ -57,6 +57,7 @@ from fedprivacy.dp.rdp import DEFAULT_ORDERS
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.losses import MaskedLoss
 from fedprivacy.fl.params import load_flat_
+from fedprivacy.uldp.clipped_sums import clip_rows
 from fedprivacy.uldp.federation import Federation
 
 __all__ = [
@@ -289,8 +290,7 @@ def clipped_per_sample_sum(
         [p.grad_sample.reshape(n, -1) for p in gsm._module.parameters()],
         dim=1,
     )
-    norms = torch.linalg.vector_norm(per_sample, dim=1)
-    factors = torch.where(norms > clip, clip / norms.clamp_min(1e-30), torch.ones_like(norms))
+    factors, _ = clip_rows(per_sample, clip)
     return (factors[:, None] * per_sample).sum(dim=0)
 
 

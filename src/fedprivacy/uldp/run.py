@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,12 +32,15 @@ import torch
 from fedprivacy.data.silo_dataset import SiloDataset
 from fedprivacy.dp.accounting import quiet_accounting
 from fedprivacy.errors import ParameterError
+from fedprivacy.files import atomic_write_text
 from fedprivacy.fl.engine import resolve_device
 from fedprivacy.fl.params import flatten_parameters, load_flat_
 from fedprivacy.models.registry import count_parameters
 from fedprivacy.participation.availability import AlwaysAvailable
 from fedprivacy.pipeline.loop import FederatedRun
+from fedprivacy.uldp import checkpoint
 from fedprivacy.uldp.algorithm import UldpAlgorithm, server_view, uldp_selector
+from fedprivacy.uldp.checkpoint import CONFIG
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.method_specs import method_spec
@@ -56,6 +60,9 @@ def run_uldp(
     *,
     dataset: SiloDataset | None = None,
     epsilon_at: int | None = None,
+    checkpoint_dir: str | Path | None = None,
+    resume: bool = False,
+    stop_after_rounds: int | None = None,
 ) -> UldpResult:
     """Run one ULDP-FL experiment.
 
@@ -72,6 +79,15 @@ def run_uldp(
         Also report the user-level epsilon after this many rounds of the same kind
         (:meth:`~fedprivacy.uldp.methods.MethodRunner.epsilon_after`; e.g. the paper's 200
         rounds when fewer are trained): :attr:`UldpResult.epsilon_at`.
+    checkpoint_dir : str or Path, optional
+        Write ``config.toml`` there and, after every round, ``checkpoint.pt``
+        (:mod:`fedprivacy.uldp.checkpoint`; not for the private weighting protocol).
+    resume : bool
+        Continue from ``checkpoint_dir/checkpoint.pt``: the rounds after it are those a run
+        without a stop computes, bit for bit (the round a run stopped at is evaluated even
+        when ``eval_every`` skips it).
+    stop_after_rounds : int, optional
+        Stop once this many rounds exist (after their checkpoint), to run a job in pieces.
 
     Returns
     -------
@@ -87,6 +103,8 @@ def run_uldp(
     """
     started = time.perf_counter()
     cfg = config.validate().resolved()
+    if resume:
+        checkpoint.check_resumable(cfg)
     device = resolve_device(cfg.device)  # a clear error before any work when CUDA is missing
     ds = dataset if dataset is not None else load_dataset(cfg)
     alloc_ss, _, train_ss, noise_ss = run_seeds(cfg)
@@ -110,7 +128,6 @@ def run_uldp(
         amplified=cfg.scheme == "poisson",
     )
     flat = flatten_parameters(model).to(fed.device)
-    initial = _evaluate(fed, model, flat)
     train_rng, noise_rng = np.random.default_rng(train_ss), np.random.default_rng(noise_ss)
     algorithm = UldpAlgorithm(runner, model, flat, train_rng, noise_rng, eval_every=cfg.eval_every)
     loop: FederatedRun[RoundRecord] = FederatedRun(
@@ -119,8 +136,10 @@ def run_uldp(
         algorithm,
         selection_rng=lambda _t: train_rng,  # the sample is the first draw of a round
     )
-    with quiet_accounting():
-        records = [result.record for result in loop.run(cfg.rounds, progress=progress)]
+    folder = None if checkpoint_dir is None else Path(checkpoint_dir)
+    records, initial = _run_rounds(
+        cfg, loop, algorithm, folder, resume, stop_after_rounds, progress
+    )
     flat = algorithm.flat
     secure_report = None
     if secure is not None:
@@ -275,6 +294,40 @@ def _secure_report(
         "setup_seconds": {k: round(float(v), 4) for k, v in setup_seconds.items()},
         "round_seconds_total": {k: round(v, 4) for k, v in phases.items()},
     }
+
+
+def _run_rounds(
+    cfg: UldpConfig,
+    loop: FederatedRun[RoundRecord],
+    algorithm: UldpAlgorithm,
+    folder: Path | None,
+    resume: bool,
+    stop_after_rounds: int | None,
+    progress: Callable[[int], None] | None,
+) -> tuple[list[RoundRecord], dict[str, float]]:
+    """Run (or resume) the rounds, checkpointing after each when ``folder`` is given."""
+    if resume:
+        if folder is None:
+            raise ParameterError("resume", "needs the run's folder")
+        state = checkpoint.load(folder / checkpoint.CHECKPOINT, cfg)
+        records, initial = checkpoint.restore(state, loop, algorithm)
+    else:
+        records, initial = [], _evaluate(algorithm.fed, algorithm.model, algorithm.flat)
+    saving = folder is not None and not cfg.secure_weighting
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(folder / CONFIG, cfg.to_toml())
+    target = cfg.rounds if stop_after_rounds is None else min(cfg.rounds, stop_after_rounds)
+    with quiet_accounting():
+        for _ in range(max(0, target - len(records))):
+            records.append(loop.step(final=len(records) + 1 == target).record)
+            if saving:
+                assert folder is not None
+                path = folder / checkpoint.CHECKPOINT
+                checkpoint.save(path, cfg, loop, algorithm, records, initial)
+            if progress is not None:
+                progress(1)
+    return records, initial
 
 
 def _evaluate(fed: Federation, model: torch.nn.Module, flat: torch.Tensor) -> dict[str, float]:
