@@ -118,6 +118,7 @@ def load_silo_dataset(
     --------
     >>> load_silo_dataset("creditcard-synthetic").silo_names
     ('pool',)
+    >>> from fedprivacy.errors import ParameterError
     >>> try:
     ...     load_silo_dataset("cifar10")
     ... except ParameterError as exc:

@@ -63,7 +63,9 @@ from fedprivacy.uldp.algorithm import uldp_selector
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.deployment import check_deployable, session_parameters, silo_noise_std
 from fedprivacy.uldp.families import FAMILIES
+from fedprivacy.uldp.families.user_level import global_step
 from fedprivacy.uldp.method_specs import method_spec
+from fedprivacy.uldp.methods import unsampled_epsilon
 from fedprivacy.uldp.private_weighting.errors import (
     AggregateOutOfRangeError,
     PrivateWeightingError,
@@ -241,11 +243,7 @@ class CrossSiloAlgorithm(Algorithm[RoundRecord]):
     def epsilon_server(self) -> float:
         """Epsilon against the server: the unsampled mechanism, most-sampled user's rounds."""
         rounds = int(self.times_sampled.max(initial=0))
-        if rounds == 0:
-            return 0.0
-        with quiet_accounting():
-            acc = PrivacyAccountant("rdp").compose_gaussian(self.noise_multiplier, rounds, 1.0)
-            return float(acc.epsilon(self.cfg.delta))
+        return unsampled_epsilon(self.noise_multiplier, rounds, self.cfg.delta)
 
     def _ask(self, r: int, sampled: NDArray[np.bool_]) -> tuple[int, bytes, int, NDArray[np.bool_]]:
         """Round ``r``'s request: its index, the model, a fresh minibatch seed, the sample.
@@ -305,7 +303,7 @@ class CrossSiloAlgorithm(Algorithm[RoundRecord]):
         else:
             q = self.cfg.effective_sampling_rate
             assert self.cfg.global_lr is not None
-            step = self.cfg.global_lr / (q * self.num_users * self.cfg.num_silos)
+            step = global_step(self.cfg.global_lr, q, self.num_users, self.cfg.num_silos)
             delta = torch.from_numpy(aggregate).to(self.flat.dtype)
             self.flat = self.flat + self.sign * step * delta
             self.aggregates[ctx.round_index] = (aggregate, keys, asked)

@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.deployment import plaintext_aggregate, silo_noise_std, silo_side
 from fedprivacy.uldp.families import FAMILIES
+from fedprivacy.uldp.families.user_level import global_step
 from fedprivacy.uldp.method_specs import method_spec
 
 __all__ = ["compare_cross_silo", "noise_statistics"]
@@ -69,7 +70,7 @@ def compare_cross_silo(run_dir: Path, data_dir: str | None = None) -> dict[str, 
 
     _, _, flat = initial_model(cfg, load_dataset(cfg))
     assert cfg.global_lr is not None
-    step = cfg.global_lr / (cfg.effective_sampling_rate * cfg.users * cfg.num_silos)
+    step = global_step(cfg.global_lr, cfg.effective_sampling_rate, cfg.users, cfg.num_silos)
     deviations = []
     with np.load(run_dir / "aggregates.npz") as z:
         rounds = sorted(int(k.removeprefix("round_")) for k in z.files if k.startswith("round_"))

@@ -82,7 +82,7 @@ from fedprivacy.uldp.rounds import RoundHyper, RoundOutput
 if TYPE_CHECKING:
     from fedprivacy.uldp.private_weighting import SecureWeighting
 
-__all__ = ["MethodRunner", "run_round"]
+__all__ = ["MethodRunner", "run_round", "unsampled_epsilon"]
 
 
 @dataclass
@@ -240,13 +240,7 @@ class MethodRunner:
 
     def _unsampled_epsilon(self, rounds: int) -> float:
         """Epsilon of ``rounds`` runs of the Gaussian mechanism without sub-sampling."""
-        if rounds == 0:
-            return 0.0
-        with quiet_accounting():
-            accountant = PrivacyAccountant("rdp").compose_gaussian(
-                self.effective_noise_multiplier, rounds, 1.0
-            )
-            return accountant.epsilon(self.delta)
+        return unsampled_epsilon(self.effective_noise_multiplier, rounds, self.delta)
 
     def epsilon_after(self, rounds: int) -> float:
         """User-level epsilon after ``rounds`` rounds like those run so far (``inf`` for DEFAULT).
@@ -312,6 +306,26 @@ class MethodRunner:
             For ULDP-GROUP-k (see :func:`fedprivacy.uldp.group_dp.clipped_per_sample_sum`).
         """
         return self.family.presum(self, global_flat, rng)
+
+
+def unsampled_epsilon(noise_multiplier: float, rounds: int, delta: float) -> float:
+    """Epsilon at ``delta`` of ``rounds`` runs of the Gaussian mechanism, no sub-sampling (RDP).
+
+    The bound against the server, which knows each round's user sample: the most-sampled
+    user's rounds (:meth:`MethodRunner.epsilon_server`, the cross-silo deployment's too).
+
+    Examples
+    --------
+    >>> unsampled_epsilon(5.0, 0, 1e-5)
+    0.0
+    >>> round(unsampled_epsilon(5.0, 10, 1e-5), 2)
+    2.81
+    """
+    if rounds == 0:
+        return 0.0
+    with quiet_accounting():
+        accountant = PrivacyAccountant("rdp").compose_gaussian(noise_multiplier, rounds, 1.0)
+        return float(accountant.epsilon(delta))
 
 
 def run_round(

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from fedprivacy.uldp.private_weighting import SecureWeighting
     from fedprivacy.uldp.rounds import RoundHyper
 
-__all__ = ["Chunks", "SiloData", "UserLevelFamily", "secure_aggregate"]
+__all__ = ["Chunks", "SiloData", "UserLevelFamily", "global_step", "secure_aggregate"]
 
 #: Per-user vectors chunk by chunk: ``(user positions in the silo, (n, P) vectors)``.
 Chunks = Iterator[tuple[NDArray[np.int64], torch.Tensor]]
@@ -124,7 +124,7 @@ class UserLevelFamily(MethodFamily):
             kept = sampled if spec.sampled else None
             aggregate = secure_aggregate(runner, secure, silo_deltas, presum, std, kept)
             noisy = torch.from_numpy(aggregate).to(device=noisy.device, dtype=noisy.dtype)
-        step = h.global_lr / (q * fed.num_users * s)
+        step = global_step(h.global_lr, q, fed.num_users, s)
         flat = global_flat + self.sign * step * noisy
         mean_norm = norm_total / groups if groups else math.nan
         return RoundOutput(flat, presum, noisy, sampled, groups, clipped, mean_norm)
@@ -174,6 +174,20 @@ class UserLevelFamily(MethodFamily):
             device=global_flat.device,
         )
         return parts, silo_deltas
+
+
+def global_step(global_lr: float, sampling_rate: float, num_users: int, num_silos: int) -> float:
+    """The server's step on the round's summed silo updates: ``eta_g / (q |U| |S|)``.
+
+    The same in-process, in a deployment (:mod:`fedprivacy.flower.cross_silo`) and in its
+    reference recomputation.
+
+    Examples
+    --------
+    >>> global_step(10.0, 0.5, 100, 4)
+    0.05
+    """
+    return global_lr / (sampling_rate * num_users * num_silos)
 
 
 def secure_aggregate(
