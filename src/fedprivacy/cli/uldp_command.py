@@ -7,9 +7,12 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedprivacy.errors import ParameterError
+
+if TYPE_CHECKING:
+    from fedprivacy.uldp.results import UldpResult
 
 _REQUIRED = ("dataset", "method", "users", "rounds")
 
@@ -121,7 +124,7 @@ def _progress(enabled: bool, total: int) -> tuple[Any, Any]:
 def cmd_uldp(args: argparse.Namespace) -> int:
     """Run one ULDP-FL training and print its utility and user-level epsilon."""
     from fedprivacy.cli.memory import check_memory
-    from fedprivacy.uldp.results import EPSILON_ADVERSARIES, write_outputs
+    from fedprivacy.uldp.results import write_outputs
     from fedprivacy.uldp.run import run_uldp
 
     config = build_config(args)
@@ -146,6 +149,15 @@ def cmd_uldp(args: argparse.Namespace) -> int:
         summary["records"] = [r.to_dict() for r in result.records]
         print(json.dumps(summary))
         return 0
+    _print_rounds(result)
+    _print_privacy(result)
+    if out:
+        print(f"results in {out}")
+    return 0
+
+
+def _print_rounds(result: UldpResult) -> None:
+    """The run's settings and about ten rounds of its records."""
     c = result.config
     print(
         f"{c.method} on {c.dataset}: {c.users} users, {c.num_silos} silos, {c.distribution}, "
@@ -171,6 +183,13 @@ def cmd_uldp(args: argparse.Namespace) -> int:
             f"{r.round:>6}  {_fmt(r.metric):>9}  {_fmt(r.loss):>8}  {_fmt(r.epsilon):>9}  "
             f"{r.seconds:>8.2f}"
         )
+
+
+def _print_privacy(result: UldpResult) -> None:
+    """The final utility, each epsilon with its adversary, the server's view, noise, caveats."""
+    from fedprivacy.uldp.results import EPSILON_ADVERSARIES
+
+    c, name = result.config, result.metric_name
     eps = result.final.epsilon
     privacy = (
         f"user-level epsilon {_fmt(eps)} at delta {c.delta:g}"
@@ -209,9 +228,6 @@ def cmd_uldp(args: argparse.Namespace) -> int:
             f"multiplier {sw['noise_multiplier_effective']:.12g} (nominal sigma "
             f"{sw['noise_multiplier_nominal']:g}: rounding to the grid counted)"
         )
-    if args.out:
-        print(f"results in {args.out}")
-    return 0
 
 
 def add_uldp_parser(sub: Any) -> None:
