@@ -55,6 +55,8 @@ def test_resume_refuses_what_does_not_continue_the_run(tmp_path: Path) -> None:
     config = _config("ULDP-AVG")
     with pytest.raises(ParameterError, match="no checkpoint.pt"):
         run_uldp(config, checkpoint_dir=tmp_path, resume=True)
+    with pytest.raises(ParameterError, match="stop_after"):
+        run_uldp(config, checkpoint_dir=tmp_path, stop_after_rounds=0)
     run_uldp(config, checkpoint_dir=tmp_path, stop_after_rounds=1)
     with pytest.raises(ParameterError, match="sigma"):
         run_uldp(config.with_overrides(sigma=2.0), checkpoint_dir=tmp_path, resume=True)

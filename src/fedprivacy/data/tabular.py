@@ -1,26 +1,8 @@
-"""Datasets for cross-silo federated learning: fixed silos (FLamby) or one pool of records.
+"""Cross-silo datasets by name: :func:`load_silo_dataset` and the :data:`SILO_LOADERS` registry.
 
-A :class:`~fedprivacy.data.silo_dataset.SiloDataset` holds, per silo, the training and test
-features and targets. Two kinds:
-
-- **fixed silos** (``fixed_silos=True``): the silos come with the data, as in FLamby's
-  Fed-Heart-Disease (4 hospitals, :mod:`fedprivacy.data.heart_disease`) and Fed-TCGA-BRCA
-  (6 regions, :mod:`fedprivacy.data.tcga_brca`). Only users are allocated afterwards
-  (:func:`fedprivacy.uldp.allocators.allocate_fixed_silos`).
-- **a pool** (``fixed_silos=False``, one pseudo-silo named ``"pool"``): MNIST and Creditcard
-  (:mod:`fedprivacy.data.creditcard`). Users *and* silos are allocated afterwards
-  (:func:`fedprivacy.uldp.allocators.allocate_pool`), which makes the silos.
-
-Record ``i`` of the training pool (:meth:`SiloDataset.pooled_train`) is record ``i`` of an
-allocation: for fixed silos the pool is the concatenation of the silos' training sets in silo
-order.
-
-Targets: ``"binary"`` and ``"multiclass"`` tasks hold ``int64`` labels of shape ``(n,)``;
-``"survival"`` holds ``float32`` arrays of shape ``(n, 2)`` whose columns are the event indicator
-``E`` (column :data:`EVENT`) and the time ``T`` (column :data:`TIME`), as in FLamby.
-
-Every array is read-only; copy before modifying. ``source`` says where the data came from and
-must travel with every result (it says ``synthetic stand-in`` for generated data).
+Fixed silos (FLamby's Fed-Heart-Disease and Fed-TCGA-BRCA) or one pool of records (MNIST,
+Creditcard), each loaded as a :class:`~fedprivacy.data.silo_dataset.SiloDataset` (that module
+describes the two kinds, the training pool and the targets).
 """
 
 from __future__ import annotations

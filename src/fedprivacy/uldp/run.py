@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from fedprivacy._validation import require_int
 from fedprivacy.data.silo_dataset import SiloDataset
 from fedprivacy.dp.accounting import quiet_accounting
 from fedprivacy.errors import ParameterError
@@ -103,6 +104,8 @@ def run_uldp(
     """
     started = time.perf_counter()
     cfg = config.validate().resolved()
+    if stop_after_rounds is not None:
+        require_int("stop_after", stop_after_rounds, minimum=1)
     if resume:
         checkpoint.check_resumable(cfg)
     device = resolve_device(cfg.device)  # a clear error before any work when CUDA is missing
