@@ -2,7 +2,7 @@
 
 What it measures, per setting ``(params P, users U, silos S)``:
 
-* **ours** (``fedprivacy.uldp.private_weighting.SecureWeighting``, 2 threads, every message
+* **ours** (``fedprivacy.secagg.private_weighting.SecureWeighting``, 2 threads, every message
   through its byte encoding, 3072-bit keys, ``P = 1e-10``, ``N_max = 2000``, clip 1.0; each silo
   draws its own discrete Gaussian noise of std ``SIGMA * CLIP / sqrt(S)`` on the plaintext grid,
   timed separately as "noise sampling" and included in its local encryption): the
@@ -139,7 +139,7 @@ def run_ours(
     workers: int = 2,
     subsampling: bool = False,
 ) -> dict[str, Any]:
-    from fedprivacy.uldp.private_weighting import SecureWeighting, phase_seconds
+    from fedprivacy.secagg.private_weighting import SecureWeighting, phase_seconds
 
     params, users, silos = setting
     inputs = make_inputs(params, users, silos, seed)
@@ -185,7 +185,7 @@ def run_ours(
 
 def time_noise_sampling(sw: Any, noise_std: float) -> dict[str, float]:
     """Seconds of one silo's discrete Gaussian draw (part of its local encryption), per round."""
-    from fedprivacy.uldp.private_weighting.noise import sample_noise
+    from fedprivacy.secagg.private_weighting.noise import sample_noise
 
     p = sw.params
     start = time.perf_counter(), time.process_time()

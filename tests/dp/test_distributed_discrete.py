@@ -18,7 +18,7 @@ from fedprivacy.dp.distributed_discrete import (
     log_tau,
 )
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.private_weighting.params import lcm_upto
+from fedprivacy.secagg.private_weighting.params import lcm_upto
 
 
 def tau(sigma2: float, n: int) -> float:

@@ -24,8 +24,8 @@ from fedprivacy.flower.silo_policy import silo_policy
 from fedprivacy.flower.stages import Record, Stage
 from fedprivacy.flower.transport import InProcessTransport
 from fedprivacy.participation.ledger import ParticipationLedger
+from fedprivacy.secagg.private_weighting.messages import MessageKind, decode_message
 from fedprivacy.uldp.config import UldpConfig
-from fedprivacy.uldp.private_weighting.messages import MessageKind, decode_message
 
 SILOS = 4
 ConfigFactory = Callable[..., UldpConfig]
@@ -188,8 +188,8 @@ def test_users_without_records_are_refused_before_any_process_starts(
 ) -> None:
     from fedprivacy.errors import ParameterError
     from fedprivacy.flower.deploy import deploy
+    from fedprivacy.secagg.private_weighting import NotInvertibleError
     from fedprivacy.uldp.deployment import check_users_hold_records
-    from fedprivacy.uldp.private_weighting import NotInvertibleError
 
     empty = heart_config(users=160, data_dir=data_dir)  # uniform: some of the users hold nothing
     with pytest.raises(

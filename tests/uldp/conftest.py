@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
+from fedprivacy.data.allocators import allocate_fixed_silos
 from fedprivacy.data.creditcard import SYNTHETIC_MARK, synthetic_creditcard
 from fedprivacy.data.silo_dataset import SiloDataset
 from fedprivacy.data.tabular import load_silo_dataset
-from fedprivacy.uldp.allocators import allocate_fixed_silos
 from fedprivacy.uldp.federation import Federation, build_federation
 
 DATA = Path(

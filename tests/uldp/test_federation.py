@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
+from fedprivacy.data.allocators import allocate_fixed_silos
+from fedprivacy.data.shards import silo_shards
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.allocators import allocate_fixed_silos
 from fedprivacy.uldp.federation import Federation, build_federation
-from fedprivacy.uldp.shards import silo_shards
 
 
 def test_build_matches_allocation(heart) -> None:  # type: ignore[no-untyped-def]

@@ -30,7 +30,7 @@ only says "we undersample the dataset and use about 25K training data":
    24,584). The test part keeps its natural imbalance (42,722 records, about 0.17 % fraud).
 
 Records of both parts keep the file order. The result is a pool: users and silos are
-allocated afterwards (:func:`fedprivacy.uldp.allocators.allocate_pool`, 5 silos in the paper).
+allocated afterwards (:func:`fedprivacy.data.allocators.allocate_pool`, 5 silos in the paper).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 :func:`run_cross_silo` is what the ServerApp runs for ``task = "uldp"`` (and what tests run on
 the in-process transport). The server holds
-:class:`~fedprivacy.uldp.private_weighting.server.PrivateWeightingServer`; each silo's node
+:class:`~fedprivacy.secagg.private_weighting.server.PrivateWeightingServer`; each silo's node
 (:class:`~fedprivacy.flower.silo_node.SiloNode`) holds the silo's data and its side of the
 protocol. Setup is three exchanges (``silo-key``: Paillier key and parameters, X25519 keys back;
 ``silo-roster``: the X25519 roster, silo 0's encrypted seed back; ``silo-seed``: the seed
@@ -16,7 +16,7 @@ a session or a round that asks less than its own operator's policy (noise floor,
 size, a round answered again), naming the parameter (``node_refused`` events).
 
 A silo that does not answer a round, or whose reply the protocol refuses (replayed, out of
-order, malformed: the typed errors of :mod:`fedprivacy.uldp.private_weighting.errors`), aborts
+order, malformed: the typed errors of :mod:`fedprivacy.secagg.private_weighting.errors`), aborts
 the round: Protocol 1 needs every silo's masks to cancel, and the server learns nothing from a
 partial product. So do well-formed but wrong ciphertexts, seen only when the aggregate decrypts
 out of range (an ``aggregate_rejected`` event; the server cannot tell whose they were). The
@@ -59,6 +59,16 @@ from fedprivacy.participation.availability import AlwaysAvailable
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
 from fedprivacy.pipeline.loop import FederatedRun
+from fedprivacy.secagg.private_weighting.errors import (
+    AggregateOutOfRangeError,
+    PrivateWeightingError,
+    UnknownSenderError,
+)
+from fedprivacy.secagg.private_weighting.messages import decode_message, encode_message
+from fedprivacy.secagg.private_weighting.noise import grid_variance
+from fedprivacy.secagg.private_weighting.params import PrivateWeightingParameters
+from fedprivacy.secagg.private_weighting.server import PrivateWeightingServer
+from fedprivacy.secagg.private_weighting.state import encode_params
 from fedprivacy.uldp.algorithm import uldp_selector
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.deployment import check_deployable, session_parameters, silo_noise_std
@@ -66,16 +76,6 @@ from fedprivacy.uldp.families import FAMILIES
 from fedprivacy.uldp.families.user_level import global_step
 from fedprivacy.uldp.method_specs import method_spec
 from fedprivacy.uldp.methods import unsampled_epsilon
-from fedprivacy.uldp.private_weighting.errors import (
-    AggregateOutOfRangeError,
-    PrivateWeightingError,
-    UnknownSenderError,
-)
-from fedprivacy.uldp.private_weighting.messages import decode_message, encode_message
-from fedprivacy.uldp.private_weighting.noise import grid_variance
-from fedprivacy.uldp.private_weighting.params import PrivateWeightingParameters
-from fedprivacy.uldp.private_weighting.server import PrivateWeightingServer
-from fedprivacy.uldp.private_weighting.state import encode_params
 from fedprivacy.uldp.results import RoundRecord
 
 __all__ = ["SILO_FORGES", "CrossSiloAlgorithm", "SetupError", "run_cross_silo", "setup_session"]

@@ -47,8 +47,8 @@ from typing import Any, TypeVar
 from fedprivacy.crypto.key_size import SECURE_MIN_KEY_BITS
 from fedprivacy.errors import ParameterError
 from fedprivacy.flower.forge import parse_forge
+from fedprivacy.secagg.private_weighting.params import PrivateWeightingParameters
 from fedprivacy.uldp.config import UldpConfig
-from fedprivacy.uldp.private_weighting.params import PrivateWeightingParameters
 
 __all__ = ["SILO_FORGES", "SiloForge"]
 
@@ -128,7 +128,7 @@ class SiloForge:
         """
         if self.modulus is None:
             return sent
-        from fedprivacy.uldp.private_weighting.params import largest_feasible_n_max
+        from fedprivacy.secagg.private_weighting.params import largest_feasible_n_max
 
         bits = self.modulus
         feasible = largest_feasible_n_max(

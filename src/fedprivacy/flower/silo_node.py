@@ -1,8 +1,8 @@
 """A silo's side of a cross-silo deployment: local per-user training and Protocol 1's silo.
 
 :class:`SiloNode` answers the four cross-silo stages (:mod:`fedprivacy.flower.stages`) with
-:class:`~fedprivacy.uldp.private_weighting.silo.PrivateWeightingSilo`, whose state lives in the
-node's state mapping between messages (:mod:`fedprivacy.uldp.private_weighting.state`; on Flower
+:class:`~fedprivacy.secagg.private_weighting.silo.PrivateWeightingSilo`, whose state lives in the
+node's state mapping between messages (:mod:`fedprivacy.secagg.private_weighting.state`; on Flower
 the ClientApp's ``context.state``, kept at the SuperNode). What never leaves the silo: its
 records, the histogram row ``n_{s,u}``, its X25519 private key and agreements, the shared seed,
 the per-user updates and its noise, which it draws from OS randomness with the standard
@@ -44,23 +44,23 @@ from fedprivacy.flower.node_policy import PERSISTENT, answer_once, spend_budget
 from fedprivacy.flower.silo_policy import check_proposal, proposed_config, silo_noise_std_of
 from fedprivacy.flower.stages import Record, Stage, decode_array, field
 from fedprivacy.policy import PartyPolicy
-from fedprivacy.uldp.config import UldpConfig
-from fedprivacy.uldp.private_weighting.errors import MalformedMessageError, OutOfOrderError
-from fedprivacy.uldp.private_weighting.messages import (
+from fedprivacy.secagg.private_weighting.errors import MalformedMessageError, OutOfOrderError
+from fedprivacy.secagg.private_weighting.messages import (
     EncryptedWeights,
     MaskedUpdate,
     PaillierKeyAnnouncement,
     decode_message,
     encode_message,
 )
-from fedprivacy.uldp.private_weighting.params import PrivateWeightingParameters
-from fedprivacy.uldp.private_weighting.silo import PrivateWeightingSilo
-from fedprivacy.uldp.private_weighting.state import (
+from fedprivacy.secagg.private_weighting.params import PrivateWeightingParameters
+from fedprivacy.secagg.private_weighting.silo import PrivateWeightingSilo
+from fedprivacy.secagg.private_weighting.state import (
     decode_params,
     dump_silo,
     encode_params,
     load_silo,
 )
+from fedprivacy.uldp.config import UldpConfig
 
 __all__ = ["SiloNode"]
 

@@ -50,11 +50,11 @@ from typing import TYPE_CHECKING
 from fedprivacy.crypto.key_size import SECURE_MIN_KEY_BITS
 from fedprivacy.errors import PolicyViolationError
 from fedprivacy.policy import PartyPolicy
+from fedprivacy.secagg.private_weighting.noise import TAIL_SIGMAS
 from fedprivacy.uldp.config import UldpConfig
-from fedprivacy.uldp.private_weighting.noise import TAIL_SIGMAS
 
 if TYPE_CHECKING:
-    from fedprivacy.uldp.private_weighting.params import PrivateWeightingParameters
+    from fedprivacy.secagg.private_weighting.params import PrivateWeightingParameters
 
 __all__ = [
     "PolicyViolationError",
@@ -93,8 +93,8 @@ def proposed_config(config_toml: str) -> UldpConfig:
     """
     import tomllib
 
+    from fedprivacy.secagg.private_weighting.errors import MalformedMessageError
     from fedprivacy.uldp.deployment import check_deployable
-    from fedprivacy.uldp.private_weighting.errors import MalformedMessageError
 
     try:
         data = tomllib.loads(config_toml)

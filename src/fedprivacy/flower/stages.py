@@ -19,7 +19,7 @@ stage         request (server -> node)                              reply (node 
 ============  ===================================================  ==============================
 
 Cross-silo (ULDP-FL with the private weighting protocol, :mod:`fedprivacy.flower.cross_silo`),
-the node is a silo and the messages are Protocol 1's (:mod:`fedprivacy.uldp.private_weighting`):
+the node is a silo and the messages are Protocol 1's (:mod:`fedprivacy.secagg.private_weighting`):
 
 ===============  ================================================  =============================
 stage            request (server -> silo)                          reply (silo -> server)

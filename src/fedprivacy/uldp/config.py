@@ -16,10 +16,10 @@ from dataclasses import dataclass, field, replace
 from fedprivacy._validation import require_int, require_one_of
 from fedprivacy.config import Config
 from fedprivacy.crypto.key_size import check_key_bits
+from fedprivacy.data.allocators import DISTRIBUTIONS
 from fedprivacy.data.tabular import SILO_DATASETS
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.selectors import SCHEMES, validate_batch_parameters
-from fedprivacy.uldp.allocators import DISTRIBUTIONS
 from fedprivacy.uldp.method_specs import method_spec
 
 __all__ = ["DEFAULT_HYPER", "FIXED_SILOS", "HyperDefaults", "UldpConfig"]

@@ -36,21 +36,21 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
+from fedprivacy.data.allocation import Allocation
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.allocation import Allocation
+from fedprivacy.secagg.private_weighting.noise import TAIL_SIGMAS
+from fedprivacy.secagg.private_weighting.params import (
+    DEFAULT_N_MAX,
+    PrivateWeightingParameters,
+    encoded_bound,
+    largest_feasible_n_max,
+)
 from fedprivacy.uldp.clipped_sums import dense_clipped
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.families.user_level import UserLevelFamily
 from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.method_specs import method_spec
 from fedprivacy.uldp.methods import MethodRunner
-from fedprivacy.uldp.private_weighting.noise import TAIL_SIGMAS
-from fedprivacy.uldp.private_weighting.params import (
-    DEFAULT_N_MAX,
-    PrivateWeightingParameters,
-    encoded_bound,
-    largest_feasible_n_max,
-)
 from fedprivacy.uldp.run_setup import allocate, initial_model, load_dataset, round_hyper, run_seeds
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 A :class:`Federation` is what the methods (:mod:`fedprivacy.uldp.methods`) consume. It holds
 one feature tensor with the records of silo 0 (grouped by user, each user's rows contiguous),
-then silo 1, ..., as :func:`fedprivacy.uldp.shards.silo_shards` lays them out, with the
+then silo 1, ..., as :func:`fedprivacy.data.shards.silo_shards` lays them out, with the
 offsets of every silo and, inside each silo, of every present user; the pool index of every
 row (per-record random keys are indexed by it, so that a user's minibatches do not depend on
 the other users' records); and the pooled test set.
@@ -23,10 +23,10 @@ import torch
 from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy._validation import require_int
+from fedprivacy.data.allocation import Allocation
+from fedprivacy.data.shards import silo_shards
 from fedprivacy.data.silo_dataset import SiloDataset
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.allocation import Allocation
-from fedprivacy.uldp.shards import silo_shards
 from fedprivacy.uldp.tasks import TaskSpec, task_for
 
 __all__ = ["Federation", "build_federation"]
@@ -262,7 +262,7 @@ def build_federation(
     dataset : SiloDataset
         From :func:`fedprivacy.data.tabular.load_silo_dataset`.
     allocation : Allocation
-        An allocation of its training pool (:mod:`fedprivacy.uldp.allocation`).
+        An allocation of its training pool (:mod:`fedprivacy.data.allocation`).
     device : str or torch.device
         Where the tensors live.
 

@@ -80,7 +80,7 @@ from fedprivacy.uldp.per_user_training import DEFAULT_MAX_ROWS, PerUserTrainer, 
 from fedprivacy.uldp.rounds import RoundHyper, RoundOutput
 
 if TYPE_CHECKING:
-    from fedprivacy.uldp.private_weighting import SecureWeighting
+    from fedprivacy.secagg.private_weighting import SecureWeighting
 
 __all__ = ["MethodRunner", "run_round", "unsampled_epsilon"]
 

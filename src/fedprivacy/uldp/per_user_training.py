@@ -7,7 +7,7 @@ copy of the model and an optimiser each; here all the users of a silo (or any se
 *groups*) are trained at once:
 
 * the records of a silo are grouped by user, each group's rows contiguous (as
-  :func:`fedprivacy.uldp.shards.silo_shards` lays them out); ``offsets`` delimit the groups;
+  :func:`fedprivacy.data.shards.silo_shards` lays them out); ``offsets`` delimit the groups;
 * the groups' parameters are stacked into a ``(k, P)`` tensor; every local step gathers the
   minibatch of every active group with one indexing operation into a padded
   ``(k, b, *input_shape)`` tensor with a 0/1 mask, and :func:`torch.func.vmap` over

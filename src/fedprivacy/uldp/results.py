@@ -114,7 +114,7 @@ class UldpResult:
     initial : dict
         Test ``metric`` and ``loss`` of the initial model.
     allocation : dict
-        :meth:`~fedprivacy.uldp.allocation.Allocation.summary`.
+        :meth:`~fedprivacy.data.allocation.Allocation.summary`.
     group_size : int or None
         ``k`` of ULDP-GROUP-k.
     seconds : float

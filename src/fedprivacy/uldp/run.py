@@ -39,6 +39,8 @@ from fedprivacy.fl.params import flatten_parameters, load_flat_
 from fedprivacy.models.registry import count_parameters
 from fedprivacy.participation.availability import AlwaysAvailable
 from fedprivacy.pipeline.loop import FederatedRun
+from fedprivacy.secagg.private_weighting import SecureWeighting
+from fedprivacy.secagg.private_weighting.noise import TAIL_SIGMAS
 from fedprivacy.uldp import checkpoint
 from fedprivacy.uldp.algorithm import UldpAlgorithm, server_view, uldp_selector
 from fedprivacy.uldp.checkpoint import CONFIG
@@ -47,8 +49,6 @@ from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.method_specs import method_spec
 from fedprivacy.uldp.methods import MethodRunner
 from fedprivacy.uldp.per_user_training import default_max_rows
-from fedprivacy.uldp.private_weighting import SecureWeighting
-from fedprivacy.uldp.private_weighting.noise import TAIL_SIGMAS
 from fedprivacy.uldp.results import RoundRecord, UldpResult
 from fedprivacy.uldp.run_setup import allocate, initial_model, load_dataset, round_hyper, run_seeds
 

@@ -20,12 +20,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from fedprivacy.data.allocation import Allocation
+from fedprivacy.data.allocators import allocate_fixed_silos, allocate_pool
 from fedprivacy.data.silo_dataset import SiloDataset
 from fedprivacy.data.tabular import load_silo_dataset
 from fedprivacy.fl.local_training import LocalTrainingSpec
 from fedprivacy.fl.params import flatten_parameters
-from fedprivacy.uldp.allocation import Allocation
-from fedprivacy.uldp.allocators import allocate_fixed_silos, allocate_pool
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.rounds import RoundHyper
 from fedprivacy.uldp.tasks import TaskSpec, task_for

@@ -30,10 +30,10 @@ from fedprivacy.uldp.rounds import RoundOutput
 if TYPE_CHECKING:
     from fedprivacy.fl.local_training import LocalTrainingSpec
     from fedprivacy.fl.losses import MaskedLoss
+    from fedprivacy.secagg.private_weighting import SecureWeighting
     from fedprivacy.uldp.federation import Federation
     from fedprivacy.uldp.methods import MethodRunner
     from fedprivacy.uldp.per_user_training import PerUserTrainer
-    from fedprivacy.uldp.private_weighting import SecureWeighting
     from fedprivacy.uldp.rounds import RoundHyper
 
 __all__ = ["Chunks", "SiloData", "UserLevelFamily", "global_step", "secure_aggregate"]

@@ -1,7 +1,7 @@
 """A silo's state and the session's parameters as bytes, so that Protocol 1 can span processes.
 
 Under Flower a silo's ClientApp may run in a fresh process for every message: :func:`dump_silo`
-writes what a :class:`~fedprivacy.uldp.private_weighting.silo.PrivateWeightingSilo` keeps between
+writes what a :class:`~fedprivacy.secagg.private_weighting.silo.PrivateWeightingSilo` keeps between
 messages and :func:`load_silo` restores it; :func:`encode_params` and :func:`decode_params` carry
 the session's public parameters in the server's first message. The encodings, all integers
 big-endian, integer lists as in :mod:`.messages` (``width | count | fixed-width values``)::
@@ -52,10 +52,10 @@ from gmpy2 import mpz
 from fedprivacy.crypto.keys import KEY_BYTES, keypair_from_private_bytes, private_key_bytes
 from fedprivacy.crypto.paillier_public import PaillierPublicKey
 from fedprivacy.errors import FedPrivacyError, InvalidKeyError
-from fedprivacy.uldp.private_weighting.errors import MalformedMessageError, WrongSessionError
-from fedprivacy.uldp.private_weighting.messages import pack_integers, read_integers
-from fedprivacy.uldp.private_weighting.params import PrivateWeightingParameters
-from fedprivacy.uldp.private_weighting.silo import SEED_BYTES, PrivateWeightingSilo, SiloStage
+from fedprivacy.secagg.private_weighting.errors import MalformedMessageError, WrongSessionError
+from fedprivacy.secagg.private_weighting.messages import pack_integers, read_integers
+from fedprivacy.secagg.private_weighting.params import PrivateWeightingParameters
+from fedprivacy.secagg.private_weighting.silo import SEED_BYTES, PrivateWeightingSilo, SiloStage
 from fedprivacy.wire import MessageFormat
 
 __all__ = ["decode_params", "dump_silo", "encode_params", "load_silo"]

@@ -25,8 +25,8 @@ from numpy.typing import ArrayLike
 from fedprivacy.crypto.aead import NONCE_BYTES, TAG_BYTES
 from fedprivacy.crypto.paillier import PaillierPrivateKey, generate_keypair
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.private_weighting.encoding import decode, signed
-from fedprivacy.uldp.private_weighting.errors import (
+from fedprivacy.secagg.private_weighting.encoding import decode, signed
+from fedprivacy.secagg.private_weighting.errors import (
     DuplicateMessageError,
     MalformedMessageError,
     MissingMessagesError,
@@ -35,7 +35,7 @@ from fedprivacy.uldp.private_weighting.errors import (
     UnknownSenderError,
     WrongRoundError,
 )
-from fedprivacy.uldp.private_weighting.messages import (
+from fedprivacy.secagg.private_weighting.messages import (
     SERVER,
     BlindedHistogram,
     DhPublicKey,
@@ -48,8 +48,8 @@ from fedprivacy.uldp.private_weighting.messages import (
     SeedDelivery,
     SeedShares,
 )
-from fedprivacy.uldp.private_weighting.params import PrivateWeightingParameters
-from fedprivacy.uldp.private_weighting.party import Party
+from fedprivacy.secagg.private_weighting.params import PrivateWeightingParameters
+from fedprivacy.secagg.private_weighting.party import Party
 
 __all__ = ["PrivateWeightingServer", "ServerStage"]
 

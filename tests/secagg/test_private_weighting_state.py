@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 
 from fedprivacy.crypto.paillier import PaillierPrivateKey, generate_keypair
-from fedprivacy.uldp.private_weighting import PrivateWeightingServer, PrivateWeightingSilo
-from fedprivacy.uldp.private_weighting.errors import (
+from fedprivacy.secagg.private_weighting import PrivateWeightingServer, PrivateWeightingSilo
+from fedprivacy.secagg.private_weighting.errors import (
     MalformedMessageError,
     OutOfOrderError,
     WrongSessionError,
 )
-from fedprivacy.uldp.private_weighting.messages import encode_message
-from fedprivacy.uldp.private_weighting.params import PrivateWeightingParameters
-from fedprivacy.uldp.private_weighting.silo import SiloStage
-from fedprivacy.uldp.private_weighting.state import (
+from fedprivacy.secagg.private_weighting.messages import encode_message
+from fedprivacy.secagg.private_weighting.params import PrivateWeightingParameters
+from fedprivacy.secagg.private_weighting.silo import SiloStage
+from fedprivacy.secagg.private_weighting.state import (
     decode_params,
     dump_silo,
     encode_params,

@@ -19,7 +19,7 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
-from fedprivacy.uldp.private_weighting.errors import MalformedMessageError
+from fedprivacy.secagg.private_weighting.errors import MalformedMessageError
 from fedprivacy.wire import MessageFormat, WireReader, pack_pairs
 
 __all__ = [

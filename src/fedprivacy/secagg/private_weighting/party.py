@@ -7,15 +7,15 @@ session before looking at anything else (:class:`Party`).
 
 from __future__ import annotations
 
-from fedprivacy.uldp.private_weighting.errors import WrongSessionError
-from fedprivacy.uldp.private_weighting.messages import (
+from fedprivacy.secagg.private_weighting.errors import WrongSessionError
+from fedprivacy.secagg.private_weighting.messages import (
     Header,
     Message,
     MessageKind,
     decode_message,
     make_header,
 )
-from fedprivacy.uldp.private_weighting.params import PrivateWeightingParameters
+from fedprivacy.secagg.private_weighting.params import PrivateWeightingParameters
 
 __all__ = ["Party"]
 

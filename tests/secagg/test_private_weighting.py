@@ -10,7 +10,7 @@ import pytest
 
 from fedprivacy.crypto.paillier import PaillierPrivateKey, generate_keypair
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.private_weighting import (
+from fedprivacy.secagg.private_weighting import (
     AggregateOutOfRangeError,
     NotInvertibleError,
     PlaintextRangeError,
@@ -25,8 +25,8 @@ from fedprivacy.uldp.private_weighting import (
     run_round,
     run_setup,
 )
-from fedprivacy.uldp.private_weighting.encoding import signed
-from fedprivacy.uldp.private_weighting.randomness import UniformSampler, check_unit
+from fedprivacy.secagg.private_weighting.encoding import signed
+from fedprivacy.secagg.private_weighting.randomness import UniformSampler, check_unit
 
 BITS = 1024
 P = 1e-10

@@ -52,14 +52,14 @@ from fedprivacy.crypto.fixed_base import choose_window
 from fedprivacy.crypto.keys import agree, generate_keypair
 from fedprivacy.crypto.paillier_public import PaillierPublicKey
 from fedprivacy.errors import InvalidKeyError, ParameterError
-from fedprivacy.uldp.private_weighting.encoding import encode
-from fedprivacy.uldp.private_weighting.errors import (
+from fedprivacy.secagg.private_weighting.encoding import encode
+from fedprivacy.secagg.private_weighting.errors import (
     MalformedMessageError,
     OutOfOrderError,
     UnknownSenderError,
     WrongRoundError,
 )
-from fedprivacy.uldp.private_weighting.messages import (
+from fedprivacy.secagg.private_weighting.messages import (
     SERVER,
     BlindedHistogram,
     DhPublicKey,
@@ -73,10 +73,10 @@ from fedprivacy.uldp.private_weighting.messages import (
     SeedDelivery,
     SeedShares,
 )
-from fedprivacy.uldp.private_weighting.noise import sample_noise
-from fedprivacy.uldp.private_weighting.params import PrivateWeightingParameters, silo_records
-from fedprivacy.uldp.private_weighting.party import Party
-from fedprivacy.uldp.private_weighting.randomness import (
+from fedprivacy.secagg.private_weighting.noise import sample_noise
+from fedprivacy.secagg.private_weighting.params import PrivateWeightingParameters, silo_records
+from fedprivacy.secagg.private_weighting.party import Party
+from fedprivacy.secagg.private_weighting.randomness import (
     UniformSampler,
     blind_key,
     check_unit,
@@ -86,7 +86,7 @@ from fedprivacy.uldp.private_weighting.randomness import (
     seed_associated_data,
     seed_encryption_key,
 )
-from fedprivacy.uldp.private_weighting.weighting import WeightTables, weighted_products
+from fedprivacy.secagg.private_weighting.weighting import WeightTables, weighted_products
 
 __all__ = ["SEED_BYTES", "PrivateWeightingSilo", "SiloStage"]
 

@@ -4,10 +4,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fedprivacy.data.allocators import allocate_fixed_silos, allocate_pool
 from fedprivacy.data.creditcard import creditcard_pool, synthetic_creditcard
+from fedprivacy.data.shards import silo_shards
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.allocators import allocate_fixed_silos, allocate_pool
-from fedprivacy.uldp.shards import silo_shards
 
 DATA = Path(
     os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"

@@ -2,7 +2,7 @@
 
 :func:`silo_shards` cuts the training pool of a
 :class:`~fedprivacy.data.tabular.SiloDataset` into one :class:`SiloShard` per silo of an
-:class:`~fedprivacy.uldp.allocation.Allocation`: the silo's records, grouped by user (each
+:class:`~fedprivacy.data.allocation.Allocation`: the silo's records, grouped by user (each
 user's rows contiguous), with the offsets that delimit the users.
 """
 
@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fedprivacy.data.allocation import Allocation, _readonly
 from fedprivacy.data.silo_dataset import SiloDataset
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.allocation import Allocation, _readonly
 
 _I64 = NDArray[np.int64]
 

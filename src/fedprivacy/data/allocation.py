@@ -5,10 +5,10 @@ silos. An :class:`Allocation` stores the two arrays and answers the questions th
 algorithms ask: the records of user ``u`` in silo ``s``, the histogram ``n_{s,u}``, the
 number of records per user ``N_u``, the weights ``n_{s,u} / N_u``, and a per-silo grouping by
 user for vectorised per-user training (:meth:`Allocation.silo_users`,
-:func:`fedprivacy.uldp.shards.silo_shards`).
+:func:`fedprivacy.data.shards.silo_shards`).
 
-The paper's allocations are made by :func:`fedprivacy.uldp.allocators.allocate_pool` (a pool
-without silos: MNIST, Creditcard) and :func:`fedprivacy.uldp.allocators.allocate_fixed_silos`
+The paper's allocations are made by :func:`fedprivacy.data.allocators.allocate_pool` (a pool
+without silos: MNIST, Creditcard) and :func:`fedprivacy.data.allocators.allocate_fixed_silos`
 (silos that come with the data: Heart Disease, TCGA-BRCA).
 """
 

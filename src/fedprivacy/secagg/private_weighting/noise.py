@@ -35,7 +35,7 @@ from fractions import Fraction
 
 from fedprivacy.dp.discrete_gaussian import discrete_gaussian_vector, exact_variance
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.private_weighting.errors import PrivateWeightingError
+from fedprivacy.secagg.private_weighting.errors import PrivateWeightingError
 
 __all__ = [
     "TAIL_SIGMAS",

@@ -1,7 +1,7 @@
 """Allocators of training records to users and silos (Section 5.1 of the ULDP-FL paper).
 
 Each allocator gives every record of a training pool a silo and a user and returns an
-:class:`~fedprivacy.uldp.allocation.Allocation`; one user may hold records in several silos.
+:class:`~fedprivacy.data.allocation.Allocation`; one user may hold records in several silos.
 
 Two allocators, following the paper and, where the paper is vague, the authors' code
 (``src/dataset.py`` and ``src/flamby_utils/{heart_disease,tcga_brca}.py`` of
@@ -60,8 +60,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy._validation import require_int
+from fedprivacy.data.allocation import Allocation, _int_array, _labels
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.allocation import Allocation, _int_array, _labels
 
 #: Distributions accepted by the allocators.
 DISTRIBUTIONS: tuple[str, ...] = ("uniform", "zipf")

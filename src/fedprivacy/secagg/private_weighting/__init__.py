@@ -48,7 +48,7 @@ Modules: :mod:`.params` (public parameters, the correctness conditions), :mod:`.
 :mod:`.protocol` (in-process driver), :mod:`.secure_weighting` (the one-object API for training).
 """
 
-from fedprivacy.uldp.private_weighting.errors import (
+from fedprivacy.secagg.private_weighting.errors import (
     AggregateOutOfRangeError,
     DuplicateMessageError,
     MalformedMessageError,
@@ -63,23 +63,23 @@ from fedprivacy.uldp.private_weighting.errors import (
     WrongRoundError,
     WrongSessionError,
 )
-from fedprivacy.uldp.private_weighting.noise import NoiseTailError
-from fedprivacy.uldp.private_weighting.params import (
+from fedprivacy.secagg.private_weighting.noise import NoiseTailError
+from fedprivacy.secagg.private_weighting.params import (
     DEFAULT_N_MAX,
     DEFAULT_PRECISION,
     PrivateWeightingParameters,
     largest_feasible_n_max,
     lcm_upto,
 )
-from fedprivacy.uldp.private_weighting.protocol import (
+from fedprivacy.secagg.private_weighting.protocol import (
     RoundOutcome,
     SetupOutcome,
     run_round,
     run_setup,
 )
-from fedprivacy.uldp.private_weighting.secure_weighting import SecureWeighting, phase_seconds
-from fedprivacy.uldp.private_weighting.server import PrivateWeightingServer
-from fedprivacy.uldp.private_weighting.silo import PrivateWeightingSilo
+from fedprivacy.secagg.private_weighting.secure_weighting import SecureWeighting, phase_seconds
+from fedprivacy.secagg.private_weighting.server import PrivateWeightingServer
+from fedprivacy.secagg.private_weighting.silo import PrivateWeightingSilo
 
 __all__ = [
     "DEFAULT_N_MAX",

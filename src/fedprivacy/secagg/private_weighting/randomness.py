@@ -16,7 +16,7 @@ from gmpy2 import mpz
 
 from fedprivacy.crypto.keys import derive_key, encode_context
 from fedprivacy.crypto.prg import MaskExpander
-from fedprivacy.uldp.private_weighting.errors import NotInvertibleError
+from fedprivacy.secagg.private_weighting.errors import NotInvertibleError
 
 __all__ = [
     "PREFIX",

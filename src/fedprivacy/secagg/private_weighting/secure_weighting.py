@@ -27,9 +27,9 @@ from fedprivacy.crypto.key_size import DEFAULT_KEY_BITS, check_key_bits
 from fedprivacy.crypto.paillier import PaillierPrivateKey
 from fedprivacy.dp.distributed_discrete import check_negligible, grid_noise_multiplier
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.private_weighting.errors import PlaintextRangeError, RecordLimitError
-from fedprivacy.uldp.private_weighting.noise import check_noise_std, grid_variance
-from fedprivacy.uldp.private_weighting.params import (
+from fedprivacy.secagg.private_weighting.errors import PlaintextRangeError, RecordLimitError
+from fedprivacy.secagg.private_weighting.noise import check_noise_std, grid_variance
+from fedprivacy.secagg.private_weighting.params import (
     DEFAULT_N_MAX,
     DEFAULT_PRECISION,
     MAX_ENCODED_MAGNITUDE,
@@ -38,14 +38,14 @@ from fedprivacy.uldp.private_weighting.params import (
     encoded_bound,
     largest_feasible_n_max,
 )
-from fedprivacy.uldp.private_weighting.protocol import (
+from fedprivacy.secagg.private_weighting.protocol import (
     RoundOutcome,
     SetupOutcome,
     run_round,
     run_setup,
 )
-from fedprivacy.uldp.private_weighting.server import PrivateWeightingServer
-from fedprivacy.uldp.private_weighting.silo import PrivateWeightingSilo
+from fedprivacy.secagg.private_weighting.server import PrivateWeightingServer
+from fedprivacy.secagg.private_weighting.silo import PrivateWeightingSilo
 
 __all__ = ["SecureWeighting", "phase_seconds"]
 
@@ -130,7 +130,7 @@ class SecureWeighting:
         encrypted weights are computed once and reused (faster rounds).
     rerandomise : bool
         Re-randomise the silos' output ciphertexts (default True; see
-        :mod:`fedprivacy.uldp.private_weighting.silo`).
+        :mod:`fedprivacy.secagg.private_weighting.silo`).
     workers : int, optional
         Threads for the big-integer work (default: ``min(2, os.cpu_count())``).
     seed_source : callable

@@ -34,7 +34,7 @@ from numpy.typing import ArrayLike
 from fedprivacy._validation import require_int, require_positive_float
 from fedprivacy.crypto.key_size import DEFAULT_KEY_BITS, check_key_bits
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.private_weighting.errors import PlaintextRangeError, RecordLimitError
+from fedprivacy.secagg.private_weighting.errors import PlaintextRangeError, RecordLimitError
 
 __all__ = [
     "DEFAULT_N_MAX",
@@ -176,7 +176,7 @@ class PrivateWeightingParameters:
         tell which users are sampled.
     rerandomise : bool
         Whether silos multiply each output ciphertext by a fresh encryption of zero (see
-        :mod:`fedprivacy.uldp.private_weighting.silo`; the paper does not).
+        :mod:`fedprivacy.secagg.private_weighting.silo`; the paper does not).
     insecure_small_key : bool
         Allow ``key_bits < 2048`` (factorable keys: tests and quick benchmarks only).
 

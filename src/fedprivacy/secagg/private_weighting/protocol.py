@@ -27,9 +27,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.private_weighting.messages import Message, encode_message
-from fedprivacy.uldp.private_weighting.server import PrivateWeightingServer
-from fedprivacy.uldp.private_weighting.silo import PrivateWeightingSilo
+from fedprivacy.secagg.private_weighting.messages import Message, encode_message
+from fedprivacy.secagg.private_weighting.server import PrivateWeightingServer
+from fedprivacy.secagg.private_weighting.silo import PrivateWeightingSilo
 
 __all__ = ["RoundOutcome", "SetupOutcome", "run_round", "run_setup"]
 

@@ -20,7 +20,7 @@ from scipy import stats
 from fedprivacy.crypto.paillier import PaillierPrivateKey, generate_keypair
 from fedprivacy.dp.distributed_discrete import NonNegligibleTauError
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.private_weighting import (
+from fedprivacy.secagg.private_weighting import (
     PrivateWeightingParameters,
     PrivateWeightingServer,
     PrivateWeightingSilo,
@@ -28,9 +28,9 @@ from fedprivacy.uldp.private_weighting import (
     run_round,
     run_setup,
 )
-from fedprivacy.uldp.private_weighting import noise as noise_module
-from fedprivacy.uldp.private_weighting import silo as silo_module
-from fedprivacy.uldp.private_weighting.noise import NoiseTailError
+from fedprivacy.secagg.private_weighting import noise as noise_module
+from fedprivacy.secagg.private_weighting import silo as silo_module
+from fedprivacy.secagg.private_weighting.noise import NoiseTailError
 
 P = 1e-4
 N_MAX = 10

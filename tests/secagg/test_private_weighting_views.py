@@ -10,14 +10,14 @@ import pytest
 from scipy import stats
 
 from fedprivacy.crypto.paillier import PaillierPrivateKey, generate_keypair
-from fedprivacy.uldp.private_weighting import (
+from fedprivacy.secagg.private_weighting import (
     PrivateWeightingParameters,
     PrivateWeightingServer,
     PrivateWeightingSilo,
     run_round,
     run_setup,
 )
-from fedprivacy.uldp.private_weighting.messages import (
+from fedprivacy.secagg.private_weighting.messages import (
     BlindedHistogram,
     DhPublicKey,
     MaskedUpdate,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.private_weighting.errors import AggregateOutOfRangeError
+from fedprivacy.secagg.private_weighting.errors import AggregateOutOfRangeError
 
 __all__ = ["decode", "encode", "signed"]
 

@@ -4,9 +4,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fedprivacy.data.allocation import Allocation
+from fedprivacy.data.allocators import allocate_fixed_silos, allocate_pool, zipf_weights
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.allocation import Allocation
-from fedprivacy.uldp.allocators import allocate_fixed_silos, allocate_pool, zipf_weights
 
 DATA = Path(
     os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"

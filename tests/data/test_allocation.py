@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
+from fedprivacy.data.allocation import Allocation
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.allocation import Allocation
 
 
 def test_statistics_and_weights():

@@ -12,7 +12,7 @@ import pytest
 
 from fedprivacy.crypto.paillier import PaillierPrivateKey, generate_keypair
 from fedprivacy.errors import AuthenticationError
-from fedprivacy.uldp.private_weighting import (
+from fedprivacy.secagg.private_weighting import (
     DuplicateMessageError,
     MalformedMessageError,
     MessageRejectedError,
@@ -25,7 +25,7 @@ from fedprivacy.uldp.private_weighting import (
     WrongRoundError,
     WrongSessionError,
 )
-from fedprivacy.uldp.private_weighting.messages import (
+from fedprivacy.secagg.private_weighting.messages import (
     SERVER,
     BlindedHistogram,
     DhPublicKey,
