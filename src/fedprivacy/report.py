@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from fedprivacy.dp.per_user import per_user_epsilons, per_user_epsilons_by_round, spread
 from fedprivacy.errors import ParameterError
-from fedprivacy.fl.mechanism import Mechanism
+from fedprivacy.fl.mechanism import MECHANISMS, Mechanism
 from fedprivacy.participation.privacy import TWeakResult
 
 __all__ = ["PrivacyReport", "privacy_report", "uldp_privacy_report"]
@@ -106,7 +106,7 @@ class PrivacyReport:
         else:
             pu = self.per_user_epsilon
             lines += [
-                f"- mechanism: {_MECHANISM_TEXT.get(self.mechanism, self.mechanism)}, noise "
+                f"- mechanism: {_mechanism_text(self.mechanism)}, noise "
                 f"multiplier {self.noise_multiplier},"
                 f" clip {self.clip} (L2), accountant {self.accountant} (dp-accounting)",
                 f"- per-user epsilon at delta = {self.delta}: min {pu['min']:.3g}, median "
@@ -133,24 +133,10 @@ class PrivacyReport:
         return "\n".join(lines) + "\n"
 
 
-_MECHANISM_TEXT: Final = {
-    "central": "central Gaussian (added by the server)",
-    "distributed": "distributed discrete Gaussian (added by every party inside SecAgg)",
-}
-
-_WHO_SEES_WHAT: Final = {
-    "central": "Central DP: the server adds the noise, so it sees the noise-free sum; the epsilon "
-    "holds against everyone who sees only the released models.",
-    "distributed": "Distributed DP: every party adds discrete Gaussian noise on the encoding's "
-    "grid before masking, so the epsilon also holds against the server, whose every unmaskable sum "
-    "holds the noise of at least the protocol's threshold of parties. Each party's noise is "
-    "over-provisioned for that threshold; the accountant uses the noise of the parties really "
-    "aggregated. The participation list is public to the server; epsilon protects the content of "
-    "each user's update (a user without data would send a zero update). The epsilon against the "
-    "server assumes it follows the protocol and colludes with no party: parties it controls "
-    "(or Sybils it adds) know their own noise, and with c of the n aggregated parties colluding "
-    "only n - c noises protect the rest.",
-}
+def _mechanism_text(name: str) -> str:
+    """How the report names a mechanism: its registered description, else the name itself."""
+    mechanism = MECHANISMS.get(name)
+    return mechanism.description if mechanism is not None and mechanism.description else name
 
 
 def _text(value: object) -> str:
@@ -243,7 +229,8 @@ def privacy_report(
             "which that user was really aggregated (ledger counts), without amplification by "
             "sub-sampling: the server chooses or knows who participates."
         )
-        caveats.append(_WHO_SEES_WHAT[mechanism.name])
+        if mechanism.who_sees_what:
+            caveats.append(mechanism.who_sees_what)
     tw: dict[str, object] | None = None
     if t_weak is not None:
         tw = {"lower": t_weak.lower, "upper": t_weak.upper, "exact": t_weak.exact}

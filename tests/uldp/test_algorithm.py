@@ -151,7 +151,10 @@ def test_server_view_of_a_large_ledger_is_a_certified_audit() -> None:
     for _ in range(100):
         ledger.record(np.flatnonzero(rng.random(10_000) < 0.1))
     runner = SimpleNamespace(
-        family=SimpleNamespace(gaussian_per_round=True), effective_noise_multiplier=5.0, delta=1e-5
+        family=SimpleNamespace(gaussian_per_round=True),
+        effective_noise_multiplier=5.0,
+        delta=1e-5,
+        noise_hidden_from_server=True,
     )
     view = server_view(ledger, cast(MethodRunner, runner), time_limit=5.0)
     tw = view["t_weak"]

@@ -16,14 +16,23 @@ in :data:`MECHANISMS`; :func:`make_mechanism` builds one.
   (:mod:`fedprivacy.dp.party_noise`), so the server never sees an unnoised sum. Each party's
   share is over-provisioned for the protocol's threshold, and the accountant uses the noise
   really in each aggregate (:meth:`Mechanism.accounted_noise`).
+
+The same registered class serves every algorithm: FedAvg calls :meth:`Mechanism.prepare` on the
+users' updates and :meth:`Mechanism.release` on the mean (in process and on every node of a
+Flower deployment); a ULDP-FL method (:mod:`fedprivacy.uldp.families.user_level`) scales each
+user's update by :meth:`Mechanism.clip_factors`, has each silo add :meth:`Mechanism.party_std`
+and calls :meth:`Mechanism.release` on the sum over silos. A new mechanism is one subclass and
+one :data:`MECHANISMS` registration (``tests/test_seams.py`` registers a toy one and runs it in
+all three).
 """
 
 from __future__ import annotations
 
+import math
 import secrets
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,24 +44,54 @@ from fedprivacy.dp.party_noise import PartyNoise
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import AggregateOutcome
 
+if TYPE_CHECKING:
+    import torch
+
 __all__ = [
     "MECHANISMS",
     "CentralGaussian",
     "DistributedDiscreteGaussian",
     "Mechanism",
     "NoMechanism",
+    "l2_clip_factors",
     "make_mechanism",
 ]
 
 Updates = dict[int, NDArray[np.float32]]
 
 
+def l2_clip_factors(norms: torch.Tensor, bound: float) -> torch.Tensor:
+    """``min(1, bound / norm)`` per norm (1 for a zero vector): L2 clipping as a scale factor.
+
+    Examples
+    --------
+    >>> import torch
+    >>> l2_clip_factors(torch.tensor([5.0, 0.5, 0.0]), 1.0).tolist()
+    [0.20000000298023224, 1.0, 1.0]
+    """
+    import torch
+
+    return torch.where(norms > bound, bound / norms.clamp_min(1e-30), torch.ones_like(norms))
+
+
 class Mechanism(ABC):
-    """What a round does to the updates around aggregation."""
+    """What a round does to the updates around aggregation.
+
+    A subclass gives :attr:`name`, :meth:`release` and :meth:`from_options`, and
+    :meth:`clip_factors` if it clips; :meth:`prepare` (scale by :meth:`clip_factors`, equal
+    weights when :attr:`equal_weights`) and :meth:`party_std` (no noise at the parties) have
+    defaults. :attr:`description` and :attr:`who_sees_what` are what the privacy report says.
+    """
 
     name: ClassVar[str]
     noise_multiplier: float | None = None
     clip: float | None = None
+    #: Whether the aggregate weighs every clipped update equally (the sensitivity is ``clip``).
+    equal_weights: ClassVar[bool] = True
+    #: How the privacy report names the mechanism.
+    description: ClassVar[str] = ""
+    #: What the privacy report says about who sees the noise-free aggregate.
+    who_sees_what: ClassVar[str] = ""
 
     @property
     def party_noise(self) -> PartyNoise | None:
@@ -68,11 +107,35 @@ class Mechanism(ABC):
         """The noise multiplier of the aggregate released in ``outcome`` (None: no DP)."""
         return self.noise_multiplier
 
-    @abstractmethod
+    def clip_factors(self, norms: torch.Tensor) -> torch.Tensor:
+        """The factor each update is scaled by, from its L2 norm (default 1: no clipping)."""
+        import torch
+
+        return torch.ones_like(norms)
+
+    def party_std(self, parties: int) -> float | None:
+        """The standard deviation each of ``parties`` parties adds to the sum (None: nothing).
+
+        Used where the parties add continuous Gaussian noise themselves (the silos of an
+        in-process ULDP-FL round); FedAvg's parties add theirs inside secure aggregation
+        (:attr:`party_noise`).
+        """
+        return None
+
     def prepare(
         self, updates: Updates, weights: dict[int, float]
     ) -> tuple[Updates, dict[int, float]]:
-        """The updates and weights handed to the aggregator."""
+        """The updates scaled by :meth:`clip_factors` (float64, sent as float32) and weights."""
+        import torch
+
+        users = list(updates)
+        if not users:
+            return updates, weights
+        rows = np.stack([np.asarray(updates[u], dtype=np.float64) for u in users])
+        factors = self.clip_factors(torch.linalg.vector_norm(torch.from_numpy(rows), dim=1))
+        scaled = (rows * factors.numpy()[:, None]).astype(np.float32)
+        out = {u: scaled[i] for i, u in enumerate(users)}
+        return out, dict.fromkeys(users, 1.0) if self.equal_weights else weights
 
     @abstractmethod
     def release(self, mean: NDArray[np.float64], aggregated: int) -> NDArray[np.float64]:
@@ -96,6 +159,7 @@ class NoMechanism(Mechanism):
     """
 
     name = "none"
+    equal_weights = False
 
     @classmethod
     def from_options(cls, noise_multiplier: float | None, clip: float | None) -> Mechanism:
@@ -134,6 +198,10 @@ class _ClippedGaussian(Mechanism):
         require_positive("noise_multiplier", self.noise_multiplier)
         require_positive("clip", self.clip)
 
+    def clip_factors(self, norms: torch.Tensor) -> torch.Tensor:
+        """L2 clipping to :attr:`clip` (:func:`l2_clip_factors`)."""
+        return l2_clip_factors(norms, self.clip)
+
     def prepare(
         self, updates: Updates, weights: dict[int, float]
     ) -> tuple[Updates, dict[int, float]]:
@@ -160,6 +228,11 @@ class CentralGaussian(_ClippedGaussian):
     """
 
     name: ClassVar[str] = "central"
+    description: ClassVar[str] = "central Gaussian (added by the server)"
+    who_sees_what: ClassVar[str] = (
+        "Central DP: the server adds the noise, so it sees the noise-free sum; the epsilon "
+        "holds against everyone who sees only the released models."
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -192,11 +265,29 @@ class DistributedDiscreteGaussian(_ClippedGaussian):
     """
 
     name: ClassVar[str] = "distributed"
+    description: ClassVar[str] = (
+        "distributed discrete Gaussian (added by every party inside SecAgg)"
+    )
+    who_sees_what: ClassVar[str] = (
+        "Distributed DP: every party adds discrete Gaussian noise on the encoding's grid before "
+        "masking, so the epsilon also holds against the server, whose every unmaskable sum holds "
+        "the noise of at least the protocol's threshold of parties. Each party's noise is "
+        "over-provisioned for that threshold; the accountant uses the noise of the parties "
+        "really aggregated. The participation list is public to the server; epsilon protects the "
+        "content of each user's update (a user without data would send a zero update). The "
+        "epsilon against the server assumes it follows the protocol and colludes with no party: "
+        "parties it controls (or Sybils it adds) know their own noise, and with c of the n "
+        "aggregated parties colluding only n - c noises protect the rest."
+    )
 
     @property
     def party_noise(self) -> PartyNoise:
         """The parties' noise (for :class:`~fedprivacy.fl.secure_aggregation.SecureAggregator`)."""
         return PartyNoise(self.noise_multiplier, self.clip)
+
+    def party_std(self, parties: int) -> float:
+        """``noise_multiplier * clip / sqrt(parties)``: the parties' noise sums to the target."""
+        return self.noise_multiplier * self.clip / math.sqrt(parties)
 
     def release(self, mean: NDArray[np.float64], aggregated: int) -> NDArray[np.float64]:
         """The mean unchanged: the parties' noise is already in it."""

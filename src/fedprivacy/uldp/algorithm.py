@@ -156,9 +156,10 @@ def server_view(
     ``time_limit``. ``per_user_epsilon`` (``min``/``median``/``max``): for the methods with one
     Gaussian mechanism per round, each user's unsampled Gaussian mechanism composed over the
     rounds it was in; ``None`` for DEFAULT and ULDP-GROUP-k, whose accounting is not per round
-    of a user.
+    of a user, and for a mechanism whose noise the server adds itself (``central``).
     """
-    nm = runner.effective_noise_multiplier if runner.family.gaussian_per_round else None
+    per_round = runner.family.gaussian_per_round and runner.noise_hidden_from_server
+    nm = runner.effective_noise_multiplier if per_round else None
     return ledger_view(ledger, nm, runner.delta, time_limit=time_limit)
 
 

@@ -24,7 +24,7 @@ Examples
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,8 +32,13 @@ import torch
 from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy.errors import ParameterError
+from fedprivacy.fl.mechanism import l2_clip_factors
 
-__all__ = ["ClippedSum", "clip_rows", "clipped_sums", "dense_clipped"]
+__all__ = ["ClipRule", "ClippedSum", "clip_rows", "clipped_sums", "dense_clipped"]
+
+#: How rows are clipped: an L2 bound ``C``, or ``factors(norms)`` (a mechanism's
+#: :meth:`~fedprivacy.fl.mechanism.Mechanism.clip_factors`), the scale of each row from its norm.
+ClipRule = float | Callable[[torch.Tensor], torch.Tensor]
 
 _I64 = NDArray[np.int64]
 #: Rows per float64 matrix product: bounds the float64 copy of a chunk (8 bytes x rows x P).
@@ -63,11 +68,25 @@ def clip_rows(rows: torch.Tensor, bound: float) -> tuple[torch.Tensor, torch.Ten
     >>> factors.tolist(), norms.tolist()
     ([0.20000000298023224, 1.0], [5.0, 0.5])
     """
-    if not (math.isfinite(bound) and bound > 0):
+    return _scale(rows, _rule(bound))
+
+
+def _rule(clip: ClipRule) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``factors(norms)`` of a clip rule (a bound is checked and means L2 clipping)."""
+    if callable(clip):
+        return clip
+    bound = clip
+    if not (isinstance(bound, int | float) and math.isfinite(bound) and bound > 0):
         raise ParameterError("clip", f"must be a finite number > 0, got {bound!r}")
+    return lambda norms: l2_clip_factors(norms, bound)
+
+
+def _scale(
+    rows: torch.Tensor, factors: Callable[[torch.Tensor], torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The factors of ``rows`` under a rule, and their norms before clipping."""
     norms = torch.linalg.vector_norm(rows, dim=1)
-    factors = torch.where(norms > bound, bound / norms.clamp_min(1e-30), torch.ones_like(norms))
-    return factors, norms
+    return factors(norms), norms
 
 
 @dataclass(frozen=True)
@@ -81,7 +100,7 @@ class ClippedSum:
     groups : int
         Number of groups that contributed (non-empty, non-zero weight).
     clipped : int
-        How many of them were scaled down.
+        How many of them were scaled (a clip factor other than 1).
     mean_norm : float
         Mean L2 norm before clipping (``nan`` for no group).
     """
@@ -105,7 +124,7 @@ def _segments(segment_of: ArrayLike | None, num_segments: int, size: int) -> _I6
 
 def clipped_sums(
     chunks: Iterable[tuple[_I64, torch.Tensor]],
-    clip: float,
+    clip: ClipRule,
     weights: ArrayLike,
     *,
     num_params: int,
@@ -120,8 +139,8 @@ def clipped_sums(
     chunks : iterable of (group_ids, vectors)
         From :meth:`~fedprivacy.uldp.per_user_training.PerUserTrainer.iter_deltas` or
         :meth:`~fedprivacy.uldp.per_user_training.PerUserTrainer.iter_gradients`.
-    clip : float
-        Clipping bound ``C``.
+    clip : float or callable
+        Clipping bound ``C``, or the rule ``factors(norms)`` (:data:`ClipRule`).
     weights : array_like of float, shape (G,)
         Weight of every group (indexed by group id).
     num_params : int
@@ -139,6 +158,7 @@ def clipped_sums(
         One per segment: the sum (accumulated in float64, returned in float32) and the clipping
         statistics of its groups with a non-zero weight.
     """
+    rule = _rule(clip)
     w_all = np.asarray(weights, dtype=np.float64)
     seg_all = _segments(segment_of, num_segments, len(w_all))
     totals = torch.zeros((num_segments, num_params), dtype=torch.float64, device=device)
@@ -146,7 +166,7 @@ def clipped_sums(
     clipped = np.zeros(num_segments, dtype=np.int64)
     norm_sum = np.zeros(num_segments, dtype=np.float64)
     for ids, vectors in chunks:
-        factors, norms = clip_rows(vectors, clip)
+        factors, norms = _scale(vectors, rule)
         w = torch.from_numpy(w_all[ids]).to(device=vectors.device, dtype=torch.float64)
         coef = w * factors.to(torch.float64)
         seg = torch.from_numpy(seg_all[ids]).to(vectors.device)
@@ -157,9 +177,10 @@ def clipped_sums(
             totals += (spread @ vectors[lo:hi].to(torch.float64)).to(device)
         live = w_all[ids] != 0
         norms_np = norms.detach().cpu().numpy().astype(np.float64)
+        scaled = factors.detach().cpu().numpy() != 1
         seg_np = seg_all[ids]
         groups += np.bincount(seg_np[live], minlength=num_segments)
-        clipped += np.bincount(seg_np[live & (norms_np > clip)], minlength=num_segments)
+        clipped += np.bincount(seg_np[live & scaled], minlength=num_segments)
         norm_sum += np.bincount(seg_np[live], weights=norms_np[live], minlength=num_segments)
     return tuple(
         ClippedSum(
@@ -177,7 +198,7 @@ def dense_clipped(
     group_user: ArrayLike,
     num_users: int,
     num_params: int,
-    clip: float,
+    clip: ClipRule,
     *,
     segment_of: ArrayLike | None = None,
     num_segments: int = 1,
@@ -197,8 +218,8 @@ def dense_clipped(
         The user of every group.
     num_users, num_params : int
         ``|U|`` and ``P``.
-    clip : float
-        Clipping bound ``C``.
+    clip : float or callable
+        As in :func:`clipped_sums`.
     segment_of, num_segments
         As in :func:`clipped_sums`.
 
@@ -207,12 +228,13 @@ def dense_clipped(
     list of numpy.ndarray
         One float64 ``(num_users, P)`` array per segment.
     """
+    rule = _rule(clip)
     users = np.asarray(group_user, dtype=np.int64)
     seg_all = _segments(segment_of, num_segments, len(users))
     out = [np.zeros((num_users, num_params), dtype=np.float64) for _ in range(num_segments)]
     for ids, vectors in chunks:
         wide = vectors.to(torch.float64)
-        factors, _ = clip_rows(wide, clip)
+        factors, _ = _scale(wide, rule)
         rows = (wide * factors[:, None]).cpu().numpy()
         for s in np.unique(seg_all[ids]):
             here = seg_all[ids] == s

@@ -19,6 +19,7 @@ from fedprivacy.crypto.key_size import check_key_bits
 from fedprivacy.data.allocators import DISTRIBUTIONS
 from fedprivacy.data.tabular import SILO_DATASETS
 from fedprivacy.errors import ParameterError
+from fedprivacy.fl.mechanism import MECHANISMS, Mechanism, make_mechanism
 from fedprivacy.participation.selectors import SCHEMES, validate_batch_parameters
 from fedprivacy.uldp.method_specs import method_spec
 
@@ -147,6 +148,12 @@ class UldpConfig(Config):
         Seed of the allocation, the initial model, the minibatches, the sampling and the noise.
     sigma, delta : float
         Noise multiplier (paper: 5) and the delta of the reported epsilon (paper: 1e-5).
+    dp : str or None
+        The mechanism of the per-user methods (ULDP-AVG, ULDP-SGD and their variants), a name
+        of :data:`fedprivacy.fl.mechanism.MECHANISMS` with noise multiplier ``sigma`` and clip
+        ``clip``: ``None`` is the paper's ``distributed`` (each silo adds its share of the
+        noise); ``central`` has the server add it (no guarantee against the server). An error
+        for the other methods, which add their own noise.
     clip, local_epochs, local_lr, global_lr, batch_size : optional
         ``C``, ``Q``, ``eta_l``, ``eta_g``, ``B``; ``None`` takes :data:`DEFAULT_HYPER`.
     naive_noise : {"corrected", "paper"}
@@ -189,6 +196,7 @@ class UldpConfig(Config):
     target_privacy: int | None = None
     seed: int = 0
     sigma: float = 5.0
+    dp: str | None = None
     delta: float = 1e-5
     clip: float | None = None
     local_epochs: int | None = None
@@ -258,6 +266,12 @@ class UldpConfig(Config):
             per_round=self.effective_per_round if self.scheme != "poisson" else None,
         )
 
+    def mechanism(self) -> Mechanism | None:
+        """The mechanism ``dp`` names (``None``: the method's own; needs a resolved ``clip``)."""
+        if self.dp is None:
+            return None
+        return make_mechanism(self.dp, noise_multiplier=self.sigma, clip=self.clip)
+
     # -- validation ------------------------------------------------------------------------
 
     def validate(self) -> UldpConfig:
@@ -299,6 +313,7 @@ class UldpConfig(Config):
                 f"not {self.method}",
             )
         self._validate_scheme()
+        self._validate_dp()
         if self.silos is not None:
             require_int("silos", self.silos, minimum=1)
             fixed = FIXED_SILOS.get(self.dataset)
@@ -339,6 +354,23 @@ class UldpConfig(Config):
         if not (self.device == "cpu" or self.device.startswith("cuda")):
             raise ParameterError("device", f"must be 'cpu' or 'cuda[:N]', got {self.device!r}")
         return self
+
+    def _validate_dp(self) -> None:
+        """``dp``: a registered mechanism, for the per-user methods, Protocol 1 only with theirs."""
+        if self.dp is None:
+            return
+        MECHANISMS.lookup(self.dp)
+        family = method_spec(self.method).family
+        if family not in ("avg", "sgd"):
+            raise ParameterError(
+                "dp", f"{self.method} adds its own noise; only ULDP-AVG and ULDP-SGD take one"
+            )
+        if self.dp == "none":
+            raise ParameterError("dp", "for training without DP use the DEFAULT method")
+        if self.secure_weighting and self.dp != "distributed":
+            raise ParameterError(
+                "dp", "the private weighting protocol's silos add the noise: use 'distributed'"
+            )
 
     def _validate_scheme(self) -> None:
         """The user selection options: ``scheme``, ``per_round``, ``target_privacy``."""

@@ -72,6 +72,7 @@ from torch import nn
 from fedprivacy._validation import require_int
 from fedprivacy.dp.accounting import PrivacyAccountant, quiet_accounting
 from fedprivacy.errors import ParameterError
+from fedprivacy.fl.mechanism import DistributedDiscreteGaussian, Mechanism
 from fedprivacy.uldp.families import FAMILIES, MethodFamily
 from fedprivacy.uldp.federation import Federation
 from fedprivacy.uldp.group_dp import SiloDpSgdState
@@ -111,6 +112,13 @@ class MethodRunner:
         ``noise_rng``); the protocol's output is the round's noisy aggregate. The plaintext
         aggregate of the same round is still computed, to report the protocol's deviation from
         it (``secure_log``). Must be set up (the accounting needs its parameters).
+    mechanism : Mechanism, optional
+        The clipping and noise of the per-user methods (ULDP-AVG / ULDP-SGD and their variants),
+        a registered :class:`~fedprivacy.fl.mechanism.Mechanism` (the same classes as
+        FedAvg's): by default ``distributed`` with noise multiplier ``sigma`` and clip ``C``,
+        the silos adding the noise (the paper). ``central``: the server adds it to the sum over
+        silos (no guarantee against the server then); ``none``: no clipping, no noise (epsilon
+        infinite). The other families add their own noise and take none.
     amplified : bool
         Whether a ``-s`` method's user sample is Poisson sampling hidden from whoever sees the
         released models (the paper; its epsilon is amplified by ``q``). ``False`` when the
@@ -145,6 +153,7 @@ class MethodRunner:
     group_state: SiloDpSgdState | None = field(init=False, default=None)
     rounds: int = field(init=False, default=0)
     secure: SecureWeighting | None = None
+    mechanism: Mechanism | None = None
     amplified: bool = True
     secure_log: list[dict[str, float]] = field(init=False, default_factory=list)
     times_sampled: NDArray[np.int64] = field(init=False, repr=False)
@@ -168,6 +177,7 @@ class MethodRunner:
             raise ParameterError(
                 "secure_weighting", f"applies to the weighted methods only, not {self.spec.name}"
             )
+        self.mechanism = self._mechanism()
         if self.secure is not None:
             self.effective_noise_multiplier  # noqa: B018 - fails early if tau is not negligible
         if self.model is None:
@@ -176,6 +186,30 @@ class MethodRunner:
         self.times_sampled = np.zeros(self.fed.num_users, dtype=np.int64)
         self.accountant = PrivacyAccountant("rdp")
         self.family.setup(self)
+
+    def _mechanism(self) -> Mechanism | None:
+        """The given mechanism, checked, or the default one (see the class docstring)."""
+        h = self.hyper
+        if not self.family.per_user:
+            if self.mechanism is not None:
+                raise ParameterError(
+                    "dp",
+                    f"{self.spec.name} adds its own noise; only ULDP-AVG and ULDP-SGD take one",
+                )
+            return None
+        if self.mechanism is None:
+            return DistributedDiscreteGaussian(noise_multiplier=h.sigma, clip=h.clip)
+        if self.secure is not None and self.mechanism.party_std(self.fed.num_silos) is None:
+            raise ParameterError(
+                "dp", "the private weighting protocol's silos add the noise: use 'distributed'"
+            )
+        return self.mechanism
+
+    @property
+    def noise_hidden_from_server(self) -> bool:
+        """Whether the parties (silos) add the noise, so that the server sees only noisy sums."""
+        m = self.mechanism
+        return m is None or m.party_std(self.fed.num_silos) is not None
 
     # -- accounting ------------------------------------------------------------------------
 
@@ -218,6 +252,8 @@ class MethodRunner:
         float
             Epsilon at :attr:`delta` of the rounds run so far against the server.
         """
+        if not self.noise_hidden_from_server:
+            return math.inf
         if not self.spec.sampled:
             return self.epsilon()
         return self._unsampled_epsilon(int(self.times_sampled.max(initial=0)))

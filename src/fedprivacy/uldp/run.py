@@ -128,6 +128,7 @@ def run_uldp(
         model=model,
         max_rows=cfg.max_rows or default_max_rows(cfg.device),
         secure=secure,
+        mechanism=cfg.mechanism(),
         amplified=cfg.scheme == "poisson",
     )
     flat = flatten_parameters(model).to(fed.device)

@@ -9,6 +9,12 @@ a gradient). Randomness, in this order: the user sample (``rng.random(U) < q``),
 keys (:meth:`UserLevelFamily.draw_keys`), one ``noise_rng.normal`` vector per silo. With the
 private weighting protocol the silos' clipped per-user vectors go to the protocol, whose silos
 add their own noise, and its output replaces the noisy sum.
+
+Clipping and noise are the run's mechanism (:class:`~fedprivacy.fl.mechanism.Mechanism`, the
+same registered classes as FedAvg's; ``distributed`` by default): ``clip_C`` is its
+:meth:`~fedprivacy.fl.mechanism.Mechanism.clip_factors`, each silo adds its
+:meth:`~fedprivacy.fl.mechanism.Mechanism.party_std` and the sum over silos goes through its
+:meth:`~fedprivacy.fl.mechanism.Mechanism.release` (``central``: the server adds the noise).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
+from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.clipped_sums import ClippedSum, clipped_sums, dense_clipped
 from fedprivacy.uldp.families.base import MethodFamily, gaussian_noise
 from fedprivacy.uldp.rounds import RoundOutput
@@ -30,6 +37,7 @@ from fedprivacy.uldp.rounds import RoundOutput
 if TYPE_CHECKING:
     from fedprivacy.fl.local_training import LocalTrainingSpec
     from fedprivacy.fl.losses import MaskedLoss
+    from fedprivacy.fl.mechanism import Mechanism
     from fedprivacy.secagg.private_weighting import SecureWeighting
     from fedprivacy.uldp.federation import Federation
     from fedprivacy.uldp.methods import MethodRunner
@@ -85,6 +93,30 @@ class UserLevelFamily(MethodFamily):
     ) -> torch.Tensor:
         """The same updates of every user of a silo with per-user loops (the oracle)."""
 
+    def noise_multiplier(self, runner: MethodRunner) -> float:
+        """The mechanism's noise multiplier (0: none), or the private weighting protocol's."""
+        if runner.secure is not None:
+            return super().noise_multiplier(runner)
+        nm = _mechanism(runner).noise_multiplier
+        return 0.0 if nm is None else nm
+
+    def compose(self, runner: MethodRunner) -> None:
+        """Compose the round's Gaussian mechanism; nothing for a mechanism without noise."""
+        if _mechanism(runner).noise_multiplier is not None:
+            super().compose(runner)
+
+    def epsilon(self, runner: MethodRunner) -> float:
+        """As :meth:`MethodFamily.epsilon`; infinite for a mechanism without noise."""
+        if _mechanism(runner).noise_multiplier is None:
+            return math.inf
+        return super().epsilon(runner)
+
+    def scaled_epsilon(self, runner: MethodRunner, repeat: float) -> float:
+        """As :meth:`MethodFamily.scaled_epsilon`; infinite for a mechanism without noise."""
+        if _mechanism(runner).noise_multiplier is None:
+            return math.inf
+        return super().scaled_epsilon(runner, repeat)
+
     def round(
         self,
         runner: MethodRunner,
@@ -107,23 +139,28 @@ class UserLevelFamily(MethodFamily):
         if sampled is not None:
             weights = weights * sampled[None, :]
         s = fed.num_silos
-        std = h.sigma * h.clip / math.sqrt(s)
+        mechanism = _mechanism(runner)
+        std = mechanism.party_std(s)
         secure = runner.secure if noise else None
-        parts, silo_deltas = self.silo_sums(runner, global_flat, keys, weights, secure is not None)
+        parts, silo_deltas = self.silo_sums(
+            runner, mechanism, global_flat, keys, weights, secure is not None
+        )
         presum = torch.zeros_like(global_flat)
         noisy = torch.zeros_like(global_flat)
         for part in parts:
             presum += part.total
             noisy += part.total
-            if noise and secure is None:  # the protocol's silos draw their own noise
+            if noise and secure is None and std is not None:  # the protocol's silos draw theirs
                 noisy += gaussian_noise(noise_rng, std, global_flat)
         groups = sum(p.groups for p in parts)
         clipped = sum(p.clipped for p in parts)
         norm_total = sum(p.mean_norm * p.groups for p in parts if p.groups)
-        if secure is not None:
+        if secure is not None and std is not None:
             kept = sampled if spec.sampled else None
             aggregate = secure_aggregate(runner, secure, silo_deltas, presum, std, kept)
             noisy = torch.from_numpy(aggregate).to(device=noisy.device, dtype=noisy.dtype)
+        if noise:
+            noisy = _released(mechanism, noisy)
         step = global_step(h.global_lr, q, fed.num_users, s)
         flat = global_flat + self.sign * step * noisy
         mean_norm = norm_total / groups if groups else math.nan
@@ -132,6 +169,7 @@ class UserLevelFamily(MethodFamily):
     def silo_sums(
         self,
         runner: MethodRunner,
+        mechanism: Mechanism,
         global_flat: torch.Tensor,
         keys: NDArray[np.float64] | None,
         weights: NDArray[np.float64],
@@ -160,13 +198,13 @@ class UserLevelFamily(MethodFamily):
                 fed.group_user,
                 fed.num_users,
                 p,
-                h.clip,
+                mechanism.clip_factors,
                 segment_of=fed.group_silo,
                 num_segments=s,
             )
         parts = clipped_sums(
             chunks,
-            h.clip,
+            mechanism.clip_factors,
             w_group,
             num_params=p,
             segment_of=fed.group_silo,
@@ -174,6 +212,19 @@ class UserLevelFamily(MethodFamily):
             device=global_flat.device,
         )
         return parts, silo_deltas
+
+
+def _mechanism(runner: MethodRunner) -> Mechanism:
+    """The runner's mechanism (:class:`MethodRunner` gives every per-user family one)."""
+    if runner.mechanism is None:
+        raise ParameterError("dp", f"{runner.spec.name} has no mechanism")
+    return runner.mechanism
+
+
+def _released(mechanism: Mechanism, noisy: torch.Tensor) -> torch.Tensor:
+    """The sum over silos after the mechanism's release (a sum is the mean of one aggregate)."""
+    released = mechanism.release(noisy.detach().cpu().numpy().astype(np.float64), 1)
+    return torch.from_numpy(released).to(device=noisy.device, dtype=noisy.dtype)
 
 
 def global_step(global_lr: float, sampling_rate: float, num_users: int, num_silos: int) -> float:

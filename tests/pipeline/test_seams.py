@@ -1,0 +1,157 @@
+"""One mechanism class, registered once, runs in FedAvg, ULDP-FL and the deployed FedAvg round.
+
+The toy mechanism scales every update to L2 norm exactly ``clip`` (normalisation instead of
+clipping) and adds no noise. It is one subclass of :class:`~fedprivacy.fl.mechanism.Mechanism`
+and one registration in :data:`~fedprivacy.fl.mechanism.MECHANISMS`; nothing else in the package
+knows it. Each test checks that the algorithm really applied it (the updates it aggregated have
+norm ``clip``), not only that the run finished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+import numpy as np
+import pytest
+import torch
+from numpy.typing import NDArray
+
+from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.experiments.training_run import build_training
+from fedprivacy.fl.aggregation import AggregateOutcome
+from fedprivacy.fl.mechanism import MECHANISMS, Mechanism
+from fedprivacy.fl.params import flatten_parameters
+from fedprivacy.flower.node import Node
+from fedprivacy.flower.node_policy import training_policy
+from fedprivacy.flower.reference import simulate
+from fedprivacy.flower.training import DeployedTraining, LiveNodes
+from fedprivacy.flower.transport import InProcessTransport
+from fedprivacy.uldp.config import UldpConfig
+from fedprivacy.uldp.families import FAMILIES
+from fedprivacy.uldp.federation import Federation, build_federation
+from fedprivacy.uldp.methods import MethodRunner
+from fedprivacy.uldp.run_setup import allocate, load_dataset, round_hyper, run_seeds
+
+NAME = "test-normalise"
+CLIP = 1.15  # ULDP: about half the per-user updates are shorter, half longer
+
+
+@dataclass
+class Normalise(Mechanism):
+    """Every update scaled to L2 norm exactly ``clip``; no noise."""
+
+    name: ClassVar[str] = NAME
+    clip: float = CLIP
+
+    @classmethod
+    def from_options(cls, noise_multiplier: float | None, clip: float | None) -> Mechanism:
+        """Only a clip."""
+        return cls(CLIP if clip is None else clip)
+
+    def clip_factors(self, norms: torch.Tensor) -> torch.Tensor:
+        """``clip / norm``."""
+        return self.clip / norms.clamp_min(1e-30)
+
+    def release(self, mean: NDArray[np.float64], aggregated: int) -> NDArray[np.float64]:
+        """The aggregate as it is."""
+        return mean
+
+
+@pytest.fixture(autouse=True)
+def _registered() -> Iterator[None]:
+    with MECHANISMS.restoring():
+        MECHANISMS.register(NAME, Normalise)
+        yield
+
+
+def _fedavg_config(**changes: object) -> TrainConfig:
+    base = TrainConfig(users=6, per_round=4, rounds=2, dp=NAME, clip=CLIP, seed=3)
+    return base.with_overrides(trainer="loop", eval_every=2, **changes)
+
+
+def test_fedavg_aggregates_the_normalised_updates() -> None:
+    training = build_training(_fedavg_config())
+    seen: list[NDArray[np.float32]] = []
+
+    def record(r: int, outcome: AggregateOutcome, deltas: dict[int, NDArray[np.float32]]) -> None:
+        seen.extend(deltas.values())
+
+    training.on_aggregate = record
+    training.run(2)
+    norms = [float(np.linalg.norm(d.astype(np.float64))) for d in seen]
+    assert len(norms) == 8
+    np.testing.assert_allclose(norms, CLIP, rtol=1e-6)
+
+
+def test_the_deployed_rounds_apply_it_on_the_nodes() -> None:
+    """The deployment's round logic (nodes behind a transport, SecAgg) equals the pipeline."""
+    config = _fedavg_config(secagg=True, scheme="multiround", target_privacy=2)
+    policy = training_policy(config)
+    transport = InProcessTransport({u: Node(u, policy=policy) for u in range(6)})
+    deployed = build_training(
+        config,
+        training_class=DeployedTraining,
+        availability=LiveNodes(6, transport.users),
+        transport=transport,
+        config_toml=config.to_toml(),
+    )
+    deployed.run(2)
+    means = simulate(config, deployed.availability.trace, {})
+    assert sorted(deployed.aggregates) == sorted(means) == [0, 1]
+    for r, mean in means.items():
+        assert np.array_equal(deployed.aggregates[r], mean)
+    plain = simulate(replace(config, dp="none", clip=None), deployed.availability.trace, {})
+    assert not np.allclose(plain[0], means[0])  # the toy changed what was aggregated
+
+
+@pytest.fixture(scope="module")
+def federation() -> tuple[UldpConfig, Federation]:
+    cfg = UldpConfig(
+        dataset="creditcard-synthetic", method="ULDP-AVG", users=20, silos=3, clip=CLIP
+    )
+    cfg = cfg.resolved()
+    ds = load_dataset(cfg)
+    alloc = allocate(cfg, ds, np.random.default_rng(run_seeds(cfg)[0]))
+    return cfg, build_federation(ds, alloc)
+
+
+def _loop_presum(fed: Federation, cfg: UldpConfig, flat: torch.Tensor) -> torch.Tensor:
+    """ULDP-AVG's sum of weighted, normalised per-user updates with the per-user loops."""
+    family = FAMILIES["avg"]
+    hyper = round_hyper(cfg)
+    keys = family.draw_keys(hyper, fed, np.random.default_rng(7))  # type: ignore[attr-defined]
+    weights = fed.weights(False)
+    total = torch.zeros(flat.numel(), dtype=torch.float64)
+    for silo in range(fed.num_silos):
+        sl = fed.silo_slice(silo)
+        data = (fed.x[sl], fed.y[sl], fed.user_offsets[silo])
+        silo_keys = keys[:, fed.record_index[sl]]
+        model = fed.task.build_model()
+        vectors = family.loop_vectors(  # type: ignore[attr-defined]
+            model, fed.task.loss, flat, data, silo_keys, hyper.local
+        )
+        for j, user in enumerate(fed.silo_users[silo]):
+            v = vectors[j].to(torch.float64)
+            total += float(weights[silo, user]) * CLIP * v / torch.linalg.vector_norm(v)
+    return total.to(torch.float32)
+
+
+def test_uldp_sums_the_normalised_per_user_updates(
+    federation: tuple[UldpConfig, Federation],
+) -> None:
+    cfg, fed = federation
+    flat = flatten_parameters(fed.task.build_model(1))
+    mechanism = UldpConfig(**{**cfg.to_dict(), "dp": NAME}).mechanism()
+    runner = MethodRunner("ULDP-AVG", fed, round_hyper(cfg), mechanism=mechanism)
+    assert isinstance(runner.mechanism, Normalise)
+    got = runner.presum(flat, np.random.default_rng(7))
+    expected = _loop_presum(fed, cfg, flat)
+    scale = float(expected.abs().max())  # float32 per-user training against float64 sums
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5 * scale)
+    out = runner.run_round(flat, np.random.default_rng(7))
+    assert torch.equal(out.noisy_sum, out.presum)  # no noise: the released sum is the sum
+    assert runner.epsilon() == float("inf") and runner.epsilon_server() == float("inf")
+    default = MethodRunner("ULDP-AVG", fed, round_hyper(cfg))
+    assert not torch.allclose(default.presum(flat, np.random.default_rng(7)), got)
