@@ -9,11 +9,38 @@ from pathlib import Path
 from typing import Any
 
 _OPTIONS = (
-    "clients", "n", "p", "epsilon", "delta", "truth", "replications", "calibration", "seed",
-    "mechanism", "lr", "c", "iterations", "gamma", "lr0", "spread", "noise_sd", "rho",
-    "theta_norm", "clip", "neighbouring", "dp_sgd_epochs", "dp_sgd_rate", "nbafl_rounds",
-    "nbafl_local_steps", "nbafl_clip", "baseline_lr", "dataset", "data_dir", "missing", "chunk",
-)  # fmt: skip
+    "clients",
+    "n",
+    "p",
+    "epsilon",
+    "delta",
+    "truth",
+    "replications",
+    "calibration",
+    "seed",
+    "mechanism",
+    "lr",
+    "c",
+    "iterations",
+    "gamma",
+    "lr0",
+    "spread",
+    "noise_sd",
+    "rho",
+    "theta_norm",
+    "clip",
+    "neighbouring",
+    "dp_sgd_epochs",
+    "dp_sgd_rate",
+    "nbafl_rounds",
+    "nbafl_local_steps",
+    "nbafl_clip",
+    "baseline_lr",
+    "dataset",
+    "data_dir",
+    "missing",
+    "chunk",
+)
 
 _LABELS = {
     "ols": "OLS (pooled)",

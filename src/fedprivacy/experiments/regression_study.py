@@ -41,11 +41,11 @@ from fedprivacy.experiments.regression_study_report import (
     LABELS,
     _csv,
     _findings,
-    _num,
     _plot_figure,
     _plot_real,
     _plot_theory,
     _row,
+    _theory_markdown,
     _write,
 )
 from fedprivacy.experiments.regression_study_specs import (
@@ -186,8 +186,8 @@ def _run_real(
     for name, clients in (("california", 5), ("diabetes", 5)):
         silos = load_regression_dataset(name, data_dir, clients=clients)
         cfg = RegressionConfig(dataset=name, clients=clients, replications=replications)
-        for eps, res in zip(EPSILONS, run_regression_grid(cfg, EPSILONS, silos=silos, progress=bar),
-                            strict=True):  # fmt: skip
+        results = run_regression_grid(cfg, EPSILONS, silos=silos, progress=bar)
+        for eps, res in zip(EPSILONS, results, strict=True):
             row = _row("regression-real", "epsilon", eps, name, int(sum(res.sizes)), res)
             row["panel_label"] = f"{name}, epsilon = {eps:g}"
             row["seconds"] = round(res.seconds, 2)
@@ -197,10 +197,9 @@ def _run_real(
         "Appendix C (NIO data, not public): noise levels from Theorem 3 with alpha = 0.01, "
         "c = 0.25; " + NIO_NOTE
     )
-    return _write(
-        "regression-real", REGRESSION_EXPERIMENTS["regression-real"], paper, rows,
-        _findings(rows), out, [png], time.perf_counter() - started,
-    )  # fmt: skip
+    title = REGRESSION_EXPERIMENTS["regression-real"]
+    seconds = time.perf_counter() - started
+    return _write("regression-real", title, paper, rows, _findings(rows), out, [png], seconds)
 
 
 def _run_theory(
@@ -224,25 +223,6 @@ def _run_theory(
     for est in ("na_fgd", "ana_fgd"):
         r = summ[est]
         rows.append({"estimator": est, **r})
-    md = [
-        "| estimator | tr(empirical) | tr(exact) | tr(paper) | MC s.e. | z (emp vs exact) | "
-        "emp / paper | rel. Frobenius error vs exact |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        md.append(
-            f"| {LABELS[r['estimator']]} | {_num(r['trace_empirical'])} | {_num(r['trace_exact'])}"
-            f" | {_num(r['trace_paper'])} | {_num(r['trace_se'])} | {r['z_exact']:.2f} | "
-            f"{r['ratio_empirical_to_paper']:.3g} | {r['frobenius_rel_error_exact']:.3g} |"
-        )
-    md.append("")
-    md.append(
-        f"Clipped client-iterations: {check.clip_fraction:.2e}. The paper's ANA-FGD expression "
-        "(Appendix A.3) drops the factor (I - Delta^2)^-1 in cov(theta_t, theta_s | D): along an "
-        "eigenvector the exact covariance is (2 - alpha lambda) / (2 alpha lambda) times the "
-        "paper's, so the paper's expression is not an upper bound where alpha lambda < 2/3; the "
-        "exact closed form matches the simulation."
-    )
     paper = (
         "Theorem 2: cov(theta_T | D) <= alpha c^2 C^2 K T log(1/delta) / (eps^2 N^2) "
         "Sigma^-1 (2I - alpha Sigma)^-1; Theorem 3: cov(theta_bar_T | D) <= 2 alpha c^2 C^2 K "
@@ -254,11 +234,11 @@ def _run_theory(
         f"tr(empirical)/tr(paper) = {r['ratio_empirical_to_paper']:.3f}"
         for r in rows
     ]
-    return _write(
-        "regression-theory", REGRESSION_EXPERIMENTS["regression-theory"], paper, [], checks,
-        out, [png], time.perf_counter() - started,
-        {"markdown": "\n".join(md) + "\n", "theory": summ, "findings": checks},
-    )  # fmt: skip
+    title = REGRESSION_EXPERIMENTS["regression-theory"]
+    seconds = time.perf_counter() - started
+    markdown = _theory_markdown(rows, check.clip_fraction)
+    extra = {"markdown": markdown, "theory": summ, "findings": checks}
+    return _write("regression-theory", title, paper, [], checks, out, [png], seconds, extra)
 
 
 #: The runner of every experiment name (:func:`experiment_names`, in that order);
@@ -341,10 +321,14 @@ def _run_job(
     else:
         result = {
             job[0]: run_regression_experiment(
-                job[0], out_dir, replications=replications, progress=progress, sizes=sizes,
+                job[0],
+                out_dir,
+                replications=replications,
+                progress=progress,
+                sizes=sizes,
                 dimension=dimension,
             )
-        }  # fmt: skip
+        }
     return {
         "results": result,
         "wall_seconds": round(time.perf_counter() - t0, 1),
@@ -476,9 +460,12 @@ def _main() -> None:  # pragma: no cover - manual entry point
     parser.add_argument("--replications", type=int, default=None)
     args = parser.parse_args()
     res = run_regression_study(
-        args.out, names=args.names or None, workers=args.workers,
-        replications=args.replications, log=lambda s: print(s, flush=True),
-    )  # fmt: skip
+        args.out,
+        names=args.names or None,
+        workers=args.workers,
+        replications=args.replications,
+        log=lambda s: print(s, flush=True),
+    )
     print(f"done in {res['seconds']} s wall, {res['cpu_seconds']} s CPU: {', '.join(res['files'])}")
 
 

@@ -77,10 +77,16 @@ def _gaussian_multiplier(epsilon: float, delta: float, steps: int, rate: float) 
     with quiet_accounting():
         return float(
             noise_multiplier_for(
-                epsilon, delta, steps, rate, orders=SUBSAMPLED_ORDERS, lower=1e-2, upper=1e3,
+                epsilon,
+                delta,
+                steps,
+                rate,
+                orders=SUBSAMPLED_ORDERS,
+                lower=1e-2,
+                upper=1e3,
                 rtol=1e-3,
             )
-        )  # fmt: skip
+        )
 
 
 def laplace_rdp(noise_multiplier: float, orders: ArrayLike | None = None) -> NDArray[np.float64]:

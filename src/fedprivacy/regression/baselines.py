@@ -163,9 +163,18 @@ def dp_sgd(
         Estimates and privacy accounting.
     """
     return dp_sgd_budgets(
-        data, lr, epsilons=(epsilon,), delta=delta, sampling_rate=sampling_rate, epochs=epochs,
-        clip=clip, calibration=calibration, seed=seed, reps=reps, theta0=theta0,
-    )[0]  # fmt: skip
+        data,
+        lr,
+        epsilons=(epsilon,),
+        delta=delta,
+        sampling_rate=sampling_rate,
+        epochs=epochs,
+        clip=clip,
+        calibration=calibration,
+        seed=seed,
+        reps=reps,
+        theta0=theta0,
+    )[0]
 
 
 def dp_sgd_budgets(
@@ -340,10 +349,19 @@ def nbafl(
         Estimates and the noise.
     """
     return nbafl_budgets(
-        data, epsilons=(epsilon,), delta=delta, rounds=rounds, local_steps=local_steps, lr=lr,
-        clip=clip, exposures=exposures, calibration=calibration, seed=seed, reps=reps,
+        data,
+        epsilons=(epsilon,),
+        delta=delta,
+        rounds=rounds,
+        local_steps=local_steps,
+        lr=lr,
+        clip=clip,
+        exposures=exposures,
+        calibration=calibration,
+        seed=seed,
+        reps=reps,
         theta0=theta0,
-    )[0]  # fmt: skip
+    )[0]
 
 
 def nbafl_budgets(
@@ -370,10 +388,11 @@ def nbafl_budgets(
     tau = require_int("local_steps", local_steps, minimum=1)
     a = np.float32(require_positive("lr", lr))
     noises = [
-        nbafl_noise(e, delta, big_t, data.sizes, clip=clip, exposures=exposures,
-                    calibration=calibration)
+        nbafl_noise(
+            e, delta, big_t, data.sizes, clip=clip, exposures=exposures, calibration=calibration
+        )
         for e in epsilons
-    ]  # fmt: skip
+    ]
     m_runs = len(noises)
     down_on = noises[0].downlink_std > 0
     big_r, p, k = data.replications, data.dimension, data.clients

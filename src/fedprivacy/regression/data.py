@@ -380,10 +380,18 @@ def simulate_data(
             noise_moment[i] = sd * xte.astype(np.float64) / n[:, None]
         gram[i] = np.tensordot(weights, gram32[i], axes=1)
     gram = 0.5 * (gram + np.swapaxes(gram, 1, 2))
+    # the data of theta = 0 (responses = errors); with_theta adds the signal
     base = RegressionData(
-        gram32, noise_moment, n, gram, np.einsum("k,rkj->rj", weights, noise_moment), xs,
-        noise_y, None, noise_moment, noise_y,
-    )  # fmt: skip
+        gram32=gram32,
+        moment=noise_moment,
+        sizes=n,
+        gram=gram,
+        moment_pooled=np.einsum("k,rkj->rj", weights, noise_moment),
+        x=xs,
+        y=noise_y,
+        noise_moment=noise_moment,
+        noise_y=noise_y,
+    )
     return base.with_theta(th)
 
 

@@ -25,6 +25,8 @@ Several runs on the same designs (other privacy budgets, other true parameters: 
 moments ``s_k``, the same ``S_k``) are advanced together by :func:`noisy_gradient_descent_runs`:
 their states are stacked as extra columns of the same matrix products, so the Gram matrices are
 read once for all of them (what makes exact clipped steps, which are memory bound, cheaper).
+The state carried between steps and the two kinds of step (exact bursts, speculative blocks)
+are in :mod:`fedprivacy.regression.engine_steps`.
 """
 
 from __future__ import annotations
@@ -37,6 +39,14 @@ from numpy.typing import NDArray
 
 from fedprivacy.errors import ParameterError
 from fedprivacy.regression.data import RegressionData
+from fedprivacy.regression.engine_steps import (
+    Outputs,
+    Pace,
+    StepSettings,
+    WorkingSet,
+    exact_burst,
+    speculative_block,
+)
 
 __all__ = [
     "GDRun",
@@ -157,9 +167,17 @@ def noisy_gradient_descent(
     """
     sp = spectral(data) if spec is None else spec
     return noisy_gradient_descent_runs(
-        data, lr, [data.moment], [sp.ols], [noise], clip=clip, norm=norm, theta0=theta0,
-        spec=sp, max_block=max_block,
-    )[0]  # fmt: skip
+        data,
+        lr,
+        [data.moment],
+        [sp.ols],
+        [noise],
+        clip=clip,
+        norm=norm,
+        theta0=theta0,
+        spec=sp,
+        max_block=max_block,
+    )[0]
 
 
 def noisy_gradient_descent_runs(
@@ -197,9 +215,60 @@ def noisy_gradient_descent_runs(
     list of GDRun
         One per run.
     """
+    lrs = _checked_rates(lr)
+    _check_runs(moments, ols, noises, norm=norm, clip=clip)
+    big_r, p = data.replications, data.dimension
+    total_steps = lrs.size
+    for nz in noises:
+        if nz is not None and nz.shape != (big_r, total_steps, p):
+            raise ParameterError(
+                "noise", f"must have shape {(big_r, total_steps, p)}, got {nz.shape}"
+            )
+    sp = spectral(data) if spec is None else spec
+    start = np.zeros(p) if theta0 is None else np.asarray(theta0, dtype=np.float64)
+    ws = _working_set(data, sp, moments, ols, noises, start)
+    settings = StepSettings(
+        lrs=lrs,
+        weights=data.weights,
+        weights32=data.weights.astype(np.float32),
+        clip=clip,
+        norm=norm,
+        total_steps=total_steps,
+    )
+    m_runs = len(moments)
+    cap = max(1, max_block // m_runs) if clip is not None else max_block
+    pace = Pace(block=1 if clip is not None else cap, cap=cap)
+    out = Outputs.empty(big_r, m_runs, p)
+    while ws.ids.size:
+        if pace.block == 1 and clip is not None:
+            exact_burst(ws, settings, pace)
+        else:
+            speculative_block(ws, settings, pace)
+        done = np.all(ws.t >= total_steps, axis=1)
+        if np.any(done):
+            out.store(ws, done)
+            if done.sum() * 2 >= ws.ids.size:
+                ws.keep(~done)
+    return _collect_runs(out, ols, sp, total_steps)
+
+
+def _checked_rates(lr: F64) -> F64:
+    """``lr`` as a float64 vector, refused unless non-empty, finite and positive."""
     lrs = np.asarray(lr, dtype=np.float64)
     if lrs.ndim != 1 or lrs.size == 0 or not np.all(np.isfinite(lrs)) or np.any(lrs <= 0):
         raise ParameterError("lr", "must be a non-empty vector of positive learning rates")
+    return lrs
+
+
+def _check_runs(
+    moments: Sequence[F64],
+    ols: Sequence[F64],
+    noises: Sequence[F32 | F64 | None],
+    *,
+    norm: int,
+    clip: float | None,
+) -> None:
+    """Refuse a bad ``norm`` or ``clip``, and runs without one entry each or mixed noise."""
     if norm not in (1, 2):
         raise ParameterError("norm", f"must be 1 or 2, got {norm!r}")
     if clip is not None and not clip > 0:
@@ -210,172 +279,36 @@ def noisy_gradient_descent_runs(
     has_noise = noises[0] is not None
     if any((nz is not None) != has_noise for nz in noises):
         raise ParameterError("noises", "either every run has noise or none has")
-    total_steps = lrs.size
-    sp = spectral(data) if spec is None else spec
-    big_r, p, k = data.replications, data.dimension, data.clients
-    for nz in noises:
-        if nz is not None and nz.shape != (big_r, total_steps, p):
-            raise ParameterError(
-                "noise", f"must have shape {(big_r, total_steps, p)}, got {nz.shape}"
-            )
-    start = np.zeros(p) if theta0 is None else np.asarray(theta0, dtype=np.float64)
-    weights = data.weights
-    weights32 = weights.astype(np.float32)
-    cap = max(1, max_block // m_runs) if clip is not None else max_block
 
-    # per replication (shared by the runs) and per (replication, run) arrays
-    ids = np.arange(big_r)
-    lam, vec = sp.eigenvalues, sp.eigenvectors
-    gram32 = data.gram32
+
+def _working_set(
+    data: RegressionData,
+    sp: Spectral,
+    moments: Sequence[F64],
+    ols: Sequence[F64],
+    noises: Sequence[F32 | F64 | None],
+    start: F64,
+) -> WorkingSet:
+    """Every replication of the runs at ``start``; the runs stacked along axis 1."""
     ols_w = np.stack([np.asarray(o, dtype=np.float64) for o in ols], axis=1)  # (R, M, p)
     mom32 = np.stack([np.asarray(mo, dtype=np.float32) for mo in moments], axis=1)  # (R,M,K,p)
-    nz_w = np.stack([np.asarray(n) for n in noises], axis=1) if has_noise else None  # (R,M,T,p)
-    z = np.einsum("rpq,rmp->rmq", vec, start[None, None, :] - ols_w)
-    zsum = np.zeros((big_r, m_runs, p))
-    thsum = np.zeros((big_r, m_runs, p))
-    nexact = np.zeros((big_r, m_runs))
-    t = np.zeros((big_r, m_runs), dtype=np.int64)
-    csteps = np.zeros((big_r, m_runs), dtype=np.int64)
-    cevents = np.zeros((big_r, m_runs), dtype=np.int64)
+    noise = None
+    if noises[0] is not None:
+        noise = np.stack([np.asarray(n) for n in noises], axis=1)  # (R, M, T, p)
+    return WorkingSet.start(
+        sp.eigenvalues, sp.eigenvectors, data.gram32, ols_w, mom32, noise, start
+    )
 
-    final = np.empty((big_r, m_runs, p))
-    zsum_out = np.empty((big_r, m_runs, p))
-    thsum_out = np.empty((big_r, m_runs, p))
-    nexact_out = np.empty((big_r, m_runs))
-    csteps_out = np.empty((big_r, m_runs), dtype=np.int64)
-    cevents_out = np.empty((big_r, m_runs), dtype=np.int64)
 
-    block = 1 if clip is not None else cap
-    burst = 8
-    while ids.size:
-        w_n = ids.size
-        wi = np.arange(w_n)[:, None]
-        mi = np.arange(m_runs)[None, :]
-        rem = total_steps - t
-        act = rem > 0
-        if block == 1 and clip is not None:
-            # clipping is frequent: exact steps in original coordinates for a burst
-            n_steps = int(min(burst, rem[act].min()))
-            g32 = gram32.reshape(w_n, k * p, p)
-            th = ols_w + np.einsum("rpq,rmq->rmp", vec, z)
-            over_n = np.zeros((w_n, m_runs), dtype=np.int64)
-            step_n = np.zeros((w_n, m_runs), dtype=np.int64)
-            live = act.astype(np.float64)
-            for i in range(n_steps):
-                tc = np.minimum(t + i, total_steps - 1)
-                cols = np.swapaxes(th.astype(np.float32), 1, 2)  # (W, p, M)
-                g = np.moveaxis((g32 @ cols).reshape(w_n, k, p, m_runs), 3, 1) - mom32
-                if norm == 2:
-                    nrm = np.sqrt(np.einsum("rmkp,rmkp->rmk", g, g))
-                else:
-                    nrm = np.abs(g).sum(axis=3)
-                over = (nrm > clip) & act[:, :, None]
-                coef = weights32 * np.minimum(
-                    np.float32(1.0), np.float32(clip) / np.maximum(nrm, np.float32(1e-30))
-                )
-                upd = np.einsum("rmk,rmkp->rmp", coef, g).astype(np.float64)
-                if nz_w is not None:
-                    upd += nz_w[wi, mi, tc]
-                th -= (lrs[tc] * live)[:, :, None] * upd
-                thsum += th * live[:, :, None]
-                cnt = over.sum(axis=2)
-                over_n += cnt
-                step_n += cnt > 0
-            nexact += n_steps * live
-            csteps += step_n
-            cevents += over_n
-            t = t + n_steps * act
-            z = np.einsum("rpq,rmp->rmq", vec, th - ols_w)
-            block, burst = 2, min(2 * burst, 1024)
-        else:
-            width = int(min(block, rem[act].max()))
-            j = np.arange(width)
-            steps = t[:, :, None] + j
-            valid = (steps < total_steps) & act[:, :, None]
-            steps_c = np.minimum(steps, total_steps - 1)
-            a = np.where(valid, lrs[steps_c], 0.0)  # (W, M, L)
-            if nz_w is not None:
-                e = nz_w[wi[:, :, None], mi[:, :, None], steps_c].astype(np.float64)
-                e *= valid[..., None]
-                zeta = e @ vec[:, None]  # (W, M, L, p)
-            states = np.empty((w_n, m_runs, width + 1, p))
-            states[:, :, 0] = z
-            lam_b = lam[:, None, :]
-            for i in range(width):
-                ai = a[:, :, i, None]
-                nxt = (1.0 - ai * lam_b) * states[:, :, i]
-                if nz_w is not None:
-                    nxt -= ai * zeta[:, :, i]
-                states[:, :, i + 1] = nxt
-            nvalid = valid.sum(axis=2)
-            has = np.zeros((w_n, m_runs), dtype=bool)
-            first = nvalid
-            if clip is not None:
-                # theta: (W, M, p, L); gradients of every run, state and client: one product
-                theta = ols_w[..., None] + vec[:, None] @ np.swapaxes(states[:, :, :width], 2, 3)
-                cols = np.moveaxis(theta.astype(np.float32), 1, 2).reshape(w_n, p, -1)
-                prod = gram32.reshape(w_n, k * p, p) @ cols  # (W, K p, M L)
-                grads = np.moveaxis(prod.reshape(w_n, k, p, m_runs, width), 3, 1)
-                grads = grads - mom32[..., None]  # (W, M, K, p, L)
-                if norm == 2:
-                    norms = np.sqrt(np.einsum("rmkpl,rmkpl->rmkl", grads, grads))
-                else:
-                    norms = np.abs(grads).sum(axis=3)
-                over_b = (norms > clip) & valid[:, :, None, :]
-                anyover = over_b.any(axis=2)  # (W, M, L)
-                has = anyover.any(axis=2)
-                first = np.where(has, np.argmax(anyover, axis=2), nvalid)
-            # accept the linear steps before the first clipping
-            cums = np.cumsum(states[:, :, 1:], axis=2)
-            took = first > 0
-            wt, mt = np.nonzero(took)
-            zsum[wt, mt] += cums[wt, mt, first[wt, mt] - 1]
-            z = states[wi, mi, first].copy()
-            t = t + first
-            if clip is not None and np.any(has):
-                wc, mc = np.nonzero(has)
-                jc = first[wc, mc]
-                th = theta[wc, mc, :, jc]
-                g64 = grads[wc, mc, :, :, jc].astype(np.float64)
-                nrm64 = norms[wc, mc, :, jc].astype(np.float64)
-                fac64 = np.minimum(1.0, clip / np.maximum(nrm64, 1e-300))
-                upd64 = np.einsum("k,ck,ckp->cp", weights, fac64, g64)
-                if nz_w is not None:
-                    upd64 += e[wc, mc, jc]
-                th_new = th - a[wc, mc, jc][:, None] * upd64
-                z_new = np.einsum("cpq,cp->cq", vec[wc], th_new - ols_w[wc, mc])
-                z[wc, mc] = z_new
-                zsum[wc, mc] += z_new
-                t[wc, mc] += 1
-                csteps[wc, mc] += 1
-                cevents[wc, mc] += over_b[wc, mc, :, jc].sum(axis=1)
-            frac = float(has.sum()) / max(1, int(act.sum()))
-            if frac > 0.5:
-                block = max(1, block // 2)
-            elif frac < 0.1:
-                block = min(2 * block, cap)
-                burst = 8
-        done = (t >= total_steps).all(axis=1)
-        if np.any(done):
-            rows = ids[done]
-            final[rows] = ols_w[done] + np.einsum("rpq,rmq->rmp", vec[done], z[done])
-            zsum_out[rows], thsum_out[rows], nexact_out[rows] = (
-                zsum[done],
-                thsum[done],
-                nexact[done],
-            )
-            csteps_out[rows], cevents_out[rows] = csteps[done], cevents[done]
-            if done.sum() * 2 >= ids.size:
-                keep = ~done
-                ids, lam, vec, gram32 = ids[keep], lam[keep], vec[keep], gram32[keep]
-                ols_w, mom32, z, t = ols_w[keep], mom32[keep], z[keep], t[keep]
-                zsum, thsum, nexact = zsum[keep], thsum[keep], nexact[keep]
-                csteps, cevents = csteps[keep], cevents[keep]
-                nz_w = None if nz_w is None else nz_w[keep]
+def _collect_runs(out: Outputs, ols: Sequence[F64], sp: Spectral, total_steps: int) -> list[GDRun]:
+    """One :class:`GDRun` per run; ANA-FGD's average from the sums of the two kinds of step."""
     runs = []
-    for m in range(m_runs):
+    for m in range(len(ols)):
         base = np.asarray(ols[m], dtype=np.float64)
-        lin = np.einsum("rpq,rq->rp", sp.eigenvectors, zsum_out[:, m])
-        average = base + (lin + thsum_out[:, m] - nexact_out[:, m, None] * base) / total_steps
-        runs.append(GDRun(final[:, m], average, csteps_out[:, m], cevents_out[:, m], total_steps))
+        # sum over t of theta_t - base: eigenbasis steps (zsum), then exact ones (thsum)
+        lin = np.einsum("rpq,rq->rp", sp.eigenvectors, out.zsum[:, m])
+        offsets = lin + out.thsum[:, m] - out.nexact[:, m, None] * base
+        average = base + offsets / total_steps
+        run = GDRun(out.final[:, m], average, out.csteps[:, m], out.cevents[:, m], total_steps)
+        runs.append(run)
     return runs

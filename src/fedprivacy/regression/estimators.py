@@ -189,6 +189,13 @@ def ana_fgd(
 ) -> F64:
     """ANA-FGD alone: the averaged iterates of :func:`na_fgd` (same arguments), ``(R, p)``."""
     return na_fgd(
-        data, lr, epsilon=epsilon, delta=delta, mechanism=mechanism, calibration=calibration,
-        clip=clip, seed=seed, reps=reps,
-    ).average  # fmt: skip
+        data,
+        lr,
+        epsilon=epsilon,
+        delta=delta,
+        mechanism=mechanism,
+        calibration=calibration,
+        clip=clip,
+        seed=seed,
+        reps=reps,
+    ).average

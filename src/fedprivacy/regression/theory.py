@@ -198,9 +198,13 @@ def _tile(data: RegressionData, reps: int) -> RegressionData:
         return np.ascontiguousarray(np.broadcast_to(a[:1], (reps, *a.shape[1:])))
 
     return RegressionData(
-        rep(data.gram32), rep(data.moment), data.sizes, rep(data.gram),
-        rep(data.moment_pooled), None, None, data.theta,
-    )  # fmt: skip
+        gram32=rep(data.gram32),
+        moment=rep(data.moment),
+        sizes=data.sizes,
+        gram=rep(data.gram),
+        moment_pooled=rep(data.moment_pooled),
+        theta=data.theta,
+    )
 
 
 def theory_check(
@@ -270,9 +274,15 @@ def theory_check(
             np.repeat(sp1.ols, m, axis=0),
         )
         res = na_fgd(
-            data, rates, epsilon=epsilon, delta=delta, seed=seed + 1,
-            reps=np.arange(s0, s0 + m), spec=spec, noise_scale=cal,
-        )  # fmt: skip
+            data,
+            rates,
+            epsilon=epsilon,
+            delta=delta,
+            seed=seed + 1,
+            reps=np.arange(s0, s0 + m),
+            spec=spec,
+            noise_scale=cal,
+        )
         finals.append(res.final)
         avgs.append(res.average)
         clipped.append(res.run.clip_fraction(int(sizes.size)))
