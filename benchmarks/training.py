@@ -13,8 +13,8 @@ Methods, each run in a fresh subprocess so that its peak memory (``ru_maxrss``) 
 
 * ``baseline``: as in the papers' code: per client ``copy.deepcopy(global_model)``, a
   ``torch.optim.SGD`` and a ``DataLoader(Subset(TensorDataset), batch_size, shuffle=True)``.
-* ``loop``: :func:`fedprivacy.fl.local_training.train_clients_loop` (the same per-client loop on
-  a precomputed batch plan, without the DataLoader).
+* ``loop``: :func:`fedprivacy.fl.training_loops.train_groups_loop` (the same per-client loop on
+  precomputed minibatch orders, without the DataLoader).
 * ``vectorised``: :class:`fedprivacy.fl.local_training.VectorisedTrainer`, all clients per vmap.
 * ``vectorised-c1``: the same with ``chunk_size=1`` (one client per vmap call).
 
@@ -47,13 +47,11 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Subset, TensorDataset
 
-from fedprivacy.fl.local_training import (
-    LocalTrainingSpec,
-    VectorisedTrainer,
-    batch_plan,
-    train_clients_loop,
-)
+from fedprivacy.fl.local_training import LocalTrainingSpec, VectorisedTrainer
+from fedprivacy.fl.losses import cross_entropy_loss
+from fedprivacy.fl.minibatches import client_orders
 from fedprivacy.fl.params import flatten_parameters, load_flat_
+from fedprivacy.fl.training_loops import train_groups_loop
 from fedprivacy.models.registry import build_model
 
 METHODS = ("baseline", "loop", "vectorised", "vectorised-c1")
@@ -146,7 +144,8 @@ def worker(model_name: str, method: str, rounds: int, data_dir: str | None) -> d
     global_flat = flatten_parameters(model)
     dataset = TensorDataset(features, labels)
     gen = torch.Generator().manual_seed(1)
-    trainer = VectorisedTrainer(model, spec, chunk_size=1 if method == "vectorised-c1" else None)
+    chunk_size = 1 if method == "vectorised-c1" else None
+    trainer = VectorisedTrainer(model, cross_entropy_loss, max_rows=None, chunk_size=chunk_size)
     rss_setup = rss_now_mib()
     times = []
     for _ in range(rounds + 1):
@@ -157,13 +156,12 @@ def worker(model_name: str, method: str, rounds: int, data_dir: str | None) -> d
             load_flat_(model, global_flat)
             stacked = torch.stack(baseline_round(model, dataset, client_idx, spec, gen))
         else:
-            plan = batch_plan([len(u) for u in client_idx], spec, rng)
+            off, orders = client_orders(client_idx, spec.epochs, rng)
+            data = (global_flat, features, labels, off, orders, spec)
             if method == "loop":
-                stacked = train_clients_loop(
-                    model, spec, global_flat, features, labels, client_idx, plan
-                )
+                stacked = global_flat + train_groups_loop(model, cross_entropy_loss, *data)
             else:
-                stacked = trainer.train(global_flat, features, labels, client_idx, plan)
+                stacked = global_flat + trainer.train(*data)
         weights = torch.from_numpy(sizes[chosen] / sizes[chosen].sum()).to(torch.float32)
         global_flat = weights @ stacked
         times.append(time.perf_counter() - t0)

@@ -11,11 +11,11 @@ defaults of :data:`fedprivacy.uldp.config.DEFAULT_HYPER` (``Q = 5`` local epochs
 Part 1, one silo's share of a round at a time (every user of the silo trains its own copy of the
 global model on its records; the deltas are clipped, weighted and summed):
 
-* ``ours``: :class:`fedprivacy.uldp.per_user_training.PerUserTrainer` on the silo's users, all
+* ``ours``: :class:`fedprivacy.fl.local_training.VectorisedTrainer` on the silo's users, all
   of them (``--silo-rows`` rows per vectorised call, default 1024);
 * ``loop`` (``--baseline loop``, how the authors' code trains): per user a
   :func:`copy.deepcopy` of the model, a fresh ``torch.optim.SGD``, one ``backward()`` per
-  minibatch (:func:`fedprivacy.uldp.per_user_loops.train_groups_loop`, the same minibatches as
+  minibatch (:func:`fedprivacy.fl.training_loops.train_groups_loop`, the same minibatches as
   ours); ``--baseline authors``: their whole per-user pipeline
   (:func:`uldp_authors.loop_authors`: a ``DataLoader`` per user, ``state_dict`` differences).
   Timed on ``--subset`` random users per silo and **extrapolated linearly** (printed as such);
@@ -57,14 +57,14 @@ from numpy.typing import NDArray
 from torch.utils.flop_counter import FlopCounterMode
 
 from fedprivacy.data.tabular import load_silo_dataset
-from fedprivacy.fl.local_training import LocalTrainingSpec
+from fedprivacy.fl.local_training import LocalTrainingSpec, VectorisedTrainer
+from fedprivacy.fl.minibatches import epoch_orders
 from fedprivacy.fl.params import flatten_parameters
+from fedprivacy.fl.training_loops import train_groups_loop
 from fedprivacy.uldp.clipped_sums import clip_rows, clipped_sums
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.methods import MethodRunner
-from fedprivacy.uldp.per_user_loops import train_groups_loop
-from fedprivacy.uldp.per_user_training import PerUserTrainer, epoch_orders
 from fedprivacy.uldp.rounds import RoundHyper, RoundOutput
 from fedprivacy.uldp.run_setup import allocate
 from uldp_authors import loop_authors
@@ -178,7 +178,7 @@ def flops_per_record(b: Bench) -> float:
 
 
 def silo_row(
-    b: Bench, silo: int, trainer: PerUserTrainer, rng: np.random.Generator
+    b: Bench, silo: int, trainer: VectorisedTrainer, rng: np.random.Generator
 ) -> tuple[str, float, float]:
     """Part 1 for one silo: ours on every user, the baseline on a subset; the table row."""
     fed, spec, clip = b.fed, b.spec, b.hyper.clip
@@ -219,7 +219,7 @@ def silo_row(
 
 def silo_table(b: Bench) -> None:
     """Part 1: per silo, ours against the baseline, on the same device."""
-    trainer = PerUserTrainer(b.model, b.fed.task.loss, max_rows=b.args.silo_rows)
+    trainer = VectorisedTrainer(b.model, b.fed.task.loss, max_rows=b.args.silo_rows)
     header = (
         f"{'silo':>4} {'users':>6} {'records':>7} | {'ours s':>8} | {'loop users':>10} "
         f"{'loop s':>8} {'loop s (full silo)':>19} | {'ratio':>6} | {'max |diff|':>10}"
@@ -247,7 +247,7 @@ def silo_table(b: Bench) -> None:
     print()
 
 
-def per_silo_round(b: Bench, trainer: PerUserTrainer) -> torch.Tensor:
+def per_silo_round(b: Bench, trainer: VectorisedTrainer) -> torch.Tensor:
     """The pre-noise sum of a round computed silo after silo (the engine before batching)."""
     fed, spec, clip = b.fed, b.spec, b.hyper.clip
     total = torch.zeros_like(b.flat)
@@ -295,7 +295,7 @@ def round_table(b: Bench) -> None:
     )
     print(header)
     print("-" * len(header))
-    trainer = PerUserTrainer(b.model, fed.task.loss, max_rows=1024)
+    trainer = VectorisedTrainer(b.model, fed.task.loss, max_rows=1024)
     base_s, base, gb = median_seconds(b, lambda: per_silo_round(b, trainer))
     assert isinstance(base, torch.Tensor)
     rows = [("per-silo (1024 rows)", base_s, trainer, base, gb)]

@@ -2,7 +2,7 @@
 
 Why ``benchmarks/uldp.py`` stays below its 20x target on a small CPU: this times the step that
 dominates a ULDP-AVG round on MNIST -- ``vmap(grad(loss))`` over a chunk of users, each with its
-own copy of the paper's CNN and a few records -- as :class:`PerUserTrainer` runs it (the
+own copy of the paper's CNN and a few records -- as :class:`VectorisedTrainer` runs it (the
 baseline, ``ours``), and as the rewrites one would try next:
 
 * ``amax-pool``: 2x2 max pooling as ``reshape`` + ``amax`` instead of ``max_pool2d``;
@@ -31,9 +31,9 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from fedprivacy.fl.local_training import VectorisedTrainer
 from fedprivacy.fl.losses import cross_entropy_loss
 from fedprivacy.models.images import PaperMnistCNN
-from fedprivacy.uldp.per_user_training import PerUserTrainer
 
 Step = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -113,9 +113,9 @@ def main() -> None:
     y = torch.randint(0, 10, (u, b), generator=gen)
     mask = torch.ones(u, b)
 
-    def trainer(cls: type[PaperMnistCNN]) -> PerUserTrainer:
+    def trainer(cls: type[PaperMnistCNN]) -> VectorisedTrainer:
         torch.manual_seed(0)  # same initial weights for every variant
-        return PerUserTrainer(cls(), cross_entropy_loss)
+        return VectorisedTrainer(cls(), cross_entropy_loss)
 
     ours = trainer(PaperMnistCNN)
     flat = torch.cat([p.detach().reshape(-1) for p in ours.model.parameters()])

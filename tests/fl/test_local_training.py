@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 import torch
@@ -8,10 +10,18 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.fl.local_training import (
     LocalTrainingSpec,
     VectorisedTrainer,
-    batch_plan,
-    train_clients_loop,
+    default_max_rows,
+    require_plain_sgd,
 )
+from fedprivacy.fl.losses import (
+    MaskedLoss,
+    binary_logistic_loss,
+    cox_loss,
+    cross_entropy_loss,
+)
+from fedprivacy.fl.minibatches import client_orders, epoch_orders
 from fedprivacy.fl.params import flatten_parameters
+from fedprivacy.fl.training_loops import group_gradients_loop, train_groups_loop
 from fedprivacy.models.registry import build_model
 
 # Float32 tolerance of "vectorised == loop": batched kernels (grouped convolutions, bmm) sum in
@@ -27,6 +37,15 @@ SHAPES = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread() -> Iterator[None]:
+    """Small per-group batches run fastest on one thread (on a shared CPU, many times faster)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def make_data(
     shape: tuple[int, int, int], num_classes: int, sizes: list[int], seed: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor, list[np.ndarray]]:
@@ -39,7 +58,7 @@ def make_data(
     return features, labels, [perm[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
-# ---------------------------------------------------------------------------- spec and plan
+# ----------------------------------------------------------------------------------- spec
 
 
 def test_spec_validation() -> None:
@@ -63,46 +82,21 @@ def test_spec_validation() -> None:
         assert info.value.name == name
 
 
-def test_batch_plan_properties() -> None:
-    sizes = [7, 3, 10, 0, 4]
-    spec = LocalTrainingSpec(epochs=2, batch_size=4)
-    plan = batch_plan(sizes, spec, np.random.default_rng(1))
-    steps = [2 * -(-n // 4) for n in sizes]  # [4, 2, 6, 0, 2]
-    assert plan.dtype == np.int64
-    assert plan.shape == (5, max(steps), 4)
-    for c, n in enumerate(sizes):
-        k = steps[c] // 2
-        # padding rows after the client's own steps
-        assert np.all(plan[c, steps[c] :] == -1)
-        for e in range(2):
-            epoch = plan[c, e * k : (e + 1) * k]
-            # full batches, then one partial batch with its real entries first
-            for j, row in enumerate(epoch):
-                real = row[row >= 0]
-                expected = 4 if (j < k - 1 or n % 4 == 0) else n % 4
-                assert real.size == expected
-                assert np.all(row[: real.size] >= 0) and np.all(row[real.size :] == -1)
-            # each epoch is a permutation of range(n)
-            flat = epoch[epoch >= 0]
-            assert sorted(flat.tolist()) == list(range(n))
-    # fresh permutation per epoch (overwhelmingly likely to differ for n = 10)
-    assert not np.array_equal(plan[2, :3], plan[2, 3:6])
+def test_require_plain_sgd() -> None:
+    # one spec for FedAvg and ULDP-FL: ULDP-FL refuses what its paper does not run
+    plain = LocalTrainingSpec(epochs=1, batch_size=2, lr=0.1)
+    assert require_plain_sgd(plain) is plain
+    for changes, name in [
+        ({"momentum": 0.9}, "momentum"),
+        ({"weight_decay": 1e-4}, "weight_decay"),
+    ]:
+        with pytest.raises(ParameterError) as info:
+            require_plain_sgd(LocalTrainingSpec(**changes))  # type: ignore[arg-type]
+        assert info.value.name == name
+    assert default_max_rows("cpu") < default_max_rows("cuda")
 
 
-def test_batch_plan_deterministic_and_edge_cases() -> None:
-    spec = LocalTrainingSpec(batch_size=3)
-    a = batch_plan([5, 6], spec, np.random.default_rng(7))
-    b = batch_plan([5, 6], spec, np.random.default_rng(7))
-    assert np.array_equal(a, b)
-    assert batch_plan([0, 0], spec, np.random.default_rng(0)).shape == (2, 0, 3)
-    assert batch_plan([], spec, np.random.default_rng(0)).shape == (0, 0, 3)
-    with pytest.raises(ParameterError):
-        batch_plan([3, -1], spec, np.random.default_rng(0))
-    with pytest.raises(ParameterError):
-        batch_plan([3], LocalTrainingSpec(batch_size=0), np.random.default_rng(0))
-
-
-# ------------------------------------------------------------- vectorised == loop (the oracle)
+# ------------------------------------------------ vectorised == loop (the oracle): FedAvg
 
 SPECS = {
     "sgd": LocalTrainingSpec(epochs=2, batch_size=4, lr=0.05),
@@ -112,11 +106,22 @@ SPECS = {
 }
 
 
+def fedavg_setup(
+    model_name: str, sizes: list[int], spec: LocalTrainingSpec, seed: int = 0
+) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor, torch.Tensor, np.ndarray, np.ndarray]:
+    shape, num_classes = SHAPES[model_name]
+    features, labels, clients = make_data(shape, num_classes, sizes, seed)
+    model = build_model(model_name, shape, num_classes, seed=seed + 3)
+    offsets, orders = client_orders(clients, spec.epochs, np.random.default_rng(seed + 5))
+    return model, flatten_parameters(model), features, labels, offsets, orders
+
+
 @pytest.mark.parametrize("spec_name", sorted(SPECS))
 @pytest.mark.parametrize("model_name", ["mlp", "lenet", "mnist-cnn", "vgg11"])
 def test_vectorised_matches_loop(model_name: str, spec_name: str) -> None:
-    shape, num_classes = SHAPES[model_name]
     spec = SPECS[spec_name]
+    # different sizes: partial last batches (11 % 4, 6 % 4) and padded steps (6 vs 4 vs 2)
+    sizes = [11, 6, 3]
     if model_name == "vgg11":
         # expensive model: 2 clients, tiny batches, 1 epoch (2 and 1 steps; a partial batch)
         spec = LocalTrainingSpec(
@@ -127,123 +132,206 @@ def test_vectorised_matches_loop(model_name: str, spec_name: str) -> None:
             weight_decay=spec.weight_decay,
         )
         sizes = [3, 2]
-    else:
-        # different sizes: partial last batches (11 % 4, 6 % 4) and padded steps (6 vs 4 vs 2)
-        sizes = [11, 6, 3]
-    features, labels, clients = make_data(shape, num_classes, sizes)
-    model = build_model(model_name, shape, num_classes, seed=3)
-    global_flat = flatten_parameters(model)
-    plan = batch_plan(sizes, spec, np.random.default_rng(5))
-    assert (plan == -1).any()
-    expected = train_clients_loop(model, spec, global_flat, features, labels, clients, plan)
-    got = VectorisedTrainer(model, spec).train(global_flat, features, labels, clients, plan)
-    assert got.shape == (len(sizes), global_flat.numel()) and got.dtype == torch.float32
+    model, flat, features, labels, off, orders = fedavg_setup(model_name, sizes, spec)
+    data = (flat, features, labels, off, orders, spec)
+    expected = train_groups_loop(model, cross_entropy_loss, *data)
+    got = VectorisedTrainer(model, cross_entropy_loss, max_rows=None).train(*data)
+    assert got.shape == (len(sizes), flat.numel()) and got.dtype == torch.float32
     # the clients really moved, and differently
-    assert (expected - global_flat).abs().max() > 1e-3
+    assert expected.abs().max() > 1e-3
     assert (expected[0] - expected[1]).abs().max() > 1e-3
     torch.testing.assert_close(got, expected, rtol=RTOL, atol=ATOL)
     # the model given to the trainers is not modified
-    assert torch.equal(flatten_parameters(model), global_flat)
+    assert torch.equal(flatten_parameters(model), flat)
+
+
+def test_loop_is_torch_mean_cross_entropy() -> None:
+    # the masked mean with an all-ones mask gives the gradients of torch's mean cross-entropy
+    spec = LocalTrainingSpec(epochs=2, batch_size=4, lr=0.1, momentum=0.5)
+    model, flat, features, labels, off, orders = fedavg_setup("mlp", [7], spec)
+    got = train_groups_loop(model, cross_entropy_loss, flat, features, labels, off, orders, spec)
+    opt = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=spec.momentum)
+    for e in range(2):
+        for lo in (0, 4):
+            rows = torch.from_numpy(orders[e, lo : lo + 4])
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(features[rows]), labels[rows])
+            torch.autograd.backward(loss)
+            opt.step()
+    assert torch.equal(got[0], flatten_parameters(model) - flat)
+
+
+# ----------------------------------------- vectorised == loop (the oracle): ULDP-FL's losses
+
+
+def uldp_data(
+    kind: str, counts: list[int], seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, np.ndarray, MaskedLoss]:
+    rng = np.random.default_rng(seed)
+    off = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    n = int(off[-1])
+    y = torch.from_numpy(rng.integers(0, 2, n))
+    loss: MaskedLoss = binary_logistic_loss
+    if kind == "logistic":
+        x = rng.normal(size=(n, 13))
+    elif kind == "cox-linear":
+        x = rng.normal(size=(n, 39))
+        times = np.stack([rng.integers(0, 2, n), rng.integers(1, 9, n)], 1)
+        y, loss = torch.from_numpy(times.astype(np.float32)), cox_loss
+    elif kind == "fraudnet":
+        x, loss = rng.normal(size=(n, 30)), cross_entropy_loss
+    else:
+        x = rng.normal(size=(n, 1, 28, 28))
+        y, loss = torch.from_numpy(rng.integers(0, 10, n)), cross_entropy_loss
+    return torch.from_numpy(x.astype(np.float32)), y, off, loss
+
+
+CASES = [
+    ("logistic", [3, 0, 7, 1, 12, 5, 2, 9], 3, 4),
+    ("cox-linear", [2, 4, 6, 2, 3, 0, 8], 2, 3),
+    ("fraudnet", [5, 1, 0, 9, 4, 4, 13], 2, 4),
+    ("paper-mnist-cnn", [3, 1, 5, 2], 2, 2),
+]
+
+
+@pytest.mark.parametrize(("name", "counts", "epochs", "batch"), CASES)
+def test_vectorised_equals_per_user_loop(
+    name: str, counts: list[int], epochs: int, batch: int
+) -> None:
+    x, y, off, loss = uldp_data(name, counts)
+    model = build_model(name, seed=1)
+    flat = flatten_parameters(model)
+    spec = LocalTrainingSpec(epochs=epochs, batch_size=batch, lr=0.1)
+    orders = epoch_orders(np.random.default_rng(5).random((epochs, len(x))), off, epochs)
+    expected = train_groups_loop(model, loss, flat, x, y, off, orders, spec)
+    assert float(expected.abs().max()) > 1e-3  # the users did move
+    for max_rows in (7, 4096):  # chunked and all at once
+        trainer = VectorisedTrainer(model, loss, max_rows=max_rows)
+        got = trainer.train(flat, x, y, off, orders, spec)
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    empty = np.flatnonzero(np.diff(off) == 0)
+    assert torch.all(got[torch.from_numpy(empty)] == 0)
+
+
+@pytest.mark.parametrize(("name", "counts", "epochs", "batch"), CASES)
+def test_gradients_equal_per_user_loop(
+    name: str, counts: list[int], epochs: int, batch: int
+) -> None:
+    x, y, off, loss = uldp_data(name, counts, seed=1)
+    model = build_model(name, seed=2)
+    flat = flatten_parameters(model)
+    expected = group_gradients_loop(model, loss, flat, x, y, off)
+    got = VectorisedTrainer(model, loss, max_rows=10).gradients(flat, x, y, off)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
 
 
 # ----------------------------------------------------------------- trainer behaviour and errors
 
 
-def mlp_setup(
-    sizes: list[int], spec: LocalTrainingSpec, seed: int = 0
-) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor, torch.Tensor, list[np.ndarray], np.ndarray]:
-    features, labels, clients = make_data((1, 8, 8), 10, sizes, seed)
-    model = build_model("mlp", (1, 8, 8), 10, seed=seed)
-    plan = batch_plan(sizes, spec, np.random.default_rng(seed))
-    return model, flatten_parameters(model), features, labels, clients, plan
-
-
 @pytest.mark.parametrize("model_name", ["mlp", "lenet"])
-def test_chunk_size_gives_same_result(model_name: str) -> None:
-    shape, num_classes = SHAPES[model_name]
+def test_chunking_gives_same_result(model_name: str) -> None:
     spec = LocalTrainingSpec(epochs=1, batch_size=3, lr=0.1, momentum=0.5, weight_decay=1e-2)
-    sizes = [7, 2, 5, 0, 4]
-    features, labels, clients = make_data(shape, num_classes, sizes)
-    model = build_model(model_name, shape, num_classes, seed=0)
-    global_flat = flatten_parameters(model)
-    plan = batch_plan(sizes, spec, np.random.default_rng(2))
-    full = VectorisedTrainer(model, spec).train(global_flat, features, labels, clients, plan)
+    model, flat, features, labels, off, orders = fedavg_setup(model_name, [7, 2, 5, 0, 4], spec)
+    data = (flat, features, labels, off, orders, spec)
+    full = VectorisedTrainer(model, cross_entropy_loss, max_rows=None).train(*data)
     for chunk in (1, 2, 3, 5, 100):
-        trainer = VectorisedTrainer(model, spec, chunk_size=chunk)
-        got = trainer.train(global_flat, features, labels, clients, plan)
-        torch.testing.assert_close(got, full, rtol=RTOL, atol=ATOL)
+        trainer = VectorisedTrainer(model, cross_entropy_loss, max_rows=None, chunk_size=chunk)
+        torch.testing.assert_close(trainer.train(*data), full, rtol=RTOL, atol=ATOL)
+    for rows in (1, 3, 6, 12):
+        trainer = VectorisedTrainer(model, cross_entropy_loss, max_rows=rows)
+        torch.testing.assert_close(trainer.train(*data), full, rtol=RTOL, atol=ATOL)
 
 
-def test_all_padding_client_returns_global_unchanged() -> None:
+def test_empty_groups_do_not_move() -> None:
     spec = LocalTrainingSpec(epochs=2, batch_size=4, lr=0.1, momentum=0.9, weight_decay=0.1)
-    sizes = [9, 0, 5]
-    model, global_flat, features, labels, clients, plan = mlp_setup(sizes, spec)
-    assert np.all(plan[1] == -1)
-    out = VectorisedTrainer(model, spec).train(global_flat, features, labels, clients, plan)
-    assert torch.equal(out[1], global_flat)
-    assert not torch.equal(out[0], global_flat) and not torch.equal(out[2], global_flat)
-    ref = train_clients_loop(model, spec, global_flat, features, labels, clients, plan)
-    assert torch.equal(ref[1], global_flat)
-    # a plan with no step at all
-    empty = np.full((3, 0, 4), -1, dtype=np.int64)
-    out = VectorisedTrainer(model, spec).train(global_flat, features, labels, clients, empty)
-    assert torch.equal(out, global_flat.expand(3, -1))
+    model, flat, features, labels, off, orders = fedavg_setup("mlp", [9, 0, 5], spec)
+    data = (flat, features, labels, off, orders, spec)
+    out = VectorisedTrainer(model, cross_entropy_loss).train(*data)
+    assert torch.equal(out[1], torch.zeros_like(flat))
+    assert out[0].abs().max() > 0 and out[2].abs().max() > 0
+    ref = train_groups_loop(model, cross_entropy_loss, *data)
+    assert torch.equal(ref[1], torch.zeros_like(flat))
+    # no group at all
+    none = VectorisedTrainer(model, cross_entropy_loss).train(
+        flat, features, labels, np.array([0]), orders[:, :0], spec
+    )
+    assert none.shape == (0, flat.numel())
 
 
 def test_trainer_is_reusable_and_deterministic() -> None:
     spec = LocalTrainingSpec(epochs=1, batch_size=5, lr=0.1, momentum=0.9)
-    model, global_flat, features, labels, clients, plan = mlp_setup([12, 8], spec)
-    trainer = VectorisedTrainer(model, spec)
-    first = trainer.train(global_flat, features, labels, clients, plan)
-    second = trainer.train(global_flat, features, labels, clients, plan)
+    model, flat, features, labels, off, orders = fedavg_setup("mlp", [12, 8], spec)
+    trainer = VectorisedTrainer(model, cross_entropy_loss)
+    first = trainer.train(flat, features, labels, off, orders, spec)
+    second = trainer.train(flat, features, labels, off, orders, spec)
     assert torch.equal(first, second)
-    assert first.data_ptr() != global_flat.data_ptr()
+    # steps of 5 + 5, 5 + 3 (width 5) and 2 (the larger client alone) rows, twice
+    assert trainer.calls == 2 * 3 and trainer.rows == 2 * (10 + 10 + 2)
 
 
 def test_partial_batch_is_the_gradient_of_the_smaller_batch() -> None:
     # one client, one step with 3 real samples out of a batch of 8: the update must equal
     # lr * gradient of the mean loss over those 3 samples only
     spec = LocalTrainingSpec(batch_size=8, lr=1.0)
-    model, global_flat, features, labels, clients, plan = mlp_setup([3], spec)
-    out = VectorisedTrainer(model, spec).train(global_flat, features, labels, clients, plan)
-    idx = torch.from_numpy(clients[0])
+    model, flat, features, labels, off, orders = fedavg_setup("mlp", [3], spec)
+    out = VectorisedTrainer(model, cross_entropy_loss).train(
+        flat, features, labels, off, orders, spec
+    )
+    idx = torch.from_numpy(orders[0])
     model.zero_grad()
     torch.autograd.backward(torch.nn.functional.cross_entropy(model(features[idx]), labels[idx]))
     grad = torch.cat([p.grad.reshape(-1) for p in model.parameters() if p.grad is not None])
-    torch.testing.assert_close(out[0], global_flat - grad, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(out[0], -grad, rtol=RTOL, atol=ATOL)
+
+
+def test_groups_subset_and_independence_from_other_users() -> None:
+    x, y, off, loss = uldp_data("logistic", [4, 6, 3, 5])
+    model = build_model("logistic", seed=0)
+    flat = flatten_parameters(model)
+    spec = LocalTrainingSpec(epochs=2, batch_size=2, lr=0.2)
+    keys = np.random.default_rng(0).random((2, len(x)))
+    orders = epoch_orders(keys, off, 2)
+    trainer = VectorisedTrainer(model, loss)
+    full = trainer.train(flat, x, y, off, orders, spec)
+    chunks = trainer.iter_deltas(flat, x, y, off, orders, spec, groups=[1, 3])
+    assert sorted(i for ids, _ in chunks for i in ids) == [1, 3]
+    # group 1 alone, with its own keys, trains exactly as inside the silo
+    lo, hi = int(off[1]), int(off[2])
+    alone_off = np.array([0, hi - lo])
+    alone_orders = epoch_orders(keys[:, lo:hi], alone_off, 2)
+    alone = trainer.train(flat, x[lo:hi], y[lo:hi], alone_off, alone_orders, spec)
+    torch.testing.assert_close(alone[0], full[1], rtol=1e-6, atol=1e-7)
 
 
 def test_trainer_errors() -> None:
     spec = LocalTrainingSpec(batch_size=4)
-    model, global_flat, features, labels, clients, plan = mlp_setup([5, 3], spec)
+    model, flat, features, labels, off, orders = fedavg_setup("mlp", [5, 3], spec)
     with pytest.raises(ParameterError, match="chunk_size"):
-        VectorisedTrainer(model, spec, chunk_size=0)
-    with pytest.raises(ParameterError, match="lr"):
-        VectorisedTrainer(model, LocalTrainingSpec(lr=0.0))
+        VectorisedTrainer(model, cross_entropy_loss, chunk_size=0)
+    with pytest.raises(ParameterError, match="max_rows"):
+        VectorisedTrainer(model, cross_entropy_loss, max_rows=0)
     bn = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 4), torch.nn.BatchNorm1d(4))
     with pytest.raises(ParameterError, match="model"):
-        VectorisedTrainer(bn, spec)
-    trainer = VectorisedTrainer(model, spec)
+        VectorisedTrainer(bn, cross_entropy_loss)
+    trainer = VectorisedTrainer(model, cross_entropy_loss)
+    data = (features, labels, off, orders)
+    with pytest.raises(ParameterError, match="lr"):
+        trainer.train(flat, *data, LocalTrainingSpec(lr=0.0))
     with pytest.raises(ParameterError, match="global_flat"):
-        trainer.train(global_flat[:-1], features, labels, clients, plan)
+        trainer.train(flat[:-1], *data, spec)
     with pytest.raises(ParameterError, match="global_flat"):
-        trainer.train(global_flat.double(), features, labels, clients, plan)
-    with pytest.raises(ParameterError, match="features"):
-        trainer.train(global_flat, features.double(), labels, clients, plan)
-    with pytest.raises(ParameterError, match="labels"):
-        trainer.train(global_flat, features, labels.int(), clients, plan)
-    with pytest.raises(ParameterError, match="labels"):
-        trainer.train(global_flat, features, labels[:-1], clients, plan)
-    with pytest.raises(ParameterError, match="client_indices"):
-        trainer.train(global_flat, features, labels, clients[:1], plan)
-    with pytest.raises(ParameterError, match="client_indices"):
-        trainer.train(global_flat, features, labels, [clients[0], clients[1] + 10_000], plan)
-    with pytest.raises(ParameterError, match="plan"):
-        trainer.train(global_flat, features, labels, clients, plan[0])
-    bad = plan.copy()
-    bad[1, 0, 0] = 3  # client 1 has only 3 samples
-    with pytest.raises(ParameterError, match="plan"):
-        trainer.train(global_flat, features, labels, clients, bad)
-    bad[1, 0, 0] = -2
-    with pytest.raises(ParameterError, match="plan"):
-        train_clients_loop(model, spec, global_flat, features, labels, clients, bad)
+        trainer.train(flat.double(), *data, spec)
+    with pytest.raises(ParameterError, match="y"):
+        trainer.train(flat, features, labels[:-1], off, orders, spec)
+    with pytest.raises(ParameterError, match="offsets"):
+        trainer.train(flat, features, labels, off[:-1], orders, spec)
+    with pytest.raises(ParameterError, match="orders"):
+        trainer.train(flat, features, labels, off, orders[0], spec)
+    with pytest.raises(ParameterError, match="orders"):
+        trainer.train(flat, features, labels, off, orders + len(features), spec)
+    with pytest.raises(ParameterError, match="orders"):
+        trainer.train(flat, features, labels, off, orders, LocalTrainingSpec(epochs=2))
+    with pytest.raises(ParameterError, match="offsets"):
+        trainer.gradients(flat, features, labels, off)
+    with pytest.raises(ParameterError, match="offsets"):
+        train_groups_loop(model, cross_entropy_loss, flat, *data[:2], off[:-1], orders, spec)

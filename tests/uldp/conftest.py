@@ -28,7 +28,6 @@ _METHOD_TESTS = {
     "test_group_dp.py",
     "test_methods.py",
     "test_metrics.py",
-    "test_per_user_training.py",
     "test_run.py",
     "test_sensitivity.py",
     "test_synthetic_stand_in.py",

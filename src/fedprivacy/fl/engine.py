@@ -31,14 +31,12 @@ from fedprivacy.data.images import ImageDataset
 from fedprivacy.data.partition import Partition
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import AggregateOutcome, Aggregator
-from fedprivacy.fl.local_training import (
-    LocalTrainingSpec,
-    VectorisedTrainer,
-    batch_plan,
-    train_clients_loop,
-)
+from fedprivacy.fl.local_training import LocalTrainingSpec, VectorisedTrainer
+from fedprivacy.fl.losses import cross_entropy_loss
 from fedprivacy.fl.mechanism import Mechanism, NoMechanism
+from fedprivacy.fl.minibatches import client_orders
 from fedprivacy.fl.params import flatten_parameters, load_flat_
+from fedprivacy.fl.training_loops import train_groups_loop
 from fedprivacy.participation.availability import AvailabilityModel
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.selectors import (
@@ -200,7 +198,7 @@ class FederatedTraining(Algorithm[RoundRecord]):
             ledger=self.ledger,
         )
         self.records: list[RoundRecord] = []
-        self._trainers: dict[float, VectorisedTrainer] = {}
+        self._trainer: VectorisedTrainer | None = None
         # the unit the secure path aggregates atomically: a batch of T users, or a whole group
         self.batch_size_t = 1
         if isinstance(self.selector, BatchPartitionSelector):
@@ -220,20 +218,20 @@ class FederatedTraining(Algorithm[RoundRecord]):
         """The index of the next round."""
         return self.ledger.rounds
 
-    def _local_models(
+    def _local_deltas(
         self, users: NDArray[np.intp], spec: LocalTrainingSpec, rng: np.random.Generator
     ) -> torch.Tensor:
+        """The users' updates ``x_u - x`` (their rows of the data are their groups)."""
         indices = [self.partition.user_data(int(u)) for u in users]
-        plan = batch_plan([len(i) for i in indices], spec, rng)
+        offsets, orders = client_orders(indices, spec.epochs, rng)
+        data = (self.global_flat, self.features, self.labels, offsets, orders, spec)
         if self.trainer == "loop":
-            return train_clients_loop(
-                self.model, spec, self.global_flat, self.features, self.labels, indices, plan
+            return train_groups_loop(self.model, cross_entropy_loss, *data)
+        if self._trainer is None:
+            self._trainer = VectorisedTrainer(
+                self.model, cross_entropy_loss, max_rows=None, chunk_size=self.chunk_size
             )
-        trainer = self._trainers.get(spec.lr)
-        if trainer is None:
-            trainer = VectorisedTrainer(self.model, spec, chunk_size=self.chunk_size)
-            self._trainers[spec.lr] = trainer
-        return trainer.train(self.global_flat, self.features, self.labels, indices, plan)
+        return self._trainer.train(*data)
 
     def local_updates(
         self, users: NDArray[np.intp], round_index: int, *, seed: int
@@ -250,10 +248,10 @@ class FederatedTraining(Algorithm[RoundRecord]):
             Float32 ``(len(users), P)`` on the CPU.
         """
         spec = replace(self.spec, lr=self.schedule(round_index))
-        local = self._local_models(
+        deltas = self._local_deltas(
             np.asarray(users, dtype=np.intp), spec, round_rng(seed, round_index, _BATCHES)
         )
-        return np.asarray((local - self.global_flat).cpu().numpy())
+        return np.asarray(deltas.cpu().numpy())
 
     def train_and_aggregate(
         self, round_index: int, selected: NDArray[np.intp]
@@ -272,8 +270,7 @@ class FederatedTraining(Algorithm[RoundRecord]):
         r = round_index
         spec = replace(self.spec, lr=self.schedule(r))
         started = time.perf_counter()
-        local = self._local_models(selected, spec, round_rng(self.seed, r, _BATCHES))
-        diff = (local - self.global_flat).cpu().numpy()
+        diff = self._local_deltas(selected, spec, round_rng(self.seed, r, _BATCHES)).cpu().numpy()
         deltas = {int(u): diff[i] for i, u in enumerate(selected)}
         train_s = time.perf_counter() - started
         deltas, weights = self.mechanism.prepare(
@@ -299,9 +296,9 @@ class FederatedTraining(Algorithm[RoundRecord]):
         included).
 
         The user trains only its own data, from the current global model; its minibatches are
-        its row of the round's joint :func:`~fedprivacy.fl.local_training.batch_plan` over
+        its block of the round's joint :func:`~fedprivacy.fl.minibatches.client_orders` over
         ``selected`` (which needs only the public partition sizes), with the reference trainer
-        (:func:`~fedprivacy.fl.local_training.train_clients_loop`). So the update equals, bit
+        (:func:`~fedprivacy.fl.training_loops.train_groups_loop`). So the update equals, bit
         for bit, the one of an in-process run with ``trainer="loop"``.
 
         Parameters
@@ -328,20 +325,22 @@ class FederatedTraining(Algorithm[RoundRecord]):
             raise ParameterError("user", f"{user} is not among the selected users")
         spec = replace(self.spec, lr=self.schedule(round_index))
         indices = [self.partition.user_data(u) for u in users]
-        plan = batch_plan(
-            [len(i) for i in indices], spec, round_rng(self.seed, round_index, _BATCHES)
+        offsets, orders = client_orders(
+            indices, spec.epochs, round_rng(self.seed, round_index, _BATCHES)
         )
         row = users.index(int(user))
-        local = train_clients_loop(
+        lo, hi = int(offsets[row]), int(offsets[row + 1])
+        local = train_groups_loop(
             self.model,
-            spec,
+            cross_entropy_loss,
             self.global_flat,
             self.features,
             self.labels,
-            [indices[row]],
-            plan[row : row + 1],
+            np.array([0, hi - lo]),
+            orders[:, lo:hi],
+            spec,
         )
-        delta = {int(user): (local[0] - self.global_flat).cpu().numpy()}
+        delta = {int(user): local[0].cpu().numpy()}
         out, weights = self.mechanism.prepare(delta, {int(user): float(self.weights[user])})
         return np.asarray(out[int(user)], dtype=np.float32), float(weights[int(user)])
 

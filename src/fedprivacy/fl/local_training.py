@@ -1,54 +1,92 @@
-"""Local training of many federated clients: a vectorised trainer and the reference loop.
+"""Local training of many model copies at once: the spec and the one vectorised trainer.
 
-Both trainers consume the same *batch plan* (:func:`batch_plan`), an integer array that fixes
-which of its samples each client uses at each local SGD step, so they compute the same thing and
-can be compared number for number:
+Every local training of the package trains *groups* of rows from the same global model, each
+with its own minibatch order (:mod:`fedprivacy.fl.minibatches`): FedAvg's clients
+(:mod:`fedprivacy.fl.engine`), ULDP-FL's (silo, user) pairs and, for DEFAULT and ULDP-NAIVE,
+whole silos (:mod:`fedprivacy.uldp.families`). :class:`VectorisedTrainer` trains them all at
+once:
 
-* :func:`train_clients_loop` is how the papers' code trains: one deep copy of the model and one
-  :class:`torch.optim.SGD` per client, one ``backward()`` per step. It is the correctness oracle.
-* :class:`VectorisedTrainer` stacks the clients' parameters into a ``(C, P)`` tensor and takes
-  each local step of all the clients at once with :func:`torch.func.vmap` over
-  :func:`torch.func.grad` of :func:`torch.func.functional_call`, followed by one SGD update of the
-  whole stack.
+* the groups' parameters are stacked into a ``(k, P)`` tensor; every local step gathers the
+  minibatch of every active group with one indexing operation into a padded
+  ``(k, b, *input_shape)`` tensor with a 0/1 mask, and :func:`torch.func.vmap` over
+  :func:`torch.func.grad` of :func:`torch.func.functional_call`
+  (:func:`~fedprivacy.fl.stacked_grad.stacked_gradient`) gives all the groups' gradients of
+  their *masked mean* loss (the mean over the real rows of the batch, exactly the loss of the
+  smaller batch); one SGD update (momentum and weight decay as :class:`torch.optim.SGD`) then
+  moves the whole stack;
+* groups are sorted by their number of steps, so the groups still training at a step are a
+  prefix of the stack (a view: no gather, no scatter), and processed in chunks of at most
+  ``max_rows`` rows per call, which bounds memory and keeps padding small (neighbouring groups
+  in the sorted order have similar sizes); the batch width is cut to the largest real batch of
+  the chunk (users with 2 records and a batch size of 64 cost 2 rows, not 64);
+* the trainer yields the groups' deltas chunk by chunk, so that a caller can clip and sum them
+  without the ``(k, P)`` deltas of all the groups ever existing at once
+  (:func:`fedprivacy.uldp.clipped_sums.clipped_sums`).
+
+:func:`~fedprivacy.fl.training_loops.train_groups_loop` and
+:func:`~fedprivacy.fl.training_loops.group_gradients_loop` are the oracles: one deep copy of the
+model and one :class:`torch.optim.SGD` per group, one ``backward()`` per batch, as the papers'
+code does. The vectorised trainer reproduces them to float rounding
+(``tests/fl/test_local_training.py``).
 """
 
 from __future__ import annotations
 
-import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from torch import nn
 
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
-from fedprivacy.fl.losses import cross_entropy_loss
-from fedprivacy.fl.params import load_flat_
+from fedprivacy.fl.losses import MaskedLoss
+from fedprivacy.fl.minibatches import check_offsets
 from fedprivacy.fl.stacked_grad import stacked_gradient
-from fedprivacy.models.registry import count_parameters
 
 __all__ = [
+    "DEFAULT_MAX_ROWS",
+    "GPU_MAX_ROWS",
     "LocalTrainingSpec",
     "VectorisedTrainer",
-    "batch_plan",
-    "train_clients_loop",
+    "default_max_rows",
+    "require_plain_sgd",
 ]
+
+_I64 = NDArray[np.int64]
+
+#: Default bound on rows (groups x batch width) per vectorised call on a CPU. On a 2-core CPU,
+#: one silo of MNIST (7,322 users, 12,000 records) trained fastest with 512-1,024 (cache-sized
+#: chunks; 4,096 was 1.5-2x slower).
+DEFAULT_MAX_ROWS = 1024
+#: The same on a GPU: a whole ULDP-AVG round of MNIST (10,000 users, 5 silos, zipf) on one
+#: H100 took 1.92 s with 4,096 rows, 1.97 s with 16,384 (twice the memory) and 4.08 s with
+#: 65,536 (more padding), against 3.83 s silo by silo with 1,024 (benchmarks/RESULTS.md).
+GPU_MAX_ROWS = 4096
+
+
+def default_max_rows(device: str | torch.device) -> int:
+    """:data:`GPU_MAX_ROWS` on a CUDA device, else :data:`DEFAULT_MAX_ROWS`.
+
+    Examples
+    --------
+    >>> default_max_rows("cpu"), default_max_rows("cuda:0")
+    (1024, 4096)
+    """
+    return GPU_MAX_ROWS if torch.device(device).type == "cuda" else DEFAULT_MAX_ROWS
 
 
 @dataclass(frozen=True)
 class LocalTrainingSpec:
     """Hyper-parameters of local training: minibatch SGD, the one spec of every trainer.
 
-    The FedAvg trainers (:class:`VectorisedTrainer`, :func:`train_clients_loop`; cross-entropy)
-    and the ULDP-FL per-user trainers (:class:`fedprivacy.uldp.per_user_training.PerUserTrainer`,
-    :func:`fedprivacy.uldp.per_user_loops.train_groups_loop`; the dataset's loss) all take it.
-    The per-user trainers run plain SGD, as the ULDP-FL paper does: they refuse a non-zero
-    ``momentum`` or ``weight_decay``
-    (:func:`fedprivacy.uldp.per_user_training.require_plain_sgd`).
+    :class:`VectorisedTrainer` and its oracle
+    :func:`~fedprivacy.fl.training_loops.train_groups_loop` take it, for FedAvg's clients
+    (cross-entropy) and ULDP-FL's users (the dataset's loss). ULDP-FL runs plain SGD, as its
+    paper does: it refuses a non-zero ``momentum`` or ``weight_decay`` (:func:`require_plain_sgd`).
 
     Parameters
     ----------
@@ -114,338 +152,303 @@ def _require_float(name: str, value: object) -> float:
     return out
 
 
-def batch_plan(
-    sizes: Sequence[int], spec: LocalTrainingSpec, rng: np.random.Generator
-) -> NDArray[np.int64]:
-    """Draw the minibatches of every client's local training.
-
-    For each client ``c`` (in order) and each epoch (in order), a fresh permutation of
-    ``range(sizes[c])`` is drawn from ``rng`` and cut into consecutive batches of
-    ``spec.batch_size``; the last batch of an epoch is smaller when ``batch_size`` does not
-    divide the size (it is kept, as with ``DataLoader(drop_last=False)``), and its missing entries
-    are ``-1``. Client ``c`` thus takes ``epochs * ceil(sizes[c] / batch_size)`` steps; clients
-    with fewer steps than the most are padded with whole rows of ``-1`` at the end.
+def require_plain_sgd(spec: LocalTrainingSpec) -> LocalTrainingSpec:
+    """Check ``spec`` for ULDP-FL's per-user training, plain SGD (as the paper); return it.
 
     Parameters
     ----------
-    sizes : sequence of int
-        Number of samples of each client (0 allowed: such a client has no step at all).
     spec : LocalTrainingSpec
-        Gives ``epochs`` and ``batch_size``.
-    rng : numpy.random.Generator
-        Source of the permutations.
+        Local epochs ``Q``, batch size ``B`` and local learning rate ``eta_l``.
 
     Returns
     -------
-    numpy.ndarray of int64, shape (C, S, B)
-        Local positions (``0 .. sizes[c] - 1``) into each client's data, ``-1`` for padding;
-        ``C = len(sizes)``, ``S`` the largest number of steps of a client, ``B = batch_size``.
-        Within a row, the real entries come first.
+    LocalTrainingSpec
+        ``spec``.
 
     Raises
     ------
     ParameterError
-        If ``spec`` is invalid or a size is negative.
+        If a field is out of range (:meth:`LocalTrainingSpec.validate`), or ``momentum`` or
+        ``weight_decay`` is not 0.
 
     Examples
     --------
-    >>> plan = batch_plan([3, 1], LocalTrainingSpec(batch_size=2), np.random.default_rng(0))
-    >>> plan.shape
-    (2, 2, 2)
-    >>> plan[1].tolist()
-    [[0, -1], [-1, -1]]
-
+    >>> require_plain_sgd(LocalTrainingSpec(epochs=2, batch_size=8, lr=0.1)).batch_size
+    8
+    >>> require_plain_sgd(LocalTrainingSpec(momentum=0.9))
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: momentum: must be 0: per-user training is plain SGD, got 0.9
     """
     spec.validate()
-    counts = [require_int(f"sizes[{c}]", n, minimum=0) for c, n in enumerate(sizes)]
-    bsz = spec.batch_size
-    steps_per_epoch = [-(-n // bsz) for n in counts]
-    total_steps = max((spec.epochs * k for k in steps_per_epoch), default=0)
-    plan = np.full((len(counts), total_steps, bsz), -1, dtype=np.int64)
-    for c, n in enumerate(counts):
-        k = steps_per_epoch[c]
-        if k == 0:
-            continue
-        rows = plan[c].reshape(-1)  # view, (S * B,)
-        for e in range(spec.epochs):
-            start = e * k * bsz
-            block = rows[start : start + k * bsz].reshape(k, bsz)
-            perm = rng.permutation(n).astype(np.int64)
-            full = (n // bsz) * bsz
-            block.reshape(-1)[:full] = perm[:full]
-            if full < n:
-                block[k - 1, : n - full] = perm[full:]
-    return plan
-
-
-def _check_inputs(
-    num_params: int,
-    global_flat: torch.Tensor,
-    features: torch.Tensor,
-    labels: torch.Tensor,
-    client_indices: Sequence[np.ndarray],
-    plan: np.ndarray,
-) -> NDArray[np.int64]:
-    """Validate the arguments of a training call; return the plan as global indices.
-
-    Padding entries of the returned ``(C, S, B)`` array are 0 (a valid index); the caller masks
-    them out with ``plan >= 0``.
-    """
-    if global_flat.shape != (num_params,):
-        raise ParameterError(
-            "global_flat", f"must have shape ({num_params},), got {tuple(global_flat.shape)}"
-        )
-    if global_flat.dtype != torch.float32:
-        raise ParameterError("global_flat", f"must be float32, got {global_flat.dtype}")
-    if features.dtype != torch.float32 or features.dim() < 2:
-        raise ParameterError(
-            "features",
-            f"must be a float32 tensor (n, ...), got {features.dtype} {tuple(features.shape)}",
-        )
-    n = features.shape[0]
-    if labels.shape != (n,) or labels.dtype != torch.int64:
-        raise ParameterError(
-            "labels",
-            f"must be an int64 tensor of shape ({n},), got {labels.dtype} {tuple(labels.shape)}",
-        )
-    plan_arr = np.asarray(plan)
-    if plan_arr.ndim != 3 or not np.issubdtype(plan_arr.dtype, np.integer):
-        raise ParameterError("plan", f"must be a 3-D integer array (C, S, B), got {plan_arr.shape}")
-    if len(client_indices) != plan_arr.shape[0]:
-        raise ParameterError(
-            "client_indices",
-            f"must hold one index array per client of the plan ({plan_arr.shape[0]}), "
-            f"got {len(client_indices)}",
-        )
-    out = np.zeros(plan_arr.shape, dtype=np.int64)
-    for c, idx in enumerate(client_indices):
-        local = plan_arr[c]
-        idx_arr = np.asarray(idx)
-        if idx_arr.ndim != 1 or not (idx_arr.size == 0 or np.issubdtype(idx_arr.dtype, np.integer)):
-            raise ParameterError(f"client_indices[{c}]", "must be a 1-D integer array")
-        if idx_arr.size and (idx_arr.min() < 0 or idx_arr.max() >= n):
-            raise ParameterError(f"client_indices[{c}]", f"entries must lie in [0, {n})")
-        if local.size and (local.min() < -1 or local.max() >= idx_arr.size):
-            raise ParameterError(
-                "plan", f"client {c}: entries must lie in [-1, {idx_arr.size}) (its sample count)"
-            )
-        real = local >= 0
-        out[c][real] = idx_arr[local[real]]
-    return out
+    for name in ("momentum", "weight_decay"):
+        value = getattr(spec, name)
+        if value != 0:
+            raise ParameterError(name, f"must be 0: per-user training is plain SGD, got {value!r}")
+    return spec
 
 
 class VectorisedTrainer:
-    """Trains many clients at once on stacked parameters.
-
-    The clients' parameters are a ``(C, P)`` float32 tensor. At each local step the batch of every
-    client is gathered from the training set with one indexing operation, the per-client
-    gradients are computed with ``vmap(grad(loss))`` (:func:`~fedprivacy.fl.stacked_grad.
-    stacked_gradient`, the core shared with ULDP-FL's per-user trainer) over the client
-    dimension of the parameters,
-    inputs, labels and mask (``loss`` calls the model through
-    :func:`torch.func.functional_call`), and one SGD update is applied to the whole stack.
-
-    The loss is the cross-entropy averaged over the *real* samples of the batch (a masked mean),
-    so a partial batch gives exactly the gradient of the smaller batch, and only the clients that
-    have a real batch at that step are updated (their momentum buffers too), which reproduces
-    :func:`train_clients_loop` step for step: plain SGD, or momentum and weight decay as
-    :class:`torch.optim.SGD` defines them (dampening 0, no Nesterov).
-
-    The model must be a pure function of its parameters (no buffers that change, no BatchNorm or
-    dropout), as are all the models of :mod:`fedprivacy.models`.
+    """Vectorised local SGD and full-batch gradients of many groups (see the module docstring).
 
     Parameters
     ----------
     model : torch.nn.Module
-        Architecture of the clients' models; only its structure is used (its parameter values
-        are replaced by the stacked ones and it is not modified).
-    spec : LocalTrainingSpec
-        Local-training hyper-parameters (``lr``, ``momentum``, ``weight_decay``; the plan fixes
-        epochs and batches).
+        Architecture; only its structure is used (it is not modified). It must be a pure
+        function of its parameters: no buffers (no BatchNorm), no dropout, as are all the
+        models of :mod:`fedprivacy.models`.
+    loss : MaskedLoss
+        ``loss(output, target, mask)``, the masked mean loss of a batch.
+    max_rows : int or None
+        Largest number of rows (groups x batch width) per chunk of groups trained together; a
+        group larger than this is still processed whole. ``None``: all the groups in one chunk.
     chunk_size : int or None
-        Largest number of clients per ``vmap`` call (passed to :func:`torch.func.vmap`), which
-        bounds the memory of the activations (it grows linearly with the number of clients
-        differentiated at once); ``None`` differentiates all the clients in one call. The batch
-        gather and the SGD update still cover all the clients at once. Any value gives the same
-        result up to float rounding.
+        Largest number of groups per ``vmap`` call within a step (:func:`torch.func.vmap`'s
+        ``chunk_size``), which bounds the memory of the activations; ``None``: all at once.
+        Any value gives the same result up to float rounding.
+
+    Attributes
+    ----------
+    calls : int
+        Vectorised gradient calls made so far (each a fixed number of kernel launches).
+    rows : int
+        Rows (records and padding) differentiated so far; with the real rows, the padding cost.
 
     Notes
     -----
     Where the arithmetic is small (MLPs, small batches) the per-step Python, autograd and
-    optimiser overhead of a per-client loop dominates, and this trainer is several times faster
-    (5.7x the papers' DataLoader loop for :class:`~fedprivacy.models.images.DigitsMLP`, batch 10).
-    Convolutional models are another matter on a CPU: ``vmap`` turns a convolution with
-    per-client weights into one *grouped* convolution, and on the 2-core CPU this was measured on
-    (PyTorch 2.13, oneDNN) grouped convolutions were about twice as slow, forward and backward, as
-    the same convolutions run client by client. With ``chunk_size=None`` this trainer was thus
-    1.5-1.8x *slower* than the per-client loop for :class:`~fedprivacy.models.images.MnistCNN` and
-    :class:`~fedprivacy.models.images.LeNet5`; ``chunk_size=1`` (ordinary convolutions again, plus
-    the per-call overhead of ``vmap``) was still about 15 % slower than the loop. Channels-last
-    layouts and disabling oneDNN did not help. See ``benchmarks/training.py``.
-
+    optimiser overhead of a per-group loop dominates, and this trainer is several times faster
+    (5.7x the papers' DataLoader loop for :class:`~fedprivacy.models.images.DigitsMLP`, batch
+    10). On a CPU, ``vmap`` turns a convolution with per-group weights into one *grouped*
+    convolution, which oneDNN ran about twice as slowly as the same convolutions group by group
+    (PyTorch 2.13, 2 cores): for :class:`~fedprivacy.models.images.MnistCNN` and
+    :class:`~fedprivacy.models.images.LeNet5` FedAvg's per-client loop is 1.5-1.8x faster
+    (``benchmarks/training.py``).
     """
 
     def __init__(
-        self, model: nn.Module, spec: LocalTrainingSpec, *, chunk_size: int | None = None
+        self,
+        model: nn.Module,
+        loss: MaskedLoss,
+        *,
+        max_rows: int | None = DEFAULT_MAX_ROWS,
+        chunk_size: int | None = None,
     ) -> None:
-        spec.validate()
+        if max_rows is not None:
+            max_rows = require_int("max_rows", max_rows, minimum=1)
         if chunk_size is not None:
             chunk_size = require_int("chunk_size", chunk_size, minimum=1)
         self.model = model
-        self.spec = spec
+        self.loss = loss
+        self.max_rows = max_rows
         self.chunk_size = chunk_size
-        self._grad, self.num_params = stacked_gradient(
-            model, cross_entropy_loss, chunk_size=chunk_size
-        )
+        self._grad, self.num_params = stacked_gradient(model, loss, chunk_size=chunk_size)
+        self.calls = 0
+        self.rows = 0
 
-    def train(
+    def _gradient(
+        self, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor
+    ) -> torch.Tensor:
+        """One vectorised call of the stacked gradient, counted in :attr:`calls`, :attr:`rows`."""
+        self.calls += 1
+        self.rows += int(mask.numel())
+        return self._grad(params, x, y, mask)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _check(self, global_flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Raise :class:`ParameterError` unless ``global_flat`` fits the model and ``y`` ``x``."""
+        if global_flat.shape != (self.num_params,) or global_flat.dtype != torch.float32:
+            raise ParameterError(
+                "global_flat",
+                f"must be float32 of shape ({self.num_params},), "
+                f"got {global_flat.dtype} {tuple(global_flat.shape)}",
+            )
+        if x.dim() < 1 or y.dim() < 1 or x.shape[0] != y.shape[0]:
+            raise ParameterError("y", f"has {tuple(y.shape)} rows for {tuple(x.shape)} inputs")
+
+    @staticmethod
+    def _check_orders(
+        orders: ArrayLike, offsets: ArrayLike, epochs: int, rows: int
+    ) -> tuple[_I64, _I64]:
+        """Return ``(offsets, orders)`` as int64 after checking them against the rows."""
+        arr = np.asarray(orders)
+        if arr.ndim != 2 or arr.shape[0] != epochs or not np.issubdtype(arr.dtype, np.integer):
+            raise ParameterError(
+                "orders", f"must be an integer array ({epochs}, positions), got {arr.shape}"
+            )
+        if arr.size and (arr.min() < 0 or arr.max() >= rows):
+            raise ParameterError("orders", f"entries must be rows of x, in [0, {rows})")
+        return check_offsets(offsets, arr.shape[1]), arr.astype(np.int64, copy=False)
+
+    def _chunks(self, order: _I64, width_of: _I64) -> Iterator[_I64]:
+        """Consecutive slices of ``order`` with at most ``max_rows`` rows each."""
+        if self.max_rows is None:
+            if len(order):
+                yield order
+            return
+        i = 0
+        while i < len(order):
+            width = max(int(width_of[order[i]]), 1)
+            size = max(1, self.max_rows // width)
+            yield order[i : i + size]
+            i += size
+
+    def _dense(
+        self, chunks: Iterator[tuple[_I64, torch.Tensor]], groups: int, like: torch.Tensor
+    ) -> torch.Tensor:
+        """Scatter per-chunk rows into a ``(groups, P)`` tensor, zero for groups not yielded."""
+        out = torch.zeros((groups, self.num_params), dtype=like.dtype, device=like.device)
+        for ids, rows in chunks:
+            out[torch.from_numpy(ids).to(out.device)] = rows
+        return out
+
+    # -- local SGD -------------------------------------------------------------------------
+
+    def iter_deltas(
         self,
         global_flat: torch.Tensor,
-        features: torch.Tensor,
-        labels: torch.Tensor,
-        client_indices: Sequence[np.ndarray],
-        plan: np.ndarray,
-    ) -> torch.Tensor:
-        """Run every client's local training from the global model.
+        x: torch.Tensor,
+        y: torch.Tensor,
+        offsets: ArrayLike,
+        orders: ArrayLike,
+        spec: LocalTrainingSpec,
+        groups: ArrayLike | None = None,
+    ) -> Iterator[tuple[_I64, torch.Tensor]]:
+        """Train the groups chunk by chunk; yield ``(group_ids, deltas)`` per chunk.
 
         Parameters
         ----------
         global_flat : torch.Tensor
-            The global model, float32 of shape ``(P,)`` (as made by
-            :func:`fedprivacy.fl.params.flatten_parameters`).
-        features : torch.Tensor
-            The whole training set's inputs, float32 ``(n, *input_shape)`` on the CPU.
-        labels : torch.Tensor
-            The whole training set's labels, int64 ``(n,)``.
-        client_indices : sequence of numpy.ndarray
-            ``client_indices[c]`` holds the global indices (into ``features``) of client ``c``'s
-            samples; the plan's local positions index into it.
-        plan : numpy.ndarray
-            Batch plan ``(C, S, B)`` as made by :func:`batch_plan` (``-1`` = padding).
+            The starting model, float32 ``(P,)``.
+        x, y : torch.Tensor
+            The rows (inputs and targets), on the same device as ``global_flat``.
+        offsets : array_like of int, shape (k + 1,)
+            Group ``g`` owns the positions ``offsets[g]:offsets[g + 1]`` of ``orders``.
+        orders : array_like of int, shape (spec.epochs, m)
+            Rows of ``x`` in minibatch order (:mod:`fedprivacy.fl.minibatches`).
+        spec : LocalTrainingSpec
+            Epochs, batch size, learning rate, momentum and weight decay.
+        groups : array_like of int, optional
+            Train only these groups (e.g. the sampled users); default all. Empty groups are
+            skipped (their delta is zero and they are not yielded).
 
-        Returns
-        -------
-        torch.Tensor
-            Float32 ``(C, P)``: row ``c`` is client ``c``'s model after its local training. A
-            client whose plan is all padding gets ``global_flat`` unchanged.
+        Yields
+        ------
+        tuple of (numpy.ndarray, torch.Tensor)
+            Group indices and their deltas ``x_g - x_t``, float32 ``(len(ids), P)``.
 
         Raises
         ------
         ParameterError
-            If the shapes, dtypes or indices are inconsistent.
-
+            If ``spec`` is invalid or the shapes, dtypes or indices are inconsistent.
         """
-        gidx = _check_inputs(self.num_params, global_flat, features, labels, client_indices, plan)
-        real = np.asarray(plan) >= 0
-        params = global_flat.detach().unsqueeze(0).repeat(gidx.shape[0], 1)
+        spec.validate()
+        self._check(global_flat, x, y)
+        off, rows = self._check_orders(orders, offsets, spec.epochs, int(x.shape[0]))
+        counts = np.diff(off)
+        chosen = np.arange(len(counts)) if groups is None else np.asarray(groups, dtype=np.int64)
+        chosen = chosen[counts[chosen] > 0]
+        steps = -(-counts // spec.batch_size)  # batches per epoch
+        # most steps first, then most rows: the groups still training are a prefix
+        order = chosen[np.lexsort((-counts[chosen], -steps[chosen]))]
+        width_of = np.minimum(counts, spec.batch_size)
         with torch.no_grad():
-            self._train_stack(params, features, labels, gidx, real)
-        return params
+            for ids in self._chunks(order, width_of):
+                params = global_flat.detach().unsqueeze(0).repeat(len(ids), 1)
+                self._train_chunk(params, x, y, rows, off[ids], counts[ids], spec)
+                yield ids, params.sub_(global_flat.detach())
 
-    def _train_stack(
+    def _train_chunk(
         self,
         params: torch.Tensor,
-        features: torch.Tensor,
-        labels: torch.Tensor,
-        gidx: NDArray[np.int64],
-        real: NDArray[np.bool_],
+        x: torch.Tensor,
+        y: torch.Tensor,
+        orders: _I64,
+        start: _I64,
+        n_g: _I64,
+        spec: LocalTrainingSpec,
     ) -> None:
-        """Train all the clients in place (``params`` is their ``(C, P)`` stack)."""
-        spec = self.spec
-        num_clients, num_steps, _ = gidx.shape
+        """Train one chunk of groups in place (``params``, their stack, sorted as above)."""
+        bsz = spec.batch_size
+        k_g = -(-n_g // bsz)
+        total = spec.epochs * k_g  # steps of each group, non-increasing along the chunk
+        lanes = np.arange(bsz, dtype=np.int64)
         buf = torch.zeros_like(params) if spec.momentum > 0 else None
-        for s in range(num_steps):
-            real_s = real[:, s, :]
-            active_rows = real_s.any(axis=1)
-            if not active_rows.any():
-                continue
-            # only the columns up to the last real sample of any client matter
-            width = int(np.flatnonzero(real_s.any(axis=0)).max()) + 1
-            everyone = bool(active_rows.all())
-            if everyone:
-                idx_np, mask_np = gidx[:, s, :width], real_s[:, :width]
-                p = params
-            else:
-                active = torch.from_numpy(np.flatnonzero(active_rows)).to(params.device)
-                idx_np, mask_np = gidx[active_rows, s, :width], real_s[active_rows, :width]
-                p = params[active]
-            # one gather for the batches of all the (active) clients
-            idx = torch.from_numpy(np.ascontiguousarray(idx_np)).to(features.device)
-            x = features[idx]
-            y = labels[idx.to(labels.device)]
-            mask = torch.from_numpy(mask_np).to(device=features.device, dtype=features.dtype)
-            d_p = self._grad(p, x, y, mask)
-            # the update of torch.optim.SGD (dampening 0, no Nesterov), on the whole stack
+        for t in range(int(total[0])):
+            a = int(np.searchsorted(-total, -t, side="left"))  # groups with total > t
+            e, j = t // k_g[:a], t % k_g[:a]
+            pos = j[:, None] * bsz + lanes[None, :]
+            valid = pos < n_g[:a, None]
+            width = int(valid.sum(axis=1).max())
+            pos, valid = pos[:, :width], valid[:, :width]
+            local = np.minimum(pos, n_g[:a, None] - 1)
+            idx = torch.from_numpy(orders[e[:, None], start[:a, None] + local]).to(x.device)
+            mask = torch.from_numpy(valid).to(device=x.device, dtype=x.dtype)
+            p = params[:a]
+            d_p = self._gradient(p, x[idx], y[idx], mask)
+            # the update of torch.optim.SGD (dampening 0, no Nesterov), on the stack's prefix
             if spec.weight_decay != 0:
                 d_p = d_p.add(p, alpha=spec.weight_decay)
             if buf is not None:
-                if everyone:
-                    d_p = buf.mul_(spec.momentum).add_(d_p)
-                else:
-                    b = buf[active].mul_(spec.momentum).add_(d_p)
-                    buf[active] = b
-                    d_p = b
-            if everyone:
-                params.add_(d_p, alpha=-spec.lr)
-            else:
-                params[active] = p.add_(d_p, alpha=-spec.lr)
+                d_p = buf[:a].mul_(spec.momentum).add_(d_p)
+            p.sub_(d_p, alpha=spec.lr)
 
+    def train(
+        self,
+        global_flat: torch.Tensor,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        offsets: ArrayLike,
+        orders: ArrayLike,
+        spec: LocalTrainingSpec,
+    ) -> torch.Tensor:
+        """Return every group's delta ``x_g - x_t`` after local SGD, float32 ``(k, P)``.
 
-def train_clients_loop(
-    model: nn.Module,
-    spec: LocalTrainingSpec,
-    global_flat: torch.Tensor,
-    features: torch.Tensor,
-    labels: torch.Tensor,
-    client_indices: Sequence[np.ndarray],
-    plan: np.ndarray,
-) -> torch.Tensor:
-    """Reference per-client local training, as the papers' code does it (the oracle).
+        Empty groups get a zero row. See :meth:`iter_deltas` for the parameters.
+        """
+        off = np.asarray(offsets)
+        chunks = self.iter_deltas(global_flat, x, y, off, orders, spec)
+        return self._dense(chunks, len(off) - 1, global_flat)
 
-    For each client: a :func:`copy.deepcopy` of ``model`` loaded with ``global_flat``, a fresh
-    :class:`torch.optim.SGD` (``lr``, ``momentum``, ``weight_decay``), and for each real step of
-    its plan: ``zero_grad``, mean cross-entropy on that batch, ``backward``, ``step``.
+    # -- gradients (ULDP-SGD) ----------------------------------------------------------------
 
-    Parameters
-    ----------
-    model : torch.nn.Module
-        Architecture of the clients' models (not modified).
-    spec : LocalTrainingSpec
-        Local-training hyper-parameters.
-    global_flat, features, labels, client_indices, plan
-        As in :meth:`VectorisedTrainer.train`.
+    def iter_gradients(
+        self,
+        global_flat: torch.Tensor,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        offsets: ArrayLike,
+        groups: ArrayLike | None = None,
+    ) -> Iterator[tuple[_I64, torch.Tensor]]:
+        """Yield ``(group_ids, gradients)``: each group's gradient of its mean loss at ``x_t``.
 
-    Returns
-    -------
-    torch.Tensor
-        Float32 ``(C, P)``, each client's model after its local training.
+        The loss of a group is the mean over all its rows (full batch): group ``g`` owns the
+        rows ``offsets[g]:offsets[g + 1]`` of ``x``. Parameters as in :meth:`iter_deltas` (no
+        ``orders``, ``spec``).
+        """
+        self._check(global_flat, x, y)
+        off = check_offsets(offsets, int(x.shape[0]))
+        counts = np.diff(off)
+        chosen = np.arange(len(counts)) if groups is None else np.asarray(groups, dtype=np.int64)
+        chosen = chosen[counts[chosen] > 0]
+        order = chosen[np.argsort(-counts[chosen], kind="stable")]
+        device = global_flat.device
+        with torch.no_grad():
+            for ids in self._chunks(order, counts):
+                width = int(counts[ids].max())
+                lanes = np.arange(width, dtype=np.int64)
+                valid = lanes[None, :] < counts[ids, None]
+                rows = off[ids, None] + np.minimum(lanes[None, :], counts[ids, None] - 1)
+                idx = torch.from_numpy(rows).to(device)
+                mask = torch.from_numpy(valid).to(device=device, dtype=x.dtype)
+                params = global_flat.detach().unsqueeze(0).expand(len(ids), -1)
+                yield ids, self._gradient(params, x[idx], y[idx], mask)
 
-    Raises
-    ------
-    ParameterError
-        If ``spec`` or the inputs are invalid.
-
-    """
-    spec.validate()
-    num_params = count_parameters(model)
-    gidx = _check_inputs(num_params, global_flat, features, labels, client_indices, plan)
-    real = np.asarray(plan) >= 0
-    out = torch.empty((gidx.shape[0], num_params), dtype=torch.float32, device=global_flat.device)
-    for c in range(gidx.shape[0]):
-        local = copy.deepcopy(model)
-        load_flat_(local, global_flat)
-        local.train()
-        opt = torch.optim.SGD(
-            local.parameters(), lr=spec.lr, momentum=spec.momentum, weight_decay=spec.weight_decay
-        )
-        for s in range(gidx.shape[1]):
-            batch = gidx[c, s][real[c, s]]
-            if batch.size == 0:
-                continue
-            idx = torch.from_numpy(batch).to(features.device)
-            opt.zero_grad()
-            loss = nn.functional.cross_entropy(local(features[idx]), labels[idx])
-            torch.autograd.backward(loss)
-            opt.step()
-        out[c] = torch.cat([p.detach().reshape(-1) for p in local.parameters()])
-    return out
+    def gradients(
+        self, global_flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor, offsets: ArrayLike
+    ) -> torch.Tensor:
+        """Return every group's full-batch gradient at ``global_flat``, float32 ``(k, P)``."""
+        off = np.asarray(offsets)
+        chunks = self.iter_gradients(global_flat, x, y, off)
+        return self._dense(chunks, len(off) - 1, global_flat)

@@ -2,8 +2,8 @@
 
 Every loss has the :data:`MaskedLoss` signature ``loss(output, target, mask) -> scalar``: the
 mean loss over the rows where ``mask`` is 1, so that a minibatch padded to a common width (as
-the per-user trainer :mod:`fedprivacy.uldp.per_user_training` pads every user's batch) gives
-exactly the loss of its real rows.
+the vectorised trainer :class:`fedprivacy.fl.local_training.VectorisedTrainer` pads every
+group's batch) gives exactly the loss of its real rows.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
-"""The gradient core of both vectorised trainers: one masked loss, many flat parameter vectors.
+"""The gradient core of the vectorised trainer: one masked loss, many flat parameter vectors.
 
-FedAvg's :class:`~fedprivacy.fl.local_training.VectorisedTrainer` (clients) and ULDP-FL's
-:class:`~fedprivacy.uldp.per_user_training.PerUserTrainer` (users within a silo) both train
-many copies of one model at once: the copies' parameters are the rows of a ``(C, P)`` tensor,
-and :func:`stacked_gradient` returns ``vmap(grad(loss))`` over those rows, where ``loss(flat, x,
-y, mask)`` calls the model through :func:`torch.func.functional_call` and reduces with a
-:data:`~fedprivacy.fl.losses.MaskedLoss` (the mean over the real rows of a padded batch). The
-trainers differ only in how they schedule batches.
+:class:`~fedprivacy.fl.local_training.VectorisedTrainer` trains many copies of one model at
+once (FedAvg's clients, ULDP-FL's users within a silo): the copies' parameters are the rows of a
+``(C, P)`` tensor, and :func:`stacked_gradient` returns ``vmap(grad(loss))`` over those rows,
+where ``loss(flat, x, y, mask)`` calls the model through :func:`torch.func.functional_call` and
+reduces with a :data:`~fedprivacy.fl.losses.MaskedLoss` (the mean over the real rows of a
+padded batch).
 
 Examples
 --------

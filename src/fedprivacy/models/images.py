@@ -3,7 +3,7 @@
 Every model is a plain :class:`torch.nn.Module` without BatchNorm or dropout, so that its output
 is a pure function of its parameters and its input. This is what lets
 :class:`fedprivacy.fl.local_training.VectorisedTrainer` and
-:class:`fedprivacy.uldp.per_user_training.PerUserTrainer` train many clients at once with
+:class:`fedprivacy.fl.local_training.VectorisedTrainer` train many clients at once with
 :func:`torch.func.vmap` over stacked parameters (no buffers, no train/eval switch, no randomness
 in the forward pass). Build them by name, with a seeded initialisation, through
 :func:`fedprivacy.models.registry.build_model`.

@@ -1,11 +1,12 @@
 """Tabular models of the ULDP-FL experiments (Section 5.1 of Kato et al.).
 
 Every model is a :class:`torch.nn.Module` without buffers, dropout or batch statistics, so that
-its output is a pure function of its parameters and input: the per-user trainer
-(:mod:`fedprivacy.uldp.per_user_training`) evaluates it with :func:`torch.func.functional_call`
-under :func:`torch.func.vmap` over stacked per-user parameters. Build them by name, with a
-seeded initialisation, through :func:`fedprivacy.models.registry.build_model`; the MNIST CNN of
-the same experiments is :class:`fedprivacy.models.images.PaperMnistCNN`.
+its output is a pure function of its parameters and input: the vectorised trainer
+(:class:`fedprivacy.fl.local_training.VectorisedTrainer`) evaluates it with
+:func:`torch.func.functional_call` under :func:`torch.func.vmap` over stacked per-user
+parameters. Build them by name, with a seeded initialisation, through
+:func:`fedprivacy.models.registry.build_model`; the MNIST CNN of the same experiments is
+:class:`fedprivacy.models.images.PaperMnistCNN`.
 
 Where they come from:
 

@@ -1,6 +1,6 @@
 """Clip per-user vectors and sum them per silo: the reduction of a ULDP-AVG / ULDP-SGD round.
 
-The per-user trainer (:class:`~fedprivacy.uldp.per_user_training.PerUserTrainer`) yields the
+The per-user trainer (:class:`~fedprivacy.fl.local_training.VectorisedTrainer`) yields the
 users' updates chunk by chunk as ``(group_ids, (k, P) vectors)``; a *group* is one user's
 records in one silo. An in-process round trains the groups of every silo in one pass
 (:attr:`Federation.group_offsets <fedprivacy.uldp.federation.Federation.group_offsets>`), so
@@ -137,8 +137,8 @@ def clipped_sums(
     Parameters
     ----------
     chunks : iterable of (group_ids, vectors)
-        From :meth:`~fedprivacy.uldp.per_user_training.PerUserTrainer.iter_deltas` or
-        :meth:`~fedprivacy.uldp.per_user_training.PerUserTrainer.iter_gradients`.
+        From :meth:`~fedprivacy.fl.local_training.VectorisedTrainer.iter_deltas` or
+        :meth:`~fedprivacy.fl.local_training.VectorisedTrainer.iter_gradients`.
     clip : float or callable
         Clipping bound ``C``, or the rule ``factors(norms)`` (:data:`ClipRule`).
     weights : array_like of float, shape (G,)

@@ -21,7 +21,7 @@ Notation: ``x_t`` the global model, ``S`` silos, ``U`` users (:attr:`Federation.
     ``x_{t+1} = x_t + eta_g * mean_s Delta_s`` with each ``Delta_s`` from DP-SGD.
 ``ULDP-AVG``, ``-w``, ``-s``, ``-ws`` -- Algorithms 3 and 4
     In every silo every user trains its own copy from ``x_t`` on its own records (``Q`` epochs,
-    minibatch SGD, :mod:`fedprivacy.uldp.per_user_training`); the silo sends
+    minibatch SGD, :class:`fedprivacy.fl.local_training.VectorisedTrainer`); the silo sends
     ``Delta_s = sum_u w_{s,u} clip_C(Delta^{s,u}) + N(0, sigma^2 C^2 / |S|)`` and
     ``x_{t+1} = x_t + eta_g / (q |U| |S|) * sum_s Delta_s``. Weights: ``1/|S|`` (plain) or
     ``n_{s,u} / N_u`` (``-w``, Eq. (3)); ``-s``: users are Poisson-sampled with rate ``q`` each
@@ -72,12 +72,12 @@ from torch import nn
 from fedprivacy._validation import require_int
 from fedprivacy.dp.accounting import PrivacyAccountant, quiet_accounting
 from fedprivacy.errors import ParameterError
+from fedprivacy.fl.local_training import DEFAULT_MAX_ROWS, VectorisedTrainer, require_plain_sgd
 from fedprivacy.fl.mechanism import DistributedDiscreteGaussian, Mechanism
 from fedprivacy.uldp.families import FAMILIES, MethodFamily
 from fedprivacy.uldp.federation import Federation
 from fedprivacy.uldp.group_dp import SiloDpSgdState
 from fedprivacy.uldp.method_specs import MethodSpec, method_spec
-from fedprivacy.uldp.per_user_training import DEFAULT_MAX_ROWS, PerUserTrainer, require_plain_sgd
 from fedprivacy.uldp.rounds import RoundHyper, RoundOutput
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ class MethodRunner:
     max_rows: int = DEFAULT_MAX_ROWS
     spec: MethodSpec = field(init=False)
     family: MethodFamily = field(init=False, repr=False)
-    trainer: PerUserTrainer = field(init=False)
+    trainer: VectorisedTrainer = field(init=False)
     accountant: PrivacyAccountant = field(init=False)
     group_k: int | None = field(init=False, default=None)
     group_fed: Federation | None = field(init=False, default=None)
@@ -182,7 +182,7 @@ class MethodRunner:
             self.effective_noise_multiplier  # noqa: B018 - fails early if tau is not negligible
         if self.model is None:
             self.model = self.fed.task.build_model()
-        self.trainer = PerUserTrainer(self.model, self.fed.task.loss, max_rows=self.max_rows)
+        self.trainer = VectorisedTrainer(self.model, self.fed.task.loss, max_rows=self.max_rows)
         self.times_sampled = np.zeros(self.fed.num_users, dtype=np.int64)
         self.accountant = PrivacyAccountant("rdp")
         self.family.setup(self)

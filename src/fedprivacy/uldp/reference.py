@@ -35,9 +35,9 @@ def reference_presum(
 
     Draws the same randomness as :meth:`MethodRunner.run_round
     <fedprivacy.uldp.methods.MethodRunner.run_round>` (sample, then keys) and, in every silo,
-    trains each user with :func:`~fedprivacy.uldp.per_user_loops.train_groups_loop` (a model
+    trains each user with :func:`~fedprivacy.fl.training_loops.train_groups_loop` (a model
     copy and an optimiser per user, the authors' way) or takes its gradient with
-    :func:`~fedprivacy.uldp.per_user_loops.group_gradients_loop`, then clips, weights and
+    :func:`~fedprivacy.fl.training_loops.group_gradients_loop`, then clips, weights and
     sums in float64.
 
     Returns

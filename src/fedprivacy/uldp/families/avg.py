@@ -1,7 +1,7 @@
 """ULDP-AVG, -w, -s, -ws (Algorithm 4 of Kato et al.): per-user local training.
 
 Every user trains its own copy of ``x_t`` on its records in the silo (``Q`` epochs of
-minibatch SGD, :meth:`~fedprivacy.uldp.per_user_training.PerUserTrainer.iter_deltas`); the
+minibatch SGD, :meth:`~fedprivacy.fl.local_training.VectorisedTrainer.iter_deltas`); the
 clipped, weighted deltas are added to the model (:mod:`fedprivacy.uldp.families.user_level`).
 
 Examples
@@ -20,16 +20,16 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
+from fedprivacy.fl.local_training import require_plain_sgd
+from fedprivacy.fl.minibatches import epoch_orders
+from fedprivacy.fl.training_loops import train_groups_loop
 from fedprivacy.uldp.families.base import epoch_keys
 from fedprivacy.uldp.families.user_level import Chunks, SiloData, UserLevelFamily
-from fedprivacy.uldp.per_user_loops import train_groups_loop
-from fedprivacy.uldp.per_user_training import epoch_orders
 
 if TYPE_CHECKING:
-    from fedprivacy.fl.local_training import LocalTrainingSpec
+    from fedprivacy.fl.local_training import LocalTrainingSpec, VectorisedTrainer
     from fedprivacy.fl.losses import MaskedLoss
     from fedprivacy.uldp.federation import Federation
-    from fedprivacy.uldp.per_user_training import PerUserTrainer
     from fedprivacy.uldp.rounds import RoundHyper
 
 __all__ = ["AvgFamily"]
@@ -49,7 +49,7 @@ class AvgFamily(UserLevelFamily):
 
     def vectors(
         self,
-        trainer: PerUserTrainer,
+        trainer: VectorisedTrainer,
         hyper: RoundHyper,
         global_flat: torch.Tensor,
         silo_data: SiloData,
@@ -71,8 +71,10 @@ class AvgFamily(UserLevelFamily):
         keys: NDArray[np.float64] | None,
         local: LocalTrainingSpec,
     ) -> torch.Tensor:
-        """Every user's delta, one model copy and optimiser per user."""
+        """Every user's delta, one model copy and optimiser per user (plain SGD)."""
         assert keys is not None
         x, y, off = silo_data
         orders = epoch_orders(keys, off, local.epochs)
-        return train_groups_loop(model, loss, global_flat, x, y, off, orders, local)
+        return train_groups_loop(
+            model, loss, global_flat, x, y, off, orders, require_plain_sgd(local)
+        )

@@ -1,7 +1,7 @@
 """ULDP-SGD, -w, -s, -ws (Algorithm 3 of Kato et al., SGD client): per-user gradients.
 
 Each user's gradient of its mean loss over its records in the silo, at ``x_t`` (full batch,
-:meth:`~fedprivacy.uldp.per_user_training.PerUserTrainer.iter_gradients`), is clipped and
+:meth:`~fedprivacy.fl.local_training.VectorisedTrainer.iter_gradients`), is clipped and
 weighted, and the model takes a *descent* step for every variant (the authors' ULDP-SGD-ws
 adds the gradient). No minibatch keys are drawn.
 
@@ -21,14 +21,13 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
+from fedprivacy.fl.training_loops import group_gradients_loop
 from fedprivacy.uldp.families.user_level import Chunks, SiloData, UserLevelFamily
-from fedprivacy.uldp.per_user_loops import group_gradients_loop
 
 if TYPE_CHECKING:
-    from fedprivacy.fl.local_training import LocalTrainingSpec
+    from fedprivacy.fl.local_training import LocalTrainingSpec, VectorisedTrainer
     from fedprivacy.fl.losses import MaskedLoss
     from fedprivacy.uldp.federation import Federation
-    from fedprivacy.uldp.per_user_training import PerUserTrainer
     from fedprivacy.uldp.rounds import RoundHyper
 
 __all__ = ["SgdFamily"]
@@ -48,7 +47,7 @@ class SgdFamily(UserLevelFamily):
 
     def vectors(
         self,
-        trainer: PerUserTrainer,
+        trainer: VectorisedTrainer,
         hyper: RoundHyper,
         global_flat: torch.Tensor,
         silo_data: SiloData,

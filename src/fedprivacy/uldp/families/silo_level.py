@@ -16,9 +16,9 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
+from fedprivacy.fl.minibatches import epoch_orders
 from fedprivacy.uldp.clipped_sums import clip_rows
 from fedprivacy.uldp.families.base import MethodFamily, epoch_keys, gaussian_noise
-from fedprivacy.uldp.per_user_training import epoch_orders
 from fedprivacy.uldp.rounds import RoundOutput
 
 if TYPE_CHECKING:

@@ -35,13 +35,12 @@ from fedprivacy.uldp.families.base import MethodFamily, gaussian_noise
 from fedprivacy.uldp.rounds import RoundOutput
 
 if TYPE_CHECKING:
-    from fedprivacy.fl.local_training import LocalTrainingSpec
+    from fedprivacy.fl.local_training import LocalTrainingSpec, VectorisedTrainer
     from fedprivacy.fl.losses import MaskedLoss
     from fedprivacy.fl.mechanism import Mechanism
     from fedprivacy.secagg.private_weighting import SecureWeighting
     from fedprivacy.uldp.federation import Federation
     from fedprivacy.uldp.methods import MethodRunner
-    from fedprivacy.uldp.per_user_training import PerUserTrainer
     from fedprivacy.uldp.rounds import RoundHyper
 
 __all__ = ["Chunks", "SiloData", "UserLevelFamily", "global_step", "secure_aggregate"]
@@ -68,7 +67,7 @@ class UserLevelFamily(MethodFamily):
     @abstractmethod
     def vectors(
         self,
-        trainer: PerUserTrainer,
+        trainer: VectorisedTrainer,
         hyper: RoundHyper,
         global_flat: torch.Tensor,
         silo_data: SiloData,
