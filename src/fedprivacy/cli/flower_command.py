@@ -237,24 +237,8 @@ def cmd_app(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_flower_parser(sub: Any) -> None:
-    """Add ``flower`` (``deploy``, ``app``) to the subcommand parser ``sub``."""
-    flower = sub.add_parser(
-        "flower",
-        help="run the pipeline on Flower (SuperLink and SuperNodes over TLS)",
-        description="Deploy the round loop, secure aggregation and the privacy report on Flower.",
-    )
-    fsub = flower.add_subparsers(
-        dest="flower_command", required=True, metavar="ACTION", help="deploy, cross-silo or app"
-    )
-    dep = fsub.add_parser(
-        "deploy",
-        help="start a SuperLink and N SuperNodes on 127.0.0.1 and run the app with flwr run",
-        description="Start a SuperLink and one SuperNode per user on 127.0.0.1 (TLS with a fresh "
-        "CA by default), run the training with `flwr run`, stream progress, collect the "
-        "participation log and the privacy report, compare every aggregate with the in-process "
-        "pipeline, and stop every process started (also on Ctrl-C or failure).",
-    )
+def _add_deploy_run_options(dep: argparse.ArgumentParser) -> None:
+    """``flower deploy``: the federation, the selection, DP and the configuration file."""
     dep.add_argument("--supernodes", "-N", type=int, default=6, help="SuperNodes = users (6)")
     dep.add_argument("--rounds", "-R", type=int, default=3, help="rounds (default 3)")
     dep.add_argument(
@@ -270,6 +254,10 @@ def add_flower_parser(sub: Any) -> None:
     dep.add_argument("--clip", type=float, default=None, help="with --dp: L2 bound (default 1)")
     dep.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
     dep.add_argument("--config", type=Path, default=None, help="a TOML file of TrainConfig keys")
+
+
+def _add_deploy_transport_options(dep: argparse.ArgumentParser) -> None:
+    """``flower deploy``: TLS, node authentication, the runtime and the stage timeout."""
     tls = dep.add_mutually_exclusive_group()
     tls.add_argument("--tls", dest="tls", action="store_true", default=True, help="TLS (default)")
     tls.add_argument("--insecure", dest="tls", action="store_false", help="no TLS")
@@ -288,6 +276,10 @@ def add_flower_parser(sub: Any) -> None:
     dep.add_argument(
         "--stage-timeout", type=float, default=60.0, help="seconds a stage waits for replies (60)"
     )
+
+
+def _add_deploy_fault_options(dep: argparse.ArgumentParser) -> None:
+    """``flower deploy``: fault injection (killed nodes, replays, bad shares, a lying server)."""
     dep.add_argument(
         "--kill-supernode",
         dest="kill",
@@ -317,11 +309,29 @@ def add_flower_parser(sub: Any) -> None:
         "configuration's (noise, threshold, clip, noise_multiplier, plaintext, repeat, partial; "
         "';' separates rounds in turn): every node must refuse them",
     )
+
+
+def _add_deploy_parser(fsub: Any) -> None:
+    """Add ``flower deploy`` to the ``flower`` subcommand parser ``fsub``."""
+    dep = fsub.add_parser(
+        "deploy",
+        help="start a SuperLink and N SuperNodes on 127.0.0.1 and run the app with flwr run",
+        description="Start a SuperLink and one SuperNode per user on 127.0.0.1 (TLS with a fresh "
+        "CA by default), run the training with `flwr run`, stream progress, collect the "
+        "participation log and the privacy report, compare every aggregate with the in-process "
+        "pipeline, and stop every process started (also on Ctrl-C or failure).",
+    )
+    _add_deploy_run_options(dep)
+    _add_deploy_transport_options(dep)
+    _add_deploy_fault_options(dep)
     dep.add_argument("--out", type=Path, default=Path("results/flower"), help="run directory")
     dep.add_argument("--json", action="store_true", help="print one JSON object")
     dep.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
     dep.set_defaults(func=cmd_deploy, kill_flag="--kill-supernode")
-    _add_cross_silo_parser(fsub)
+
+
+def _add_app_parser(fsub: Any) -> None:
+    """Add ``flower app`` to the ``flower`` subcommand parser ``fsub``."""
     app = fsub.add_parser(
         "app",
         help="write the Flower App directory for flwr run (SuperNodes on other machines)",
@@ -330,3 +340,18 @@ def add_flower_parser(sub: Any) -> None:
     )
     app.add_argument("dir", type=Path, help="the app directory")
     app.set_defaults(func=cmd_app)
+
+
+def add_flower_parser(sub: Any) -> None:
+    """Add ``flower`` (``deploy``, ``app``) to the subcommand parser ``sub``."""
+    flower = sub.add_parser(
+        "flower",
+        help="run the pipeline on Flower (SuperLink and SuperNodes over TLS)",
+        description="Deploy the round loop, secure aggregation and the privacy report on Flower.",
+    )
+    fsub = flower.add_subparsers(
+        dest="flower_command", required=True, metavar="ACTION", help="deploy, cross-silo or app"
+    )
+    _add_deploy_parser(fsub)
+    _add_cross_silo_parser(fsub)
+    _add_app_parser(fsub)

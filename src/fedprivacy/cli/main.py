@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from fedprivacy import __version__
-from fedprivacy.cli.flags import DEFAULT_FAIRNESS_RULE, flag_names, with_flag
+from fedprivacy.cli.flags import flag_names, with_flag
 from fedprivacy.cli.memory import check_memory
 from fedprivacy.errors import FedPrivacyError, ParameterError, WeakKeyWarning
 
@@ -52,109 +52,6 @@ def _progress_factory(enabled: bool) -> Callable[[str, int], Callable[[int], Non
         return update
 
     return factory
-
-
-def _dropout(value: str) -> str | float:
-    if value == "heterogeneous":
-        return value
-    try:
-        return float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a probability in [0, 1) or 'heterogeneous', got {value!r}"
-        ) from None
-
-
-def _open_reason(config: Any) -> str:
-    """Why the T_weak interval is open: the bounds mode, or the search ran out of time."""
-    if config.metrics == "bounds":
-        return "--metrics bounds: certified bounds, no exact search"
-    return "time limit reached; raise --time-limit to narrow it"
-
-
-def cmd_simulate(args: argparse.Namespace) -> int:
-    """Run one selection scheme and report its metrics."""
-    from fedprivacy.experiments.selection_run import (
-        SelectionConfig,
-        run_selection_experiment,
-        write_outputs,
-    )
-
-    config = SelectionConfig(
-        scheme=args.scheme,
-        users=args.users,
-        per_round=args.per_round,
-        rounds=args.rounds,
-        seed=args.seed,
-        target_privacy=args.target_privacy,
-        dropout=args.dropout,
-        fairness=args.fairness is not None,
-        fairness_rule=DEFAULT_FAIRNESS_RULE if args.fairness is None else args.fairness,
-        metrics=args.metrics,
-        time_limit=args.time_limit,
-        point_time_limit=min(args.time_limit, 2.0),
-        secagg=args.secagg,
-        dimension=args.dimension,
-        protocol_dropout=args.protocol_dropout,
-        batch_policy=args.batch_policy,
-        secagg_degree=args.secagg_degree,
-    )
-    config.validate()
-    check_memory("simulate", config)
-    factory = _progress_factory(not args.json and not args.quiet)
-    result = run_selection_experiment(
-        config,
-        progress=factory("selection", config.rounds) if factory else None,
-        metric_progress=factory("T_weak", config.users) if factory else None,
-    )
-    summary = result.summary()
-    if args.out:
-        written = write_outputs(result, args.out)
-        summary["files"] = [str(p) for p in written]
-    if args.json:
-        print(json.dumps(summary))
-        return 0
-    tw = summary["t_weak"]
-    print(
-        f"{config.label}: N={config.users}, K={config.per_round}, {config.rounds} rounds, "
-        f"dropout={config.dropout}"
-    )
-    print(f"  skipped rounds            {summary['skipped_rounds']}")
-    print(f"  average cardinality C     {summary['average_cardinality']:.4f}")
-    print(f"  fairness gap F            {summary['fairness_gap']:.4f}")
-    if isinstance(tw, dict):
-        lo, hi = tw["lower"], tw["upper"]
-        span = (
-            "infinite (nothing aggregated)"
-            if lo is None
-            else (f"{lo}" if lo == hi else f"in [{lo}, {hi}] ({_open_reason(config)})")
-        )
-        print(f"  T_weak                    {span}")
-        print(f"  paper-code RREF bound     {tw.get('official_rref_upper')}")
-        print(f"  T_strong                  {summary['t_strong']}")
-        exposed = summary["exposed_users"]
-        assert isinstance(exposed, list)
-        print(f"  exposed users             {len(exposed)}")
-    secure = summary.get("secagg")
-    if isinstance(secure, dict):
-        print(
-            f"  secure aggregation        {secure['rounds_aggregated']} rounds aggregated, "
-            f"{secure['rounds_aborted']} aborted ("
-            f"{secure['rounds_aborted_for_connectivity']} for connectivity, "
-            f"{secure['rounds_shrunk_for_connectivity']} more shrunk to stay connected), "
-            f"max |error| {secure['max_abs_error']:.3g}, "
-            f"mean {secure['mean_client_seconds'] * 1e3:.2f} ms/client, "
-            f"{secure['mean_server_seconds'] * 1e3:.2f} ms/server per round"
-        )
-    seconds = summary["seconds"]
-    assert isinstance(seconds, dict)
-    print(
-        "  seconds                   "
-        + ", ".join(f"{name} {value:.2f}" for name, value in seconds.items())
-    )
-    if args.out:
-        print(f"  results in                {args.out}")
-    return 0
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -262,105 +159,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``fedprivacy`` command."""
-    parser = argparse.ArgumentParser(
-        prog="fedprivacy",
-        description="Privacy in federated learning across many rounds, users and silos.",
-    )
-    parser.add_argument("--version", action="version", version=f"fedprivacy {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    sim = sub.add_parser(
-        "simulate",
-        help="run a participant-selection scheme and measure T, F and C",
-        description="Simulate participant selection over many rounds and report the multi-round "
-        "privacy T_weak (exact, certified), T_strong, the fairness gap F and the "
-        "average cardinality C.",
-    )
-    sim.add_argument(
-        "--scheme",
-        required=True,
-        choices=["random", "weighted-random", "partition", "multiround"],
-        help="participant-selection scheme",
-    )
-    sim.add_argument("--users", "-N", type=int, required=True, help="number of users N")
-    sim.add_argument(
-        "--per-round", "-K", type=int, required=True, help="users selected per round K"
-    )
-    sim.add_argument(
-        "--target-privacy",
-        "-T",
-        type=int,
-        default=None,
-        help="batch size T of Multi-RoundSecAgg (required for multiround)",
-    )
-    sim.add_argument(
-        "--dropout",
-        type=_dropout,
-        default=0.0,
-        help="per-round dropout probability, or 'heterogeneous' (p_i uniform in "
-        "{0.1,...,0.5}); default 0",
-    )
-    sim.add_argument(
-        "--fairness",
-        nargs="?",
-        const=DEFAULT_FAIRNESS_RULE,
-        default=None,
-        metavar="RULE",
-        help="fairness-aware selection (lambda = 1) for multiround, by RULE: 'paper' (default: "
-        "Algorithm 2, a row with the least-served user) or 'authors' (the authors' code: the "
-        "row of least total participation)",
-    )
-    sim.add_argument("--rounds", "-R", type=int, required=True, help="number of rounds R")
-    sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    sim.add_argument(
-        "--metrics",
-        choices=["exact", "bounds", "none"],
-        default="exact",
-        help="privacy metric: exact search, fast certified bounds, or none (for very large runs)",
-    )
-    sim.add_argument(
-        "--time-limit", type=float, default=60.0, help="seconds for the T_weak curve (default 60)"
-    )
-    sim.add_argument(
-        "--secagg",
-        action="store_true",
-        help="run the real secure aggregation protocol every round on synthetic updates",
-    )
-    sim.add_argument(
-        "--dimension", type=int, default=1000, help="update length with --secagg (default 1000)"
-    )
-    sim.add_argument(
-        "--protocol-dropout",
-        type=float,
-        default=0.0,
-        help="with --secagg: probability that a selected user drops during the protocol, at a "
-        "random stage (default 0)",
-    )
-    sim.add_argument(
-        "--batch-policy",
-        choices=["atomic", "round", "partial"],
-        default=None,
-        help="with --secagg: aggregate only whole batches (atomic, default for multiround), the "
-        "whole selection or nothing (round), or whoever submitted (partial, default otherwise)",
-    )
-    sim.add_argument(
-        "--secagg-degree",
-        type=int,
-        default=None,
-        help="with --secagg: SecAgg+ neighbours per user (default: complete graph, SecAgg)",
-    )
-    sim.add_argument("--json", action="store_true", help="print one JSON object")
-    sim.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="folder for metrics.csv, summary.json, participation.csv, metrics.png",
-    )
-    sim.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
-    sim.set_defaults(func=cmd_simulate)
-
+def _add_audit_parser(sub: Any) -> None:
+    """Add ``audit`` to the subcommand parser ``sub``."""
     aud = sub.add_parser(
         "audit",
         help="privacy report for a participation log (CSV)",
@@ -379,6 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
     aud.add_argument("--json", action="store_true", help="print one JSON object")
     aud.set_defaults(func=cmd_audit)
 
+
+def _add_demo_parser(sub: Any) -> None:
+    """Add ``demo`` to the subcommand parser ``sub``."""
     demo = sub.add_parser(
         "demo",
         help="the paper's six-scheme comparison (Fig. 3, Fig. 4, attack); no download",
@@ -401,12 +204,26 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
     demo.set_defaults(func=cmd_demo)
 
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``fedprivacy`` command."""
+    parser = argparse.ArgumentParser(
+        prog="fedprivacy",
+        description="Privacy in federated learning across many rounds, users and silos.",
+    )
+    parser.add_argument("--version", action="version", version=f"fedprivacy {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
     from fedprivacy.cli.account_command import add_account_parser
     from fedprivacy.cli.flower_command import add_flower_parser
     from fedprivacy.cli.regress_command import add_regress_parser
+    from fedprivacy.cli.simulate_command import add_simulate_parser
     from fedprivacy.cli.train_commands import add_train_parsers
     from fedprivacy.cli.uldp_command import add_uldp_parser
 
+    add_simulate_parser(sub, _progress_factory)
+    _add_audit_parser(sub)
+    _add_demo_parser(sub)
     add_train_parsers(sub, _progress_factory)
     add_account_parser(sub)
     add_regress_parser(sub)

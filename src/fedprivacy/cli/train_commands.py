@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedprivacy.cli.flags import DEFAULT_FAIRNESS_RULE
 from fedprivacy.errors import ParameterError
+
+if TYPE_CHECKING:
+    from fedprivacy.experiments.catalogue import ProgramExperiment
+    from fedprivacy.experiments.reproduce import Experiment
 
 # option -> TrainConfig field, for the options that map one to one
 _OPTIONS: dict[str, dict[str, Any]] = {
@@ -156,83 +160,97 @@ def cmd_train(
     return 0
 
 
-def cmd_reproduce(
+def _print_experiment_list(programs: Mapping[str, ProgramExperiment]) -> int:
+    """``reproduce list``: every bundled experiment and program with its title."""
+    from fedprivacy.experiments.reproduce import experiment_names, load_experiment
+
+    for name in experiment_names():
+        print(f"{name:28s} {load_experiment(name).title}")
+    for name, entry in sorted(programs.items()):
+        print(f"{name:28s} {entry.title}")
+    return 0
+
+
+def _reproduce_program(
     args: argparse.Namespace,
+    program: ProgramExperiment,
     progress_factory: Callable[[bool], Callable[[str, int], Callable[[int], None]] | None],
 ) -> int:
-    """Run a bundled experiment and print the comparison with the paper."""
-    from fedprivacy.experiments.catalogue import program_experiments
-    from fedprivacy.experiments.reproduce import (
-        experiment_names,
-        load_experiment,
-        run_experiment,
-    )
+    """Run a program experiment (e.g. a ULDP figure) and print its markdown report."""
+    settings = parse_settings(args.set)
+    options = {
+        "seeds": None if args.seeds is None else int_list("--seeds", args.seeds),
+        "rounds": args.rounds,
+        "data_dir": args.data_dir,
+        "quiet": args.quiet or args.json,
+        "only": None if args.only is None else [s for s in args.only.split(",") if s],
+        "settings": settings or None,
+        "t0": args.t0,
+        "window": args.window,
+        "print_config": args.print_config or None,
+        "progress": progress_factory(not (args.quiet or args.json)),
+    }
+    program.check_options(options)
+    out = args.out / args.name
+    markdown = program.run(out, options)
+    if args.json:
+        print(json.dumps({"experiment": args.name, "out": str(out)}))
+    else:
+        print(markdown)
+        print(f"Results in {out}")
+    return 0
 
-    programs = program_experiments()
-    if args.name == "list":
-        for name in experiment_names():
-            print(f"{name:28s} {load_experiment(name).title}")
-        for name, entry in sorted(programs.items()):
-            print(f"{name:28s} {entry.title}")
-        return 0
-    if args.name in programs:
-        settings = parse_settings(args.set)
-        options = {
-            "seeds": None if args.seeds is None else int_list("--seeds", args.seeds),
-            "rounds": args.rounds,
-            "data_dir": args.data_dir,
-            "quiet": args.quiet or args.json,
-            "only": None if args.only is None else [s for s in args.only.split(",") if s],
-            "settings": settings or None,
-            "t0": args.t0,
-            "window": args.window,
-            "print_config": args.print_config or None,
-            "progress": progress_factory(not (args.quiet or args.json)),
-        }
-        program = programs[args.name]
-        program.check_options(options)
-        out = args.out / args.name
-        markdown = program.run(out, options)
-        if args.json:
-            print(json.dumps({"experiment": args.name, "out": str(out)}))
-        else:
-            print(markdown)
-            print(f"Results in {out}")
-        return 0
+
+def _check_experiment_name(name: str, programs: Mapping[str, ProgramExperiment]) -> None:
+    """Refuse a name that is neither a known experiment nor an experiment TOML file."""
+    from fedprivacy.experiments.reproduce import experiment_names
+
     known = [*experiment_names(), *sorted(programs)]
-    if args.name not in known and not (args.name.endswith(".toml") and Path(args.name).is_file()):
+    if name not in known and not (name.endswith(".toml") and Path(name).is_file()):
         raise ParameterError(
             "experiment",
-            f"unknown experiment {args.name!r}; the {len(known)} known are {', '.join(known)} "
+            f"unknown experiment {name!r}; the {len(known)} known are {', '.join(known)} "
             "('fedprivacy reproduce list' describes them), or give a path to an experiment .toml",
         )
-    experiment = load_experiment(args.name)
-    if args.print_config:
-        for run in experiment.runs:
-            print(f"# run {run.name}")
-            print(run.config.to_toml())
-        return 0
-    seeds = int_list("--seeds", args.seeds or "0") or [0]
-    if experiment.kind == "attack":
-        from fedprivacy.experiments.reproduce import run_attack_experiment
 
-        outcomes = run_attack_experiment(
-            experiment,
-            args.out,
-            seed=seeds[0],
-            t0=args.t0,
-            window=args.window,
-            data_dir=args.data_dir,
-            only=None if args.only is None else [s for s in args.only.split(",") if s],
-            overrides=parse_settings(args.set) or None,
-            progress_factory=progress_factory(not args.json and not args.quiet),
-        )
-        report = [{"scheme": o.label, "mean_error": o.mean_error} for o in outcomes]
-        if args.json:
-            print(json.dumps(report))
-        else:
-            print((args.out / experiment.name / "attack.md").read_text())
-        return 0
+
+def _reproduce_attack(
+    args: argparse.Namespace,
+    experiment: Experiment,
+    seeds: list[int],
+    progress_factory: Callable[[bool], Callable[[str, int], Callable[[int], None]] | None],
+) -> int:
+    """Run an attack experiment and print its report (or its JSON list)."""
+    from fedprivacy.experiments.reproduce import run_attack_experiment
+
+    outcomes = run_attack_experiment(
+        experiment,
+        args.out,
+        seed=seeds[0],
+        t0=args.t0,
+        window=args.window,
+        data_dir=args.data_dir,
+        only=None if args.only is None else [s for s in args.only.split(",") if s],
+        overrides=parse_settings(args.set) or None,
+        progress_factory=progress_factory(not args.json and not args.quiet),
+    )
+    report = [{"scheme": o.label, "mean_error": o.mean_error} for o in outcomes]
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print((args.out / experiment.name / "attack.md").read_text())
+    return 0
+
+
+def _reproduce_table(
+    args: argparse.Namespace,
+    experiment: Experiment,
+    seeds: list[int],
+    progress_factory: Callable[[bool], Callable[[str, int], Callable[[int], None]] | None],
+) -> int:
+    """Run a training experiment and print its comparison with the paper (or a JSON list)."""
+    from fedprivacy.experiments.reproduce import run_experiment
+
     only = None if args.only is None else [s for s in args.only.split(",") if s]
     factory = progress_factory(not args.json and not args.quiet)
     rows = run_experiment(
@@ -259,6 +277,32 @@ def cmd_reproduce(
     print((args.out / experiment.name / "comparison.md").read_text(), end="")
     print(f"Results in {args.out / experiment.name}")
     return 0
+
+
+def cmd_reproduce(
+    args: argparse.Namespace,
+    progress_factory: Callable[[bool], Callable[[str, int], Callable[[int], None]] | None],
+) -> int:
+    """Run a bundled experiment and print the comparison with the paper."""
+    from fedprivacy.experiments.catalogue import program_experiments
+    from fedprivacy.experiments.reproduce import load_experiment
+
+    programs = program_experiments()
+    if args.name == "list":
+        return _print_experiment_list(programs)
+    if args.name in programs:
+        return _reproduce_program(args, programs[args.name], progress_factory)
+    _check_experiment_name(args.name, programs)
+    experiment = load_experiment(args.name)
+    if args.print_config:
+        for run in experiment.runs:
+            print(f"# run {run.name}")
+            print(run.config.to_toml())
+        return 0
+    seeds = int_list("--seeds", args.seeds or "0") or [0]
+    if experiment.kind == "attack":
+        return _reproduce_attack(args, experiment, seeds, progress_factory)
+    return _reproduce_table(args, experiment, seeds, progress_factory)
 
 
 def add_train_parsers(

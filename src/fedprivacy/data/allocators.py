@@ -319,6 +319,101 @@ def _noniid_users(y: _I64, counts: _I64, k: int, rng: np.random.Generator) -> _I
 # -- fixed silos (Heart Disease, TCGA-BRCA) ------------------------------------------------
 
 
+def _check_silo_sizes(silo_sizes: ArrayLike) -> _I64:
+    """The validated training records per silo: at least one silo, at least one record."""
+    sizes = _int_array("silo_sizes", silo_sizes, 0, np.iinfo(np.int64).max)
+    if len(sizes) == 0:
+        raise ParameterError("silo_sizes", "must list at least one silo")
+    if int(sizes.sum()) == 0:
+        raise ParameterError("silo_sizes", "the silos hold no record")
+    return sizes
+
+
+def _check_share(main_silo_share: object) -> float:
+    """The validated probability that a block goes to its user's main silo."""
+    if isinstance(main_silo_share, bool) or not isinstance(
+        main_silo_share, int | float | np.floating
+    ):
+        raise ParameterError("main_silo_share", f"must be a number, got {main_silo_share!r}")
+    share = float(main_silo_share)
+    if not 0.0 <= share <= 1.0:
+        raise ParameterError("main_silo_share", f"must lie in [0, 1], got {share!r}")
+    return share
+
+
+def _check_no_small_silo(sizes: _I64, m: int) -> None:
+    """Refuse a non-empty silo with fewer than ``m`` records (no user could be placed there)."""
+    small = np.flatnonzero((sizes > 0) & (sizes < m))
+    if len(small):
+        j = int(small[0])
+        raise ParameterError(
+            "silo_sizes",
+            f"silo {j} holds {int(sizes[j])} record(s), fewer than min_records_per_user_silo="
+            f"{m}: no user can be placed there",
+        )
+
+
+def _zipf_blocks(
+    sizes: _I64, blocks: _I64, u: int, m: int, ua: float, share: float, gen: np.random.Generator
+) -> tuple[_I64, _I64]:
+    """``"zipf"``: the blocks of each user in each silo, and each user's main silo."""
+    s = len(sizes)
+    total_blocks = int(blocks.sum())
+    block_counts = np.zeros((u, s), dtype=np.int64)  # blocks of user u in silo s
+    if u > total_blocks:
+        raise ParameterError(
+            "num_users",
+            f"{u} users each need at least {m} record(s) in one silo, but the silos "
+            f"{sizes.tolist()} hold only {total_blocks} such block(s)",
+        )
+    per_user = 1 + gen.multinomial(total_blocks - u, zipf_weights(u, ua)).astype(np.int64)
+    open_silos = np.flatnonzero(blocks > 0)
+    main = open_silos[gen.integers(len(open_silos), size=u)].astype(np.int64)
+    cap = blocks.astype(np.int64).copy()
+    for v in range(u):
+        p = np.full(s, (1.0 - share) / (s - 1)) if s > 1 else np.ones(1)
+        p[main[v]] = share if s > 1 else 1.0
+        need = int(per_user[v])
+        while need > 0:
+            q = np.where(cap > 0, p, 0.0)
+            if q.sum() <= 0:
+                q = (cap > 0).astype(np.float64)
+            draw = gen.multinomial(need, q / q.sum())
+            got = np.minimum(draw, cap)
+            block_counts[v] += got
+            cap -= got
+            need -= int(got.sum())
+    return block_counts, main
+
+
+def _block_users(
+    sizes: _I64,
+    blocks: _I64,
+    m: int,
+    u: int,
+    block_counts: _I64 | None,
+    gen: np.random.Generator,
+) -> _I64:
+    """The user of every record, silo after silo: zipf ``block_counts``, or uniform if None."""
+    user = np.empty(int(sizes.sum()), dtype=np.int64)
+    start = 0
+    for j in range(len(sizes)):
+        n_s, b_s = int(sizes[j]), int(blocks[j])
+        if n_s == 0:
+            continue
+        if block_counts is not None:
+            owners = np.repeat(np.arange(u, dtype=np.int64), block_counts[:, j])
+        else:
+            owners = gen.integers(u, size=b_s).astype(np.int64)
+        records = np.repeat(owners, m)
+        extra = n_s - b_s * m
+        if extra:
+            records = np.concatenate([records, owners[gen.integers(b_s, size=extra)]])
+        user[start : start + n_s] = gen.permutation(records)
+        start += n_s
+    return user
+
+
 def allocate_fixed_silos(
     silo_sizes: ArrayLike,
     num_users: int,
@@ -366,78 +461,22 @@ def allocate_fixed_silos(
         could be placed there); or, for ``"zipf"``, where every user needs ``m`` records, if
         there are more users than blocks of ``m`` records.
     """
-    sizes = _int_array("silo_sizes", silo_sizes, 0, np.iinfo(np.int64).max)
-    if len(sizes) == 0:
-        raise ParameterError("silo_sizes", "must list at least one silo")
-    if int(sizes.sum()) == 0:
-        raise ParameterError("silo_sizes", "the silos hold no record")
+    sizes = _check_silo_sizes(silo_sizes)
     dist = _check_distribution(distribution)
     gen = _check_rng(rng)
     u = require_int("num_users", num_users, 1)
     m = require_int("min_records_per_user_silo", min_records_per_user_silo, 1)
     ua = _check_alpha("user_alpha", user_alpha)
-    if isinstance(main_silo_share, bool) or not isinstance(
-        main_silo_share, int | float | np.floating
-    ):
-        raise ParameterError("main_silo_share", f"must be a number, got {main_silo_share!r}")
-    share = float(main_silo_share)
-    if not 0.0 <= share <= 1.0:
-        raise ParameterError("main_silo_share", f"must lie in [0, 1], got {share!r}")
-    small = np.flatnonzero((sizes > 0) & (sizes < m))
-    if len(small):
-        j = int(small[0])
-        raise ParameterError(
-            "silo_sizes",
-            f"silo {j} holds {int(sizes[j])} record(s), fewer than min_records_per_user_silo="
-            f"{m}: no user can be placed there",
-        )
+    share = _check_share(main_silo_share)
+    _check_no_small_silo(sizes, m)
     s = len(sizes)
     blocks = sizes // m
-    total_blocks = int(blocks.sum())
 
     main: _I64 | None = None
-    block_counts = np.zeros((u, s), dtype=np.int64)  # blocks of user u in silo s
+    block_counts: _I64 | None = None
     if dist == "zipf":
-        if u > total_blocks:
-            raise ParameterError(
-                "num_users",
-                f"{u} users each need at least {m} record(s) in one silo, but the silos "
-                f"{sizes.tolist()} hold only {total_blocks} such block(s)",
-            )
-        per_user = 1 + gen.multinomial(total_blocks - u, zipf_weights(u, ua)).astype(np.int64)
-        open_silos = np.flatnonzero(blocks > 0)
-        main = open_silos[gen.integers(len(open_silos), size=u)].astype(np.int64)
-        cap = blocks.astype(np.int64).copy()
-        for v in range(u):
-            p = np.full(s, (1.0 - share) / (s - 1)) if s > 1 else np.ones(1)
-            p[main[v]] = share if s > 1 else 1.0
-            need = int(per_user[v])
-            while need > 0:
-                q = np.where(cap > 0, p, 0.0)
-                if q.sum() <= 0:
-                    q = (cap > 0).astype(np.float64)
-                draw = gen.multinomial(need, q / q.sum())
-                got = np.minimum(draw, cap)
-                block_counts[v] += got
-                cap -= got
-                need -= int(got.sum())
-
-    user = np.empty(int(sizes.sum()), dtype=np.int64)
-    start = 0
-    for j in range(s):
-        n_s, b_s = int(sizes[j]), int(blocks[j])
-        if n_s == 0:
-            continue
-        if dist == "zipf":
-            owners = np.repeat(np.arange(u, dtype=np.int64), block_counts[:, j])
-        else:
-            owners = gen.integers(u, size=b_s).astype(np.int64)
-        records = np.repeat(owners, m)
-        extra = n_s - b_s * m
-        if extra:
-            records = np.concatenate([records, owners[gen.integers(b_s, size=extra)]])
-        user[start : start + n_s] = gen.permutation(records)
-        start += n_s
+        block_counts, main = _zipf_blocks(sizes, blocks, u, m, ua, share, gen)
+    user = _block_users(sizes, blocks, m, u, block_counts, gen)
     params: dict[str, float | int | None] = {"min_records_per_user_silo": m}
     if dist == "zipf":
         params.update(user_alpha=ua, main_silo_share=share)

@@ -7,7 +7,8 @@ Ctrl-C. :func:`deploy` is ``fedprivacy flower deploy``: TLS material into the ru
 (:mod:`fedprivacy.flower.tls`), the app directory and Flower's configuration, the run with
 ``flwr run``, progress from the ServerApp's event log, optional fault injection (kill a SuperNode
 before a stage), then the comparison with the in-process pipeline
-(:mod:`fedprivacy.flower.reference`).
+(:mod:`fedprivacy.flower.reference`). What it checks and writes before any process starts is
+:mod:`fedprivacy.flower.deploy_setup`.
 
 The same app runs on SuperNodes on other machines: start ``flower-superlink`` with the
 certificate of its public name (``generate_tls_materials(hosts=(...))``) and, on each machine,
@@ -31,13 +32,13 @@ from typing import IO, Any
 
 import tomli_w
 
-from fedprivacy.errors import FedPrivacyError, ParameterError
+from fedprivacy.errors import FedPrivacyError
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.files import atomic_write_json, atomic_write_text
+from fedprivacy.flower.deploy_setup import PreparedRun, check_deploy_options, prepare_run_dir
+from fedprivacy.flower.deploy_tasks import DeployTask, deploy_task
 from fedprivacy.flower.fault_plan import FaultPlan, node_fault
-from fedprivacy.flower.forge import parse_forge
-from fedprivacy.flower.node_auth import NodeKeys, generate_node_keys
-from fedprivacy.flower.operator import write_policies, write_roster
+from fedprivacy.flower.node_auth import NodeKeys
 from fedprivacy.flower.runtime_auth import supernode_command, write_runtime_secret
 from fedprivacy.flower.stragglers import Stragglers
 from fedprivacy.flower.tls import TlsMaterials, generate_tls_materials
@@ -299,6 +300,79 @@ def _follow(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
     return lines, offset + end
 
 
+def _start_nodes(
+    dep: LocalDeployment,
+    task: DeployTask,
+    files: PreparedRun,
+    supernodes: int,
+    faults: FaultPlan,
+    *,
+    data_dir: str | None,
+    simulation: bool,
+    node_auth: bool,
+) -> None:
+    """Start the SuperLink and every SuperNode (none with ``simulation``), each with its policy."""
+    dep.env[POLICY_DIR_ENV] = str(files.policies.resolve())  # the simulation's virtual nodes
+    if data_dir:  # the ServerApp and the ClientApps (also Ray's virtual nodes) read it
+        dep.env["FEDPRIVACY_DATA"] = str(Path(data_dir).resolve())
+    dep.start_superlink(simulation=simulation, node_auth=node_auth)
+    dep.write_flower_config(supernodes if simulation else None)
+    for u in range(0 if simulation else supernodes):
+        if node_auth:
+            dep.register_supernode(files.keys[u])
+        fault = node_fault(faults, u)
+        policy = (files.policies / f"node-{u}.toml").resolve()
+        node_config = f'{task.node_config(u)} {POLICY_KEY}="{policy}"'
+        dep.start_supernode(u, fault=fault, keys=files.keys.get(u), node_config=node_config)
+
+
+def _on_event(
+    dep: LocalDeployment,
+    e: dict[str, Any],
+    faults: FaultPlan,
+    on_event: Callable[[dict[str, Any]], None] | None,
+) -> None:
+    """Pass on one event of the ServerApp's log; at the pause, kill the SuperNode and resume."""
+    if on_event is not None:
+        on_event(e)
+    if e.get("event") == "paused" and faults.kill is not None:
+        victim = faults.kill[0]
+        victim = max(e["asked"]) if victim is None else victim
+        dep.kill(f"supernode-{victim}")
+        if on_event is not None:
+            on_event({"round": e["round"], "stage": e["stage"], "event": "killed", "user": victim})
+        (dep.run_dir / "resume").touch()
+
+
+def _watch(
+    dep: LocalDeployment,
+    runner: subprocess.Popen[bytes],
+    faults: FaultPlan,
+    timeout: float,
+    on_event: Callable[[dict[str, Any]], None] | None,
+) -> None:
+    """Follow the run's event log until ``summary.json`` appears (or ``flwr run`` ends)."""
+    run_dir = dep.run_dir
+    offset, deadline = 0, time.monotonic() + timeout
+    while True:
+        dep.track(every=1.0)  # the sessions of Ray's agents, while they can be seen
+        events, offset = _follow(run_dir / "events.jsonl", offset)
+        for e in events:
+            _on_event(dep, e, faults, on_event)
+        if (run_dir / "summary.json").exists() or runner.poll() is not None:
+            break
+        if time.monotonic() > deadline:
+            raise DeploymentError(f"the run did not finish within {timeout:.0f} s")
+        time.sleep(0.2)
+    if not (run_dir / "summary.json").exists():
+        runner.wait(30)
+        if not (run_dir / "summary.json").exists():
+            raise DeploymentError(
+                f"the run ended without a summary: see {dep.log_path('flwr-run')} and "
+                f"{dep.log_path('superlink')}"
+            )
+
+
 def deploy(
     config: TrainConfig | UldpConfig,
     supernodes: int,
@@ -356,97 +430,34 @@ def deploy(
         ``summary.json`` plus ``tls``, ``run_dir`` and ``max_abs_error_vs_simulation``.
     """
     from fedprivacy.flower.apps import app_pyproject
-    from fedprivacy.flower.deploy_tasks import deploy_task
 
     task = deploy_task(config, data_dir)
-    if task.supernodes != supernodes:
-        raise ParameterError(
-            "supernodes", f"the run needs {task.supernodes} SuperNodes, not {supernodes}"
-        )
-    faults = faults or FaultPlan()
-    if simulation and (faults.kill is not None or faults.replay or faults.badshare or faults.forge):
-        raise ParameterError("--simulation", "fault injection needs a real deployment")
-    if simulation and node_auth:
-        raise ParameterError("--node-auth", "SuperNode authentication needs a real deployment")
-    node_auth = (tls and not simulation) if node_auth is None else node_auth
-    if node_auth and not tls:
-        raise ParameterError("--node-auth", "SuperNode authentication needs TLS (drop --insecure)")
-    tls = tls and not simulation
-    parse_forge(faults.forge, task.forges)
+    faults, node_auth, tls = check_deploy_options(
+        task, supernodes, faults, tls=tls, simulation=simulation, node_auth=node_auth
+    )
     task.preflight()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    for stale in ("resume", "summary.json", "events.jsonl"):
-        (run_dir / stale).unlink(missing_ok=True)
-    keys = generate_node_keys(run_dir / "node-keys", range(supernodes)) if node_auth else {}
-    roster = write_roster(keys, run_dir / "node-keys" / "roster.toml")
-    policies = write_policies(task, run_dir / "policies", supernodes, keys, roster)
-    app_dir = run_dir / "app"
-    app_dir.mkdir(exist_ok=True)
-    atomic_write_text(app_dir / "pyproject.toml", app_pyproject())
-    pause = "" if faults.kill is None else f"{faults.kill[1]}:{faults.kill[2].value}"
-    run_config = run_dir / "run-config.toml"
-    atomic_write_text(
-        run_config,
-        tomli_w.dumps(
-            {
-                **task.run_config(),
-                "run-dir": str(run_dir.resolve()),
-                "supernodes": supernodes,
-                "stage-timeout": float(stage_timeout),
-                "node-wait": 120.0,
-                "pause-at": pause,
-                "forge": faults.forge,
-                "roster": "" if roster is None else str(roster.resolve()),
-            }
-        ),
+    files = prepare_run_dir(
+        task,
+        run_dir,
+        supernodes,
+        faults,
+        pyproject=app_pyproject(),
+        stage_timeout=stage_timeout,
+        node_auth=node_auth,
     )
     with LocalDeployment(run_dir, tls=tls) as dep:
-        dep.env[POLICY_DIR_ENV] = str(policies.resolve())  # the simulation's virtual nodes
-        if data_dir:  # the ServerApp and the ClientApps (also Ray's virtual nodes) read it
-            dep.env["FEDPRIVACY_DATA"] = str(Path(data_dir).resolve())
-        dep.start_superlink(simulation=simulation, node_auth=node_auth)
-        dep.write_flower_config(supernodes if simulation else None)
-        for u in range(0 if simulation else supernodes):
-            if node_auth:
-                dep.register_supernode(keys[u])
-            fault = node_fault(faults, u)
-            policy = (policies / f"node-{u}.toml").resolve()
-            node_config = f'{task.node_config(u)} {POLICY_KEY}="{policy}"'
-            dep.start_supernode(u, fault=fault, keys=keys.get(u), node_config=node_config)
-        runner = dep.flwr_run(app_dir, run_config)
-        offset, deadline = 0, time.monotonic() + timeout
-        while True:
-            dep.track(every=1.0)  # the sessions of Ray's agents, while they can be seen
-            events, offset = _follow(run_dir / "events.jsonl", offset)
-            for e in events:
-                if on_event is not None:
-                    on_event(e)
-                if e.get("event") == "paused" and faults.kill is not None:
-                    victim = faults.kill[0]
-                    victim = max(e["asked"]) if victim is None else victim
-                    dep.kill(f"supernode-{victim}")
-                    if on_event is not None:
-                        on_event(
-                            {
-                                "round": e["round"],
-                                "stage": e["stage"],
-                                "event": "killed",
-                                "user": victim,
-                            }
-                        )
-                    (run_dir / "resume").touch()
-            if (run_dir / "summary.json").exists() or runner.poll() is not None:
-                break
-            if time.monotonic() > deadline:
-                raise DeploymentError(f"the run did not finish within {timeout:.0f} s")
-            time.sleep(0.2)
-        if not (run_dir / "summary.json").exists():
-            runner.wait(30)
-            if not (run_dir / "summary.json").exists():
-                raise DeploymentError(
-                    f"the run ended without a summary: see {dep.log_path('flwr-run')} and "
-                    f"{dep.log_path('superlink')}"
-                )
+        _start_nodes(
+            dep,
+            task,
+            files,
+            supernodes,
+            faults,
+            data_dir=data_dir,
+            simulation=simulation,
+            node_auth=node_auth,
+        )
+        runner = dep.flwr_run(files.app_dir, files.run_config)
+        _watch(dep, runner, faults, timeout, on_event)
     summary: dict[str, Any] = json.loads((run_dir / "summary.json").read_text())
     summary.update(
         tls=tls,

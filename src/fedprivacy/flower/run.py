@@ -20,7 +20,7 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.flower.stages import Stage
 from fedprivacy.flower.training import DeployedTraining, LiveNodes
 from fedprivacy.flower.transport import Transport
+
+if TYPE_CHECKING:
+    from fedprivacy.report import PrivacyReport
 
 __all__ = ["StagePause", "run_deployed"]
 
@@ -72,6 +75,134 @@ class StagePause:
         log(round=round_index, stage=stage.value, event="resumed")
 
 
+def _write_inputs(
+    config: TrainConfig, transport: Transport, run_dir: Path, roster: Mapping[int, int] | None
+) -> None:
+    """``config.toml`` and ``roster.json``: what the nodes received, who is who."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(run_dir / "config.toml", config.to_toml())
+    atomic_write_json(
+        run_dir / "roster.json",
+        {str(u): n for u, n in sorted((roster or {u: u for u in transport.users}).items())},
+    )
+
+
+def _train(
+    config: TrainConfig,
+    transport: Transport,
+    run_dir: Path,
+    *,
+    pause: StagePause | None,
+    on_event: Callable[[dict[str, Any]], None] | None,
+    forged: list[dict[str, str]],
+    signers: Roster | None,
+) -> tuple[DeployedTraining, float]:
+    """The round loop, each event appended to ``events.jsonl``; the training and its seconds."""
+    from fedprivacy.experiments.training_run import build_training
+
+    log_file = (run_dir / "events.jsonl").open("w", encoding="utf-8")
+
+    def event(e: dict[str, Any]) -> None:
+        log_file.write(json.dumps(e) + "\n")
+        log_file.flush()
+        if on_event is not None:
+            on_event(e)
+
+    started = time.perf_counter()
+    try:
+        training = cast(
+            DeployedTraining,
+            build_training(
+                config,
+                training_class=DeployedTraining,
+                availability=LiveNodes(config.users, transport.users),
+                transport=transport,
+                config_toml=config.to_toml(),
+                on_event=event,
+                forges=forged,
+                signers=signers,
+            ),
+        )
+        if pause is not None:
+            training.before_stage = pause
+        training.run(config.rounds)
+    finally:
+        log_file.close()
+    return training, time.perf_counter() - started
+
+
+def _write_round_outputs(training: DeployedTraining, run_dir: Path) -> None:
+    """``participation.csv``, ``availability.npy`` and ``aggregates.npz``."""
+    training.ledger.to_csv(run_dir / "participation.csv")
+    assert isinstance(training.availability, LiveNodes)
+    np.save(run_dir / "availability.npy", np.array(training.availability.trace, dtype=np.bool_))
+    arrays: dict[str, Any] = {f"round_{r}": a for r, a in training.aggregates.items()}
+    np.savez(run_dir / "aggregates.npz", **arrays)
+
+
+def _privacy_report(
+    config: TrainConfig, training: DeployedTraining, run_dir: Path
+) -> PrivacyReport:
+    """The pipeline's privacy report of the run (also ``privacy.md``)."""
+    from fedprivacy.participation.audit import audit_ledger
+    from fedprivacy.report import privacy_report
+
+    ledger = training.ledger
+    audit = audit_ledger(ledger)
+    records = training.records
+    report = privacy_report(
+        ledger.frequency,
+        training.mechanism,
+        config.target_delta,
+        t_weak=audit.t_weak,
+        t_strong=audit.exposure.t_strong,
+        exposed_users=int(audit.exposure.exposed.size),
+        secure_aggregation=config.secagg,
+        participation=ledger.matrix().astype(bool),
+        round_noise=np.array([r.noise_multiplier for r in records], dtype=np.float64),
+        wrap_log_probability=np.array([r.wrap_log_probability for r in records], dtype=np.float64),
+    )
+    atomic_write_text(run_dir / "privacy.md", report.to_markdown())
+    return report
+
+
+def _summary(
+    config: TrainConfig,
+    transport: Transport,
+    training: DeployedTraining,
+    seconds: float,
+    run_dir: Path,
+    privacy: dict[str, Any],
+) -> dict[str, Any]:
+    """The run's summary (``summary.json``): rounds, traffic, faults seen, privacy."""
+    records = training.records
+    aggregated = [r for r in records if r.aggregated]
+    return {
+        "rounds": len(records),
+        "rounds_aggregated": len(aggregated),
+        "rounds_aborted": sum(1 for r in records if r.aborted),
+        "rounds_skipped": sum(1 for r in records if not r.selected),
+        "supernodes": len(transport.users),
+        "users": config.users,
+        "scheme": config.label,
+        "secagg": config.secagg,
+        "test_accuracy": next(
+            (r.test_accuracy for r in reversed(records) if r.test_accuracy == r.test_accuracy),
+            None,
+        ),
+        "seconds": seconds,
+        "seconds_per_round": seconds / max(len(records), 1),
+        "bytes_sent": transport.sent_bytes,
+        "bytes_received": transport.received_bytes,
+        "participation": str(run_dir / "participation.csv"),
+        "rejected": [e for e in training.events if e.get("event") in ("rejected", "node_refused")],
+        "dropouts": [e for e in training.events if e.get("event") == "no_reply"],
+        "bad_shares": [e for e in training.events if e.get("event") == "bad_share"],
+        "aborted": [e for e in training.events if e.get("event") == "round_aborted"],
+        "privacy": privacy,
+    }
+
+
 def run_deployed(
     config: TrainConfig,
     transport: Transport,
@@ -110,93 +241,16 @@ def run_deployed(
     dict
         The summary (also ``summary.json``).
     """
-    from fedprivacy.experiments.training_run import build_training
     from fedprivacy.flower.lying_server import forges_by_round
-    from fedprivacy.participation.audit import audit_ledger
-    from fedprivacy.report import privacy_report
 
     config = config.with_overrides(dropout=0.0, trainer="loop")
     forged = forges_by_round(forge)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(run_dir / "config.toml", config.to_toml())
-    atomic_write_json(
-        run_dir / "roster.json",
-        {str(u): n for u, n in sorted((roster or {u: u for u in transport.users}).items())},
+    _write_inputs(config, transport, run_dir, roster)
+    training, seconds = _train(
+        config, transport, run_dir, pause=pause, on_event=on_event, forged=forged, signers=signers
     )
-    log_file = (run_dir / "events.jsonl").open("w", encoding="utf-8")
-
-    def event(e: dict[str, Any]) -> None:
-        log_file.write(json.dumps(e) + "\n")
-        log_file.flush()
-        if on_event is not None:
-            on_event(e)
-
-    started = time.perf_counter()
-    try:
-        training = cast(
-            DeployedTraining,
-            build_training(
-                config,
-                training_class=DeployedTraining,
-                availability=LiveNodes(config.users, transport.users),
-                transport=transport,
-                config_toml=config.to_toml(),
-                on_event=event,
-                forges=forged,
-                signers=signers,
-            ),
-        )
-        if pause is not None:
-            training.before_stage = pause
-        training.run(config.rounds)
-    finally:
-        log_file.close()
-    seconds = time.perf_counter() - started
-    ledger = training.ledger
-    ledger.to_csv(run_dir / "participation.csv")
-    assert isinstance(training.availability, LiveNodes)
-    np.save(run_dir / "availability.npy", np.array(training.availability.trace, dtype=np.bool_))
-    arrays: dict[str, Any] = {f"round_{r}": a for r, a in training.aggregates.items()}
-    np.savez(run_dir / "aggregates.npz", **arrays)
-    audit = audit_ledger(ledger)
-    records = training.records
-    report = privacy_report(
-        ledger.frequency,
-        training.mechanism,
-        config.target_delta,
-        t_weak=audit.t_weak,
-        t_strong=audit.exposure.t_strong,
-        exposed_users=int(audit.exposure.exposed.size),
-        secure_aggregation=config.secagg,
-        participation=ledger.matrix().astype(bool),
-        round_noise=np.array([r.noise_multiplier for r in records], dtype=np.float64),
-        wrap_log_probability=np.array([r.wrap_log_probability for r in records], dtype=np.float64),
-    )
-    atomic_write_text(run_dir / "privacy.md", report.to_markdown())
-    aggregated = [r for r in records if r.aggregated]
-    summary: dict[str, Any] = {
-        "rounds": len(records),
-        "rounds_aggregated": len(aggregated),
-        "rounds_aborted": sum(1 for r in records if r.aborted),
-        "rounds_skipped": sum(1 for r in records if not r.selected),
-        "supernodes": len(transport.users),
-        "users": config.users,
-        "scheme": config.label,
-        "secagg": config.secagg,
-        "test_accuracy": next(
-            (r.test_accuracy for r in reversed(records) if r.test_accuracy == r.test_accuracy),
-            None,
-        ),
-        "seconds": seconds,
-        "seconds_per_round": seconds / max(len(records), 1),
-        "bytes_sent": transport.sent_bytes,
-        "bytes_received": transport.received_bytes,
-        "participation": str(run_dir / "participation.csv"),
-        "rejected": [e for e in training.events if e.get("event") in ("rejected", "node_refused")],
-        "dropouts": [e for e in training.events if e.get("event") == "no_reply"],
-        "bad_shares": [e for e in training.events if e.get("event") == "bad_share"],
-        "aborted": [e for e in training.events if e.get("event") == "round_aborted"],
-        "privacy": report.to_dict(),
-    }
+    _write_round_outputs(training, run_dir)
+    report = _privacy_report(config, training, run_dir)
+    summary = _summary(config, transport, training, seconds, run_dir, report.to_dict())
     atomic_write_json(run_dir / "summary.json", summary)
     return summary

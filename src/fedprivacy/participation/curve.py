@@ -67,6 +67,109 @@ class TWeakCurve:
         return self.evaluations.get(self.change_rounds[-1])
 
 
+class _CurveSearch:
+    """The evidence on the change rounds of one matrix: proved bounds, witnesses, evaluations.
+
+    Change round ``k`` (1-based) is the round of the ``k``-th pivot row, where the rank of ``P``
+    reaches ``k``.
+    """
+
+    def __init__(
+        self,
+        p: NDArray[np.uint8],
+        deadline: float,
+        point_time_limit: float,
+        progress: Callable[[int], None] | None,
+    ) -> None:
+        """Start with no evidence on the matrix ``p``."""
+        self.p = p
+        self.deadline = deadline
+        self.point_time_limit = point_time_limit
+        self.progress = progress
+        self.pivots = pivot_rows(p)
+        self.rank = len(self.pivots)
+        self.lo: dict[int, int] = {}
+        self.hi: dict[int, int] = {}
+        self.hints: dict[int, list[int]] = {}  # z on the first k basis rows attaining hi[k]
+        self.evals: dict[int, TWeakResult] = {}
+
+    def bounds(self, k: int) -> tuple[int, int]:
+        """Certified interval at change round ``k`` from every evaluation (monotonicity)."""
+        lo, hi = self.lo, self.hi
+        up = min(hi[a] for a in hi if a <= k)
+        return min(max(lo[b] for b in lo if b >= k), up), up
+
+    def evaluate(self, k: int, exact: bool) -> None:
+        """Bound ``T_weak`` at change round ``k``, with the exact search if ``exact``."""
+        lo, hi, hints, pivots = self.lo, self.hi, self.hints, self.pivots
+        t0 = time.perf_counter()
+        budget = max(min(self.point_time_limit, self.deadline - t0), 1e-3)
+        prefix = self.p[: pivots[k - 1] + 1]
+        red = _reduce(prefix, pivots[:k])
+        below = [a for a in hi if a <= k]
+        hint = None
+        if below:  # the lightest witness known on a prefix of the basis rows
+            z = hints[min(below, key=lambda a: hi[a])]
+            hint = z + [0] * (k - len(z))
+        above = [lo[b] for b in lo if b >= k]
+        lower, search = _solve(
+            red,
+            time_limit=budget,
+            hint_upper=hint,
+            hint_lower=max(above) if above else None,
+            search_exact=exact,
+        )
+        assert search.z is not None and search.upper is not None
+        lo[k], hi[k], hints[k] = max(lower, lo.get(k, 0)), search.upper, list(search.z)
+        self.evals[pivots[k - 1]] = _result(red, lo[k], search, prefix, search.official, t0)
+        if self.progress is not None:
+            self.progress(1)
+
+    def fill(self, a: int, b: int, until: float) -> None:
+        """Fast bounds between evaluated change rounds ``a < b``, by bisection, until ``until``."""
+        # invariant: a < b evaluated; T(k) for a < k < b lies in [lo[b], hi[a]]
+        if b - a <= 1 or self.lo[b] >= self.hi[a] or time.perf_counter() > until:
+            return
+        mid = (a + b) // 2
+        self.evaluate(mid, exact=False)
+        self.fill(a, mid, until)
+        self.fill(mid, b, until)
+
+    def push_exact(self) -> None:
+        """Exact searches push the proved region up, by bisection over the open change rounds."""
+        # (a bound proved at a round holds for every earlier one)
+        open_ranks = [k for k in range(1, self.rank + 1) if not _settled(self.bounds(k))]
+        first, last = 0, len(open_ranks) - 1
+        while first <= last and time.perf_counter() < self.deadline:
+            mid = (first + last) // 2
+            self.evaluate(open_ranks[mid], exact=True)
+            if _settled(self.bounds(open_ranks[mid])):
+                first = mid + 1
+            else:
+                last = mid - 1
+
+    def arrays(self) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """The lower, upper and paper-code bounds after every round."""
+        p, pivots, rank = self.p, self.pivots, self.rank
+        rounds = p.shape[0]
+        lower = np.full(rounds, np.nan)
+        upper = np.full(rounds, np.nan)
+        official = np.full(rounds, np.nan)
+        # propagate by monotonicity: T(k) <= hi[a] for a <= k, T(k) >= lo[b] for b >= k
+        for k in range(1, rank + 1):
+            low, up = self.bounds(k)
+            start = pivots[k - 1]
+            stop = pivots[k] if k < rank else rounds
+            lower[start:stop] = low
+            upper[start:stop] = up
+            res = self.evals.get(start)
+            if res is not None:
+                official[start:stop] = res.official_upper
+            else:
+                official[start:stop] = _official_rref_upper(_reduce(p[:stop], pivots[:k]))
+        return lower, upper, official
+
+
 def t_weak_curve(
     participation: ArrayLike,
     *,
@@ -108,86 +211,25 @@ def t_weak_curve(
     if not (time_limit > 0 and point_time_limit > 0):
         raise ParameterError("time_limit", "time limits must be positive")
     deadline = started + time_limit
-    pivots = pivot_rows(p)
-    rank = len(pivots)
-    lo: dict[int, int] = {}
-    hi: dict[int, int] = {}
-    hints: dict[int, list[int]] = {}  # z on the first k basis rows attaining hi[k]
-    evals: dict[int, TWeakResult] = {}
-
-    def bounds(k: int) -> tuple[int, int]:
-        """Certified interval at change round ``k`` from every evaluation (monotonicity)."""
-        up = min(hi[a] for a in hi if a <= k)
-        return min(max(lo[b] for b in lo if b >= k), up), up
-
-    def evaluate(k: int, exact: bool) -> None:
-        t0 = time.perf_counter()
-        budget = max(min(point_time_limit, deadline - t0), 1e-3)
-        prefix = p[: pivots[k - 1] + 1]
-        red = _reduce(prefix, pivots[:k])
-        below = [a for a in hi if a <= k]
-        hint = None
-        if below:  # the lightest witness known on a prefix of the basis rows
-            z = hints[min(below, key=lambda a: hi[a])]
-            hint = z + [0] * (k - len(z))
-        above = [lo[b] for b in lo if b >= k]
-        lower, search = _solve(
-            red,
-            time_limit=budget,
-            hint_upper=hint,
-            hint_lower=max(above) if above else None,
-            search_exact=exact,
-        )
-        assert search.z is not None and search.upper is not None
-        lo[k], hi[k], hints[k] = max(lower, lo.get(k, 0)), search.upper, list(search.z)
-        evals[pivots[k - 1]] = _result(red, lo[k], search, prefix, search.official, t0)
-        if progress is not None:
-            progress(1)
-
-    def fill(a: int, b: int, until: float) -> None:
-        # invariant: a < b evaluated; T(k) for a < k < b lies in [lo[b], hi[a]]
-        if b - a <= 1 or lo[b] >= hi[a] or time.perf_counter() > until:
-            return
-        mid = (a + b) // 2
-        evaluate(mid, exact=False)
-        fill(a, mid, until)
-        fill(mid, b, until)
-
+    curve = _CurveSearch(p, deadline, point_time_limit, progress)
+    rank = curve.rank
     if rank:
         # phase 1: exact ends, fast bounds everywhere between (bisection)
-        evaluate(1, search_exact)
+        curve.evaluate(1, search_exact)
         if rank > 1:
-            evaluate(rank, search_exact)
-            fill(1, rank, started + _FAST_SHARE * time_limit if search_exact else deadline)
-        # phase 2: exact searches push the proved region up, by bisection over the open rounds
-        # (a bound proved at a round holds for every earlier one)
-        open_ranks = [k for k in range(1, rank + 1) if not _settled(bounds(k))]
-        first, last = 0, len(open_ranks) - 1
-        while search_exact and first <= last and time.perf_counter() < deadline:
-            mid = (first + last) // 2
-            evaluate(open_ranks[mid], exact=True)
-            if _settled(bounds(open_ranks[mid])):
-                first = mid + 1
-            else:
-                last = mid - 1
-    rounds = p.shape[0]
-    lower = np.full(rounds, np.nan)
-    upper = np.full(rounds, np.nan)
-    official = np.full(rounds, np.nan)
-    # propagate by monotonicity: T(k) <= hi[a] for a <= k, T(k) >= lo[b] for b >= k
-    for k in range(1, rank + 1):
-        low, up = bounds(k)
-        start = pivots[k - 1]
-        stop = pivots[k] if k < rank else rounds
-        lower[start:stop] = low
-        upper[start:stop] = up
-        res = evals.get(start)
-        if res is not None:
-            official[start:stop] = res.official_upper
-        else:
-            official[start:stop] = _official_rref_upper(_reduce(p[:stop], pivots[:k]))
+            curve.evaluate(rank, search_exact)
+            curve.fill(1, rank, started + _FAST_SHARE * time_limit if search_exact else deadline)
+        # phase 2: exact searches at the open change rounds
+        if search_exact:
+            curve.push_exact()
+    lower, upper, official = curve.arrays()
     return TWeakCurve(
-        lower, upper, official, [int(x) for x in pivots], evals, time.perf_counter() - started
+        lower,
+        upper,
+        official,
+        [int(x) for x in curve.pivots],
+        curve.evals,
+        time.perf_counter() - started,
     )
 
 
