@@ -54,6 +54,10 @@ def test_unknown_method_lists_the_names() -> None:
         ({"device": "tpu"}, "device"),
         ({"user_alpha": -0.5}, "user_alpha"),
         ({"main_silo_share": 1.5}, "main_silo_share"),
+        ({"dp": "laplace"}, "dp"),
+        ({"dp": "none"}, "dp"),  # no DP is the DEFAULT method
+        ({"method": "ULDP-NAIVE", "dp": "central"}, "dp"),  # adds its own noise
+        ({"method": "ULDP-AVG-w", "dp": "central", "secure_weighting": True}, "dp"),
     ],
 )
 def test_validation_errors(changes: dict[str, object], name: str) -> None:

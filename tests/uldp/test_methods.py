@@ -281,3 +281,24 @@ def test_epsilon_against_the_server_has_no_sub_sampling_amplification(
     plain.run_round(flat, np.random.default_rng(0))
     assert plain.epsilon_server() == plain.epsilon()
     assert plain.epsilon_server_after(200) == plain.epsilon_after(200)
+
+
+def test_central_mechanism_noise_is_the_servers(heart_fed: Federation) -> None:
+    """``dp = central``: the silos add nothing, the server adds sigma C once to the sum."""
+    from fedprivacy.fl.mechanism import CentralGaussian
+
+    hp = hyper_for("ULDP-AVG", clip=0.3)
+    flat = flatten_parameters(heart_fed.task.build_model(0))
+    central = MethodRunner("ULDP-AVG", heart_fed, hp, mechanism=CentralGaussian(5.0, 0.3))
+    rng, noise_rng = np.random.default_rng(1), np.random.default_rng(2)
+    outs = [central.run_round(flat, rng, noise_rng) for _ in range(20)]
+    noise = torch.cat([(out.noisy_sum - out.presum).double() for out in outs])
+    # sigma C on the sum once (silos' noise as well would give sqrt(2) sigma C)
+    assert float(noise.std()) == pytest.approx(5.0 * 0.3, rel=0.15)
+    silo = MethodRunner("ULDP-AVG", heart_fed, hp)
+    silo.run_round(flat, np.random.default_rng(1), np.random.default_rng(2))
+    # the same Gaussian mechanism for the released models
+    assert central.epsilon_after(1) == pytest.approx(silo.epsilon(), rel=1e-12)
+    assert central.epsilon_server() == math.inf and math.isfinite(silo.epsilon_server())
+    with pytest.raises(ParameterError, match="adds its own noise"):
+        MethodRunner("ULDP-NAIVE", heart_fed, hp, mechanism=CentralGaussian(5.0, 0.3))

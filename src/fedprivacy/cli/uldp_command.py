@@ -30,6 +30,7 @@ _OPTIONS = (
     "target_privacy",
     "seed",
     "sigma",
+    "dp",
     "delta",
     "clip",
     "local_epochs",
@@ -230,20 +231,10 @@ def _print_privacy(result: UldpResult) -> None:
         )
 
 
-def add_uldp_parser(sub: Any) -> None:
-    """Register ``fedprivacy uldp`` on the subparsers object ``sub``."""
+def _add_population_options(p: argparse.ArgumentParser) -> None:
+    """``uldp``: the dataset, the method, the users and silos, the rounds."""
     from fedprivacy.uldp.method_names import METHODS
 
-    p = sub.add_parser(
-        "uldp",
-        help="ULDP-FL: federated training with user-level DP across silos",
-        description="Train with one of the ULDP-FL methods (Kato et al.) on Heart Disease, "
-        "TCGA-BRCA, MNIST or Creditcard, and report the test utility and the user-level "
-        "epsilon after every round. Hyper-parameters not given take per-dataset defaults. "
-        "Data: --data-dir or $FEDPRIVACY_DATA; the Kaggle creditcard.csv is read from "
-        "--creditcard-path or <data-dir>/creditcard/creditcard.csv, and creditcard-synthetic "
-        "is a generated stand-in (marked as such in every output).",
-    )
     p.add_argument(
         "--dataset",
         choices=["heart_disease", "tcga_brca", "mnist", "creditcard", "creditcard-synthetic"],
@@ -272,6 +263,10 @@ def add_uldp_parser(sub: Any) -> None:
         help="records per user (default uniform)",
     )
     p.add_argument("--rounds", "-R", type=int, default=None, help="number of rounds")
+
+
+def _add_sampling_options(p: argparse.ArgumentParser) -> None:
+    """``uldp``: how users are chosen each round, and the seed."""
     p.add_argument(
         "--sampling-rate",
         type=float,
@@ -301,6 +296,10 @@ def add_uldp_parser(sub: Any) -> None:
         help="T of --scheme multiround (must divide K and |U|)",
     )
     p.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
+
+
+def _add_secure_weighting_options(p: argparse.ArgumentParser) -> None:
+    """``uldp``: the private weighting protocol (Paillier) of the -w methods."""
     p.add_argument(
         "--secure-weighting",
         action="store_true",
@@ -325,7 +324,17 @@ def add_uldp_parser(sub: Any) -> None:
         default=None,
         help="allow --secure-key-bits below 2048 (factorable keys: tests only)",
     )
+
+
+def _add_dp_training_options(p: argparse.ArgumentParser) -> None:
+    """``uldp``: the DP noise and clipping, local and global training, non-IID data."""
     p.add_argument("--sigma", type=float, default=None, help="noise multiplier (default 5)")
+    p.add_argument(
+        "--dp",
+        default=None,
+        help="ULDP-AVG/SGD: who adds the noise: distributed (default: the silos) or central "
+        "(the server; no guarantee against it)",
+    )
     p.add_argument("--delta", type=float, default=None, help="delta of epsilon (default 1e-5)")
     p.add_argument("--clip", "-C", type=float, default=None, help="clipping bound C")
     p.add_argument("--local-epochs", "-Q", type=int, default=None, help="local epochs Q")
@@ -344,6 +353,10 @@ def add_uldp_parser(sub: Any) -> None:
         default=None,
         help="ULDP-NAIVE noise: sensitivity 2|S|C (default) or the paper's |S|C",
     )
+
+
+def _add_runtime_options(p: argparse.ArgumentParser) -> None:
+    """``uldp``: evaluation, memory, device, data and configuration files."""
     p.add_argument("--eval-every", type=int, default=None, help="evaluate every this many rounds")
     p.add_argument(
         "--max-rows",
@@ -363,6 +376,10 @@ def add_uldp_parser(sub: Any) -> None:
         default=None,
         help="TOML file with UldpConfig keys; command-line options override it",
     )
+
+
+def _add_output_options(p: argparse.ArgumentParser) -> None:
+    """``uldp``: output, checkpoints and resumption, progress."""
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--out",
@@ -378,4 +395,24 @@ def add_uldp_parser(sub: Any) -> None:
     )
     p.add_argument("--stop-after", type=int, default=None, help="stop once this many rounds exist")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+
+
+def add_uldp_parser(sub: Any) -> None:
+    """Register ``fedprivacy uldp`` on the subparsers object ``sub``."""
+    p = sub.add_parser(
+        "uldp",
+        help="ULDP-FL: federated training with user-level DP across silos",
+        description="Train with one of the ULDP-FL methods (Kato et al.) on Heart Disease, "
+        "TCGA-BRCA, MNIST or Creditcard, and report the test utility and the user-level "
+        "epsilon after every round. Hyper-parameters not given take per-dataset defaults. "
+        "Data: --data-dir or $FEDPRIVACY_DATA; the Kaggle creditcard.csv is read from "
+        "--creditcard-path or <data-dir>/creditcard/creditcard.csv, and creditcard-synthetic "
+        "is a generated stand-in (marked as such in every output).",
+    )
+    _add_population_options(p)
+    _add_sampling_options(p)
+    _add_secure_weighting_options(p)
+    _add_dp_training_options(p)
+    _add_runtime_options(p)
+    _add_output_options(p)
     p.set_defaults(func=cmd_uldp)

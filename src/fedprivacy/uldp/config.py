@@ -167,7 +167,7 @@ class UldpConfig(Config):
         Evaluate the global model every this many rounds (and after the last).
     max_rows : int or None
         Rows per vectorised call of the per-user trainer (memory bound); ``None``: 1,024 on a
-        CPU, 4,096 on a GPU (:func:`~fedprivacy.uldp.per_user_training.default_max_rows`).
+        CPU, 4,096 on a GPU (:func:`~fedprivacy.fl.local_training.default_max_rows`).
     device : str
         ``cpu`` or ``cuda[:N]``.
     secure_weighting : bool

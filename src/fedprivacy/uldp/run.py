@@ -35,6 +35,7 @@ from fedprivacy.dp.accounting import quiet_accounting
 from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_text
 from fedprivacy.fl.engine import resolve_device
+from fedprivacy.fl.local_training import default_max_rows
 from fedprivacy.fl.params import flatten_parameters, load_flat_
 from fedprivacy.models.registry import count_parameters
 from fedprivacy.participation.availability import AlwaysAvailable
@@ -48,7 +49,6 @@ from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.method_specs import method_spec
 from fedprivacy.uldp.methods import MethodRunner
-from fedprivacy.uldp.per_user_training import default_max_rows
 from fedprivacy.uldp.results import RoundRecord, UldpResult
 from fedprivacy.uldp.run_setup import allocate, initial_model, load_dataset, round_hyper, run_seeds
 
@@ -165,7 +165,9 @@ def run_uldp(
         caveats=privacy_caveats(cfg.method, fed.task.task),
         server_view=server_view(loop.ledger, runner),
         sample_counts=loop.ledger.frequency.copy(),
-        noise_source=noise_source(cfg.method, cfg.secure_weighting),
+        noise_source=noise_source(
+            cfg.method, cfg.secure_weighting, runner.noise_hidden_from_server
+        ),
         epsilon_at=None
         if epsilon_at is None
         else (
@@ -190,9 +192,13 @@ COX_DP_SGD_CAVEAT = (
 NOISE_NONE = "none (DEFAULT adds no noise; not private)"
 NOISE_SEEDED = "seeded (reproducible; no privacy against whoever holds the seed)"
 NOISE_OS = "OS randomness, discrete Gaussian on the protocol's integer grid"
+NOISE_SERVER = (
+    "OS randomness, added by the server to the sum over silos (dp = central: no guarantee "
+    "against the server, which sees the noise-free sum)"
+)
 
 
-def noise_source(method: str, secure_weighting: bool) -> str:
+def noise_source(method: str, secure_weighting: bool, at_silos: bool = True) -> str:
     """Where a run's DP noise comes from, for every output of the run.
 
     Parameters
@@ -201,12 +207,14 @@ def noise_source(method: str, secure_weighting: bool) -> str:
         A :data:`~fedprivacy.uldp.config.METHODS` name.
     secure_weighting : bool
         Whether the private weighting protocol aggregates (its silos draw their own noise).
+    at_silos : bool
+        Whether the silos add the noise (``False``: the mechanism's release, at the server).
 
     Returns
     -------
     str
         :data:`NOISE_NONE`, :data:`NOISE_SEEDED` (simulations: the run's seeded generators,
-        ULDP-GROUP's DP-SGD included) or :data:`NOISE_OS`.
+        ULDP-GROUP's DP-SGD included), :data:`NOISE_OS` or :data:`NOISE_SERVER`.
 
     Examples
     --------
@@ -215,6 +223,8 @@ def noise_source(method: str, secure_weighting: bool) -> str:
     """
     if method == "DEFAULT":
         return NOISE_NONE
+    if not at_silos:
+        return NOISE_SERVER
     return NOISE_OS if secure_weighting else NOISE_SEEDED
 
 
