@@ -208,3 +208,23 @@ def test_a_silo_stops_answering_at_its_epsilon_budget(
     assert {e["detail"].split(":")[0] for e in refused} == {"epsilon_budget"}
     ledger = ParticipationLedger.from_csv(tmp_path / "participation.csv")
     assert ledger.matrix().sum(axis=1).tolist() == [60, 0, 0]  # the refused rounds: nobody
+
+
+def test_a_silo_refuses_a_proposal_whose_noise_the_server_would_add() -> None:
+    """A lying server proposing ``dp = central`` ("I add the noise") is refused by every silo."""
+    from fedprivacy.errors import ParameterError
+    from fedprivacy.flower.silo_policy import proposed_config
+
+    config = UldpConfig(
+        dataset="creditcard-synthetic",
+        method="ULDP-AVG-w",
+        users=6,
+        silos=2,
+        dp="central",
+        secure_key_bits=1024,
+        insecure_test_keys=True,
+    )
+    with pytest.raises(ParameterError) as err:
+        proposed_config(config.to_toml())
+    assert err.value.name == "dp"
+    assert proposed_config(config.with_overrides(dp="distributed").to_toml()).dp == "distributed"

@@ -300,5 +300,5 @@ def test_central_mechanism_noise_is_the_servers(heart_fed: Federation) -> None:
     # the same Gaussian mechanism for the released models
     assert central.epsilon_after(1) == pytest.approx(silo.epsilon(), rel=1e-12)
     assert central.epsilon_server() == math.inf and math.isfinite(silo.epsilon_server())
-    with pytest.raises(ParameterError, match="adds its own noise"):
+    with pytest.raises(ParameterError, match="takes no mechanism"):
         MethodRunner("ULDP-NAIVE", heart_fed, hp, mechanism=CentralGaussian(5.0, 0.3))

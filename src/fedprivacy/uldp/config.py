@@ -363,7 +363,9 @@ class UldpConfig(Config):
         family = method_spec(self.method).family
         if family not in ("avg", "sgd"):
             raise ParameterError(
-                "dp", f"{self.method} adds its own noise; only ULDP-AVG and ULDP-SGD take one"
+                "dp",
+                f"{self.method} takes no mechanism (its noise, if any, is its own); only "
+                "ULDP-AVG and ULDP-SGD take one",
             )
         if self.dp == "none":
             raise ParameterError("dp", "for training without DP use the DEFAULT method")

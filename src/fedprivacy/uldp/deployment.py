@@ -71,7 +71,9 @@ def check_deployable(config: UldpConfig) -> UldpConfig:
     ------
     ParameterError
         If the method is not one of ULDP-AVG-w, -AVG-ws, -SGD-w, -SGD-ws (the methods whose
-        silos send weighted sums of per-user updates through the private weighting protocol).
+        silos send weighted sums of per-user updates through the private weighting protocol),
+        or ``dp`` asks for noise the silos would not add (a silo checks the proposal with this
+        too, so a server cannot talk it out of its noise).
     """
     cfg = config.validate().resolved()
     spec = method_spec(cfg.method)
@@ -80,6 +82,10 @@ def check_deployable(config: UldpConfig) -> UldpConfig:
             "method",
             "a cross-silo deployment runs the private weighting protocol: ULDP-AVG-w, "
             f"ULDP-AVG-ws, ULDP-SGD-w or ULDP-SGD-ws, not {cfg.method}",
+        )
+    if cfg.dp not in (None, "distributed"):
+        raise ParameterError(
+            "dp", f"each silo of a deployment adds its own noise (distributed), not {cfg.dp!r}"
         )
     return cfg
 

@@ -194,7 +194,8 @@ class MethodRunner:
             if self.mechanism is not None:
                 raise ParameterError(
                     "dp",
-                    f"{self.spec.name} adds its own noise; only ULDP-AVG and ULDP-SGD take one",
+                    f"{self.spec.name} takes no mechanism (its noise, if any, is its own); only "
+                    "ULDP-AVG and ULDP-SGD take one",
                 )
             return None
         if self.mechanism is None:
