@@ -1,6 +1,3 @@
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -8,11 +5,9 @@ from fedprivacy.data.allocation import Allocation
 from fedprivacy.data.allocators import allocate_fixed_silos, allocate_pool, zipf_weights
 from fedprivacy.errors import ParameterError
 
-DATA = Path(
-    os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
-)
 HEART_TRAIN = [199, 172, 30, 85]
 TCGA_TRAIN = [248, 156, 164, 129, 129, 40]
+NEEDED_DATA = ("mnist/train-labels-idx1-ubyte.gz",)
 
 
 def _rng(seed=0):
@@ -101,13 +96,10 @@ def test_non_iid_at_most_two_labels(dist, users):
     assert allocate_pool(y, users, 5, dist, _rng(0)).labels_per_user(y).max() > 2
 
 
-def test_non_iid_mnist_labels():
-    path = DATA / "mnist" / "train-labels-idx1-ubyte.gz"
-    if not path.is_file():
-        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
+def test_non_iid_mnist_labels(data_dir):
     from fedprivacy.data.tabular import load_mnist_pool
 
-    _, y = load_mnist_pool(DATA).pooled_train()
+    _, y = load_mnist_pool(data_dir).pooled_train()
     for users in (100, 10000):
         a = allocate_pool(y, users, 5, "zipf", _rng(users), max_labels_per_user=2)
         assert a.num_records == 60000 and int(a.histogram().sum()) == 60000

@@ -5,7 +5,6 @@ import os
 import pickle
 import shutil
 import tarfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,22 +13,15 @@ from fedprivacy.data import cifar, sources
 from fedprivacy.data.images import CIFAR10_MEAN_STD, clear_dataset_cache, load_dataset
 from fedprivacy.errors import ChecksumError, DataNotFoundError
 
-DATA = Path(
-    os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
-)
-
-
 # -- CIFAR-10, lossy JPEG copy (real data, decoded once per session) -------------------------
 
 
 @pytest.fixture(scope="module")
-def cifar10_jpeg(tmp_path_factory):
-    if not DATA.is_dir():
-        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
+def cifar10_jpeg(tmp_path_factory, data_dir):
     cache = tmp_path_factory.mktemp("fedprivacy-cache")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(sources.CACHE_ENV, str(cache))
-        dataset = load_dataset("cifar10", DATA)
+        dataset = load_dataset("cifar10", data_dir)
     cached = list(cache.glob("cifar10_jpeg-*.npz"))
     assert len(cached) == 1
     arrays = cifar._read_jpeg_cache(cached[0])

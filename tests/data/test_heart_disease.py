@@ -1,4 +1,3 @@
-import os
 import shutil
 from pathlib import Path
 
@@ -10,16 +9,7 @@ from fedprivacy.data.sources import DATA_ENV, clear_digest_cache
 from fedprivacy.data.tabular import load_silo_dataset
 from fedprivacy.errors import ChecksumError, DataNotFoundError
 
-DATA = Path(
-    os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
-)
-
-
-@pytest.fixture
-def data_dir() -> Path:
-    if not (DATA / "heart_disease").is_dir():
-        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
-    return DATA
+NEEDED_DATA = ("heart_disease",)
 
 
 def _copy(data_dir: Path, dest: Path) -> Path:

@@ -1,6 +1,3 @@
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -15,10 +12,6 @@ from fedprivacy.data.partition import (
     partition_shards,
 )
 from fedprivacy.errors import ParameterError
-
-DATA = Path(
-    os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
-)
 
 
 def cifar_like_labels(seed: int = 0) -> np.ndarray:
@@ -98,12 +91,10 @@ def test_shards_uneven_and_several_per_user():
     assert all(len(np.unique(labels2[u])) <= 2 for u in p2.user_indices)
 
 
-def test_shards_on_real_mnist():
-    if not DATA.is_dir():
-        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
+def test_shards_on_real_mnist(data_dir):
     from fedprivacy.data import load_dataset
 
-    labels = load_dataset("mnist", DATA).train_y
+    labels = load_dataset("mnist", data_dir).train_y
     p = partition_shards(labels, 120, np.random.default_rng(0))
     assert p.sizes().tolist() == [500] * 120
     distinct = [len(np.unique(labels[u])) for u in p.user_indices]

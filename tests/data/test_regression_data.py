@@ -1,6 +1,4 @@
-import os
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,16 +15,7 @@ from fedprivacy.data.regression_data import (
 from fedprivacy.data.sources import DATA_ENV, clear_digest_cache
 from fedprivacy.errors import ChecksumError, DataNotFoundError, ParameterError
 
-DATA = Path(
-    os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
-)
-
-
-@pytest.fixture
-def data_dir() -> Path:
-    if not (DATA / "california_housing").is_dir() or not (DATA / "diabetes_sklearn").is_dir():
-        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
-    return DATA
+NEEDED_DATA = ("california_housing", "diabetes_sklearn")
 
 
 def test_california_silos_missing_and_scaling(data_dir):

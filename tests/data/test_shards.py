@@ -1,6 +1,3 @@
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -9,9 +6,7 @@ from fedprivacy.data.creditcard import creditcard_pool, synthetic_creditcard
 from fedprivacy.data.shards import silo_shards
 from fedprivacy.errors import ParameterError
 
-DATA = Path(
-    os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
-)
+NEEDED_DATA = ("tcga_brca",)
 
 
 def _rng(seed=0):
@@ -37,12 +32,10 @@ def test_silo_shards_for_pool_and_fixed_silos():
         silo_shards(pool, allocate_pool(y[:-1], 20, 3, "zipf", _rng(2)))
 
 
-def test_silo_shards_require_the_fixed_silos():
-    if not (DATA / "tcga_brca").is_dir():
-        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
+def test_silo_shards_require_the_fixed_silos(data_dir):
     from fedprivacy.data.tcga_brca import load_tcga_brca
 
-    ds = load_tcga_brca(DATA)
+    ds = load_tcga_brca(data_dir)
     a = allocate_fixed_silos(ds.train_sizes(), 50, "zipf", _rng(), min_records_per_user_silo=2)
     shards = silo_shards(ds, a)
     assert [s.name for s in shards] == list(ds.silo_names)

@@ -20,18 +20,6 @@ from fedprivacy.data.sources import (
 )
 from fedprivacy.errors import ChecksumError, DataNotFoundError, ParameterError
 
-DATA = Path(
-    os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
-)
-
-
-@pytest.fixture
-def data_dir() -> Path:
-    if not DATA.is_dir():
-        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
-    return DATA
-
-
 # -- resolve_data_dir ----------------------------------------------------------------------------
 
 

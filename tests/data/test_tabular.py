@@ -1,6 +1,3 @@
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -8,9 +5,7 @@ from fedprivacy.data.silo_dataset import SiloDataset
 from fedprivacy.data.tabular import SILO_DATASETS, SILO_LOADERS, load_mnist_pool, load_silo_dataset
 from fedprivacy.errors import ParameterError
 
-DATA = Path(
-    os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
-)
+NEEDED_DATA = ("mnist",)
 
 
 def _ds(**over):
@@ -55,10 +50,8 @@ def test_unknown_name():
     assert "heart_disease" in str(info.value)
 
 
-def test_mnist_pool_reuses_images():
-    if not (DATA / "mnist").is_dir():
-        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
-    ds = load_mnist_pool(DATA)
+def test_mnist_pool_reuses_images(data_dir):
+    ds = load_mnist_pool(data_dir)
     assert ds.silo_names == ("pool",) and not ds.fixed_silos
     assert ds.task == "multiclass" and ds.num_classes == 10 and ds.input_shape == (1, 28, 28)
     assert ds.train_sizes().tolist() == [60000] and ds.test_sizes().tolist() == [10000]

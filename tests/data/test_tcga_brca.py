@@ -1,6 +1,4 @@
-import os
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,16 +9,7 @@ from fedprivacy.data.sources import clear_digest_cache
 from fedprivacy.data.tcga_brca import TCGA_REGIONS, load_tcga_brca
 from fedprivacy.errors import ChecksumError, DataNotFoundError
 
-DATA = Path(
-    os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
-)
-
-
-@pytest.fixture
-def data_dir() -> Path:
-    if not (DATA / "tcga_brca").is_dir():
-        pytest.skip(f"needs the shared datasets in {DATA} (set FEDPRIVACY_DATA)")
-    return DATA
+NEEDED_DATA = ("tcga_brca",)
 
 
 def test_regions_and_split(data_dir):

@@ -17,21 +17,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy._validation import require_int
+from fedprivacy.data.silo_dataset import _readonly
 from fedprivacy.errors import ParameterError
 
 _I64 = NDArray[np.int64]
 _F64 = NDArray[np.float64]
-
-
-def _readonly(a: NDArray[Any]) -> NDArray[Any]:
-    a.flags.writeable = False
-    return a
 
 
 @dataclass(frozen=True)
@@ -199,10 +194,6 @@ class Allocation:
         """Return the median of ``N_u`` over users holding records (ULDP-GROUP-median)."""
         n = self.records_per_user()
         return float(np.median(n[n > 0]))
-
-    def max_records_per_user_silo(self) -> int:
-        """Return ``max_{s,u} n_{s,u}``."""
-        return int(self._histogram.max())
 
     def min_records_per_present_user_silo(self) -> int:
         """Return the smallest ``n_{s,u}`` over pairs with ``n_{s,u} > 0``."""

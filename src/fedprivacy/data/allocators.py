@@ -59,8 +59,9 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fedprivacy._validation import require_int
+from fedprivacy._validation import require_int, require_one_of
 from fedprivacy.data.allocation import Allocation, _int_array, _labels
+from fedprivacy.data.partition import _check_rng
 from fedprivacy.errors import ParameterError
 
 #: Distributions accepted by the allocators.
@@ -100,27 +101,17 @@ def zipf_weights(n: int, alpha: float) -> _F64:
 # -- validation helpers --------------------------------------------------------------------
 
 
-def _check_alpha(name: str, value: object) -> float:
+def _number(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | np.floating):
         raise ParameterError(name, f"must be a number, got {value!r}")
-    a = float(value)
+    return float(value)
+
+
+def _check_alpha(name: str, value: object) -> float:
+    a = _number(name, value)
     if not math.isfinite(a) or a < 0:
         raise ParameterError(name, f"must be a finite number >= 0, got {a!r}")
     return a
-
-
-def _check_distribution(value: object) -> str:
-    if not isinstance(value, str) or value not in DISTRIBUTIONS:
-        raise ParameterError(
-            "distribution", f"must be one of {', '.join(DISTRIBUTIONS)}; got {value!r}"
-        )
-    return value
-
-
-def _check_rng(rng: object) -> np.random.Generator:
-    if not isinstance(rng, np.random.Generator):
-        raise ParameterError("rng", f"must be a numpy.random.Generator, got {type(rng).__name__}")
-    return rng
 
 
 # -- pools (MNIST, Creditcard) -------------------------------------------------------------
@@ -189,7 +180,7 @@ def allocate_pool(
     """
     y = _labels(labels)
     n = len(y)
-    dist = _check_distribution(distribution)
+    require_one_of("distribution", distribution, DISTRIBUTIONS)
     gen = _check_rng(rng)
     u = require_int("num_users", num_users, 1)
     if u > n:
@@ -212,7 +203,7 @@ def allocate_pool(
             f"the pool: some records would have no user",
         )
 
-    if dist == "uniform":
+    if distribution == "uniform":
         user = gen.permutation(np.arange(n, dtype=np.int64) % u)
     else:
         user = gen.choice(u, size=n, p=zipf_weights(u, ua)).astype(np.int64)
@@ -221,7 +212,7 @@ def allocate_pool(
         user = _noniid_users(y, counts, k, gen)
 
     main: _I64 | None = None
-    if dist == "uniform":
+    if distribution == "uniform":
         silo = gen.permutation(np.arange(n, dtype=np.int64) % s)
     else:
         ranking = np.argsort(gen.random((u, s)), axis=1).astype(np.int64)  # [user, rank]
@@ -229,14 +220,14 @@ def allocate_pool(
         silo = ranking[user, rank]
         main = ranking[:, 0]
     params: dict[str, float | int | None] = {"max_labels_per_user": k}
-    if dist == "zipf":
+    if distribution == "zipf":
         params.update(user_alpha=ua, silo_alpha=sa)
     return Allocation(
         silo=silo,
         user=user,
         num_silos=s,
         num_users=u,
-        distribution=dist,
+        distribution=distribution,
         fixed_silos=False,
         main_silo=main,
         params=params,
@@ -331,11 +322,7 @@ def _check_silo_sizes(silo_sizes: ArrayLike) -> _I64:
 
 def _check_share(main_silo_share: object) -> float:
     """The validated probability that a block goes to its user's main silo."""
-    if isinstance(main_silo_share, bool) or not isinstance(
-        main_silo_share, int | float | np.floating
-    ):
-        raise ParameterError("main_silo_share", f"must be a number, got {main_silo_share!r}")
-    share = float(main_silo_share)
+    share = _number("main_silo_share", main_silo_share)
     if not 0.0 <= share <= 1.0:
         raise ParameterError("main_silo_share", f"must lie in [0, 1], got {share!r}")
     return share
@@ -462,7 +449,7 @@ def allocate_fixed_silos(
         there are more users than blocks of ``m`` records.
     """
     sizes = _check_silo_sizes(silo_sizes)
-    dist = _check_distribution(distribution)
+    require_one_of("distribution", distribution, DISTRIBUTIONS)
     gen = _check_rng(rng)
     u = require_int("num_users", num_users, 1)
     m = require_int("min_records_per_user_silo", min_records_per_user_silo, 1)
@@ -474,18 +461,18 @@ def allocate_fixed_silos(
 
     main: _I64 | None = None
     block_counts: _I64 | None = None
-    if dist == "zipf":
+    if distribution == "zipf":
         block_counts, main = _zipf_blocks(sizes, blocks, u, m, ua, share, gen)
     user = _block_users(sizes, blocks, m, u, block_counts, gen)
     params: dict[str, float | int | None] = {"min_records_per_user_silo": m}
-    if dist == "zipf":
+    if distribution == "zipf":
         params.update(user_alpha=ua, main_silo_share=share)
     return Allocation(
         silo=np.repeat(np.arange(s, dtype=np.int64), sizes),
         user=user,
         num_silos=s,
         num_users=u,
-        distribution=dist,
+        distribution=distribution,
         fixed_silos=True,
         main_silo=main,
         params=params,

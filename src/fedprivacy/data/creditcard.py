@@ -40,13 +40,12 @@ import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from fedprivacy._validation import require_int
-from fedprivacy.data.silo_dataset import POOL_NAME, SiloDataset, make_silo_dataset
+from fedprivacy.data.silo_dataset import POOL_NAME, SiloDataset, _readonly, make_silo_dataset
 from fedprivacy.data.sources import resolve_data_dir
 from fedprivacy.errors import ChecksumError, DataNotFoundError, ParameterError
 
@@ -110,11 +109,6 @@ class CreditcardTable:
     def is_synthetic(self) -> bool:
         """Whether the table was generated rather than read from the Kaggle schema file."""
         return SYNTHETIC_MARK in self.source
-
-
-def _readonly(a: NDArray[Any]) -> NDArray[Any]:
-    a.flags.writeable = False
-    return a
 
 
 def _header(line: str) -> tuple[str, ...]:

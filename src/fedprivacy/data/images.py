@@ -21,7 +21,6 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,6 +34,7 @@ from fedprivacy.data.cifar import (
     read_cifar10,
     read_cifar100,
 )
+from fedprivacy.data.silo_dataset import _readonly
 from fedprivacy.data.sources import resolve_data_dir, verify_known_file
 from fedprivacy.errors import ChecksumError, ParameterError
 
@@ -124,16 +124,6 @@ class ImageDataset:
         """Shape ``(C, H, W)`` of one image."""
         c, h, w = self.train_x.shape[1:]
         return int(c), int(h), int(w)
-
-    @property
-    def num_train(self) -> int:
-        """Number of training images."""
-        return int(self.train_x.shape[0])
-
-    @property
-    def num_test(self) -> int:
-        """Number of test images."""
-        return int(self.test_x.shape[0])
 
 
 @dataclass(frozen=True)
@@ -234,11 +224,6 @@ def _load_from_dir(
 ) -> ImageDataset:
     del fingerprint  # part of the memoisation key only
     return IMAGE_DATASETS[name].read(Path(root))
-
-
-def _readonly(a: NDArray[Any]) -> NDArray[Any]:
-    a.flags.writeable = False
-    return a
 
 
 def _normalise(

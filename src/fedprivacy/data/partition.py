@@ -18,6 +18,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy._registry import Registry
 from fedprivacy._validation import require_int
+from fedprivacy.data.allocation import _labels
 from fedprivacy.errors import ParameterError
 
 #: How many Dirichlet draws :func:`partition_dirichlet` tries before giving up.
@@ -130,15 +131,10 @@ def _check_labels(labels: ArrayLike) -> _I64:
         y = np.asarray(labels)
     except (TypeError, ValueError) as exc:
         raise ParameterError("labels", f"must be a 1-D array of integers ({exc})") from exc
-    if y.ndim != 1:
-        raise ParameterError("labels", f"must be 1-D, got {y.ndim} dimension(s)")
-    if y.dtype == np.bool_ or not np.issubdtype(y.dtype, np.integer):
-        raise ParameterError("labels", f"must hold integers, got dtype {y.dtype}")
-    if len(y) == 0:
-        raise ParameterError("labels", "must not be empty")
+    y = _labels(y)
     if int(y.min()) < 0:
         raise ParameterError("labels", f"must be non-negative, got {int(y.min())}")
-    return y.astype(np.int64, copy=False)
+    return y
 
 
 def _check_users(num_users: object, n: int) -> int:

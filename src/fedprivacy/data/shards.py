@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from fedprivacy.data.allocation import Allocation, _readonly
-from fedprivacy.data.silo_dataset import SiloDataset
+from fedprivacy.data.allocation import Allocation
+from fedprivacy.data.silo_dataset import SiloDataset, _readonly
 from fedprivacy.errors import ParameterError
 
 _I64 = NDArray[np.int64]

@@ -54,6 +54,7 @@ _I64 = NDArray[np.int64]
 
 
 def _readonly(a: NDArray[Any]) -> NDArray[Any]:
+    """Make ``a`` read-only in place and return it."""
     a.flags.writeable = False
     return a
 

@@ -270,15 +270,10 @@ def resolve_data_dir(
         origin = f"the environment variable {DATA_ENV}"
         raw = env
     path = Path(raw).expanduser()
-    if not path.exists():
-        raise DataNotFoundError(
-            f"data directory {str(path)!r} (from {origin}) does not exist. Expected layout:\n"
-            f"{layout}"
-        )
     if not path.is_dir():
+        problem = "is not a directory" if path.exists() else "does not exist"
         raise DataNotFoundError(
-            f"data directory {str(path)!r} (from {origin}) is not a directory. Expected layout:\n"
-            f"{layout}"
+            f"data directory {str(path)!r} (from {origin}) {problem}. Expected layout:\n{layout}"
         )
     return path.resolve()
 

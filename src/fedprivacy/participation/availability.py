@@ -11,9 +11,9 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fedprivacy._validation import require_binary_matrix, require_int, require_probability_vector
+from fedprivacy._validation import require_int, require_probability_vector
 from fedprivacy.errors import ParameterError
-from fedprivacy.participation.ledger import ParticipationLedger
+from fedprivacy.participation.ledger import ParticipationLedger, participation_matrix
 
 #: Dropout probabilities of the paper's experiments (Section 6, "Modeling dropouts").
 PAPER_DROPOUT_LEVELS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5)
@@ -164,9 +164,7 @@ class TraceAvailability(AvailabilityModel):
     """
 
     def __init__(self, trace: ArrayLike, user_ids: Sequence[str] | None = None) -> None:
-        arr = require_binary_matrix("trace", trace).astype(np.bool_)
-        if arr.shape[1] == 0:
-            raise ParameterError("trace", "needs at least one user column")
+        arr = participation_matrix("trace", trace).astype(np.bool_)
         arr.flags.writeable = False
         self._trace = arr
         self.num_users = int(arr.shape[1])
@@ -245,24 +243,16 @@ def make_availability(
         If ``dropout`` is neither ``"heterogeneous"`` nor a number in ``[0, 1)``.
 
     """
-    value: float
-    if isinstance(dropout, str):
-        text = dropout.strip()
-        if text.lower() == "heterogeneous":
-            return BernoulliDropout.heterogeneous(num_users, rng)
-        try:
-            value = float(text)
-        except ValueError:
-            raise ParameterError(
-                "dropout",
-                f"must be 'heterogeneous' or a probability in [0, 1), got {dropout!r}",
-            ) from None
-    elif isinstance(dropout, numbers.Real) and not isinstance(dropout, bool):
+    if isinstance(dropout, str) and dropout.strip().lower() == "heterogeneous":
+        return BernoulliDropout.heterogeneous(num_users, rng)
+    try:
+        if isinstance(dropout, bool) or not isinstance(dropout, str | numbers.Real):
+            raise TypeError
         value = float(dropout)
-    else:
+    except (TypeError, ValueError):
         raise ParameterError(
             "dropout", f"must be 'heterogeneous' or a probability in [0, 1), got {dropout!r}"
-        )
+        ) from None
     if not math.isfinite(value) or not 0.0 <= value < 1.0:
         raise ParameterError("dropout", f"must lie in [0, 1), got {value!r}")
     return BernoulliDropout(num_users, value)

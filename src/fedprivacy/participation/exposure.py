@@ -44,7 +44,7 @@ from scipy.sparse.csgraph import connected_components
 from fedprivacy._validation import require_binary_matrix
 from fedprivacy.errors import FedPrivacyError
 from fedprivacy.linalg import exact_rank
-from fedprivacy.participation.modular import full_column_rank, random_null_vectors
+from fedprivacy.participation.modular import _nmod_from, full_column_rank, random_null_vectors
 
 __all__ = ["CertificationError", "ExposureReport", "analyse_exposure", "exposure_witness"]
 
@@ -144,15 +144,6 @@ def _peel(block: sparse.csr_array) -> tuple[list[int], NDArray[np.intp]]:
     return coloops, np.flatnonzero(alive)
 
 
-def _nmod(block: sparse.csr_array) -> flint.nmod_mat:
-    m, n = block.shape
-    out = flint.nmod_mat(int(m), int(n), _PRIME)
-    coo = block.tocoo()
-    for i, j in zip(coo.row.tolist(), coo.col.tolist(), strict=True):
-        out[i, j] = 1
-    return out
-
-
 def _check_budget(estimate: float, shape: tuple[int, int], deadline: float) -> None:
     if time.perf_counter() + estimate > deadline:
         raise CertificationError(
@@ -175,7 +166,7 @@ def _modular_coloops(
     elif full_column_rank(block, _PRIME, gen):
         return list(range(n)), n
     _check_budget(_NULLSPACE_SECONDS * m * n * min(m, n), (m, n), deadline)
-    basis, nullity = _nmod(block).nullspace()
+    basis, nullity = _nmod_from(sparse.csr_array(block, dtype=np.int64), _PRIME).nullspace()
     nullity = int(nullity)
     if nullity == 0:
         return list(range(n)), n

@@ -38,6 +38,21 @@ def sample(pool: NDArray[np.intp], count: int, rng: np.random.Generator) -> NDAr
     return rng.choice(pool, size=count, replace=False, shuffle=False)
 
 
+def fewest(
+    pool: NDArray[np.intp], scores: NDArray[np.int64], count: int, rng: np.random.Generator
+) -> NDArray[np.intp]:
+    """Return the ``count`` entries of ``pool`` of least ``scores``, ties at the threshold uniform.
+
+    ``scores[j]`` is the score of ``pool[j]``; the whole ``pool`` when ``count >= pool.size``.
+    """
+    if count >= pool.size:
+        return pool
+    threshold = np.partition(scores, count - 1)[count - 1]
+    below = pool[scores < threshold]
+    tied = pool[scores == threshold]
+    return np.concatenate((below, sample(tied, count - below.size, rng)))
+
+
 #: ``pick(blocks, frequency, count, rng)``: ``count`` entries of ``blocks`` (the fully available
 #: blocks, ascending, at least ``count >= 1`` of them) given ``frequency``, the participation counts
 #: of their users (shape ``(blocks.size, block)``, row ``j`` the users of ``blocks[j]``).
@@ -127,13 +142,7 @@ def _authors_blocks(
     rng: np.random.Generator,
 ) -> NDArray[np.intp]:
     """The ``count`` blocks of least total participation, ties at the threshold uniform."""
-    if count >= blocks.size:
-        return blocks
-    scores = frequency.sum(axis=1)
-    threshold = np.partition(scores, count - 1)[count - 1]
-    below = blocks[scores < threshold]
-    tied = blocks[scores == threshold]
-    return np.concatenate((below, sample(tied, count - below.size, rng)))
+    return fewest(blocks, frequency.sum(axis=1), count, rng)
 
 
 def _paper_rows(

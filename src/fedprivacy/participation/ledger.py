@@ -16,6 +16,14 @@ from fedprivacy.files import atomic_write_text
 from fedprivacy.participation.log_formats import is_number, parse_log
 
 
+def participation_matrix(name: str, value: ArrayLike) -> NDArray[np.uint8]:
+    """Return ``value`` as a 0/1 matrix (rounds x users) after checking it has a user column."""
+    arr = require_binary_matrix(name, value)
+    if arr.shape[1] == 0:
+        raise ParameterError(name, "needs at least one user column")
+    return arr
+
+
 class ParticipationLedger:
     """Record of the users aggregated in each round (the server's view).
 
@@ -119,9 +127,7 @@ class ParticipationLedger:
         cls, matrix: ArrayLike, user_ids: Sequence[str] | None = None
     ) -> ParticipationLedger:
         """Build a ledger from a 0/1 participation matrix (rounds x users)."""
-        arr = require_binary_matrix("matrix", matrix)
-        if arr.shape[1] == 0:
-            raise ParameterError("matrix", "needs at least one user column")
+        arr = participation_matrix("matrix", matrix)
         ledger = cls(arr.shape[1], user_ids)
         for row in arr:
             ledger.record(np.flatnonzero(row))

@@ -22,12 +22,10 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import linalg as sla
 from scipy import stats
 
-from fedprivacy._validation import (
-    require_binary_matrix,
-    require_probability_vector,
-)
+from fedprivacy._validation import require_probability_vector
 from fedprivacy.errors import ParameterError
 from fedprivacy.linalg import exact_rank, pivot_rows
+from fedprivacy.participation.ledger import participation_matrix
 from fedprivacy.participation.selectors import validate_batch_parameters
 
 __all__ = [
@@ -45,13 +43,6 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 # Instantaneous fairness gap and cardinality (Section 6)
 # ---------------------------------------------------------------------------------------------
-def _participation(value: ArrayLike) -> NDArray[np.uint8]:
-    arr = require_binary_matrix("participation", value)
-    if arr.shape[1] == 0:
-        raise ParameterError("participation", "needs at least one user column")
-    return arr
-
-
 def fairness_gap_curve(participation: ArrayLike) -> NDArray[np.float64]:
     """Instantaneous aggregation fairness gap ``F^(t)`` after every round.
 
@@ -80,7 +71,7 @@ def fairness_gap_curve(participation: ArrayLike) -> NDArray[np.float64]:
     [1.0, 0.5, 0.3333333333333333]
 
     """
-    p = _participation(participation)
+    p = participation_matrix("participation", participation)
     counts = np.cumsum(p, axis=0, dtype=np.int64)
     gap = counts.max(axis=1) - counts.min(axis=1)
     out: NDArray[np.float64] = gap / np.arange(1, p.shape[0] + 1, dtype=np.float64)
@@ -108,7 +99,7 @@ def cardinality_curve(participation: ArrayLike) -> NDArray[np.float64]:
     [2.0, 1.0, 1.3333333333333333]
 
     """
-    p = _participation(participation)
+    p = participation_matrix("participation", participation)
     per_round = p.sum(axis=1, dtype=np.int64)
     out: NDArray[np.float64] = np.cumsum(per_round) / np.arange(1, p.shape[0] + 1, dtype=np.float64)
     return out
@@ -141,7 +132,7 @@ def participation_classes(participation: ArrayLike) -> list[NDArray[np.intp]]:
     [[0, 1], [2]]
 
     """
-    p = _participation(participation)
+    p = participation_matrix("participation", participation)
     used = np.flatnonzero(p.any(axis=0))
     # One byte string per column; a dict keeps the classes in order of their first user.
     packed = np.packbits(p[:, used].T, axis=1)
@@ -253,7 +244,7 @@ def exposed_users(participation: ArrayLike) -> NDArray[np.intp]:
     [2]
 
     """
-    p = _participation(participation)
+    p = participation_matrix("participation", participation)
     classes = participation_classes(p)
     reps = np.asarray([int(c[0]) for c in classes], dtype=np.intp)
     singletons = [k for k, c in enumerate(classes) if c.size == 1]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -30,6 +30,7 @@ from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.fairness import (
     DEFAULT_FAIRNESS_RULE,
+    fewest,
     get_fairness_rule,
     sample,
     select_blocks,
@@ -79,13 +80,17 @@ def _validate_sizes(num_users: object, per_round: object) -> tuple[int, int]:
     return n, k
 
 
-def _check_available(available: ArrayLike, num_users: int) -> NDArray[np.bool_]:
-    arr = np.asarray(available)
+def _user_vector(name: str, value: ArrayLike, num_users: int) -> NDArray[Any]:
+    arr = np.asarray(value)
     if arr.shape != (num_users,):
         raise ParameterError(
-            "available",
-            f"must be a vector of length num_users = {num_users}, got shape {arr.shape}",
+            name, f"must be a vector of length num_users = {num_users}, got shape {arr.shape}"
         )
+    return arr
+
+
+def _check_available(available: ArrayLike, num_users: int) -> NDArray[np.bool_]:
+    arr = _user_vector("available", available, num_users)
     if arr.dtype != np.bool_:
         if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
             raise ParameterError("available", f"must hold booleans or 0/1, got dtype {arr.dtype}")
@@ -96,12 +101,7 @@ def _check_available(available: ArrayLike, num_users: int) -> NDArray[np.bool_]:
 
 
 def _check_frequency(frequency: ArrayLike, num_users: int) -> NDArray[np.int64]:
-    arr = np.asarray(frequency)
-    if arr.shape != (num_users,):
-        raise ParameterError(
-            "frequency",
-            f"must be a vector of length num_users = {num_users}, got shape {arr.shape}",
-        )
+    arr = _user_vector("frequency", frequency, num_users)
     if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
         raise ParameterError("frequency", f"must hold numbers, got dtype {arr.dtype}")
     return arr
@@ -212,18 +212,10 @@ class WeightedRandomSelector(Selector):
     ) -> NDArray[np.intp]:
         """Select the ``K`` least-aggregated available users; see :meth:`Selector.select`."""
         avail, freq = self._inputs(available, frequency)
-        k = self.per_round
         idx = np.flatnonzero(avail)
-        if idx.size < k:
+        if idx.size < self.per_round:
             return _empty()
-        if idx.size == k:
-            return idx.astype(np.intp, copy=False)
-        f = freq[idx]
-        threshold = np.partition(f, k - 1)[k - 1]
-        below = idx[f < threshold]
-        tied = idx[f == threshold]
-        extra = sample(tied, k - below.size, rng)
-        return np.sort(np.concatenate((below, extra))).astype(np.intp, copy=False)
+        return np.sort(fewest(idx, freq[idx], self.per_round, rng)).astype(np.intp, copy=False)
 
 
 class UserPartitionSelector(Selector):

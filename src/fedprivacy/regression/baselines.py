@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 from numpy.typing import NDArray
@@ -106,16 +106,8 @@ class DPSGDResult:
     clipped_fraction: float
 
     def to_dict(self) -> dict[str, float | int | str]:
-        """JSON-ready summary."""
-        return {
-            "noise_multiplier": self.noise_multiplier,
-            "sampling_rate": self.sampling_rate,
-            "steps": self.steps,
-            "clip": self.clip,
-            "calibration": self.calibration,
-            "epsilon_accountant": self.epsilon_accountant,
-            "clipped_fraction": self.clipped_fraction,
-        }
+        """JSON-ready summary: every field but the estimate."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "estimate"}
 
 
 def dp_sgd(

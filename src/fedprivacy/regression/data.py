@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 import numpy as np
@@ -256,25 +256,13 @@ class RegressionData:
         y = None
         if self.x is not None and self.noise_y is not None:
             y = self.x @ th.astype(np.float32) + self.noise_y
-        return RegressionData(
-            gram32=self.gram32,
+        return replace(
+            self,
             moment=moment,
-            sizes=self.sizes,
-            gram=self.gram,
             moment_pooled=np.einsum("k,rkj->rj", self.weights, moment),
-            x=self.x,
             y=y,
             theta=th,
-            noise_moment=self.noise_moment,
-            noise_y=self.noise_y,
         )
-
-
-def _pooled(gram32: F32, moment: F64, sizes: NDArray[np.int64]) -> tuple[F64, F64]:
-    w = sizes / sizes.sum()
-    gram = np.einsum("k,rkij->rij", w, gram32.astype(np.float64))
-    gram = 0.5 * (gram + np.swapaxes(gram, 1, 2))
-    return gram, np.einsum("k,rkj->rj", w, moment)
 
 
 def _ar1_factor(p: int, rho: float) -> F64 | None:

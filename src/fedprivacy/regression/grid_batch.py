@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from fedprivacy.regression.baselines import dp_sgd_budgets, nbafl_budgets
+from fedprivacy.regression.baselines import DPSGDResult, NbAFLResult, dp_sgd_budgets, nbafl_budgets
 from fedprivacy.regression.data import RegressionData, data_from_silos, simulate_data
 from fedprivacy.regression.engine import (
     Spectral,
@@ -168,8 +168,9 @@ def _baselines(setting: GridSetting, batch: Batch, ti: int, tally: Tally) -> Non
     """DP-SGD and NbAFL on truth ``ti``'s data, all budgets at once."""
     cfg = setting.config
     data = batch.datas[ti]
+    results: dict[str, Sequence[DPSGDResult | NbAFLResult]] = {}
     if "dp_sgd" in setting.wanted:
-        dres = dp_sgd_budgets(
+        results["dp_sgd"] = dp_sgd_budgets(
             data,
             setting.dp_rates,
             epsilons=setting.budgets,
@@ -180,12 +181,8 @@ def _baselines(setting: GridSetting, batch: Batch, ti: int, tally: Tally) -> Non
             seed=cfg.seed,
             reps=batch.reps,
         )
-        for ei, res_dp in enumerate(dres):
-            error = batch.error(res_dp.estimate, ti)
-            details_dp = res_dp.to_dict()
-            tally.add_private((ti, ei), "dp_sgd", error, details_dp, [res_dp.clipped_fraction])
     if "nbafl" in setting.wanted:
-        nres = nbafl_budgets(
+        results["nbafl"] = nbafl_budgets(
             data,
             epsilons=setting.budgets,
             delta=cfg.delta,
@@ -197,7 +194,7 @@ def _baselines(setting: GridSetting, batch: Batch, ti: int, tally: Tally) -> Non
             seed=cfg.seed,
             reps=batch.reps,
         )
-        for ei, res_nb in enumerate(nres):
-            error = batch.error(res_nb.estimate, ti)
-            details_nb = res_nb.to_dict()
-            tally.add_private((ti, ei), "nbafl", error, details_nb, [res_nb.clipped_fraction])
+    for name, per_budget in results.items():
+        for ei, res in enumerate(per_budget):
+            error = batch.error(res.estimate, ti)
+            tally.add_private((ti, ei), name, error, res.to_dict(), [res.clipped_fraction])

@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fedprivacy._validation import require_int
+from fedprivacy._validation import require_int, require_one_of
 from fedprivacy.dp._checks import require_delta, require_positive
 from fedprivacy.regression.accounting import _gaussian_multiplier, gaussian_epsilon
-from fedprivacy.regression.privacy import CALIBRATIONS, _choice, _sizes
+from fedprivacy.regression.privacy import CALIBRATIONS, _sizes
 
 __all__ = ["NbAFLNoise", "nbafl_constant", "nbafl_noise"]
 
@@ -127,11 +127,11 @@ def nbafl_noise(
     w = require_positive("clip", clip)
     m = _sizes(sizes).astype(np.float64)
     big_l = t if exposures is None else require_int("exposures", exposures, minimum=1)
-    cal = _choice("calibration", calibration, CALIBRATIONS)
+    require_one_of("calibration", calibration, CALIBRATIONS)
     k = m.size
     sens = 2.0 * w / m
     c = nbafl_constant(d)
-    if cal == "paper":
+    if calibration == "paper":
         up = c * big_l * sens / e
         down = 0.0
         if t > big_l * math.sqrt(k):
@@ -148,7 +148,7 @@ def nbafl_noise(
         rounds=t,
         exposures=big_l,
         clip=w,
-        calibration=cal,
+        calibration=calibration,
         epsilon=e,
         delta=d,
         epsilon_accountant=float(eps),

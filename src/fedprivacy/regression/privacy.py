@@ -30,11 +30,8 @@ Laplace variant (Appendix B.2)
     add/remove) and Laplace noise of scale ``b_k`` is added to every coordinate. The supplement
     only says "noise level proportional to the L1 sensitivity"; the ``paper`` calibration uses the
     Gaussian formula with the L1 sensitivity, ``b_k = c_MA sqrt(T log(1/delta)) / epsilon * C /
-    n_k``. The accountant is the RDP of the Laplace mechanism (Mironov 2017, Prop. 6; the RDP of
-    a p-dimensional Laplace mechanism with L1-bounded shift is at most the one-dimensional value,
-    because the per-coordinate RDP is a convex function of the shift that vanishes at 0),
-    composed over ``T`` iterations and converted by the DP core's
-    :func:`~fedprivacy.dp.rdp.rdp_to_epsilon`.
+    n_k``. The accountant is the RDP of the Laplace mechanism composed over ``T`` iterations
+    (:mod:`fedprivacy.regression.accounting`).
 
 DP-SGD (record-level, Opacus-style baseline)
     Per-sample clipping to ``C``, Poisson sampling with rate ``q``, Gaussian noise ``z C`` on
@@ -58,7 +55,7 @@ from typing import Any, Final, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fedprivacy._validation import require_int
+from fedprivacy._validation import require_int, require_one_of
 from fedprivacy.dp._checks import require_delta, require_positive, require_sampling_rate
 from fedprivacy.errors import ParameterError
 from fedprivacy.regression.accounting import (
@@ -95,12 +92,6 @@ CALIBRATIONS: Final = ("paper", "accountant")
 NEIGHBOURINGS: Final = ("add-remove", "replace")
 
 
-def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise ParameterError(name, f"must be one of {', '.join(allowed)}; got {value!r}")
-    return value
-
-
 def _sizes(sizes: ArrayLike) -> NDArray[np.int64]:
     arr = np.asarray(sizes)
     if arr.ndim != 1 or arr.size == 0:
@@ -130,8 +121,8 @@ def record_sensitivity(
         The per-client sensitivity (see the module docstring for the derivation).
     """
     c = require_positive("clip", clip)
-    rel = _choice("neighbouring", neighbouring, NEIGHBOURINGS)
-    factor = 1.0 if rel == "add-remove" else 2.0
+    require_one_of("neighbouring", neighbouring, NEIGHBOURINGS)
+    factor = 1.0 if neighbouring == "add-remove" else 2.0
     return factor * c / _sizes(sizes).astype(np.float64)
 
 
@@ -282,24 +273,22 @@ def calibrate_client_noise(
     e = require_positive("epsilon", epsilon)
     d = require_delta("delta", delta)
     t = require_int("steps", steps, minimum=1)
-    mech = _choice("mechanism", mechanism, MECHANISMS)
-    cal = _choice("calibration", calibration, CALIBRATIONS)
+    require_one_of("mechanism", mechanism, MECHANISMS)
+    require_one_of("calibration", calibration, CALIBRATIONS)
     n = _sizes(sizes)
     sens = record_sensitivity(clip, n, neighbouring)
-    if cal == "paper":
+    if calibration == "paper":
         scales = paper_noise_scale(e, d, t, clip, n)
-    elif mech == "gaussian":
+    elif mechanism == "gaussian":
         scales = _gaussian_multiplier(e, d, t, 1.0) * sens
     else:
         scales = laplace_noise_multiplier_for(e, d, t) * sens
     mult = scales / sens
-    eps = [
-        gaussian_epsilon(float(z), t, d) if mech == "gaussian" else laplace_epsilon(float(z), t, d)
-        for z in np.unique(np.round(mult, 12))
-    ]
+    epsilon_of = gaussian_epsilon if mechanism == "gaussian" else laplace_epsilon
+    eps = [epsilon_of(float(z), t, d) for z in np.unique(np.round(mult, 12))]
     return ClientNoise(
-        mechanism=mech,
-        calibration=cal,
+        mechanism=mechanism,
+        calibration=calibration,
         neighbouring=neighbouring,
         epsilon=e,
         delta=d,
@@ -340,7 +329,8 @@ def dp_sgd_noise_multiplier(
     d = require_delta("delta", delta)
     t = require_int("steps", steps, minimum=1)
     q = require_sampling_rate("sampling_rate", sampling_rate)
-    if _choice("calibration", calibration, CALIBRATIONS) == "paper":
+    require_one_of("calibration", calibration, CALIBRATIONS)
+    if calibration == "paper":
         return C_MA * q * math.sqrt(t * math.log(1.0 / d)) / e
     return _gaussian_multiplier(e, d, t, q)
 
