@@ -92,7 +92,7 @@ def bench_uldp(rounds: int, data_dir: Path) -> None:
     def loop() -> torch.Tensor:
         runner = MethodRunner("ULDP-AVG-ws", fed, hyper)
         rng, nrng = np.random.default_rng(2), np.random.default_rng(3)
-        algo = UldpAlgorithm(runner, model, flat0, rng, nrng, eval_every=10**9)
+        algo = UldpAlgorithm.simulated(runner, model, flat0, rng, nrng, eval_every=10**9)
         FederatedRun(
             PoissonSampler(fed.num_users, 0.1),
             AlwaysAvailable(fed.num_users),

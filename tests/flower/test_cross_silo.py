@@ -202,3 +202,30 @@ def test_users_without_records_are_refused_before_any_process_starts(
         run_cross_silo(empty, InProcessTransport(_nodes(empty, data_dir)), tmp_path / "in-process")
     # the paper's Zipf allocation gives each of the 160 users a record
     check_users_hold_records(heart_config(users=160, distribution="zipf", data_dir=data_dir))
+
+
+def test_the_deployed_run_accounts_as_the_in_process_run(
+    data_dir: str, tmp_path: Path, heart_config: ConfigFactory
+) -> None:
+    """One accounting for both: the same noise multiplier and the same epsilon, round by round.
+
+    The deployed server and ``run_uldp`` charge their rounds to the same accounting class
+    (the in-process silos through the private weighting protocol too); a second copy of the
+    accounting in the deployment would show here as a different epsilon.
+    """
+    import json
+
+    from fedprivacy.uldp.run import run_uldp
+
+    config = heart_config(data_dir=data_dir)
+    summary = run_cross_silo(config, InProcessTransport(_nodes(config, data_dir)), tmp_path)
+    local = run_uldp(config.with_overrides(secure_weighting=True))
+    assert local.secure_weighting is not None
+    nm = summary["privacy"]["noise_multiplier_effective"]
+    assert nm == local.secure_weighting["noise_multiplier_effective"] < config.sigma
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    rounds = [e for e in events if e.get("event") == "round"]
+    assert [e["round"] for e in rounds] == [1, 2, 3]
+    deployed = [summary["privacy"]["epsilon"], summary["privacy"]["epsilon_server"]]
+    assert deployed == [local.records[-1].epsilon, local.records[-1].epsilon_server]
+    assert local.records[0].epsilon < local.records[-1].epsilon  # it composes over the rounds

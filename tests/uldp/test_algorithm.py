@@ -38,14 +38,15 @@ def _loop_round(method: str, fed: Federation, flat: torch.Tensor) -> UldpAlgorit
     """One round of ``method`` through the loop, with fixed generators."""
     runner = MethodRunner(method, fed, HYPER)
     model = fed.task.build_model(0)
-    algo = UldpAlgorithm(runner, model, flat, np.random.default_rng(11), np.random.default_rng(12))
+    train_rng = np.random.default_rng(11)
+    algo = UldpAlgorithm.simulated(runner, model, flat, train_rng, np.random.default_rng(12))
     sampler = (
         PoissonSampler(fed.num_users, HYPER.sampling_rate)
         if runner.spec.sampled
         else uldp_selector(UldpConfig(method="ULDP-AVG", users=fed.num_users))
     )
     FederatedRun(
-        sampler, AlwaysAvailable(fed.num_users), algo, selection_rng=lambda _t: algo.train_rng
+        sampler, AlwaysAvailable(fed.num_users), algo, selection_rng=lambda _t: train_rng
     ).run(1)
     return algo
 

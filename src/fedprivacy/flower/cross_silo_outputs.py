@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from fedprivacy.files import atomic_write_json, atomic_write_text
+from fedprivacy.flower.silo_rounds import Aggregates
 from fedprivacy.flower.transport import Transport
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.uldp.algorithm import ledger_view
@@ -25,9 +25,6 @@ from fedprivacy.uldp.deployment import silo_noise_std
 from fedprivacy.uldp.results import RoundRecord
 
 __all__ = ["CrossSiloOutcome", "write_outputs"]
-
-#: Per aggregated round: the decoded aggregate, the minibatch seed and the user sample.
-Aggregates = dict[int, tuple[NDArray[np.float64], int, NDArray[np.bool_]]]
 
 
 @dataclass

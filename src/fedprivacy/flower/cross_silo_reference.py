@@ -28,9 +28,10 @@ from numpy.typing import NDArray
 
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.deployment import plaintext_aggregate, silo_noise_std, silo_side
-from fedprivacy.uldp.families import FAMILIES
+from fedprivacy.uldp.families import FAMILIES, UserLevelFamily
 from fedprivacy.uldp.families.user_level import global_step
 from fedprivacy.uldp.method_specs import method_spec
+from fedprivacy.uldp.run_setup import initial_model, load_dataset
 
 __all__ = ["compare_cross_silo", "noise_statistics"]
 
@@ -65,9 +66,8 @@ def compare_cross_silo(run_dir: Path, data_dir: str | None = None) -> dict[str, 
     side = silo_side(text, data_dir)
     cfg: UldpConfig = side.config
     spec = method_spec(cfg.method)
-    sign = float(getattr(FAMILIES[spec.family], "sign", 1.0))
-    from fedprivacy.uldp.run_setup import initial_model, load_dataset
-
+    family = FAMILIES[spec.family]
+    assert isinstance(family, UserLevelFamily)
     _, _, flat = initial_model(cfg, load_dataset(cfg))
     assert cfg.global_lr is not None
     step = global_step(cfg.global_lr, cfg.effective_sampling_rate, cfg.users, cfg.num_silos)
@@ -80,7 +80,7 @@ def compare_cross_silo(run_dir: Path, data_dir: str | None = None) -> dict[str, 
             x = flat.numpy().astype(np.float32)
             reference = plaintext_aggregate(side, x, keys, sampled if spec.sampled else None)
             deviations.append(aggregate - reference)
-            flat = flat + sign * step * torch.from_numpy(aggregate).to(flat.dtype)
+            flat = family.server_update(flat, torch.from_numpy(aggregate).to(flat.dtype), step)
     # the sum of |S| independent silo noises of std sigma C / sqrt(|S|) each
     expected = silo_noise_std(cfg) * math.sqrt(cfg.num_silos)
     return noise_statistics(deviations, expected)

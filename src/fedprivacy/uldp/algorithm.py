@@ -1,7 +1,11 @@
 """A ULDP-FL method as an algorithm of the round loop, and its user selection.
 
-:class:`UldpAlgorithm` runs one round of a :class:`~fedprivacy.uldp.methods.MethodRunner` for
-the users the loop's selector chose, evaluates the global model and records the round;
+:class:`UldpAlgorithm` runs one round for the users the loop's selector chose, evaluates the
+global model and records the round; where the silos compute is its one seam, :class:`SiloRounds`
+(:class:`SimulatedSilos`: a :class:`~fedprivacy.uldp.methods.MethodRunner` in this process; the
+cross-silo deployment's :class:`~fedprivacy.flower.silo_rounds.ProtocolSilos`: Protocol 1 with
+the silos on a transport), so in-process and deployed runs share the round, its accounting and
+its record;
 :func:`uldp_selector` is that selector: every user (the methods without user sampling), Poisson
 sampling at rate ``q`` (the ``-s`` / ``-ws`` methods, as in the paper) or a selection scheme that
 chooses exactly ``K`` users (Multi-RoundSecAgg's batch partitioning with ``T``, ...).
@@ -24,10 +28,14 @@ Examples
 from __future__ import annotations
 
 import math
-from typing import Any
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 import torch
+from numpy.typing import NDArray
 
 from fedprivacy.dp.per_user import per_user_epsilons, spread
 from fedprivacy.fl.params import load_flat_
@@ -38,14 +46,21 @@ from fedprivacy.participation.sampling import EveryUser, PoissonSampler
 from fedprivacy.participation.selectors import make_selector
 from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
 from fedprivacy.pipeline.loop import UserSampler
+from fedprivacy.uldp.accounting import UldpAccounting
 from fedprivacy.uldp.config import UldpConfig
-from fedprivacy.uldp.federation import Federation
 from fedprivacy.uldp.method_specs import method_spec
 from fedprivacy.uldp.methods import MethodRunner
 from fedprivacy.uldp.results import RoundRecord
 from fedprivacy.uldp.rounds import RoundOutput
 
-__all__ = ["UldpAlgorithm", "ledger_view", "server_view", "uldp_selector"]
+__all__ = [
+    "SiloRounds",
+    "SimulatedSilos",
+    "UldpAlgorithm",
+    "ledger_view",
+    "server_view",
+    "uldp_selector",
+]
 
 #: Seconds the audit of a ULDP run's ledger may take (``T_weak`` is an interval beyond it).
 AUDIT_TIME_LIMIT = 10.0
@@ -62,20 +77,75 @@ def uldp_selector(config: UldpConfig) -> UserSampler:
     )
 
 
+class SiloRounds(Protocol):
+    """Where a round's silos compute: in this process, or behind a transport.
+
+    The one seam a deployment swaps (:class:`SimulatedSilos` in process,
+    :class:`fedprivacy.flower.silo_rounds.ProtocolSilos` on a transport); everything else of
+    the round (selection, ledger, evaluation, the record) is :class:`UldpAlgorithm`'s.
+    """
+
+    @property
+    def accounting(self) -> UldpAccounting:
+        """What the rounds released so far cost a user."""
+        ...
+
+    def round(
+        self, flat: torch.Tensor, sampled: NDArray[np.bool_] | None, round_index: int
+    ) -> RoundOutput | None:
+        """Round ``round_index`` from ``x_t = flat``; ``None`` if it was aborted (no release).
+
+        A released round is charged to :attr:`accounting`.
+        """
+        ...
+
+
+@dataclass
+class SimulatedSilos:
+    """Every silo in this process: a :class:`~fedprivacy.uldp.methods.MethodRunner`'s rounds.
+
+    Attributes
+    ----------
+    runner : MethodRunner
+        The method on its federation (its rounds, noise and accounting).
+    train_rng, noise_rng : numpy.random.Generator
+        Minibatch randomness (the loop's selection draws from ``train_rng`` too, first in
+        each round) and the seeded noise of the simulated silos.
+    """
+
+    runner: MethodRunner
+    train_rng: np.random.Generator
+    noise_rng: np.random.Generator
+
+    @property
+    def accounting(self) -> UldpAccounting:
+        """The runner's accounting."""
+        return self.runner.accounting
+
+    def round(
+        self, flat: torch.Tensor, sampled: NDArray[np.bool_] | None, round_index: int
+    ) -> RoundOutput | None:
+        """The runner's round (never aborted: no silo can fail in process)."""
+        return self.runner.run_round(flat, self.train_rng, self.noise_rng, sampled=sampled)
+
+
 class UldpAlgorithm(Algorithm[RoundRecord]):
     """One ULDP-FL method, round by round, from the users the loop selected.
 
     Parameters
     ----------
-    runner : MethodRunner
-        The method on its federation (its rounds, noise and accounting).
+    silos : SiloRounds
+        Where the silos compute the round (in process or deployed).
     model : torch.nn.Module
         The architecture, to evaluate the global model.
     flat : torch.Tensor
         The initial global model ``x_0``, flattened.
-    train_rng, noise_rng : numpy.random.Generator
-        Minibatch randomness (the loop's selection draws from ``train_rng`` too, first in
-        each round) and the seeded noise of the simulated silos.
+    evaluate : callable
+        ``evaluate(model)``: the task's metrics on the server's test set.
+    num_users : int
+        ``|U|``.
+    sampled_method : bool
+        Whether the method sub-samples users (``-s``): the silos then get the round's sample.
     eval_every : int
         Evaluate every this many rounds and after the last round of the run.
 
@@ -84,11 +154,32 @@ class UldpAlgorithm(Algorithm[RoundRecord]):
     flat : torch.Tensor
         The current global model.
     last_output : RoundOutput or None
-        The last round's aggregates (pre-noise sum, noisy sum, sample).
+        The last released round's aggregates (pre-noise sum, noisy sum, sample).
     """
 
     def __init__(
         self,
+        silos: SiloRounds,
+        model: torch.nn.Module,
+        flat: torch.Tensor,
+        evaluate: Callable[[torch.nn.Module], dict[str, float]],
+        *,
+        num_users: int,
+        sampled_method: bool,
+        eval_every: int = 1,
+    ) -> None:
+        self.silos = silos
+        self.num_users = num_users
+        self.model = model
+        self.flat = flat
+        self._evaluate = evaluate
+        self.sampled_method = sampled_method
+        self.eval_every = eval_every
+        self.last_output: RoundOutput | None = None
+
+    @classmethod
+    def simulated(
+        cls,
         runner: MethodRunner,
         model: torch.nn.Module,
         flat: torch.Tensor,
@@ -96,47 +187,56 @@ class UldpAlgorithm(Algorithm[RoundRecord]):
         noise_rng: np.random.Generator,
         *,
         eval_every: int = 1,
-    ) -> None:
-        self.runner = runner
-        self.fed: Federation = runner.fed
-        self.num_users = self.fed.num_users
-        self.model = model
-        self.flat = flat
-        self.train_rng = train_rng
-        self.noise_rng = noise_rng
-        self.eval_every = eval_every
-        self.last_output: RoundOutput | None = None
+    ) -> UldpAlgorithm:
+        """The method of ``runner`` with every silo in this process (:class:`SimulatedSilos`)."""
+        fed = runner.fed
+        return cls(
+            SimulatedSilos(runner, train_rng, noise_rng),
+            model,
+            flat,
+            lambda m: fed.task.evaluate(m, fed.test_x, fed.test_y),
+            num_users=fed.num_users,
+            sampled_method=runner.spec.sampled,
+            eval_every=eval_every,
+        )
 
     def evaluate(self) -> dict[str, float]:
-        """The task's metrics of the current global model on the pooled test set."""
+        """The task's metrics of the current global model on the server's test set."""
         load_flat_(self.model, self.flat)
-        return self.fed.task.evaluate(self.model, self.fed.test_x, self.fed.test_y)
+        return self._evaluate(self.model)
 
     def run_round(self, ctx: RoundContext) -> RoundResult[RoundRecord]:
         """One round of the method for ``ctx.selected``; see the class docstring."""
-        runner = self.runner
+        started = time.perf_counter()
         sampled = None
-        if runner.spec.sampled:
+        if self.sampled_method:
             sampled = np.zeros(self.num_users, dtype=np.bool_)
             sampled[ctx.selected] = True
-        out = runner.run_round(self.flat, self.train_rng, self.noise_rng, sampled=sampled)
-        self.flat = out.flat
-        self.last_output = out
+        out = self.silos.round(self.flat, sampled, ctx.round_index)
+        seconds = time.perf_counter() - started
+        aggregated = np.asarray(ctx.selected, dtype=np.intp)
+        if out is None:
+            aggregated = np.zeros(0, dtype=np.intp)
+        else:
+            self.flat = out.flat
+            self.last_output = out
         t = ctx.round_index + 1
         ev: dict[str, float] = {}
         if t % self.eval_every == 0 or ctx.final:
             ev = self.evaluate()
+        accounting = self.silos.accounting
+        groups = 0 if out is None else out.groups
         record = RoundRecord(
             round=t,
             metric=ev.get("metric", math.nan),
             loss=ev.get("loss", math.nan),
-            epsilon=runner.epsilon(),
-            epsilon_server=runner.epsilon_server(),
-            seconds=out.seconds,
+            epsilon=accounting.epsilon(),
+            epsilon_server=accounting.epsilon_server(),
+            seconds=seconds,
             roc_auc=ev.get("roc_auc"),
-            clipped_fraction=out.clipped / out.groups if out.groups else math.nan,
+            clipped_fraction=out.clipped / groups if out is not None and groups else math.nan,
         )
-        return RoundResult(ctx.selected, record)
+        return RoundResult(aggregated, record)
 
 
 def server_view(

@@ -23,13 +23,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedprivacy.dp.accounting import quiet_accounting
 from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_bytes
 from fedprivacy.pipeline.loop import FederatedRun
-from fedprivacy.uldp.algorithm import UldpAlgorithm
+from fedprivacy.uldp.algorithm import SimulatedSilos, UldpAlgorithm
 from fedprivacy.uldp.config import UldpConfig
-from fedprivacy.uldp.methods import MethodRunner
 from fedprivacy.uldp.results import RoundRecord
 
 __all__ = ["CHECKPOINT", "CONFIG", "RESUMABLE_ACROSS", "check_resumable", "load", "restore", "save"]
@@ -52,16 +50,11 @@ def check_resumable(config: UldpConfig) -> None:
         )
 
 
-def _runner_state(runner: MethodRunner) -> dict[str, Any]:
-    group = runner.group_state
-    return {
-        "rounds": runner.rounds,
-        "times_sampled": runner.times_sampled.tolist(),
-        "history": [list(h) for h in runner.accountant.history],
-        "group": None
-        if group is None
-        else [[list(h) for h in group.history(s)] for s in range(len(group.accountants))],
-    }
+def _simulated(algorithm: UldpAlgorithm) -> SimulatedSilos:
+    """The in-process silos of ``algorithm`` (a deployed run is not checkpointed)."""
+    if not isinstance(algorithm.silos, SimulatedSilos):
+        raise ParameterError("resume", "only an in-process run is checkpointed")
+    return algorithm.silos
 
 
 def save(
@@ -74,6 +67,7 @@ def save(
 ) -> None:
     """Write the state after the rounds run so far to ``path`` (atomically)."""
     ledger = loop.ledger
+    silos = _simulated(algorithm)
     state = {
         "format": _FORMAT,
         "config": config.to_dict(),
@@ -81,9 +75,9 @@ def save(
         "ledger": [ledger.selected(t).tolist() for t in range(ledger.rounds)],
         "records": [asdict(r) for r in records],
         "initial": dict(initial),
-        "train_rng": algorithm.train_rng.bit_generator.state,
-        "noise_rng": algorithm.noise_rng.bit_generator.state,
-        "runner": _runner_state(algorithm.runner),
+        "train_rng": silos.train_rng.bit_generator.state,
+        "noise_rng": silos.noise_rng.bit_generator.state,
+        "runner": silos.accounting.state(),
     }
     buf = io.BytesIO()
     torch.save(state, buf)
@@ -119,18 +113,6 @@ def load(path: Path, config: UldpConfig) -> dict[str, Any]:
     return state
 
 
-def _restore_runner(runner: MethodRunner, state: dict[str, Any]) -> None:
-    runner.rounds = int(state["rounds"])
-    runner.times_sampled[:] = np.asarray(state["times_sampled"], dtype=np.int64)
-    with quiet_accounting():
-        for z, q, steps in state["history"]:
-            runner.accountant.compose_gaussian(float(z), int(steps), float(q))
-    if state["group"] is not None:
-        assert runner.group_state is not None
-        for acc, history in zip(runner.group_state.accountants, state["group"], strict=True):
-            acc.history = [(float(z), float(q), int(n)) for z, q, n in history]  # type: ignore[attr-defined]
-
-
 def restore(
     state: dict[str, Any], loop: FederatedRun[RoundRecord], algorithm: UldpAlgorithm
 ) -> tuple[list[RoundRecord], dict[str, float]]:
@@ -141,11 +123,12 @@ def restore(
     if not isinstance(flat, torch.Tensor) or flat.shape != algorithm.flat.shape:
         raise ParameterError("resume", "the checkpoint's model does not match this configuration")
     algorithm.flat = flat.clone().to(algorithm.flat.device)
-    algorithm.train_rng.bit_generator.state = state["train_rng"]
-    algorithm.noise_rng.bit_generator.state = state["noise_rng"]
+    silos = _simulated(algorithm)
+    silos.train_rng.bit_generator.state = state["train_rng"]
+    silos.noise_rng.bit_generator.state = state["noise_rng"]
     for row in state["ledger"]:
         loop.ledger.record(np.asarray(row, dtype=np.intp))
-    _restore_runner(algorithm.runner, state["runner"])
+    silos.accounting.restore(state["runner"])
     records = [RoundRecord(**r) for r in state["records"]]
     if len(records) != loop.ledger.rounds:
         raise ParameterError("resume", "the checkpoint is inconsistent (records and ledger differ)")

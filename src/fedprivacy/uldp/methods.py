@@ -69,11 +69,10 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from fedprivacy._validation import require_int
-from fedprivacy.dp.accounting import PrivacyAccountant, quiet_accounting
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.local_training import DEFAULT_MAX_ROWS, VectorisedTrainer, require_plain_sgd
 from fedprivacy.fl.mechanism import DistributedDiscreteGaussian, Mechanism
+from fedprivacy.uldp.accounting import UldpAccounting
 from fedprivacy.uldp.families import FAMILIES, MethodFamily
 from fedprivacy.uldp.federation import Federation
 from fedprivacy.uldp.group_dp import SiloDpSgdState
@@ -83,7 +82,7 @@ from fedprivacy.uldp.rounds import RoundHyper, RoundOutput
 if TYPE_CHECKING:
     from fedprivacy.secagg.private_weighting import SecureWeighting
 
-__all__ = ["MethodRunner", "run_round", "unsampled_epsilon"]
+__all__ = ["MethodRunner", "run_round"]
 
 
 @dataclass
@@ -133,6 +132,9 @@ class MethodRunner:
     family : MethodFamily
         The method's entry of :data:`~fedprivacy.uldp.families.FAMILIES`: every round, the
         noise and the accounting are its hooks, called with this runner.
+    accounting : UldpAccounting
+        What the rounds run so far cost a user (the family's
+        :meth:`~fedprivacy.uldp.families.MethodFamily.accounting`); the epsilons read it.
     group_k, group_fed, group_state
         ULDP-GROUP-k's ``k``, kept records and per-silo DP-SGD accountants (``None`` for the
         other methods).
@@ -147,16 +149,14 @@ class MethodRunner:
     spec: MethodSpec = field(init=False)
     family: MethodFamily = field(init=False, repr=False)
     trainer: VectorisedTrainer = field(init=False)
-    accountant: PrivacyAccountant = field(init=False)
     group_k: int | None = field(init=False, default=None)
     group_fed: Federation | None = field(init=False, default=None)
     group_state: SiloDpSgdState | None = field(init=False, default=None)
-    rounds: int = field(init=False, default=0)
     secure: SecureWeighting | None = None
     mechanism: Mechanism | None = None
     amplified: bool = True
     secure_log: list[dict[str, float]] = field(init=False, default_factory=list)
-    times_sampled: NDArray[np.int64] = field(init=False, repr=False)
+    accounting: UldpAccounting = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.spec = self.method if isinstance(self.method, MethodSpec) else method_spec(self.method)
@@ -183,9 +183,8 @@ class MethodRunner:
         if self.model is None:
             self.model = self.fed.task.build_model()
         self.trainer = VectorisedTrainer(self.model, self.fed.task.loss, max_rows=self.max_rows)
-        self.times_sampled = np.zeros(self.fed.num_users, dtype=np.int64)
-        self.accountant = PrivacyAccountant("rdp")
         self.family.setup(self)
+        self.accounting = self.family.accounting(self)
 
     def _mechanism(self) -> Mechanism | None:
         """The given mechanism, checked, or the default one (see the class docstring)."""
@@ -229,73 +228,55 @@ class MethodRunner:
         """
         return self.family.noise_multiplier(self)
 
+    @property
+    def rounds(self) -> int:
+        """Rounds run (and charged) so far."""
+        return self.accounting.rounds
+
     def epsilon(self) -> float:
-        """User-level epsilon of the rounds run so far at :attr:`delta` (``inf`` for DEFAULT)."""
-        if self.spec.sampled and not self.amplified:
-            return self.epsilon_server()
-        return self.family.epsilon(self)
+        """User-level epsilon of the rounds run so far at :attr:`delta` (``inf`` for DEFAULT).
+
+        Against anyone who sees the released models but not which users were sampled (the
+        :attr:`accounting`'s :meth:`~fedprivacy.uldp.accounting.UldpAccounting.epsilon`).
+        """
+        return self.accounting.epsilon()
 
     def epsilon_server(self) -> float:
         """User-level epsilon against the aggregation server (``inf`` for DEFAULT).
 
-        :meth:`epsilon` is the guarantee of the released models against anyone who does not
-        know which users were sampled: with user-level sub-sampling (``-s``) it is amplified by
-        the sampling rate ``q``. The server chooses and knows the sample, so against the server
-        there is no amplification: a user's privacy loss is that of the unsampled Gaussian
-        mechanism composed over the rounds in which that user was sampled. The sample does not
-        depend on the data, so conditioning on it is allowed; the bound reported is that of the
-        most-sampled user. Methods without user sub-sampling have the same epsilon against
+        The server chooses and knows the sample, so against the server there is no
+        amplification by sub-sampling: a user's privacy loss is that of the unsampled Gaussian
+        mechanism composed over the rounds in which that user was sampled (the sample does not
+        depend on the data, so conditioning on it is allowed); the bound reported is that of
+        the most-sampled user. Methods without user sub-sampling have the same epsilon against
         both adversaries. Both assume, as the paper does, that the server sees only the sum
         over silos of each round (Protocol 1 or secure aggregation).
-
-        Returns
-        -------
-        float
-            Epsilon at :attr:`delta` of the rounds run so far against the server.
         """
-        if not self.noise_hidden_from_server:
-            return math.inf
-        if not self.spec.sampled:
-            return self.epsilon()
-        return self._unsampled_epsilon(int(self.times_sampled.max(initial=0)))
+        return self.accounting.epsilon_server()
 
     def epsilon_server_after(self, rounds: int) -> float:
         """Epsilon against the server after ``rounds`` rounds, in the worst case.
 
-        A user may be sampled in every future round, so the bound composes the unsampled
-        Gaussian mechanism ``rounds`` times (methods without user sub-sampling: as
-        :meth:`epsilon_after`).
-
         Raises
         ------
         ParameterError
             If ``rounds`` is not a positive integer or no round has run yet.
         """
-        if not self.spec.sampled:
-            return self.epsilon_after(rounds)
-        return self._unsampled_epsilon(require_int("rounds", rounds, minimum=1))
-
-    def _unsampled_epsilon(self, rounds: int) -> float:
-        """Epsilon of ``rounds`` runs of the Gaussian mechanism without sub-sampling."""
-        return unsampled_epsilon(self.effective_noise_multiplier, rounds, self.delta)
+        return self.accounting.epsilon_server_after(rounds)
 
     def epsilon_after(self, rounds: int) -> float:
         """User-level epsilon after ``rounds`` rounds like those run so far (``inf`` for DEFAULT).
 
-        Every round of a method has the same privacy cost (the same noise, user sampling rate
-        and, for ULDP-GROUP, DP-SGD steps per silo), and RDP adds up over rounds, so this is
-        the epsilon :meth:`epsilon` would report after ``rounds`` rounds: the composed curve
-        scaled by ``rounds / self.rounds``. It gives the privacy half of a figure at the
-        paper's number of rounds when fewer are trained.
+        Every round of a method has the same privacy cost, and RDP adds up over rounds, so this
+        is the composed curve scaled by ``rounds / self.rounds``: the privacy half of a figure
+        at the paper's number of rounds when fewer are trained.
 
         Raises
         ------
         ParameterError
             If ``rounds`` is not a positive integer or no round has run yet.
         """
-        if self.spec.sampled and not self.amplified:
-            return self.epsilon_server_after(rounds)
-        return self.family.epsilon_after(self, require_int("rounds", rounds, minimum=1))
+        return self.accounting.epsilon_after(rounds)
 
     # -- one round -------------------------------------------------------------------------
 
@@ -329,8 +310,7 @@ class MethodRunner:
         started = time.perf_counter()
         nrng = rng if noise_rng is None else noise_rng
         out = self.family.round(self, global_flat, rng, nrng, sampled=sampled)
-        self.family.compose(self)
-        self.rounds += 1
+        self.accounting.charge(out.sampled)
         out.seconds = time.perf_counter() - started
         return out
 
@@ -343,26 +323,6 @@ class MethodRunner:
             For ULDP-GROUP-k (see :func:`fedprivacy.uldp.group_dp.clipped_per_sample_sum`).
         """
         return self.family.presum(self, global_flat, rng)
-
-
-def unsampled_epsilon(noise_multiplier: float, rounds: int, delta: float) -> float:
-    """Epsilon at ``delta`` of ``rounds`` runs of the Gaussian mechanism, no sub-sampling (RDP).
-
-    The bound against the server, which knows each round's user sample: the most-sampled
-    user's rounds (:meth:`MethodRunner.epsilon_server`, the cross-silo deployment's too).
-
-    Examples
-    --------
-    >>> unsampled_epsilon(5.0, 0, 1e-5)
-    0.0
-    >>> round(unsampled_epsilon(5.0, 10, 1e-5), 2)
-    2.81
-    """
-    if rounds == 0:
-        return 0.0
-    with quiet_accounting():
-        accountant = PrivacyAccountant("rdp").compose_gaussian(noise_multiplier, rounds, 1.0)
-        return float(accountant.epsilon(delta))
 
 
 def run_round(

@@ -36,7 +36,7 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_text
 from fedprivacy.fl.engine import resolve_device
 from fedprivacy.fl.local_training import default_max_rows
-from fedprivacy.fl.params import flatten_parameters, load_flat_
+from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.models.registry import count_parameters
 from fedprivacy.participation.availability import AlwaysAvailable
 from fedprivacy.pipeline.loop import FederatedRun
@@ -133,7 +133,9 @@ def run_uldp(
     )
     flat = flatten_parameters(model).to(fed.device)
     train_rng, noise_rng = np.random.default_rng(train_ss), np.random.default_rng(noise_ss)
-    algorithm = UldpAlgorithm(runner, model, flat, train_rng, noise_rng, eval_every=cfg.eval_every)
+    algorithm = UldpAlgorithm.simulated(
+        runner, model, flat, train_rng, noise_rng, eval_every=cfg.eval_every
+    )
     loop: FederatedRun[RoundRecord] = FederatedRun(
         uldp_selector(cfg),
         AlwaysAvailable(fed.num_users),
@@ -326,7 +328,7 @@ def _run_rounds(
         state = checkpoint.load(folder / checkpoint.CHECKPOINT, cfg)
         records, initial = checkpoint.restore(state, loop, algorithm)
     else:
-        records, initial = [], _evaluate(algorithm.fed, algorithm.model, algorithm.flat)
+        records, initial = [], algorithm.evaluate()
     saving = folder is not None and not cfg.secure_weighting
     if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -342,8 +344,3 @@ def _run_rounds(
             if progress is not None:
                 progress(1)
     return records, initial
-
-
-def _evaluate(fed: Federation, model: torch.nn.Module, flat: torch.Tensor) -> dict[str, float]:
-    load_flat_(model, flat)
-    return fed.task.evaluate(model, fed.test_x, fed.test_y)

@@ -47,7 +47,7 @@ from fedprivacy.secagg.private_weighting.protocol import (
 from fedprivacy.secagg.private_weighting.server import PrivateWeightingServer
 from fedprivacy.secagg.private_weighting.silo import PrivateWeightingSilo
 
-__all__ = ["SecureWeighting", "phase_seconds"]
+__all__ = ["SecureWeighting", "accounted_noise_multiplier", "phase_seconds"]
 
 
 def phase_seconds(outcome: SetupOutcome | RoundOutcome, *, cpu: bool = False) -> dict[str, float]:
@@ -78,6 +78,28 @@ def phase_seconds(outcome: SetupOutcome | RoundOutcome, *, cpu: bool = False) ->
             values = [book.get(phase, 0.0) for book in outcome.silo_cpu_seconds]
             out[f"{phase}_silo_mean_cpu"] = float(np.mean(values))
     return out
+
+
+def accounted_noise_multiplier(
+    params: PrivateWeightingParameters, noise_std: float, clip: float
+) -> float:
+    """The noise multiplier of a session's summed silo noise, to account with.
+
+    See :meth:`SecureWeighting.noise_multiplier`; the one computation for an in-process session
+    and a deployed server, which has the session's public parameters only.
+
+    Raises
+    ------
+    ParameterError
+        If ``noise_std`` vanishes on the grid.
+    NonNegligibleTauError
+        If ``tau d >= 1e-300`` (too little noise for the distributed bound).
+    """
+    sigma2 = grid_variance(noise_std, params.precision, params.c_lcm)
+    if sigma2 == 0:
+        raise ParameterError("noise_std", "must be > 0 to account for it")
+    check_negligible(sigma2, params.n_silos, params.n_params)
+    return grid_noise_multiplier(noise_std, params.n_silos, clip, params.precision, params.n_params)
 
 
 def _histogram(value: ArrayLike) -> NDArray[np.int64]:
@@ -442,12 +464,7 @@ class SecureWeighting:
         NonNegligibleTauError
             If ``tau d >= 1e-300`` (too little noise for the distributed bound).
         """
-        p = self.params
-        sigma2 = grid_variance(noise_std, p.precision, p.c_lcm)
-        if sigma2 == 0:
-            raise ParameterError("noise_std", "must be > 0 to account for it")
-        check_negligible(sigma2, p.n_silos, p.n_params)
-        return grid_noise_multiplier(noise_std, p.n_silos, clip, p.precision, p.n_params)
+        return accounted_noise_multiplier(self.params, noise_std, clip)
 
     # ------------------------------------------------------------------ lifetime
     def close(self) -> None:

@@ -3,8 +3,8 @@
 :data:`FAMILIES` maps every :attr:`MethodSpec.family <fedprivacy.uldp.method_specs.MethodSpec>`
 (``default``, ``naive``, ``group``, ``avg``, ``sgd``) to its :class:`MethodFamily`; a
 :class:`~fedprivacy.uldp.methods.MethodRunner` looks its method's family up there and calls its
-hooks (:meth:`~MethodFamily.round`, :meth:`~MethodFamily.compose`,
-:meth:`~MethodFamily.epsilon`, ...) instead of branching on the name. DEFAULT and ULDP-NAIVE
+hooks (:meth:`~MethodFamily.round`, :meth:`~MethodFamily.noise_multiplier`,
+:meth:`~MethodFamily.accounting`, ...) instead of branching on the name. DEFAULT and ULDP-NAIVE
 share the silo-level round of :mod:`~fedprivacy.uldp.families.silo_level`, ULDP-AVG and
 ULDP-SGD the per-user round of :mod:`~fedprivacy.uldp.families.user_level`.
 

@@ -4,8 +4,9 @@ A :class:`MethodFamily` is stateless: every hook takes the
 :class:`~fedprivacy.uldp.methods.MethodRunner` whose round it computes, and reads the
 federation, the hyper-parameters and the method's variant flags from it. The defaults here are
 those of the families that add one Gaussian mechanism of noise multiplier ``sigma`` per round,
-Poisson-sub-sampled at the runner's user sampling rate and composed by the runner's RDP
-accountant (ULDP-NAIVE, ULDP-AVG, ULDP-SGD); DEFAULT and ULDP-GROUP-k override them.
+Poisson-sub-sampled at the runner's user sampling rate and charged to a
+:class:`~fedprivacy.uldp.accounting.GaussianRounds` (ULDP-NAIVE, ULDP-AVG, ULDP-SGD); DEFAULT and
+ULDP-GROUP-k give their own :meth:`MethodFamily.accounting`.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from fedprivacy.dp.accounting import PrivacyAccountant, quiet_accounting
-from fedprivacy.errors import ParameterError
+from fedprivacy.uldp.accounting import GaussianRounds, UldpAccounting
 
 if TYPE_CHECKING:
     from fedprivacy.uldp.federation import Federation
@@ -99,28 +99,17 @@ class MethodFamily(ABC):
             return min(h.sigma, runner.secure.noise_multiplier(std, h.clip))
         return h.sigma
 
-    def compose(self, runner: MethodRunner) -> None:
-        """Compose one round's privacy cost into ``runner.accountant``."""
-        with quiet_accounting():
-            runner.accountant.compose_gaussian(
-                runner.effective_noise_multiplier, 1, runner.sampling_rate
-            )
-
-    def epsilon(self, runner: MethodRunner) -> float:
-        """User-level epsilon of the rounds run so far (:meth:`MethodRunner.epsilon`)."""
-        return runner.accountant.epsilon(runner.delta)
-
-    def epsilon_after(self, runner: MethodRunner, rounds: int) -> float:
-        """Epsilon after ``rounds`` rounds like those run so far (``rounds`` validated)."""
-        if runner.rounds == 0:
-            raise ParameterError("rounds", "needs at least one round run first")
-        return self.scaled_epsilon(runner, rounds / runner.rounds)
-
-    def scaled_epsilon(self, runner: MethodRunner, repeat: float) -> float:
-        """Epsilon of the RDP curve of the rounds run so far, scaled by ``repeat``."""
-        orders, rho = runner.accountant.rdp()
-        scaled = PrivacyAccountant("rdp", orders=orders).compose_rdp(orders, repeat * rho)
-        return scaled.epsilon(runner.delta)
+    def accounting(self, runner: MethodRunner) -> UldpAccounting:
+        """The run's accounting: one Gaussian mechanism of :meth:`noise_multiplier` a round."""
+        return GaussianRounds(
+            self.noise_multiplier(runner),
+            sampling_rate=runner.sampling_rate,
+            delta=runner.delta,
+            num_users=runner.fed.num_users,
+            sampled=runner.spec.sampled,
+            amplified=runner.amplified,
+            hidden_from_server=runner.noise_hidden_from_server,
+        )
 
 
 def epoch_keys(hyper: RoundHyper, fed: Federation, rng: np.random.Generator) -> NDArray[np.float64]:

@@ -12,9 +12,9 @@ True
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
+from fedprivacy.uldp.accounting import NotPrivate, UldpAccounting
 from fedprivacy.uldp.families.silo_level import SiloLevelFamily
 
 if TYPE_CHECKING:
@@ -37,13 +37,6 @@ class DefaultFamily(SiloLevelFamily):
         """``0``: no noise."""
         return 0.0
 
-    def compose(self, runner: MethodRunner) -> None:
-        """Nothing to compose: DEFAULT is not private."""
-
-    def epsilon(self, runner: MethodRunner) -> float:
-        """``inf``."""
-        return math.inf
-
-    def epsilon_after(self, runner: MethodRunner, rounds: int) -> float:
-        """``inf``, even before any round."""
-        return math.inf
+    def accounting(self, runner: MethodRunner) -> UldpAccounting:
+        """Not private: epsilon infinite, nothing to compose."""
+        return NotPrivate()

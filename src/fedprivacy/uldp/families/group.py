@@ -8,21 +8,30 @@ the silos' DP-SGD converted to user level (:func:`~fedprivacy.uldp.group_dp.grou
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from numpy.typing import NDArray
 
+from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
+from fedprivacy.uldp.accounting import UldpAccounting
 from fedprivacy.uldp.families.base import MethodFamily
-from fedprivacy.uldp.group_dp import dp_sgd_silo, group_epsilon, group_flags, group_size, new_state
+from fedprivacy.uldp.group_dp import (
+    SiloDpSgdState,
+    dp_sgd_silo,
+    group_epsilon,
+    group_flags,
+    group_size,
+    new_state,
+)
 from fedprivacy.uldp.rounds import RoundOutput
 
 if TYPE_CHECKING:
     from fedprivacy.uldp.methods import MethodRunner
 
-__all__ = ["GroupFamily"]
+__all__ = ["GroupFamily", "GroupRounds"]
 
 
 class GroupFamily(MethodFamily):
@@ -83,15 +92,67 @@ class GroupFamily(MethodFamily):
         """Refused: see :func:`fedprivacy.uldp.group_dp.clipped_per_sample_sum`."""
         raise ParameterError("method", "ULDP-GROUP-k adds its noise inside DP-SGD")
 
-    def compose(self, runner: MethodRunner) -> None:
-        """Nothing: the silos' DP-SGD accountants record every step."""
-
-    def epsilon(self, runner: MethodRunner) -> float:
-        """Group-privacy epsilon of the silos' DP-SGD histories."""
-        return self.scaled_epsilon(runner, 1.0)
-
-    def scaled_epsilon(self, runner: MethodRunner, repeat: float) -> float:
-        """As :meth:`epsilon`, every silo's history repeated ``repeat`` times."""
+    def accounting(self, runner: MethodRunner) -> UldpAccounting:
+        """Group privacy of the silos' DP-SGD accountants (which record every step)."""
         assert runner.group_state is not None and runner.group_k is not None
-        histories = [runner.group_state.history(s) for s in range(runner.fed.num_silos)]
-        return group_epsilon(histories, runner.group_k, runner.delta, repeat=repeat)
+        return GroupRounds(runner.group_state, runner.group_k, runner.delta)
+
+
+class GroupRounds(UldpAccounting):
+    """ULDP-GROUP-k's accounting: the silos' DP-SGD histories at group size ``k``.
+
+    Every user takes part in every round (no user sampling), so the epsilon against the server
+    is the same as against anyone.
+    """
+
+    def __init__(self, state: SiloDpSgdState, k: int, delta: float) -> None:
+        self.silos = state
+        self.k = k
+        self.delta = delta
+        self.rounds = 0
+
+    def charge(self, sampled: NDArray[np.bool_] | None) -> None:
+        """Count the round (the silos' accountants composed its DP-SGD steps)."""
+        self.rounds += 1
+
+    def _scaled(self, repeat: float) -> float:
+        histories = [self.silos.history(s) for s in range(len(self.silos.accountants))]
+        return group_epsilon(histories, self.k, self.delta, repeat=repeat)
+
+    def epsilon(self) -> float:
+        """Group-privacy epsilon of the silos' DP-SGD histories."""
+        return self._scaled(1.0)
+
+    def epsilon_server(self) -> float:
+        """As :meth:`epsilon`."""
+        return self.epsilon()
+
+    def epsilon_after(self, rounds: int) -> float:
+        """Every silo's history repeated ``rounds / self.rounds`` times.
+
+        Raises
+        ------
+        ParameterError
+            If ``rounds`` is not a positive integer or no round has run yet.
+        """
+        require_int("rounds", rounds, minimum=1)
+        if self.rounds == 0:
+            raise ParameterError("rounds", "needs at least one round run first")
+        return self._scaled(rounds / self.rounds)
+
+    def epsilon_server_after(self, rounds: int) -> float:
+        """As :meth:`epsilon_after`."""
+        return self.epsilon_after(rounds)
+
+    def state(self) -> dict[str, Any]:
+        """The number of rounds and every silo's DP-SGD history."""
+        group = [
+            [list(h) for h in self.silos.history(s)] for s in range(len(self.silos.accountants))
+        ]
+        return {"rounds": self.rounds, "group": group}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Take the rounds and the silos' histories back."""
+        self.rounds = int(state["rounds"])
+        for acc, history in zip(self.silos.accountants, state["group"], strict=True):
+            acc.history = [(float(z), float(q), int(n)) for z, q, n in history]  # type: ignore[attr-defined]

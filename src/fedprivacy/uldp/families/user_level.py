@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 from torch import nn
 
 from fedprivacy.errors import ParameterError
+from fedprivacy.uldp.accounting import GaussianRounds, UldpAccounting
 from fedprivacy.uldp.clipped_sums import ClippedSum, clipped_sums, dense_clipped
 from fedprivacy.uldp.families.base import MethodFamily, gaussian_noise
 from fedprivacy.uldp.rounds import RoundOutput
@@ -99,22 +100,12 @@ class UserLevelFamily(MethodFamily):
         nm = _mechanism(runner).noise_multiplier
         return 0.0 if nm is None else nm
 
-    def compose(self, runner: MethodRunner) -> None:
-        """Compose the round's Gaussian mechanism; nothing for a mechanism without noise."""
-        if _mechanism(runner).noise_multiplier is not None:
-            super().compose(runner)
-
-    def epsilon(self, runner: MethodRunner) -> float:
-        """As :meth:`MethodFamily.epsilon`; infinite for a mechanism without noise."""
-        if _mechanism(runner).noise_multiplier is None:
-            return math.inf
-        return super().epsilon(runner)
-
-    def scaled_epsilon(self, runner: MethodRunner, repeat: float) -> float:
-        """As :meth:`MethodFamily.scaled_epsilon`; infinite for a mechanism without noise."""
-        if _mechanism(runner).noise_multiplier is None:
-            return math.inf
-        return super().scaled_epsilon(runner, repeat)
+    def accounting(self, runner: MethodRunner) -> UldpAccounting:
+        """As :meth:`MethodFamily.accounting`; no noise (``none``) gives infinite epsilons."""
+        accounting = super().accounting(runner)
+        if _mechanism(runner).noise_multiplier is None and isinstance(accounting, GaussianRounds):
+            accounting.noise_multiplier = None
+        return accounting
 
     def round(
         self,
@@ -131,8 +122,6 @@ class UserLevelFamily(MethodFamily):
         q = runner.sampling_rate
         if sampled is None and spec.sampled:
             sampled = rng.random(fed.num_users) < q
-        if sampled is not None and noise:
-            runner.times_sampled += sampled
         keys = self.draw_keys(h, fed, rng)
         weights = fed.weights(spec.weighted)
         if sampled is not None:
@@ -161,9 +150,19 @@ class UserLevelFamily(MethodFamily):
         if noise:
             noisy = _released(mechanism, noisy)
         step = global_step(h.global_lr, q, fed.num_users, s)
-        flat = global_flat + self.sign * step * noisy
+        flat = self.server_update(global_flat, noisy, step)
         mean_norm = norm_total / groups if groups else math.nan
         return RoundOutput(flat, presum, noisy, sampled, groups, clipped, mean_norm)
+
+    def server_update(
+        self, global_flat: torch.Tensor, total: torch.Tensor, step: float
+    ) -> torch.Tensor:
+        """``x_{t+1} = x_t + sign * step * total``: the server's update in every run.
+
+        ``total`` is the released sum over silos and ``step`` the :func:`global_step` (the same
+        in process, in a deployment and in its reference recomputation).
+        """
+        return global_flat + self.sign * step * total
 
     def silo_sums(
         self,
@@ -254,7 +253,7 @@ def secure_aggregate(
     float32 ``presum`` plus the silos' reported noise) and its seconds to
     ``runner.secure_log``.
     """
-    aggregate, seconds = secure.aggregate(runner.rounds + 1, silo_deltas, std, kept)
+    aggregate, seconds = secure.aggregate(runner.accounting.rounds + 1, silo_deltas, std, kept)
     reference = secure.plaintext_reference(silo_deltas, kept)
     # the engine's float32 pre-noise sum plus the noise the silos report they added
     engine = presum.detach().cpu().numpy().astype(np.float64)
