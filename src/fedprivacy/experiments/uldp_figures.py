@@ -82,7 +82,7 @@ from fedprivacy.experiments.uldp_figure_store import (
     write_curve,
 )
 from fedprivacy.files import atomic_write_json, atomic_write_text
-from fedprivacy.fl.engine import resolve_device
+from fedprivacy.fl.clients import resolve_device
 from fedprivacy.uldp.config import HyperDefaults, UldpConfig
 from fedprivacy.uldp.results import UldpResult
 from fedprivacy.uldp.run import run_uldp

@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from numpy.typing import NDArray
 from torch import nn
 
@@ -31,12 +30,10 @@ from fedprivacy.data.images import ImageDataset
 from fedprivacy.data.partition import Partition
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import AggregateOutcome, Aggregator
-from fedprivacy.fl.local_training import LocalTrainingSpec, VectorisedTrainer
-from fedprivacy.fl.losses import cross_entropy_loss
+from fedprivacy.fl.clients import LocalClients
+from fedprivacy.fl.local_training import LocalTrainingSpec
 from fedprivacy.fl.mechanism import Mechanism, NoMechanism
-from fedprivacy.fl.minibatches import client_orders
-from fedprivacy.fl.params import flatten_parameters, load_flat_
-from fedprivacy.fl.training_loops import train_groups_loop
+from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.participation.availability import AvailabilityModel
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.selectors import (
@@ -165,29 +162,18 @@ class FederatedTraining(Algorithm[RoundRecord]):
                 f"({self.availability.num_users}) disagree on the number of users",
             )
         require_int("eval_every", self.eval_every, minimum=1)
-        if self.trainer not in ("vectorised", "loop", "auto"):
-            raise ParameterError(
-                "trainer", f"must be 'vectorised', 'loop' or 'auto', got {self.trainer!r}"
-            )
-        self.torch_device = resolve_device(self.device)
-        if self.trainer == "auto":
-            convolutional = any(isinstance(m, nn.Conv2d) for m in self.model.modules())
-            on_cpu = self.torch_device.type == "cpu"
-            self.trainer = "loop" if convolutional and on_cpu else "vectorised"
-        self.spec.validate()
-        dev = self.torch_device
-        self.model.to(dev)
-        self.features = torch.from_numpy(np.array(self.dataset.train_x, dtype=np.float32)).to(dev)
-        self.labels = torch.from_numpy(np.array(self.dataset.train_y, dtype=np.int64)).to(dev)
-        self.test_features = torch.from_numpy(np.array(self.dataset.test_x, dtype=np.float32)).to(
-            dev
+        self.clients = LocalClients(
+            self.model,
+            self.spec,
+            self.dataset,
+            self.partition,
+            trainer=self.trainer,
+            chunk_size=self.chunk_size,
+            device=self.device,
         )
-        self.test_labels = torch.from_numpy(np.array(self.dataset.test_y, dtype=np.int64)).to(dev)
-        sizes = self.partition.sizes()
-        if np.any(sizes == 0):
-            raise ParameterError("partition", "every user needs at least one training sample")
-        self.sizes = sizes
-        self.weights = sizes / sizes.max()  # w_u in (0, 1], proportional to n_u
+        self.trainer = self.clients.trainer
+        self.torch_device = self.clients.torch_device
+        self.weights = self.clients.weights  # w_u in (0, 1], proportional to n_u
         self.global_flat = flatten_parameters(self.model)
         self.ledger = ParticipationLedger(n)
         self.loop: FederatedRun[RoundRecord] = FederatedRun(
@@ -198,7 +184,6 @@ class FederatedTraining(Algorithm[RoundRecord]):
             ledger=self.ledger,
         )
         self.records: list[RoundRecord] = []
-        self._trainer: VectorisedTrainer | None = None
         # the unit the secure path aggregates atomically: a batch of T users, or a whole group
         self.batch_size_t = 1
         if isinstance(self.selector, BatchPartitionSelector):
@@ -209,29 +194,16 @@ class FederatedTraining(Algorithm[RoundRecord]):
     @property
     def device_name(self) -> str:
         """The device in words (``"cpu"`` or the GPU's name)."""
-        if self.torch_device.type == "cuda":
-            return f"cuda ({torch.cuda.get_device_name(self.torch_device)})"
-        return "cpu"
+        return self.clients.device_name
 
     @property
     def round(self) -> int:
         """The index of the next round."""
         return self.ledger.rounds
 
-    def _local_deltas(
-        self, users: NDArray[np.intp], spec: LocalTrainingSpec, rng: np.random.Generator
-    ) -> torch.Tensor:
-        """The users' updates ``x_u - x`` (their rows of the data are their groups)."""
-        indices = [self.partition.user_data(int(u)) for u in users]
-        offsets, orders = client_orders(indices, spec.epochs, rng)
-        data = (self.global_flat, self.features, self.labels, offsets, orders, spec)
-        if self.trainer == "loop":
-            return train_groups_loop(self.model, cross_entropy_loss, *data)
-        if self._trainer is None:
-            self._trainer = VectorisedTrainer(
-                self.model, cross_entropy_loss, max_rows=None, chunk_size=self.chunk_size
-            )
-        return self._trainer.train(*data)
+    def _round_spec(self, round_index: int) -> LocalTrainingSpec:
+        """Local training of ``round_index``: the spec with that round's learning rate."""
+        return replace(self.spec, lr=self.schedule(round_index))
 
     def local_updates(
         self, users: NDArray[np.intp], round_index: int, *, seed: int
@@ -247,9 +219,11 @@ class FederatedTraining(Algorithm[RoundRecord]):
         numpy.ndarray
             Float32 ``(len(users), P)`` on the CPU.
         """
-        spec = replace(self.spec, lr=self.schedule(round_index))
-        deltas = self._local_deltas(
-            np.asarray(users, dtype=np.intp), spec, round_rng(seed, round_index, _BATCHES)
+        deltas = self.clients.deltas(
+            self.global_flat,
+            np.asarray(users, dtype=np.intp),
+            self._round_spec(round_index),
+            round_rng(seed, round_index, _BATCHES),
         )
         return np.asarray(deltas.cpu().numpy())
 
@@ -268,9 +242,10 @@ class FederatedTraining(Algorithm[RoundRecord]):
             The aggregator's outcome and the seconds of local training.
         """
         r = round_index
-        spec = replace(self.spec, lr=self.schedule(r))
         started = time.perf_counter()
-        diff = self._local_deltas(selected, spec, round_rng(self.seed, r, _BATCHES)).cpu().numpy()
+        rng = round_rng(self.seed, r, _BATCHES)
+        trained = self.clients.deltas(self.global_flat, selected, self._round_spec(r), rng)
+        diff = trained.cpu().numpy()
         deltas = {int(u): diff[i] for i, u in enumerate(selected)}
         train_s = time.perf_counter() - started
         deltas, weights = self.mechanism.prepare(
@@ -320,27 +295,10 @@ class FederatedTraining(Algorithm[RoundRecord]):
         ParameterError
             If ``user`` is not among ``selected``.
         """
-        users = [int(u) for u in selected]
-        if int(user) not in users:
-            raise ParameterError("user", f"{user} is not among the selected users")
-        spec = replace(self.spec, lr=self.schedule(round_index))
-        indices = [self.partition.user_data(u) for u in users]
-        offsets, orders = client_orders(
-            indices, spec.epochs, round_rng(self.seed, round_index, _BATCHES)
-        )
-        row = users.index(int(user))
-        lo, hi = int(offsets[row]), int(offsets[row + 1])
-        local = train_groups_loop(
-            self.model,
-            cross_entropy_loss,
-            self.global_flat,
-            self.features,
-            self.labels,
-            np.array([0, hi - lo]),
-            orders[:, lo:hi],
-            spec,
-        )
-        delta = {int(user): local[0].cpu().numpy()}
+        rng = round_rng(self.seed, round_index, _BATCHES)
+        spec = self._round_spec(round_index)
+        local = self.clients.client_update(self.global_flat, user, selected, spec, rng)
+        delta = {int(user): local}
         out, weights = self.mechanism.prepare(delta, {int(user): float(self.weights[user])})
         return np.asarray(out[int(user)], dtype=np.float32), float(weights[int(user)])
 
@@ -405,20 +363,9 @@ class FederatedTraining(Algorithm[RoundRecord]):
                 after_round(record)
         return self.records
 
-    @torch.no_grad()
-    def evaluate(self, chunk: int = 2000) -> tuple[float, float]:
+    def evaluate(self) -> tuple[float, float]:
         """Test accuracy and mean cross-entropy of the current global model."""
-        load_flat_(self.model, self.global_flat)
-        self.model.eval()
-        correct, loss = 0, 0.0
-        n = self.test_labels.shape[0]
-        for start in range(0, n, chunk):
-            x = self.test_features[start : start + chunk]
-            y = self.test_labels[start : start + chunk]
-            logits = self.model(x)
-            loss += float(F.cross_entropy(logits, y, reduction="sum"))
-            correct += int((logits.argmax(dim=1) == y).sum())
-        return correct / n, loss / n
+        return self.clients.evaluate(self.global_flat)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue the run bit for bit."""
@@ -442,31 +389,6 @@ class FederatedTraining(Algorithm[RoundRecord]):
         self.records = [RoundRecord(**r) for r in state["records"]]
         if len(self.records) != self.ledger.rounds or self.ledger.rounds != state["round"]:
             raise ParameterError("checkpoint", "is inconsistent (records and ledger disagree)")
-
-
-def resolve_device(name: str) -> torch.device:
-    """``"cpu"``, ``"cuda"`` or ``"cuda:N"`` as a :class:`torch.device`, checked to exist.
-
-    Raises
-    ------
-    ParameterError
-        If the name is not one of those, or CUDA (or that GPU) is not available.
-    """
-    try:
-        dev = torch.device(name)
-    except (RuntimeError, TypeError):
-        raise ParameterError("device", f"must be 'cpu', 'cuda' or 'cuda:N', got {name!r}") from None
-    if dev.type == "cpu":
-        return dev
-    if dev.type != "cuda":
-        raise ParameterError("device", f"must be 'cpu', 'cuda' or 'cuda:N', got {name!r}")
-    if not torch.cuda.is_available():
-        raise ParameterError("device", f"{name!r} asked for, but this PyTorch sees no CUDA GPU")
-    if dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise ParameterError(
-            "device", f"{name!r} asked for, but only {torch.cuda.device_count()} GPU(s) exist"
-        )
-    return dev
 
 
 def summarise_records(records: Sequence[RoundRecord]) -> dict[str, float]:

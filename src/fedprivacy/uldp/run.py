@@ -34,7 +34,7 @@ from fedprivacy.data.silo_dataset import SiloDataset
 from fedprivacy.dp.accounting import quiet_accounting
 from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_text
-from fedprivacy.fl.engine import resolve_device
+from fedprivacy.fl.clients import resolve_device
 from fedprivacy.fl.local_training import default_max_rows
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.models.registry import count_parameters
