@@ -24,6 +24,7 @@ REGISTRIES = {
     "fedprivacy.experiments.catalogue": ("PROGRAMS", "experiment"),
     "fedprivacy.experiments.inversion_study": ("SETUPS", "datasets"),
     "fedprivacy.experiments.regression_study": ("RUNNERS", "name"),
+    "fedprivacy.fl.aggregators": ("AGGREGATORS", "aggregator"),
     "fedprivacy.fl.mechanism": ("MECHANISMS", "dp"),
     "fedprivacy.flower.apps": ("TASKS", "task"),
     "fedprivacy.flower.deploy_tasks": ("TASKS", "config"),

@@ -1,9 +1,17 @@
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
+from fedprivacy.dp.party_noise import PartyNoise
 from fedprivacy.errors import ParameterError
-from fedprivacy.fl.aggregation import PlaintextAggregator
-from fedprivacy.fl.aggregators import make_aggregator
+from fedprivacy.fl.aggregation import AggregatorOptions, FloatAggregator, PlaintextAggregator
+from fedprivacy.fl.aggregators import (
+    AGGREGATORS,
+    aggregator_name,
+    build_aggregator,
+    make_aggregator,
+)
 from fedprivacy.fl.secure_aggregation import SecureAggregator
 
 
@@ -135,3 +143,53 @@ def test_float_encoding_is_plaintext_only_and_names_are_checked():
         make_aggregator(True, clip=1.0, per_round=2, bits=32, seed=0, encoding="float")
     with pytest.raises(ParameterError, match="encoding"):
         make_aggregator(False, clip=1.0, per_round=2, bits=32, seed=0, encoding="int8")
+
+
+@pytest.mark.parametrize(
+    ("secure", "encoding", "cls"),
+    [
+        (False, "fixed-point", PlaintextAggregator),
+        (False, "float", FloatAggregator),
+        (True, "fixed-point", SecureAggregator),
+    ],
+)
+def test_secagg_and_encoding_name_a_registered_aggregator(secure, encoding, cls):
+    name = aggregator_name(secure, encoding)
+    assert AGGREGATORS[name] is cls and cls.name == name
+    agg = make_aggregator(secure, clip=1.0, per_round=4, bits=32, seed=0, encoding=encoding)
+    assert type(agg) is cls
+
+
+def test_the_registry_builds_each_aggregator_from_the_options():
+    assert AGGREGATORS.names() == ("plaintext", "float", "secagg")
+    options = AggregatorOptions(1.0, 4, 32, 5, degree=2, batch_policy="round")
+    secure = build_aggregator("secagg", options)
+    assert isinstance(secure, SecureAggregator)
+    assert (secure.degree, secure.batch_policy, secure.seed) == (2, "round", 5)
+    with pytest.raises(
+        ParameterError, match=r"^aggregator: must be one of plaintext, float, secagg"
+    ):
+        build_aggregator("median", options)
+    noisy = replace(options, party_noise=PartyNoise(1.0, 1.0))
+    with pytest.raises(ParameterError, match="^dp: distributed DP is added inside secure"):
+        build_aggregator("plaintext", noisy)
+    assert build_aggregator("secagg", noisy).party_noise is not None
+
+
+def test_a_new_aggregator_is_one_class_and_one_registration():
+    class Doubled(FloatAggregator):
+        name = "test-doubled"
+
+        def _total(self, round_index, users, values, weights):
+            total = super()._total(round_index, users, values, weights)
+            total[:-1] *= 2.0
+            return total
+
+    deltas = {0: np.array([1.0, -2.0]), 1: np.array([3.0, 0.0])}
+    with AGGREGATORS.restoring():
+        AGGREGATORS.register(Doubled.name, Doubled)
+        agg = build_aggregator("test-doubled", AggregatorOptions(10.0, 2, 32, 0))
+        out = agg.aggregate(0, deltas, {0: 1.0, 1: 1.0})
+    assert type(agg) is Doubled
+    assert np.array_equal(out.mean_update, [4.0, -2.0])  # twice the mean [2, -1]
+    assert "test-doubled" not in AGGREGATORS

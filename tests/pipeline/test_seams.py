@@ -5,11 +5,15 @@ clipping) and adds no noise. It is one subclass of :class:`~fedprivacy.fl.mechan
 and one registration in :data:`~fedprivacy.fl.mechanism.MECHANISMS`; nothing else in the package
 knows it. Each test checks that the algorithm really applied it (the updates it aggregated have
 norm ``clip``), not only that the run finished.
+
+So does one aggregator class (the last two tests): in-process FedAvg and the server of a deployed
+plaintext FedAvg round aggregate with it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -20,10 +24,11 @@ from numpy.typing import NDArray
 
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.experiments.training_run import build_training
-from fedprivacy.fl.aggregation import AggregateOutcome
+from fedprivacy.fl.aggregation import AggregateOutcome, PlaintextAggregator
+from fedprivacy.fl.aggregators import AGGREGATORS
 from fedprivacy.fl.mechanism import MECHANISMS, Mechanism
 from fedprivacy.fl.params import flatten_parameters
-from fedprivacy.flower.node import Node
+from fedprivacy.flower.node import Node, training_for
 from fedprivacy.flower.node_policy import training_policy
 from fedprivacy.flower.reference import simulate
 from fedprivacy.flower.training import DeployedTraining, LiveNodes
@@ -155,3 +160,117 @@ def test_uldp_sums_the_normalised_per_user_updates(
     assert runner.epsilon() == float("inf") and runner.epsilon_server() == float("inf")
     default = MethodRunner("ULDP-AVG", fed, round_hyper(cfg))
     assert not torch.allclose(default.presum(flat, np.random.default_rng(7)), got)
+
+
+# --------------------------------------------------------------------------- aggregators
+#
+# The toy aggregator halves the plaintext aggregate's mean update and keeps every outcome it
+# produced. A training configuration names its aggregator with ``secagg`` and ``encoding`` only
+# (``plaintext``, ``float`` or ``secagg``; no option names another registered one), so the toy
+# takes the ``plaintext`` entry for the length of a test: one class, one registration, and
+# ``build_training`` / the deployed server pick it up unchanged.
+
+HALF = 0.5  # a power of two: halving is exact, so the checks can be bit for bit
+
+
+class HalvedPlaintext(PlaintextAggregator):
+    """The plaintext aggregate with its mean update halved; keeps what it produced."""
+
+    def __init__(self, clip: float, per_round: int, bits: int, seed: int) -> None:
+        super().__init__(clip, per_round, bits, seed)
+        self.produced: list[AggregateOutcome] = []
+
+    def aggregate(
+        self,
+        round_index: int,
+        deltas: Mapping[int, NDArray[np.floating]],
+        weights: Mapping[int, float],
+        *,
+        batch_size: int = 1,
+        rng: np.random.Generator | None = None,
+    ) -> AggregateOutcome:
+        """The plaintext outcome, its mean update times :data:`HALF`."""
+        outcome = super().aggregate(round_index, deltas, weights, batch_size=batch_size, rng=rng)
+        if outcome.mean_update is not None:
+            outcome = replace(outcome, mean_update=HALF * outcome.mean_update)
+        self.produced.append(outcome)
+        return outcome
+
+
+@contextmanager
+def _halved_plaintext() -> Iterator[None]:
+    """:class:`HalvedPlaintext` registered as ``plaintext``; the registry restored on exit."""
+    with AGGREGATORS.restoring():
+        AGGREGATORS.unregister("plaintext")
+        AGGREGATORS.register("plaintext", HalvedPlaintext)
+        try:
+            yield
+        finally:
+            training_for.cache_clear()  # the nodes' trainings built with the toy
+
+
+def _plain_config() -> TrainConfig:
+    base = TrainConfig(users=6, per_round=4, rounds=2, seed=3)
+    return base.with_overrides(trainer="loop", eval_every=2)
+
+
+def _first_mean(config: TrainConfig) -> NDArray[np.float64]:
+    """Round 0's mean update of an in-process run of ``config`` (the registry as it is)."""
+    means: list[NDArray[np.float64]] = []
+
+    def keep(r: int, outcome: AggregateOutcome, deltas: dict[int, NDArray[np.float32]]) -> None:
+        assert outcome.mean_update is not None
+        means.append(outcome.mean_update)
+
+    build_training(config, on_aggregate=keep).run(1)
+    return means[0]
+
+
+def test_fedavg_applies_a_registered_aggregator() -> None:
+    config = _plain_config()
+    plain = _first_mean(config)  # the built-in plaintext aggregator
+    seen: list[AggregateOutcome] = []
+    with _halved_plaintext():
+        training = build_training(
+            config, on_aggregate=lambda r, outcome, deltas: seen.append(outcome)
+        )
+        start = training.global_flat.clone()
+        training.run(1)
+        moved = training.global_flat - start
+        training.run(2)
+    toy = training.aggregator
+    assert isinstance(toy, HalvedPlaintext)
+    assert len(toy.produced) == 2 and all(a is b for a, b in zip(seen, toy.produced, strict=True))
+    first = toy.produced[0].mean_update
+    assert first is not None
+    np.testing.assert_array_equal(first, HALF * plain)  # round 0: same model, same users
+    expected = start + torch.from_numpy(first.astype(np.float32))
+    assert torch.equal(start + moved, expected)  # the engine applied the toy's aggregate
+    assert type(build_training(config).aggregator) is PlaintextAggregator  # restored
+
+
+def test_the_deployed_server_aggregates_with_a_registered_aggregator() -> None:
+    """Plaintext deployment: the nodes train, the server calls the registered aggregator."""
+    config = _plain_config()
+    with _halved_plaintext():
+        policy = training_policy(config)
+        transport = InProcessTransport({u: Node(u, policy=policy) for u in range(6)})
+        deployed = build_training(
+            config,
+            training_class=DeployedTraining,
+            availability=LiveNodes(6, transport.users),
+            transport=transport,
+            config_toml=config.to_toml(),
+        )
+        deployed.run(2)
+        trace = deployed.availability.trace
+        pipeline = simulate(config, trace, {})  # the in-process pipeline, with the toy too
+    toy = deployed.aggregator
+    assert isinstance(toy, HalvedPlaintext) and len(toy.produced) == 2
+    assert sorted(deployed.aggregates) == sorted(pipeline) == [0, 1]
+    for r, outcome in enumerate(toy.produced):
+        assert outcome.mean_update is not None
+        assert np.array_equal(deployed.aggregates[r], outcome.mean_update)
+        assert np.array_equal(deployed.aggregates[r], pipeline[r])
+    plain = simulate(config, trace, {})  # the built-in plaintext aggregator
+    np.testing.assert_array_equal(deployed.aggregates[0], HALF * plain[0])

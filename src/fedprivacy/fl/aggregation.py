@@ -10,6 +10,10 @@ Multi-RoundSecAgg paper (the weighted mean of the aggregated local models) writt
 
 Entries of an update beyond ``clip`` are clipped (element-wise) before encoding in both paths,
 and the number of clipped entries is reported.
+
+Every aggregator is built from one :class:`AggregatorOptions` by its class's
+:meth:`Aggregator.from_options`, which is how :data:`fedprivacy.fl.aggregators.AGGREGATORS` (the
+registry of aggregators by name) builds the one a configuration asks for.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Self
 
 import numpy as np
 from numpy.typing import NDArray
@@ -25,6 +30,9 @@ from numpy.typing import NDArray
 from fedprivacy._validation import require_int
 from fedprivacy.crypto.fixed_point import FixedPointCodec
 from fedprivacy.errors import ParameterError
+
+if TYPE_CHECKING:
+    from fedprivacy.dp.party_noise import PartyNoise
 
 
 @dataclass(frozen=True)
@@ -78,6 +86,48 @@ class AggregateOutcome:
 ENCODINGS = ("fixed-point", "float")
 
 
+@dataclass(frozen=True)
+class AggregatorOptions:
+    """What a configuration says about aggregation; every aggregator is built from one.
+
+    A class's :meth:`Aggregator.from_options` takes what it uses and refuses what it cannot
+    honour (the paths that sum in the clear refuse ``protocol_dropout`` and ``party_noise``).
+
+    Attributes
+    ----------
+    clip, per_round, bits, seed
+        As in :class:`Aggregator`.
+    degree : int or None
+        SecAgg+ neighbour count, or ``None`` for the complete graph (secure path).
+    protocol_dropout : float
+        Probability that a selected user drops during the protocol (secure path only).
+    batch_policy : str
+        ``atomic``, ``round`` or ``partial`` (secure path).
+    party_noise : PartyNoise or None
+        Distributed DP, which the parties add inside secure aggregation (secure path only).
+
+    Examples
+    --------
+    >>> options = AggregatorOptions(clip=1.0, per_round=4, bits=32, seed=0)
+    >>> type(PlaintextAggregator.from_options(options)).__name__
+    'PlaintextAggregator'
+    >>> from dataclasses import replace
+    >>> FloatAggregator.from_options(replace(options, protocol_dropout=0.1))
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: protocol_dropout: applies to the secure path only (--secagg)
+    """
+
+    clip: float
+    per_round: int
+    bits: int
+    seed: int
+    degree: int | None = None
+    protocol_dropout: float = 0.0
+    batch_policy: str = "atomic"
+    party_noise: PartyNoise | None = None
+
+
 def rounding_rng(seed: int, round_index: int, user: int) -> np.random.Generator:
     """The stochastic-rounding randomness of ``user`` in ``round_index`` (same on both paths)."""
     return np.random.default_rng([seed, round_index, user, 0x51A6])
@@ -99,6 +149,9 @@ class Aggregator(ABC):
         Seed of the rounding randomness.
     """
 
+    #: The name the class is registered under in :data:`fedprivacy.fl.aggregators.AGGREGATORS`.
+    name: ClassVar[str]
+
     def __init__(self, clip: float, per_round: int, bits: int, seed: int) -> None:
         if not (isinstance(clip, int | float) and np.isfinite(clip) and clip > 0):
             raise ParameterError("update_clip", f"must be a finite positive number, got {clip!r}")
@@ -107,6 +160,23 @@ class Aggregator(ABC):
         # the weight entry (at most 1) is encoded with the same codec
         self.codec = FixedPointCodec.for_sum(max(self.clip, 1.0), k, bits)
         self.seed = int(seed)
+
+    @classmethod
+    def from_options(cls, options: AggregatorOptions) -> Self:
+        """The aggregator ``options`` describe (default: a path that sums in the clear).
+
+        Raises
+        ------
+        ParameterError
+            Naming ``dp`` or ``protocol_dropout``: options only the secure path honours.
+        """
+        if options.party_noise is not None:
+            raise ParameterError(
+                "dp", "distributed DP is added inside secure aggregation (--secagg)"
+            )
+        if options.protocol_dropout:
+            raise ParameterError("protocol_dropout", "applies to the secure path only (--secagg)")
+        return cls(options.clip, options.per_round, options.bits, options.seed)
 
     def _prepare(
         self, deltas: Mapping[int, NDArray[np.floating]], weights: Mapping[int, float]

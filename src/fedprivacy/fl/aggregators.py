@@ -1,13 +1,25 @@
-"""The aggregator a training configuration asks for: plaintext, float or secure.
+"""The aggregators by name, and the one a training configuration asks for.
 
-:func:`make_aggregator` picks among :class:`~fedprivacy.fl.aggregation.PlaintextAggregator`,
-:class:`~fedprivacy.fl.aggregation.FloatAggregator` and
-:class:`~fedprivacy.fl.secure_aggregation.SecureAggregator` (which builds on
-:mod:`fedprivacy.fl.aggregation`, hence a module of its own), and refuses the combinations that
-make no sense.
+:data:`AGGREGATORS` is the registry of aggregator classes (``plaintext``:
+:class:`~fedprivacy.fl.aggregation.PlaintextAggregator`, ``float``:
+:class:`~fedprivacy.fl.aggregation.FloatAggregator`, ``secagg``:
+:class:`~fedprivacy.fl.secure_aggregation.SecureAggregator`, which builds on
+:mod:`fedprivacy.fl.aggregation`, hence a module of its own). Each class builds itself from an
+:class:`~fedprivacy.fl.aggregation.AggregatorOptions` with its
+:meth:`~fedprivacy.fl.aggregation.Aggregator.from_options`, refusing the options it cannot
+honour; :func:`build_aggregator` looks a name up and builds. A training configuration names its
+aggregator with ``secagg`` and ``encoding`` (:func:`aggregator_name`), and
+:func:`make_aggregator` is the two together.
+
+A new aggregator is one :class:`~fedprivacy.fl.aggregation.Aggregator` subclass and one
+:data:`AGGREGATORS` registration; the in-process FedAvg round and the server of a deployed
+plaintext round (:class:`fedprivacy.flower.training.DeployedTraining`) call its
+:meth:`~fedprivacy.fl.aggregation.Aggregator.aggregate` (``tests/pipeline/test_seams.py``).
 
 Examples
 --------
+>>> AGGREGATORS.names()
+('plaintext', 'float', 'secagg')
 >>> type(make_aggregator(False, clip=1.0, per_round=4, bits=32, seed=0)).__name__
 'PlaintextAggregator'
 >>> make_aggregator(False, clip=1.0, per_round=4, bits=32, seed=0, encoding="int8")
@@ -18,12 +30,91 @@ fedprivacy.errors.ParameterError: encoding: must be one of fixed-point, float; g
 
 from __future__ import annotations
 
+from fedprivacy._registry import Registry
 from fedprivacy.dp.party_noise import PartyNoise
 from fedprivacy.errors import ParameterError
-from fedprivacy.fl.aggregation import ENCODINGS, Aggregator, FloatAggregator, PlaintextAggregator
+from fedprivacy.fl.aggregation import (
+    ENCODINGS,
+    Aggregator,
+    AggregatorOptions,
+    FloatAggregator,
+    PlaintextAggregator,
+)
 from fedprivacy.fl.secure_aggregation import SecureAggregator
 
-__all__ = ["make_aggregator"]
+__all__ = [
+    "AGGREGATORS",
+    "AggregatorOptions",
+    "aggregator_name",
+    "build_aggregator",
+    "make_aggregator",
+]
+
+#: The aggregator classes by name (each class's ``name``).
+AGGREGATORS: Registry[type[Aggregator]] = Registry("aggregator")
+for _aggregator in (PlaintextAggregator, FloatAggregator, SecureAggregator):
+    AGGREGATORS.register(_aggregator.name, _aggregator)
+
+
+def aggregator_name(secure: bool, encoding: str = "fixed-point") -> str:
+    """The registered name that a configuration's ``secagg`` and ``encoding`` choose.
+
+    Parameters
+    ----------
+    secure : bool
+        Secure aggregation (``--secagg``).
+    encoding : str
+        ``fixed-point`` (what SecAgg sums) or ``float`` (plaintext only).
+
+    Returns
+    -------
+    str
+        ``secagg``, ``float`` or ``plaintext``.
+
+    Raises
+    ------
+    ParameterError
+        Naming ``encoding``: an unknown one, or ``float`` with ``secure``.
+
+    Examples
+    --------
+    >>> aggregator_name(True), aggregator_name(False), aggregator_name(False, "float")
+    ('secagg', 'plaintext', 'float')
+    >>> aggregator_name(True, "float")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: encoding: the secure path always encodes in fixed point; ...
+    """
+    if encoding not in ENCODINGS:
+        raise ParameterError("encoding", f"must be one of {', '.join(ENCODINGS)}; got {encoding!r}")
+    if secure:
+        if encoding == "float":
+            raise ParameterError(
+                "encoding", "the secure path always encodes in fixed point; use 'fixed-point'"
+            )
+        return SecureAggregator.name
+    return FloatAggregator.name if encoding == "float" else PlaintextAggregator.name
+
+
+def build_aggregator(name: str, options: AggregatorOptions) -> Aggregator:
+    """The aggregator registered as ``name``, built from ``options``.
+
+    Raises
+    ------
+    ParameterError
+        Naming ``aggregator`` if ``name`` is not registered, or the option the class refuses.
+
+    Examples
+    --------
+    >>> options = AggregatorOptions(clip=1.0, per_round=4, bits=32, seed=0)
+    >>> type(build_aggregator("float", options)).__name__
+    'FloatAggregator'
+    >>> build_aggregator("median", options)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: aggregator: must be one of plaintext, float, secagg; got ...
+    """
+    return AGGREGATORS.lookup(name).from_options(options)
 
 
 def make_aggregator(
@@ -39,34 +130,26 @@ def make_aggregator(
     encoding: str = "fixed-point",
     party_noise: PartyNoise | None = None,
 ) -> Aggregator:
-    """The plaintext or the secure aggregator (see the module docstring).
+    """The aggregator of a training configuration: :func:`aggregator_name`, then build it.
 
     ``encoding="float"`` gives :class:`FloatAggregator` (plaintext only); ``party_noise``
-    (distributed DP) needs the secure aggregator.
+    (distributed DP) and ``protocol_dropout`` need the secure aggregator.
+
+    Examples
+    --------
+    >>> make_aggregator(False, clip=1.0, per_round=4, bits=32, seed=0, protocol_dropout=0.1)
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: protocol_dropout: applies to the secure path only (--secagg)
     """
-    if party_noise is not None and not secure:
-        raise ParameterError("dp", "distributed DP is added inside secure aggregation (--secagg)")
-    if encoding not in ENCODINGS:
-        raise ParameterError("encoding", f"must be one of {', '.join(ENCODINGS)}; got {encoding!r}")
-    if encoding == "float":
-        if secure:
-            raise ParameterError(
-                "encoding", "the secure path always encodes in fixed point; use 'fixed-point'"
-            )
-        if protocol_dropout:
-            raise ParameterError("protocol_dropout", "applies to the secure path only (--secagg)")
-        return FloatAggregator(clip, per_round, bits, seed)
-    if secure:
-        return SecureAggregator(
-            clip,
-            per_round,
-            bits,
-            seed,
-            degree=degree,
-            protocol_dropout=protocol_dropout,
-            batch_policy=batch_policy,
-            party_noise=party_noise,
-        )
-    if protocol_dropout:
-        raise ParameterError("protocol_dropout", "applies to the secure path only (--secagg)")
-    return PlaintextAggregator(clip, per_round, bits, seed)
+    options = AggregatorOptions(
+        clip,
+        per_round,
+        bits,
+        seed,
+        degree=degree,
+        protocol_dropout=protocol_dropout,
+        batch_policy=batch_policy,
+        party_noise=party_noise,
+    )
+    return build_aggregator(aggregator_name(secure, encoding), options)

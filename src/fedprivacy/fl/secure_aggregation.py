@@ -6,6 +6,7 @@
 with :meth:`SecureAggregator.plan_round` (parameters, batch policy, distributed-DP noise) and ends
 with :meth:`SecureAggregator.finish_round`; :meth:`SecureAggregator.aggregate` runs the protocol in
 this process between the two, a deployment (:mod:`fedprivacy.flower`) runs it over the network.
+It is registered as ``secagg`` in :data:`fedprivacy.fl.aggregators.AGGREGATORS`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 from numpy.typing import NDArray
@@ -23,7 +24,13 @@ from fedprivacy._validation import require_int
 from fedprivacy.crypto.fixed_point import FixedPointCodec
 from fedprivacy.dp.party_noise import PartyNoise, RoundNoise
 from fedprivacy.errors import ParameterError
-from fedprivacy.fl.aggregation import AggregateOutcome, Aggregator, _outcome, rounding_rng
+from fedprivacy.fl.aggregation import (
+    AggregateOutcome,
+    Aggregator,
+    AggregatorOptions,
+    _outcome,
+    rounding_rng,
+)
 from fedprivacy.secagg.driver import Stage, run_round
 from fedprivacy.secagg.errors import DisconnectedSetError, RoundAbortedError, SecAggError
 from fedprivacy.secagg.multiround import (
@@ -133,6 +140,27 @@ class SecureAggregator(Aggregator):
         self.scripted_dropouts: Mapping[int, Mapping[int, Stage]] | None = None
         """Replaces the sampled dropouts: round -> user -> the stage before which it drops (the
         dropouts a deployment observed, replayed by its reference simulation)."""
+
+    @classmethod
+    def from_options(cls, options: AggregatorOptions) -> Self:
+        """The secure aggregator ``options`` describe (every option applies).
+
+        Examples
+        --------
+        >>> options = AggregatorOptions(clip=1.0, per_round=4, bits=32, seed=0, degree=2)
+        >>> SecureAggregator.from_options(options).degree
+        2
+        """
+        return cls(
+            options.clip,
+            options.per_round,
+            options.bits,
+            options.seed,
+            degree=options.degree,
+            protocol_dropout=options.protocol_dropout,
+            batch_policy=options.batch_policy,
+            party_noise=options.party_noise,
+        )
 
     def check_dimension(self, dimension: int) -> None:
         """Refuse, before any round, updates of ``dimension`` the codec cannot noise well.
