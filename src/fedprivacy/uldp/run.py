@@ -39,6 +39,7 @@ from fedprivacy.fl.local_training import default_max_rows
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.models.registry import count_parameters
 from fedprivacy.participation.availability import AlwaysAvailable
+from fedprivacy.pipeline.algorithm import RoundResult
 from fedprivacy.pipeline.loop import FederatedRun
 from fedprivacy.secagg.private_weighting import SecureWeighting
 from fedprivacy.secagg.private_weighting.noise import TAIL_SIGMAS
@@ -329,18 +330,23 @@ def _run_rounds(
         records, initial = checkpoint.restore(state, loop, algorithm)
     else:
         records, initial = [], algorithm.evaluate()
-    saving = folder is not None and not cfg.secure_weighting
+    # what happens after each round is the run's callbacks: the record, a checkpoint, progress
+    callbacks: list[Callable[[RoundResult[RoundRecord]], None]] = [
+        lambda result: records.append(result.record)
+    ]
     if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_text(folder / CONFIG, cfg.to_toml())
+        if not cfg.secure_weighting:
+            path = folder / checkpoint.CHECKPOINT
+            callbacks.append(
+                lambda _: checkpoint.save(path, cfg, loop, algorithm, records, initial)
+            )
+    if progress is not None:
+        callbacks.append(lambda _: progress(1))
+    loop.callbacks = (*loop.callbacks, *callbacks)
     target = cfg.rounds if stop_after_rounds is None else min(cfg.rounds, stop_after_rounds)
     with quiet_accounting():
         for _ in range(max(0, target - len(records))):
-            records.append(loop.step(final=len(records) + 1 == target).record)
-            if saving:
-                assert folder is not None
-                path = folder / checkpoint.CHECKPOINT
-                checkpoint.save(path, cfg, loop, algorithm, records, initial)
-            if progress is not None:
-                progress(1)
+            loop.step(final=len(records) + 1 == target)
     return records, initial
