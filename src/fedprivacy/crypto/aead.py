@@ -7,7 +7,8 @@ import os
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from fedprivacy.errors import AuthenticationError, InvalidKeyError
+from fedprivacy.crypto.keys import require_key_bytes
+from fedprivacy.errors import AuthenticationError
 
 __all__ = ["AEAD_KEY_BYTES", "NONCE_BYTES", "TAG_BYTES", "open_sealed", "seal"]
 
@@ -22,12 +23,7 @@ AEAD_KEY_BYTES = 32
 
 
 def _cipher(key: bytes) -> AESGCM:
-    if not isinstance(key, bytes | bytearray | memoryview):
-        raise InvalidKeyError(f"AEAD key must be bytes, got {type(key).__name__}")
-    data = bytes(key)
-    if len(data) != AEAD_KEY_BYTES:
-        raise InvalidKeyError(f"AEAD key must be {AEAD_KEY_BYTES} bytes, got {len(data)}")
-    return AESGCM(data)
+    return AESGCM(require_key_bytes("AEAD key", key, AEAD_KEY_BYTES))
 
 
 def seal(key: bytes, plaintext: bytes, associated_data: bytes) -> bytes:

@@ -228,24 +228,9 @@ class FixedPointCodec:
         return wide.astype(self.dtype, copy=False)
 
     def encode(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Quantise and map into ``Z_{2**bits}``.
+        """Quantise and map into ``Z_{2**bits}``: ``to_field(quantize(x, rng))``.
 
-        Parameters
-        ----------
-        x : numpy.ndarray
-            Real values with ``|x| <= clip``.
-        rng : numpy.random.Generator
-            Source of the rounding randomness.
-
-        Returns
-        -------
-        numpy.ndarray
-            ``to_field(quantize(x, rng))``.
-
-        Raises
-        ------
-        ParameterError
-            As :meth:`quantize`.
+        Same parameters and errors as :meth:`quantize`.
         """
         return self.to_field(self.quantize(x, rng))
 

@@ -3,13 +3,6 @@
 A 3072-bit modulus gives about 128-bit security (NIST SP 800-57), 2048 bits about 112. Smaller
 moduli can be factored and are accepted only behind an option whose name says so, for tests and
 quick benchmarks.
-
-Examples
---------
->>> check_key_bits(DEFAULT_KEY_BITS)
-3072
->>> check_key_bits(1024, insecure_small_key=True)
-1024
 """
 
 from __future__ import annotations

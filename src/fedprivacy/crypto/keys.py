@@ -51,12 +51,13 @@ class KeyPair:
     public_bytes: bytes
 
 
-def _require_key_bytes(name: str, raw: object) -> bytes:
+def require_key_bytes(name: str, raw: object, size: int = KEY_BYTES) -> bytes:
+    """Return ``raw`` as ``bytes`` of length ``size``, or raise :class:`InvalidKeyError`."""
     if not isinstance(raw, bytes | bytearray | memoryview):
         raise InvalidKeyError(f"{name} must be bytes, got {type(raw).__name__}")
     out = bytes(raw)
-    if len(out) != KEY_BYTES:
-        raise InvalidKeyError(f"{name} must be {KEY_BYTES} bytes, got {len(out)}")
+    if len(out) != size:
+        raise InvalidKeyError(f"{name} must be {size} bytes, got {len(out)}")
     return out
 
 
@@ -109,7 +110,7 @@ def keypair_from_private_bytes(raw: bytes) -> KeyPair:
     InvalidKeyError
         If ``raw`` is not 32 bytes.
     """
-    data = _require_key_bytes("private key", raw)
+    data = require_key_bytes("private key", raw)
     try:
         private = X25519PrivateKey.from_private_bytes(data)
     except ValueError as exc:  # pragma: no cover - every 32-byte string is a valid scalar
@@ -135,7 +136,7 @@ def load_public_key(raw: bytes) -> X25519PublicKey:
     InvalidKeyError
         If ``raw`` is not 32 bytes.
     """
-    data = _require_key_bytes("public key", raw)
+    data = require_key_bytes("public key", raw)
     try:
         return X25519PublicKey.from_public_bytes(data)
     except ValueError as exc:  # pragma: no cover - cryptography accepts any 32 bytes

@@ -170,23 +170,7 @@ class PaillierPrivateKey:
 
     # ------------------------------------------------------------------ decryption
     def decrypt(self, c: int | mpz) -> int:
-        """Decrypt with the CRT.
-
-        Parameters
-        ----------
-        c : int
-            A ciphertext in ``Z_{n^2}^*``.
-
-        Returns
-        -------
-        int
-            The plaintext in ``[0, n)``.
-
-        Raises
-        ------
-        CryptoError
-            If ``c`` is not in ``Z_{n^2}^*``.
-        """
+        """Decrypt one ciphertext with the CRT (see :meth:`decrypt_many`: same errors)."""
         return self.decrypt_many([c])[0]
 
     def decrypt_many(

@@ -112,16 +112,6 @@ class PaillierPublicKey:
         return _int_bytes(2 * self.bits)
 
     # ------------------------------------------------------------------ encryption
-    def random_unit(self) -> mpz:
-        """Return a uniform element of ``Z_n^*`` drawn from :mod:`secrets`.
-
-        Returns
-        -------
-        mpz
-            ``r`` with ``0 < r < n`` and ``gcd(r, n) = 1``.
-        """
-        return random_unit(self._n)
-
     def randomisers(self, count: int, executor: Executor | None = None) -> list[mpz]:
         """Return ``count`` fresh uniform ``n``-th residues ``r^n mod n^2``.
 
@@ -138,7 +128,7 @@ class PaillierPublicKey:
             Independent uniform ``n``-th residues (encryptions of zero).
         """
         k = require_int("count", count, 0)
-        return powmod_many([self.random_unit() for _ in range(k)], self._n, self._n2, executor)
+        return powmod_many([random_unit(self._n) for _ in range(k)], self._n, self._n2, executor)
 
     def encode_plaintext(self, m: int) -> mpz:
         """Return ``g^m = 1 + (m mod n) n mod n^2`` (a trivial, unrandomised encryption).
@@ -170,8 +160,7 @@ class PaillierPublicKey:
         mpz
             The ciphertext in ``Z_{n^2}^*``.
         """
-        rn = self.randomisers(1)[0] if randomiser is None else mpz(randomiser)
-        return self.encode_plaintext(m) * rn % self._n2
+        return self.rerandomise(self.encode_plaintext(m), randomiser)
 
     # ------------------------------------------------------------------ homomorphism
     def add(self, c1: int | mpz, c2: int | mpz) -> mpz:

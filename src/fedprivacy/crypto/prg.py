@@ -8,7 +8,8 @@ import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from fedprivacy._validation import require_int
-from fedprivacy.errors import InvalidKeyError, ParameterError
+from fedprivacy.crypto.keys import require_key_bytes
+from fedprivacy.errors import ParameterError
 
 __all__ = ["PRG_KEY_BYTES", "MaskExpander", "mask_dtype", "reduce"]
 
@@ -76,15 +77,6 @@ def reduce(values: np.ndarray, bits: int) -> np.ndarray:
     return values
 
 
-def _require_key(key: object) -> bytes:
-    if not isinstance(key, bytes | bytearray | memoryview):
-        raise InvalidKeyError(f"mask key must be bytes, got {type(key).__name__}")
-    data = bytes(key)
-    if len(data) != PRG_KEY_BYTES:
-        raise InvalidKeyError(f"mask key must be {PRG_KEY_BYTES} bytes, got {len(data)}")
-    return data
-
-
 class MaskExpander:
     """Expands a 32-byte key into ``length`` uniform integers modulo ``2**bits``.
 
@@ -135,7 +127,7 @@ class MaskExpander:
         return self._mask
 
     def _fill(self, key: bytes, *, masked: bool = True) -> np.ndarray:
-        data = _require_key(key)
+        data = require_key_bytes("mask key", key, PRG_KEY_BYTES)
         encryptor = Cipher(algorithms.AES(data), modes.CTR(_ZERO_COUNTER)).encryptor()
         encryptor.update_into(self._zeros, self._out)
         words = self._words
@@ -169,22 +161,9 @@ class MaskExpander:
         return view
 
     def expand_copy(self, key: bytes) -> np.ndarray:
-        """Expand ``key`` into a fresh array.
+        """Expand ``key`` into a fresh array of shape ``(length,)`` and dtype :attr:`dtype`.
 
-        Parameters
-        ----------
-        key : bytes
-            A 32-byte key.
-
-        Returns
-        -------
-        numpy.ndarray
-            A new array of shape ``(length,)`` and dtype :attr:`dtype`.
-
-        Raises
-        ------
-        InvalidKeyError
-            If ``key`` is not 32 bytes.
+        :meth:`expand` without the shared buffer: same parameter and errors.
         """
         return self._fill(key).copy()
 

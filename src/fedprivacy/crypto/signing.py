@@ -140,14 +140,6 @@ class Roster:
     def __contains__(self, user: object) -> bool:
         return user in self._loaded
 
-    def user_of(self, public_openssh: str) -> int | None:
-        """The user whose key is ``public_openssh`` (None if no user has it)."""
-        wanted = public_openssh.strip().split()[:2]
-        for user, text in self.keys.items():
-            if text.strip().split()[:2] == wanted:
-                return int(user)
-        return None
-
     def verify(self, user: int, data: bytes, signature: bytes) -> None:
         """Check ``signature`` on ``data`` under ``user``'s key.
 

@@ -81,14 +81,19 @@ def require_finite_array(name: str, value: ArrayLike) -> NDArray[np.float64]:
     return arr
 
 
-def require_orders(name: str, value: ArrayLike) -> NDArray[np.float64]:
-    """Return RDP orders as a sorted float64 vector of distinct finite values > 1."""
+def require_order_grid(name: str, value: ArrayLike) -> NDArray[np.float64]:
+    """Return RDP orders as a non-empty float64 vector of finite values > 1, as given."""
     arr = require_finite_array(name, value)
     if arr.ndim != 1 or arr.size == 0:
         raise ParameterError(name, f"must be a non-empty 1-D sequence, got shape {arr.shape}")
     if np.any(arr <= 1.0):
         raise ParameterError(name, f"every RDP order must be > 1, got {float(arr.min())!r}")
-    ordered = np.sort(arr)
+    return arr
+
+
+def require_orders(name: str, value: ArrayLike) -> NDArray[np.float64]:
+    """Return RDP orders as a sorted float64 vector of distinct finite values > 1."""
+    ordered = np.sort(require_order_grid(name, value))
     if np.any(np.diff(ordered) == 0):
         raise ParameterError(name, "orders must be distinct")
     return ordered

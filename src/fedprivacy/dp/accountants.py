@@ -128,8 +128,7 @@ class RdpBackend(AccountantBackend):
 
     def epsilon_and_order(self, delta: float) -> tuple[float, float | None]:
         """Epsilon by Lemma 2, minimised over the orders, and the best order."""
-        eps, order = rdp_to_epsilon(self.orders, self.rho, delta)
-        return eps, order
+        return rdp_to_epsilon(self.orders, self.rho, delta)
 
     def copy(self) -> RdpBackend:
         """An independent copy (the curve is copied; the orders are never modified)."""

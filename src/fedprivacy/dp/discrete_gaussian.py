@@ -160,30 +160,14 @@ def _require_variance(sigma2: Fraction) -> Fraction:
 def discrete_gaussian(sigma2: Fraction) -> int:
     """Draw one sample of ``N_Z(0, sigma2)`` exactly (CKS 2020, Algorithm 3).
 
-    Parameters
-    ----------
-    sigma2 : fractions.Fraction or int
-        The variance parameter ``sigma^2 >= 0`` (0 gives 0).
-
-    Returns
-    -------
-    int
-        The sample.
-
-    Raises
-    ------
-    ParameterError
-        If ``sigma2`` is not an exact rational ``>= 0``.
+    :func:`discrete_gaussian_vector` of one sample: same ``sigma2`` (0 gives 0) and errors.
 
     Examples
     --------
     >>> discrete_gaussian(Fraction(0))
     0
     """
-    s2 = _require_variance(sigma2)
-    if s2 == 0:
-        return 0
-    return _sample(s2.numerator, s2.denominator, isqrt_floor(s2) + 1)
+    return discrete_gaussian_vector(sigma2, 1)[0]
 
 
 def _sample(p: int, q: int, t: int) -> int:

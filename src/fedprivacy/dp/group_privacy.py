@@ -209,11 +209,11 @@ def _approx_dp_record_epsilons(
     grid: NDArray[np.float64], values: NDArray[np.float64], k: int, log_delta: float
 ) -> NDArray[np.float64]:
     """Per-record epsilon at each order from the closed form (``inf`` where it does not apply)."""
+    b = lemma2_epsilons(grid, values, 0.0)  # B of the module docstring: Lemma 2 at delta_r = 1
     out = np.full(grid.shape, np.inf)
     ok = (grid > k) & np.isfinite(values)
     a = grid[ok]
-    b = values[ok] + np.log1p(-1.0 / a) - np.log(a) / (a - 1.0)
-    out[ok] = ((a - 1.0) * b + math.log(k) - log_delta) / (a - k)
+    out[ok] = ((a - 1.0) * b[ok] + math.log(k) - log_delta) / (a - k)
     return out
 
 

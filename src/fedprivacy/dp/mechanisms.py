@@ -272,28 +272,9 @@ def laplace_mechanism(
 ) -> NDArray[np.float64]:
     """Add i.i.d. Laplace noise of scale ``sensitivity / epsilon`` to every entry of ``value``.
 
-    With L1 sensitivity ``sensitivity`` this is ``(epsilon, 0)``-DP.
-
-    Parameters
-    ----------
-    value : array_like
-        The exact answer (any shape; a scalar gives a 0-d array).
-    sensitivity : float
-        L1 sensitivity of ``value``, > 0.
-    epsilon : float
-        Privacy parameter, > 0.
-    rng : numpy.random.Generator
-        Source of the noise.
-
-    Returns
-    -------
-    ndarray of float64
-        ``value + noise``, same shape as ``value``.
-
-    Raises
-    ------
-    ParameterError
-        If a parameter is out of range or ``value`` has a non-finite entry.
+    With L1 sensitivity ``sensitivity`` this is ``(epsilon, 0)``-DP. Same parameters, return
+    value and errors as :func:`gaussian_mechanism`, with the L1 sensitivity and the privacy
+    parameter ``epsilon > 0`` in place of ``noise_multiplier``.
     """
     scale = laplace_scale(sensitivity, epsilon)
     return _add_noise(value, rng, lambda gen, shape: gen.laplace(0.0, scale, size=shape))

@@ -35,7 +35,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy.dp._checks import (
     require_delta,
-    require_finite_array,
+    require_order_grid,
     require_orders,
     require_positive,
     require_sampling_rate,
@@ -182,11 +182,7 @@ def lemma2_epsilons(orders: ArrayLike, rdp: ArrayLike, log_delta: float) -> NDAr
 
 def _curve(orders: ArrayLike, rdp: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Validate an RDP curve: 1-D orders > 1 and values >= 0 (inf allowed) of the same length."""
-    grid = require_finite_array("orders", orders)
-    if grid.ndim != 1 or grid.size == 0:
-        raise ParameterError("orders", f"must be a non-empty 1-D sequence, got shape {grid.shape}")
-    if np.any(grid <= 1.0):
-        raise ParameterError("orders", f"every RDP order must be > 1, got {float(grid.min())!r}")
+    grid = require_order_grid("orders", orders)
     values = np.asarray(rdp, dtype=np.float64)
     if values.shape != grid.shape:
         raise ParameterError(

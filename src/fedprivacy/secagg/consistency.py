@@ -51,7 +51,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from fedprivacy.crypto.signing import Roster, SigningKey
 from fedprivacy.errors import AuthenticationError, ParameterError
@@ -64,14 +63,8 @@ from fedprivacy.secagg.errors import (
     UnknownSenderError,
 )
 from fedprivacy.secagg.graph import describe
-from fedprivacy.secagg.messages import (
-    ConsistencyRequest,
-    Message,
-)
+from fedprivacy.secagg.messages import ConsistencyRequest, Message
 from fedprivacy.secagg.params import SecAggParameters
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "ConsistencyCheck",
@@ -82,6 +75,7 @@ __all__ = [
     "consistency_quorum",
     "refuse_second_set",
     "roster_of",
+    "verify_signature",
     "verify_signatures",
     "verify_unmask",
 ]
@@ -266,6 +260,14 @@ def refuse_second_set(signed: tuple[int, ...] | None, message: Message) -> None:
         )
 
 
+def verify_signature(roster: Roster, signer: int, statement: bytes, signature: bytes) -> None:
+    """Check one signature on ``statement``; :class:`ConsistencyError` if it does not verify."""
+    try:
+        roster.verify(signer, statement, signature)
+    except AuthenticationError as exc:
+        raise ConsistencyError(f"the signature of user {signer} is invalid: {exc}") from exc
+
+
 def verify_signatures(
     params: SecAggParameters,
     roster: Roster,
@@ -321,10 +323,7 @@ unmasking needs 3 (a strict majority of the 4 participants and at least the thre
             raise ConsistencyError(f"user {signer} signed twice")
         if signer not in members:
             raise ConsistencyError(f"a signature of user {signer}, not a member of the set")
-        try:
-            roster.verify(signer, statement, signature)
-        except AuthenticationError as exc:
-            raise ConsistencyError(f"the signature of user {signer} is invalid: {exc}") from exc
+        verify_signature(roster, signer, statement, signature)
         seen.add(signer)
     quorum = consistency_quorum(params)
     if len(seen) < quorum:

@@ -8,15 +8,12 @@ keeps the clients' signatures.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from fedprivacy.crypto.signing import Roster
-from fedprivacy.errors import AuthenticationError
-from fedprivacy.secagg.consistency import Signatures, consistency_quorum
+from fedprivacy.secagg.consistency import Signatures, consistency_quorum, verify_signature
 from fedprivacy.secagg.derivation import survivors_statement
 from fedprivacy.secagg.errors import (
-    ConsistencyError,
     DuplicateMessageError,
     OutOfOrderError,
     RoundAbortedError,
@@ -111,10 +108,7 @@ class SignatureCollector:
             raise DuplicateMessageError(f"a second consistency response from {sender}")
         if self.closed:
             raise OutOfOrderError(f"consistency response from {sender} after the stage closed")
-        try:
-            self.roster.verify(sender, self._statement, message.signature)
-        except AuthenticationError as exc:
-            raise ConsistencyError(f"the signature of user {sender} is invalid: {exc}") from exc
+        verify_signature(self.roster, sender, self._statement, message.signature)
         self._signatures[sender] = message.signature
 
     def signatures(self) -> Signatures:
@@ -139,9 +133,6 @@ class _Server(Protocol):
     def _header(self, kind: MessageKind, recipient: int) -> Header: ...
 
     def _timed(self, name: str, start: float) -> None: ...
-
-
-HeaderOf = Callable[[MessageKind, int], Header]
 
 
 class ServerConsistency:

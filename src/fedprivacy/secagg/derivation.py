@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from fedprivacy.crypto.keys import derive_key, encode_context
 from fedprivacy.secagg.params import SecAggParameters
-from fedprivacy.secagg.params_wire import encode_params
+from fedprivacy.secagg.params_wire import params_digest
 
 _PREFIX = "fedprivacy/secagg/v1"
 
@@ -92,7 +92,7 @@ def survivors_statement(params: SecAggParameters, aggregated: Iterable[int]) -> 
     >>> survivors_statement(params, [1, 2, 3]) == survivors_statement(params, [1, 2, 3, 4])
     False
     """
-    digest = hashlib.sha256(encode_params(params)).digest()
+    digest = params_digest(params)
     users = sorted(int(u) for u in aggregated)
     return encode_context(
         _PREFIX, "survivors", params.session_id, params.round_index, digest, len(users), *users

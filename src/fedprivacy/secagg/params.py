@@ -132,14 +132,10 @@ def harary_neighbours(
     order_seed = int.from_bytes(hashlib.sha256(b"fedprivacy/secagg+/graph" + seed).digest(), "big")
     ring = _ring_order(participants, np.random.default_rng(order_seed), block)
     neighbours: dict[int, set[int]] = {u: set() for u in participants}
-    half = k // 2
+    steps = list(range(1, k // 2 + 1)) + ([n // 2] if k % 2 == 1 and n % 2 == 0 else [])
     for pos, u in enumerate(ring):
-        for step in range(1, half + 1):
+        for step in steps:
             v = ring[(pos + step) % n]
-            neighbours[u].add(v)
-            neighbours[v].add(u)
-        if k % 2 == 1 and n % 2 == 0:
-            v = ring[(pos + n // 2) % n]
             neighbours[u].add(v)
             neighbours[v].add(u)
     return {u: frozenset(vs) for u, vs in neighbours.items()}
@@ -292,12 +288,8 @@ class SecAggParameters:
     @cached_property
     def neighbours(self) -> dict[int, frozenset[int]]:
         """Each participant's neighbours: the users it exchanges shares and pairwise masks with."""
-        if self.degree is None:
-            everyone = frozenset(self.participants)
-            return {u: everyone - {u} for u in self.participants}
-        return harary_neighbours(
-            self.participants, self.degree, self.graph_seed, block=self.ring_block
-        )
+        degree = self.num_users - 1 if self.degree is None else self.degree  # None: complete
+        return harary_neighbours(self.participants, degree, self.graph_seed, block=self.ring_block)
 
     def components(self, users: Iterable[int]) -> list[frozenset[int]]:
         """Connected components of the neighbour graph restricted to ``users``.

@@ -17,6 +17,7 @@ of :class:`SecAggParameters`.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 
 from fedprivacy.crypto.fixed_point import FixedPointCodec
@@ -24,7 +25,7 @@ from fedprivacy.secagg.errors import MalformedMessageError
 from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.wire import MessageFormat
 
-__all__ = ["MAGIC", "VERSION", "decode_params", "encode_params"]
+__all__ = ["MAGIC", "VERSION", "decode_params", "encode_params", "params_digest"]
 
 MAGIC = b"FPSP"
 VERSION = 1
@@ -84,6 +85,11 @@ def encode_params(params: SecAggParameters) -> bytes:
         name,
     ]
     return b"".join(parts)
+
+
+def params_digest(params: SecAggParameters) -> bytes:
+    """SHA-256 of :func:`encode_params`: binds a state or a signature to every parameter."""
+    return hashlib.sha256(encode_params(params)).digest()
 
 
 def decode_params(data: bytes) -> SecAggParameters:

@@ -35,7 +35,6 @@ never put it in a message.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import struct
 
@@ -46,7 +45,7 @@ from fedprivacy.secagg.client import SEED_BYTES, ClientSnapshot, ClientStage, Se
 from fedprivacy.secagg.consistency import ConsistencyCheck
 from fedprivacy.secagg.errors import MalformedMessageError, WrongRoundError
 from fedprivacy.secagg.params import SecAggParameters
-from fedprivacy.secagg.params_wire import encode_params
+from fedprivacy.secagg.params_wire import params_digest
 from fedprivacy.wire import MessageFormat, WireReader
 
 __all__ = ["MAGIC", "VERSION", "dump_client", "load_client"]
@@ -62,10 +61,6 @@ _FORMAT = MessageFormat(
     MalformedMessageError,
 )
 _F64 = struct.Struct(">d")
-
-
-def _params_digest(params: SecAggParameters) -> bytes:
-    return hashlib.sha256(encode_params(params)).digest()
 
 
 def dump_client(client: SecAggClient) -> bytes:
@@ -102,7 +97,7 @@ def dump_client(client: SecAggClient) -> bytes:
             p.round_index,
             snap.user,
             int(snap.stage),
-            _params_digest(p),
+            params_digest(p),
         ),
         snap.encryption_key,
         snap.masking_key,
@@ -283,7 +278,7 @@ def load_client(
         raise WrongRoundError(f"state of user {snap.user}, not of user {user}")
     if snap.user not in params.participants:
         raise WrongRoundError(f"user {snap.user} is not a participant of this round")
-    if digest != _params_digest(params):
+    if digest != params_digest(params):
         raise WrongRoundError("the state was written with other parameters of this round")
     x = params.share_point(snap.user)
     if not set(snap.neighbour_keys) <= params.neighbours[snap.user] or any(

@@ -168,17 +168,6 @@ Message = (
     | MaskedUpdate
 )
 
-_CLASS_OF: dict[MessageKind, type] = {
-    MessageKind.PAILLIER_KEY: PaillierKeyAnnouncement,
-    MessageKind.DH_PUBLIC_KEY: DhPublicKey,
-    MessageKind.DH_ROSTER: DhRoster,
-    MessageKind.SEED_SHARES: SeedShares,
-    MessageKind.SEED_DELIVERY: SeedDelivery,
-    MessageKind.BLINDED_HISTOGRAM: BlindedHistogram,
-    MessageKind.ENCRYPTED_WEIGHTS: EncryptedWeights,
-    MessageKind.MASKED_UPDATE: MaskedUpdate,
-}
-
 
 def make_header(
     kind: MessageKind, session_id: bytes, round_index: int, sender: int, recipient: int

@@ -110,40 +110,25 @@ class _Clock:
             self.transcript.append(data)
         return data if self.wire else message
 
-    @staticmethod
-    def _now() -> tuple[float, float]:
-        return time.perf_counter(), time.process_time()
-
-    def _add(self, party: int | None, phase: str, start: tuple[float, float]) -> None:
-        wall, cpu = self._now()
-        book = self.server if party is None else self.silos[party]
-        cpu_book = self.server_cpu if party is None else self.silos_cpu[party]
+    def at_silo(self, silo: int | None, phase: str, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(*args)``, its wall and CPU time booked to ``silo`` (``None``: the server)."""
+        start = time.perf_counter(), time.process_time()
+        out = fn(*args)
+        wall, cpu = time.perf_counter(), time.process_time()
+        book = self.server if silo is None else self.silos[silo]
+        cpu_book = self.server_cpu if silo is None else self.silos_cpu[silo]
         book[phase] = book.get(phase, 0.0) + wall - start[0]
         cpu_book[phase] = cpu_book.get(phase, 0.0) + cpu - start[1]
+        return out
 
     def at_server(self, phase: str, fn: Callable[..., _T], *args: Any) -> _T:
-        start = self._now()
-        out = fn(*args)
-        self._add(None, phase, start)
-        return out
-
-    def at_silo(self, silo: int, phase: str, fn: Callable[..., _T], *args: Any) -> _T:
-        start = self._now()
-        out = fn(*args)
-        self._add(silo, phase, start)
-        return out
+        return self.at_silo(None, phase, fn, *args)
 
     def server_sends(self, phase: str, messages: dict[int, Any]) -> dict[int, Message | bytes]:
-        start = self._now()
-        out = {s: self.send(m) for s, m in messages.items()}
-        self._add(None, phase, start)
-        return out
+        return self.at_server(phase, lambda: {s: self.send(m) for s, m in messages.items()})
 
     def silo_sends(self, silo: int, phase: str, message: Message) -> Message | bytes:
-        start = self._now()
-        out = self.send(message)
-        self._add(silo, phase, start)
-        return out
+        return self.at_silo(silo, phase, self.send, message)
 
 
 def _check_parties(server: PrivateWeightingServer, silos: Sequence[PrivateWeightingSilo]) -> None:

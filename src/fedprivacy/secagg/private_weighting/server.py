@@ -50,10 +50,9 @@ from fedprivacy.secagg.private_weighting.messages import (
 )
 from fedprivacy.secagg.private_weighting.params import PrivateWeightingParameters
 from fedprivacy.secagg.private_weighting.party import Party
+from fedprivacy.secagg.private_weighting.silo import SEED_BYTES
 
 __all__ = ["PrivateWeightingServer", "ServerStage"]
-
-_SEED_BYTES = 32
 
 
 class ServerStage(IntEnum):
@@ -226,7 +225,7 @@ class PrivateWeightingServer(Party):
         if sorted(recipients) != list(range(1, self.params.n_silos)):
             raise MalformedMessageError("the encrypted seeds must address every other silo once")
         for _, blob in msg.ciphertexts:
-            if len(blob) != NONCE_BYTES + _SEED_BYTES + TAG_BYTES:
+            if len(blob) != NONCE_BYTES + SEED_BYTES + TAG_BYTES:
                 raise MalformedMessageError("an encrypted seed has the wrong length")
         self._seed_shares = dict(msg.ciphertexts)
 
