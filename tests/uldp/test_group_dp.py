@@ -1,27 +1,34 @@
 from __future__ import annotations
 
+import ast
 import copy
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from opacus.accountants import RDPAccountant
 
 from fedprivacy.dp.accounting import PrivacyAccountant
 from fedprivacy.dp.group_privacy import group_privacy_bounds
-from fedprivacy.dp.rdp import DEFAULT_ORDERS
+from fedprivacy.dp.rdp import DEFAULT_ORDERS, rdp_to_epsilon
 from fedprivacy.errors import ParameterError
+from fedprivacy.fl.local_training import LocalTrainingSpec
 from fedprivacy.fl.params import flatten_parameters, load_flat_
+from fedprivacy.uldp import group_dp
 from fedprivacy.uldp.federation import Federation
 from fedprivacy.uldp.group_dp import (
+    History,
     clipped_per_sample_sum,
     dp_sgd_silo,
     group_epsilon,
     group_flags,
     group_size,
+    record_step,
     silo_rdp,
 )
+from fedprivacy.uldp.methods import MethodRunner
+from fedprivacy.uldp.rounds import RoundHyper
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 8])
@@ -57,21 +64,31 @@ def test_group_size(heart_fed_zipf: Federation) -> None:
         group_size(heart_fed_zipf, "many")
 
 
-def test_dp_sgd_silo_records_opacus_steps(heart_fed: Federation) -> None:
+def test_dp_sgd_silo_records_its_steps(heart_fed: Federation) -> None:
     fed = heart_fed
     model = fed.task.build_model(0)
     flat = flatten_parameters(model)
-    acc = RDPAccountant()
+    history: History = []
     sl = fed.silo_slice(0)
     n = sl.stop - sl.start
     rng = np.random.default_rng(0)
-    kw = dict(epochs=2, batch_size=16, lr=0.1, clip=1.0, sigma=1.0, accountant=acc, rng=rng)
+    kw = dict(epochs=2, batch_size=16, lr=0.1, clip=1.0, sigma=1.0, history=history, rng=rng)
     delta = dp_sgd_silo(model, fed.task.loss, flat, fed.x[sl], fed.y[sl], **kw)
     steps = math.ceil(n / 16)
-    assert acc.history == [(1.0, 1.0 / steps, 2 * steps)]
+    assert history == [(1.0, 1.0 / steps, 2 * steps)]
     assert torch.isfinite(delta).all() and float(delta.norm()) > 0
     empty = dp_sgd_silo(model, fed.task.loss, flat, fed.x[:0], fed.y[:0], **kw)
-    assert torch.all(empty == 0) and acc.history == [(1.0, 1.0 / steps, 2 * steps)]
+    assert torch.all(empty == 0) and history == [(1.0, 1.0 / steps, 2 * steps)]
+    # another rate (the same silo with another batch size) starts a new run of steps
+    dp_sgd_silo(model, fed.task.loss, flat, fed.x[sl], fed.y[sl], **{**kw, "batch_size": n})
+    assert history == [(1.0, 1.0 / steps, 2 * steps), (1.0, 1.0, 2)]
+
+
+def test_record_step_merges_runs_like_opacus() -> None:
+    history: History = []
+    for z, q in [(5.0, 0.1), (5.0, 0.1), (4.0, 0.1), (4.0, 0.2), (4.0, 0.2), (5.0, 0.1)]:
+        record_step(history, z, q)
+    assert history == [(5.0, 0.1, 2), (4.0, 0.1, 1), (4.0, 0.2, 2), (5.0, 0.1, 1)]
 
 
 def test_clipped_per_sample_sum_matches_a_loop(heart_fed: Federation) -> None:
@@ -90,14 +107,36 @@ def test_clipped_per_sample_sum_matches_a_loop(heart_fed: Federation) -> None:
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
 
 
-def test_silo_rdp_matches_dp_accounting_at_integer_orders() -> None:
-    history = [(5.0, 0.02, 100), (5.0, 0.05, 30)]
+def test_silo_rdp_is_the_package_accountants_composition() -> None:
+    history = [(5.0, 0.02, 100), (5.0, 0.05, 30), (2.0, 0.5, 7), (5.0, 0.02, 3)]
     ours = silo_rdp(history)
-    acc = PrivacyAccountant("rdp").compose_gaussian(5.0, 100, 0.02).compose_gaussian(5.0, 30, 0.05)
-    _, ref = acc.rdp()
-    integer = (DEFAULT_ORDERS == np.round(DEFAULT_ORDERS)) & (DEFAULT_ORDERS <= 256)
-    np.testing.assert_allclose(ours[integer], ref[integer], rtol=1e-6)
-    assert np.all(ours >= 0)
+    acc = PrivacyAccountant("rdp")
+    for z, q, t in history:
+        acc.compose_gaussian(z, t, q)
+    orders, ref = acc.rdp()
+    np.testing.assert_array_equal(orders, DEFAULT_ORDERS)
+    np.testing.assert_allclose(ours, ref, rtol=1e-12, atol=0)
+    assert np.all(ours > 0) and not np.any(np.isnan(ours))
+    # and with the same accountant, the same epsilon
+    assert rdp_to_epsilon(DEFAULT_ORDERS, ours, 1e-5)[0] == pytest.approx(
+        acc.epsilon(1e-5), rel=1e-12
+    )
+    assert np.all(silo_rdp([]) == 0)
+
+
+def test_silo_rdp_orders_without_a_finite_bound_are_inf(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fake(noise_multiplier: float, sampling_rate: float) -> np.ndarray:
+        out = np.ones(len(DEFAULT_ORDERS))
+        out[-2:] = [np.nan, np.inf]
+        return out
+
+    group_dp._step_rdp.cache_clear()
+    monkeypatch.setattr(group_dp, "gaussian_rdp", fake)
+    try:
+        rho = silo_rdp([(5.0, 0.1, 3)])
+    finally:
+        group_dp._step_rdp.cache_clear()
+    assert np.all(rho[:-2] == 3.0) and np.all(rho[-2:] == np.inf)
 
 
 def test_group_epsilon_independent_computation() -> None:
@@ -106,10 +145,42 @@ def test_group_epsilon_independent_computation() -> None:
     for k in (1, 2, 4, 6):
         expected = group_privacy_bounds(DEFAULT_ORDERS, curve, k, 1e-5).epsilon
         assert group_epsilon(histories, k, 1e-5) == pytest.approx(expected, rel=1e-12)
-    # k = 1 is Opacus' own epsilon of the worst silo (on a finer order grid: never larger)
-    worst = RDPAccountant()
-    worst.history = list(histories[1])
-    opacus_eps = worst.get_epsilon(1e-5)
-    ours = group_epsilon(histories, 1, 1e-5)
-    assert ours <= opacus_eps + 1e-9 and ours > 0.97 * opacus_eps
+    # k = 1 is the package accountant's epsilon of the worst silo
+    worst = PrivacyAccountant("rdp").compose_gaussian(5.0, 40, 0.25)
+    assert group_epsilon(histories, 1, 1e-5) == pytest.approx(worst.epsilon(1e-5), rel=1e-12)
     assert group_epsilon([[], []], 2, 1e-5) == 0.0
+
+
+def test_uldp_imports_no_opacus_accountant() -> None:
+    """Opacus only trains (per-sample gradients, clipping, noise); accounting is the package's."""
+    root = Path(group_dp.__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            assert not any(n.startswith("opacus.accountants") for n in names), path
+
+
+def test_group_runner_never_calls_opacus_accounting(
+    heart_fed: Federation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import opacus.accountants
+    import opacus.accountants.analysis.rdp as opacus_rdp
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("Opacus accounting used")
+
+    class Refused:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            refuse()
+
+    monkeypatch.setattr(opacus.accountants, "RDPAccountant", Refused)
+    monkeypatch.setattr(opacus_rdp, "compute_rdp", refuse)
+    hp = RoundHyper(LocalTrainingSpec(1, 8, 0.05), global_lr=1.0, clip=1.0, sigma=3.0)
+    runner = MethodRunner("ULDP-GROUP-2", heart_fed, hp)
+    runner.run_round(flatten_parameters(heart_fed.task.build_model(0)), np.random.default_rng(0))
+    assert 0 < runner.epsilon() < math.inf

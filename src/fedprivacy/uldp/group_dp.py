@@ -17,20 +17,24 @@
    :class:`opacus.GradSampleModule` (per-sample gradients), the optimiser in
    :class:`opacus.optimizers.DPOptimizer` (per-sample clipping to ``C``, Gaussian noise of
    standard deviation ``sigma * C`` from a seeded torch generator, averaging by the expected
-   batch size) and each step is recorded by a per-silo :class:`opacus.accountants.RDPAccountant`
-   kept across rounds. Batches are Poisson samples of the silo's records with rate
-   ``gamma = 1 / ceil(n_s / B)`` and an epoch is ``ceil(n_s / B)`` steps, which is what Opacus'
-   ``make_private`` does with a ``DataLoader(batch_size=B)``; empty batches still take a (noise
-   only) step, as the analysis of the sampled Gaussian requires (the authors' loop skips them).
-4. **Accounting** (:func:`group_epsilon`, Theorem 2): each silo's RDP curve is computed from its
-   accountant's history at :data:`fedprivacy.dp.rdp.DEFAULT_ORDERS` with Opacus'
-   ``compute_rdp``; the silos hold disjoint records, so the federation is
-   ``(alpha, max_s rho_s(alpha))``-RDP (parallel composition); the curve goes into a
-   :class:`~fedprivacy.dp.accounting.PrivacyAccountant` (``compose_rdp``) whose
+   batch size). A step hook of the optimiser records each step in the silo's history of
+   ``(noise_multiplier, sample_rate, steps)`` (:class:`SiloDpSgdState`, kept across rounds;
+   consecutive steps with the same noise and rate are merged, as in Opacus' histories). Batches
+   are Poisson samples of the silo's records with rate ``gamma = 1 / ceil(n_s / B)`` and an epoch
+   is ``ceil(n_s / B)`` steps, which is what Opacus' ``make_private`` does with a
+   ``DataLoader(batch_size=B)``; empty batches still take a (noise only) step, as the analysis
+   of the sampled Gaussian requires (the authors' loop skips them).
+4. **Accounting** (:func:`group_epsilon`, Theorem 2): each silo's RDP curve is the composition
+   of its history's sub-sampled Gaussian steps at :data:`fedprivacy.dp.rdp.DEFAULT_ORDERS`
+   (:func:`fedprivacy.dp.rdp.gaussian_rdp`, dp-accounting, as the package's
+   :class:`~fedprivacy.dp.accounting.PrivacyAccountant` composes them); the silos hold disjoint
+   records, so the federation is ``(alpha, max_s rho_s(alpha))``-RDP (parallel composition); the
+   curve goes into a :class:`~fedprivacy.dp.accounting.PrivacyAccountant` (``compose_rdp``) whose
    ``group_privacy(k, delta)`` gives the tightest *valid* group bound (Lemma 6 with the order
    condition, rounding ``k`` up to a power of two, or Lemma 5). By Proposition 1 it is the
    user-level epsilon. The paper instead reports, for ``k`` not a power of two, the bound of the
-   largest power of two *below* ``k``, a lower bound on its own analysis.
+   largest power of two *below* ``k``, a lower bound on its own analysis. Opacus is used for the
+   per-sample gradients, clipping and noise only, not for the accounting.
 
 Caveat for TCGA-BRCA: the Cox loss of a batch couples its records (each record is in the
 others' risk sets), so Opacus' "per-sample gradient" of a record (the gradient through its own
@@ -45,7 +49,9 @@ import copy
 import functools
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -53,7 +59,7 @@ from numpy.typing import NDArray
 from torch import nn
 
 from fedprivacy.dp.accounting import PrivacyAccountant
-from fedprivacy.dp.rdp import DEFAULT_ORDERS
+from fedprivacy.dp.rdp import DEFAULT_ORDERS, gaussian_rdp
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.losses import MaskedLoss
 from fedprivacy.fl.params import load_flat_
@@ -61,12 +67,15 @@ from fedprivacy.uldp.clipped_sums import clip_rows
 from fedprivacy.uldp.federation import Federation
 
 __all__ = [
+    "History",
     "SiloDpSgdState",
     "clipped_per_sample_sum",
     "dp_sgd_silo",
     "group_epsilon",
     "group_flags",
     "group_size",
+    "new_state",
+    "record_step",
     "silo_rdp",
 ]
 
@@ -153,31 +162,60 @@ def group_flags(fed: Federation, k: int, min_per_silo: int = 1) -> NDArray[np.bo
     return keep
 
 
+History = list[tuple[float, float, int]]
+"""A silo's DP-SGD steps: ``(noise_multiplier, sample_rate, steps)`` runs, in order."""
+
+
+def record_step(history: History, noise_multiplier: float, sample_rate: float) -> None:
+    """Append one step to ``history``, merged into the last run if its noise and rate match.
+
+    The same merging as Opacus' ``RDPAccountant.history``.
+
+    Examples
+    --------
+    >>> h: History = []
+    >>> for z, q in [(5.0, 0.1), (5.0, 0.1), (5.0, 0.2)]:
+    ...     record_step(h, z, q)
+    >>> h
+    [(5.0, 0.1, 2), (5.0, 0.2, 1)]
+    """
+    if history and history[-1][0] == noise_multiplier and history[-1][1] == sample_rate:
+        history[-1] = (noise_multiplier, sample_rate, history[-1][2] + 1)
+    else:
+        history.append((noise_multiplier, sample_rate, 1))
+
+
 @dataclass
 class SiloDpSgdState:
-    """Per-silo state of ULDP-GROUP-k kept across rounds: the Opacus RDP accountants."""
+    """Per-silo state of ULDP-GROUP-k kept across rounds: every silo's DP-SGD history."""
 
-    accountants: list[object] = field(default_factory=list)
+    histories: list[History] = field(default_factory=list)
 
-    def history(self, silo: int) -> list[tuple[float, float, int]]:
-        """The ``(noise_multiplier, sample_rate, steps)`` history of a silo's accountant."""
-        acc = self.accountants[silo]
-        return [tuple(h) for h in acc.history]  # type: ignore[attr-defined]
+    def history(self, silo: int) -> History:
+        """The ``(noise_multiplier, sample_rate, steps)`` history of a silo (a copy)."""
+        return list(self.histories[silo])
 
 
-def _opacus() -> tuple[object, object, object]:
+def _opacus() -> tuple[Any, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from opacus import GradSampleModule
-        from opacus.accountants import RDPAccountant
         from opacus.optimizers import DPOptimizer
-    return GradSampleModule, DPOptimizer, RDPAccountant
+    return GradSampleModule, DPOptimizer
 
 
 def new_state(num_silos: int) -> SiloDpSgdState:
-    """Return a fresh state with one Opacus ``RDPAccountant`` per silo."""
-    _, _, rdp_accountant = _opacus()
-    return SiloDpSgdState([rdp_accountant() for _ in range(num_silos)])  # type: ignore[operator]
+    """Return a fresh state with an empty history per silo."""
+    return SiloDpSgdState([[] for _ in range(num_silos)])
+
+
+def _step_recorder(history: History, sample_rate: float) -> Callable[[Any], None]:
+    """A ``DPOptimizer`` step hook (called with the optimiser) recording each step."""
+
+    def hook(optimizer: Any) -> None:
+        record_step(history, float(optimizer.noise_multiplier), sample_rate)
+
+    return hook
 
 
 def dp_sgd_silo(
@@ -192,7 +230,7 @@ def dp_sgd_silo(
     lr: float,
     clip: float,
     sigma: float,
-    accountant: object,
+    history: History,
     rng: np.random.Generator,
 ) -> torch.Tensor:
     """Run DP-SGD (Abadi et al.) on one silo's records with Opacus; return the model delta.
@@ -212,8 +250,9 @@ def dp_sgd_silo(
         learning rate ``eta_l``.
     clip, sigma : float
         Per-sample clipping bound and noise multiplier.
-    accountant : opacus.accountants.RDPAccountant
-        Records every step (its history accumulates across rounds).
+    history : list of (noise_multiplier, sample_rate, steps)
+        The silo's history: every step is recorded in it (:func:`record_step`, from a step hook
+        of the ``DPOptimizer``), across rounds.
     rng : numpy.random.Generator
         Poisson sampling and the seed of the torch noise generator.
 
@@ -222,7 +261,7 @@ def dp_sgd_silo(
     torch.Tensor
         ``x_Q - x_t``, float32 ``(P,)``.
     """
-    grad_sample_module, dp_optimizer, _ = _opacus()
+    grad_sample_module, dp_optimizer = _opacus()
     n = int(x.shape[0])
     if n == 0:
         return torch.zeros_like(global_flat)
@@ -232,17 +271,17 @@ def dp_sgd_silo(
     load_flat_(local, global_flat)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        gsm = grad_sample_module(local, loss_reduction="mean")  # type: ignore[operator]
+        gsm = grad_sample_module(local, loss_reduction="mean")
         generator = torch.Generator(device=global_flat.device)
         generator.manual_seed(int(rng.integers(2**62)))
-        opt = dp_optimizer(  # type: ignore[operator]
+        opt = dp_optimizer(
             torch.optim.SGD(gsm.parameters(), lr=lr),
             noise_multiplier=sigma,
             max_grad_norm=clip,
             expected_batch_size=max(1, round(rate * n)),
             generator=generator,
         )
-        opt.attach_step_hook(accountant.get_optimizer_hook_fn(sample_rate=rate))  # type: ignore[attr-defined]
+        opt.attach_step_hook(_step_recorder(history, rate))
         for _ in range(epochs * steps):
             pick = torch.from_numpy(np.flatnonzero(rng.random(n) < rate)).to(x.device)
             xb, yb = x[pick], y[pick]
@@ -273,13 +312,13 @@ def clipped_per_sample_sum(
     torch.Tensor
         Float32 ``(P,)``.
     """
-    grad_sample_module, _, _ = _opacus()
+    grad_sample_module, _ = _opacus()
     local = copy.deepcopy(model)
     load_flat_(local, global_flat)
     n = int(x.shape[0])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        gsm = grad_sample_module(local, loss_reduction="sum")  # type: ignore[operator]
+        gsm = grad_sample_module(local, loss_reduction="sum")
     if n == 0:
         return torch.zeros_like(global_flat)
     with warnings.catch_warnings():
@@ -295,55 +334,51 @@ def clipped_per_sample_sum(
 
 
 @functools.lru_cache(maxsize=256)
-def _opacus_step_rdp(sample_rate: float, noise_multiplier: float) -> NDArray[np.float64]:
-    from opacus.accountants.analysis.rdp import compute_rdp
-
-    out = np.asarray(
-        compute_rdp(
-            q=sample_rate,
-            noise_multiplier=noise_multiplier,
-            steps=1,
-            orders=[float(a) for a in DEFAULT_ORDERS],
-        ),
-        dtype=np.float64,
-    )
-    # Opacus' series overflows to NaN at the largest orders (>= 1280 for sigma = 5): no bound
-    # there, which ``inf`` says (the group-privacy routes then skip those orders)
-    out[~(out >= 0)] = np.inf
+def _step_rdp(sample_rate: float, noise_multiplier: float) -> NDArray[np.float64]:
+    """One sub-sampled Gaussian step at :data:`DEFAULT_ORDERS` (read-only, cached)."""
+    out = gaussian_rdp(noise_multiplier, sample_rate)
+    out[~(out >= 0)] = np.inf  # no finite bound at an order (inf, or NaN from a series): inf
     out.setflags(write=False)
     return out
 
 
-def silo_rdp(history: list[tuple[float, float, int]]) -> NDArray[np.float64]:
-    """RDP of an Opacus accountant history at :data:`DEFAULT_ORDERS` (Opacus' ``compute_rdp``).
+def silo_rdp(history: History) -> NDArray[np.float64]:
+    """RDP of a silo's DP-SGD history at :data:`DEFAULT_ORDERS`.
 
-    Orders at which Opacus' series overflows (NaN) get ``inf``.
+    The composition of its sub-sampled Gaussian steps, each from
+    :func:`fedprivacy.dp.rdp.gaussian_rdp` (dp-accounting), as
+    :meth:`fedprivacy.dp.accounting.PrivacyAccountant.compose_gaussian` composes them; orders
+    without a finite bound are ``inf``.
 
     Parameters
     ----------
     history : list of (noise_multiplier, sample_rate, steps)
-        As ``opacus.accountants.RDPAccountant.history``.
+        As :meth:`SiloDpSgdState.history`.
 
     Returns
     -------
     numpy.ndarray of float64
         ``rho(alpha)`` per order (zeros for an empty history).
+
+    Examples
+    --------
+    >>> rho = silo_rdp([(5.0, 0.1, 40)])
+    >>> bool(np.all(rho == 40 * silo_rdp([(5.0, 0.1, 1)])))
+    True
     """
     total = np.zeros(len(DEFAULT_ORDERS), dtype=np.float64)
     for noise, rate, steps in history:
-        total = total + steps * _opacus_step_rdp(float(rate), float(noise))
+        total = total + steps * _step_rdp(float(rate), float(noise))
     return total
 
 
-def group_epsilon(
-    histories: list[list[tuple[float, float, int]]], k: int, delta: float, *, repeat: float = 1.0
-) -> float:
-    """User-level epsilon of ULDP-GROUP-k (Theorem 2) from the silos' Opacus histories.
+def group_epsilon(histories: list[History], k: int, delta: float, *, repeat: float = 1.0) -> float:
+    """User-level epsilon of ULDP-GROUP-k (Theorem 2) from the silos' DP-SGD histories.
 
     Parameters
     ----------
     histories : list
-        One Opacus history per silo.
+        One history per silo (:meth:`SiloDpSgdState.history`).
     k : int
         Group size (records per user).
     delta : float

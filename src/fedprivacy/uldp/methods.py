@@ -136,7 +136,7 @@ class MethodRunner:
         What the rounds run so far cost a user (the family's
         :meth:`~fedprivacy.uldp.families.MethodFamily.accounting`); the epsilons read it.
     group_k, group_fed, group_state
-        ULDP-GROUP-k's ``k``, kept records and per-silo DP-SGD accountants (``None`` for the
+        ULDP-GROUP-k's ``k``, kept records and per-silo DP-SGD step histories (``None`` for the
         other methods).
     """
 

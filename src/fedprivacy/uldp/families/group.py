@@ -76,7 +76,7 @@ class GroupFamily(MethodFamily):
                 lr=h.local.lr,
                 clip=h.clip,
                 sigma=h.sigma,
-                accountant=state.accountants[silo],
+                history=state.histories[silo],
                 rng=rng,
             )
             total += delta
@@ -93,7 +93,7 @@ class GroupFamily(MethodFamily):
         raise ParameterError("method", "ULDP-GROUP-k adds its noise inside DP-SGD")
 
     def accounting(self, runner: MethodRunner) -> UldpAccounting:
-        """Group privacy of the silos' DP-SGD accountants (which record every step)."""
+        """Group privacy of the silos' DP-SGD histories (which record every step)."""
         assert runner.group_state is not None and runner.group_k is not None
         return GroupRounds(runner.group_state, runner.group_k, runner.delta)
 
@@ -112,12 +112,11 @@ class GroupRounds(UldpAccounting):
         self.rounds = 0
 
     def charge(self, sampled: NDArray[np.bool_] | None) -> None:
-        """Count the round (the silos' accountants composed its DP-SGD steps)."""
+        """Count the round (the silos' histories recorded its DP-SGD steps)."""
         self.rounds += 1
 
     def _scaled(self, repeat: float) -> float:
-        histories = [self.silos.history(s) for s in range(len(self.silos.accountants))]
-        return group_epsilon(histories, self.k, self.delta, repeat=repeat)
+        return group_epsilon(self.silos.histories, self.k, self.delta, repeat=repeat)
 
     def epsilon(self) -> float:
         """Group-privacy epsilon of the silos' DP-SGD histories."""
@@ -146,13 +145,11 @@ class GroupRounds(UldpAccounting):
 
     def state(self) -> dict[str, Any]:
         """The number of rounds and every silo's DP-SGD history."""
-        group = [
-            [list(h) for h in self.silos.history(s)] for s in range(len(self.silos.accountants))
-        ]
+        group = [[list(step) for step in h] for h in self.silos.histories]
         return {"rounds": self.rounds, "group": group}
 
     def restore(self, state: dict[str, Any]) -> None:
         """Take the rounds and the silos' histories back."""
         self.rounds = int(state["rounds"])
-        for acc, history in zip(self.silos.accountants, state["group"], strict=True):
-            acc.history = [(float(z), float(q), int(n)) for z, q, n in history]  # type: ignore[attr-defined]
+        for mine, saved in zip(self.silos.histories, state["group"], strict=True):
+            mine[:] = [(float(z), float(q), int(n)) for z, q, n in saved]
