@@ -221,7 +221,7 @@ def test_the_deployed_run_accounts_as_the_in_process_run(
     summary = run_cross_silo(config, InProcessTransport(_nodes(config, data_dir)), tmp_path)
     local = run_uldp(config.with_overrides(secure_weighting=True))
     assert local.secure_weighting is not None
-    nm = summary["privacy"]["noise_multiplier_effective"]
+    nm = summary["secure_weighting"]["noise_multiplier_effective"]
     assert nm == local.secure_weighting["noise_multiplier_effective"] < config.sigma
     events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     rounds = [e for e in events if e.get("event") == "round"]

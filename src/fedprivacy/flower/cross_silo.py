@@ -49,7 +49,7 @@ import torch
 from fedprivacy.dp.accounting import quiet_accounting
 from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_json, atomic_write_text
-from fedprivacy.flower.cross_silo_outputs import CrossSiloOutcome, write_outputs
+from fedprivacy.flower.cross_silo_outputs import CrossSiloOutcome, TaskInfo, write_outputs
 from fedprivacy.flower.exchange import BeforeStage, StageExchange
 from fedprivacy.flower.silo_forge import SILO_FORGES, SiloForge
 from fedprivacy.flower.silo_rounds import ProtocolSilos, SetupError, setup_session
@@ -104,7 +104,7 @@ def _run(
         exchange.log(round=0, event="setup_failed", detail=str(exc))
         nm = _noise_multiplier(cfg, session_parameters(cfg, n_params, bytes(16)))
         ledger = ParticipationLedger(cfg.users)
-        return CrossSiloOutcome(ledger, [], {}, nm, exchange.events, seconds, str(exc))
+        return CrossSiloOutcome(ledger, [], {}, nm, exchange.events, flat, seconds, str(exc))
     train_rng = np.random.default_rng(run_seeds(cfg)[2])
     nm = _noise_multiplier(cfg, server.params)
     silos = ProtocolSilos(cfg, server, exchange, train_rng, nm, forge=forged, session=session)
@@ -138,7 +138,10 @@ def _run(
     )
     with quiet_accounting():
         records = [res.record for res in loop.run(cfg.rounds)]
-    return CrossSiloOutcome(loop.ledger, records, silos.aggregates, nm, exchange.events, seconds)
+    events = exchange.events
+    return CrossSiloOutcome(
+        loop.ledger, records, silos.aggregates, nm, events, algorithm.flat, seconds
+    )
 
 
 def run_cross_silo(
@@ -201,6 +204,7 @@ def run_cross_silo(
     task, model, flat = initial_model(cfg, ds)
     test_x, test_y = ds.pooled_test()
     tx, ty = torch.from_numpy(np.array(test_x)), torch.from_numpy(np.array(test_y))
+    info = TaskInfo(task.metric_name, ds.source, task.task, task.evaluate(model, tx, ty))
     with (run_dir / "events.jsonl").open("w", encoding="utf-8") as log_file:
 
         def event(e: dict[str, Any]) -> None:
@@ -211,4 +215,4 @@ def run_cross_silo(
 
         exchange = StageExchange(transport, on_event=event, before_stage=pause)
         outcome = _run(cfg, exchange, model, flat, lambda m: task.evaluate(m, tx, ty), forged)
-    return write_outputs(cfg, run_dir, outcome, transport, started)
+    return write_outputs(cfg, run_dir, outcome, info, transport, started)

@@ -159,24 +159,48 @@ class UldpResult:
 
     @property
     def final(self) -> RoundRecord:
-        """The last round's record."""
-        return self.records[-1]
+        """The last round's record (before any round: the initial model, nothing spent)."""
+        if self.records:
+            return self.records[-1]
+        i = self.initial
+        nan = math.nan
+        return RoundRecord(
+            0, i.get("metric", nan), i.get("loss", nan), 0.0, 0.0, epsilon_server=0.0
+        )
 
     def privacy_report(self) -> PrivacyReport:
-        """The run's ``privacy`` object (:func:`fedprivacy.report.uldp_privacy_report`)."""
+        """The run's ``privacy`` object (:func:`fedprivacy.report.privacy_report`).
+
+        Its epsilons are the method's own accounting, named with their adversaries
+        (:data:`EPSILON_ADVERSARIES`); the per-user spread is the server view's.
+        """
         c, last = self.config, self.final
         private = c.method != "DEFAULT" and math.isfinite(last.epsilon)
         server = last.epsilon_server
-        return uldp_privacy_report(
-            c.method,
-            noise_multiplier=c.sigma,
-            clip=c.clip,
-            delta=c.delta,
-            epsilon=last.epsilon if private else None,
-            epsilon_server=server if private and math.isfinite(server) else None,
-            adversaries=EPSILON_ADVERSARIES,
+        against = (
+            EPSILON_ADVERSARIES["epsilon"]
+            if c.scheme == "poisson"
+            else ULDP_SERVER_CHOSEN.format(c.scheme)
+        )
+        meaning = (
+            (
+                ULDP_EPSILON.format(against),
+                ULDP_EPSILON_SERVER.format(EPSILON_ADVERSARIES["epsilon_server"]),
+            )
+            if private
+            else (ULDP_NO_DP,)
+        )
+        return privacy_report(
+            Method(c.method, c.sigma if private else None, c.clip),
+            c.delta,
+            StatedEpsilons(
+                last.epsilon,
+                server if math.isfinite(server) else None,
+                (self.server_view or {}).get("per_user_epsilon"),
+                caveats=meaning,
+            ),
+            aggregation="silo-sum",
             server_view=self.server_view,
-            scheme=c.scheme,
             caveats=self.caveats + ((f"Noise: {self.noise_source}.",) if self.noise_source else ()),
         )
 
