@@ -11,23 +11,30 @@ import pytest
 
 from fedprivacy.cli.main import main
 from fedprivacy.dp.per_user import per_user_epsilons
-from fedprivacy.fl.mechanism import CentralGaussian, NoMechanism
-from fedprivacy.report import privacy_report
+from fedprivacy.errors import ParameterError
+from fedprivacy.fl.mechanism import CentralGaussian, DistributedDiscreteGaussian, NoMechanism
+from fedprivacy.participation.privacy import TWeakResult
+from fedprivacy.report import (
+    NO_DP,
+    PER_USER_EPSILON,
+    VIEW_CAVEATS,
+    LedgerEpsilons,
+    Method,
+    StatedEpsilons,
+    privacy_report,
+)
+
+#: Users 0 and 1 aggregated in rounds 0-1 and 0, user 2 never.
+LEDGER = LedgerEpsilons(np.array([[1, 1, 0], [1, 0, 0]], dtype=bool))
 
 
 def test_without_dp_the_report_claims_no_guarantee() -> None:
-    r = privacy_report(
-        np.array([2, 1, 0]),
-        NoMechanism(),
-        1e-5,
-        t_weak=None,
-        t_strong=None,
-        exposed_users=None,
-        secure_aggregation=False,
-    )
+    r = privacy_report(NoMechanism(), 1e-5, LEDGER, aggregation="plaintext")
     assert r.epsilon is None and r.per_user_epsilon is None and r.delta is None
-    assert any("no formal guarantee" in c for c in r.caveats)
+    assert r.caveats == (*VIEW_CAVEATS["plaintext"], NO_DP)
+    assert "no formal guarantee" in NO_DP
     assert "no differential privacy" in r.to_markdown()
+    assert r.t_weak is None and "not computed" in r.to_markdown()
 
 
 def test_train_with_central_dp_reports_per_user_epsilon_from_the_ledger(capsys, tmp_path):  # type: ignore[no-untyped-def]
@@ -69,18 +76,69 @@ def test_dp_flags_without_a_mechanism_name_the_flag(capsys) -> None:  # type: ig
 
 
 def test_central_report_against_secure_aggregation_states_who_sees_what() -> None:
+    mechanism = CentralGaussian(noise_multiplier=2.0, clip=1.0)
     r = privacy_report(
-        np.array([3, 3]),
-        CentralGaussian(noise_multiplier=2.0, clip=1.0),
+        mechanism,
         1e-6,
-        t_weak=None,
-        t_strong=2,
-        exposed_users=0,
-        secure_aggregation=True,
+        LedgerEpsilons(np.ones((3, 2), dtype=bool)),
+        aggregation="secagg",
+        server_view={"t_weak": TWeakResult(lower=2, upper=3), "t_strong": 2, "exposed_users": 0},
     )
     assert r.per_user_epsilon is not None and r.per_user_epsilon["min"] == r.epsilon
+    assert r.epsilon == float(per_user_epsilons([3], 2.0, 1e-6)[0])
+    assert r.caveats == (*VIEW_CAVEATS["secagg"], PER_USER_EPSILON, mechanism.who_sees_what)
     text = " ".join(r.caveats)
     assert "one round" in text and "noise-free sum" in text
+    assert r.t_weak == {"lower": 2, "upper": 3, "exact": False}
+    assert "between 2 and 3" in r.to_markdown()
+
+
+def test_noise_added_in_aggregation_is_accounted_round_by_round() -> None:
+    mechanism = DistributedDiscreteGaussian(noise_multiplier=1.0, clip=1.0)
+    with pytest.raises(ParameterError, match="round_noise"):
+        privacy_report(mechanism, 1e-5, LEDGER, aggregation="secagg")
+    ledger = LedgerEpsilons(
+        LEDGER.participation,
+        round_noise=np.array([1.5, 1.2]),
+        wrap_log_probability=np.array([np.log(1e-50), np.nan]),
+    )
+    r = privacy_report(mechanism, 1e-5, ledger, aggregation="secagg")
+    assert r.accounted_noise_multiplier == {"min": 1.2, "max": 1.5}
+    assert r.wrap_around_log10_bound == pytest.approx(-50)
+    assert r.epsilon_server == r.epsilon  # the noise is in every sum the server can compute
+    assert r.per_user_epsilon is not None and r.per_user_epsilon["min"] == 0.0
+
+
+def test_stated_epsilons_keep_their_adversaries_and_sentences() -> None:
+    """A ULDP-FL run: its own accounting, its own sentences, the run's caveats last."""
+    stated = StatedEpsilons(0.8, 2.0, {"min": 0.0, "median": 1.0, "max": 2.0}, caveats=("A.",))
+    view = {"t_weak": {"lower": 4, "upper": 4, "exact": True}, "t_strong": 2, "exposed_users": 0}
+    r = privacy_report(
+        Method("ULDP-AVG-s", 5.0, 0.5),
+        1e-5,
+        stated,
+        aggregation="silo-sum",
+        server_view=view,
+        caveats=("B.",),
+    )
+    assert (r.epsilon, r.epsilon_server, r.per_user_epsilon) == (0.8, 2.0, stated.per_user)
+    assert r.caveats == (*VIEW_CAVEATS["silo-sum"], "A.", "B.")
+    assert (r.mechanism, r.accountant, r.accounted_noise_multiplier) == ("ULDP-AVG-s", "rdp", None)
+    assert "mechanism: ULDP-AVG-s, noise multiplier 5.0" in r.to_markdown()
+    uniform = privacy_report(
+        Method("ULDP-AVG", 5.0, 1.0), 1e-5, StatedEpsilons(0.8, None), aggregation="silo-sum"
+    )
+    assert uniform.per_user_epsilon == {"min": 0.8, "median": 0.8, "max": 0.8}
+    assert uniform.epsilon_server is None
+    default = privacy_report(
+        Method("DEFAULT", None, 1.0),
+        1e-5,
+        StatedEpsilons(np.inf, None, caveats=("C.",)),
+        aggregation="silo-sum",
+    )
+    assert default.epsilon is None and default.delta is None and default.noise_multiplier is None
+    assert default.clip == 1.0  # the method's clip is reported even without DP
+    assert default.caveats == (*VIEW_CAVEATS["silo-sum"], "C.")
 
 
 def test_train_with_distributed_dp_accounts_the_noise_really_aggregated(capsys, tmp_path):  # type: ignore[no-untyped-def]

@@ -1,4 +1,4 @@
-"""One privacy report for a federated run: what the server's view reveals, and the released model.
+"""One privacy report for every run: what the server's view reveals, and the released model.
 
 Two adversaries, two kinds of figures:
 
@@ -8,12 +8,20 @@ Two adversaries, two kinds of figures:
 * **the released models** (anyone who sees the global model after every round): per-user
   ``(epsilon, delta)`` of the DP mechanism, each user composing only the rounds it was aggregated
   in (:func:`fedprivacy.dp.per_user.per_user_epsilons`), and the caveats that bound both claims.
+
+:func:`privacy_report` builds the report of every run (``fedprivacy train``, ``fedprivacy
+uldp``, ``fedprivacy flower deploy``); what differs between them is data: what the server
+received (:data:`VIEW_CAVEATS`), where the epsilons come from (:class:`LedgerEpsilons`, composed
+from the ledger, or :class:`StatedEpsilons`, accounted by the run itself, with their sentences)
+and the mechanism (a :class:`~fedprivacy.fl.mechanism.Mechanism`, or a :class:`Method` that only
+names one).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -23,9 +31,163 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.fl.mechanism import MECHANISMS, Mechanism
 from fedprivacy.participation.privacy import TWeakResult
 
-__all__ = ["PrivacyReport", "privacy_report", "uldp_privacy_report"]
+__all__ = [
+    "NO_DP",
+    "PER_USER_EPSILON",
+    "ULDP_EPSILON",
+    "ULDP_EPSILON_SERVER",
+    "ULDP_NO_DP",
+    "ULDP_SERVER_CHOSEN",
+    "VIEW_CAVEATS",
+    "LedgerEpsilons",
+    "Method",
+    "PrivacyReport",
+    "StatedEpsilons",
+    "privacy_report",
+]
 
 ACCOUNTANT: Final = "rdp"
+
+#: What the server received each round: secure aggregation of the updates, the updates in
+#: plaintext, or (ULDP-FL) only the sum over silos of their noisy contributions.
+Aggregation = Literal["secagg", "plaintext", "silo-sum"]
+
+_AGGREGATES_LEDGER: Final = (
+    "T_weak, T_strong and the exposed users are computed from the ledger of aggregates the "
+    "server unmasked, against a server that runs the protocol as specified."
+)
+
+#: What the server-view figures rest on, by what the server received (the first caveats).
+VIEW_CAVEATS: Final[Mapping[Aggregation, tuple[str, ...]]] = {
+    "secagg": (
+        _AGGREGATES_LEDGER,
+        "Secure aggregation hides the individual updates of one round; what the server can "
+        "combine across rounds is stated above.",
+    ),
+    "plaintext": (
+        _AGGREGATES_LEDGER,
+        "Plaintext aggregation: the server receives every individual update. The server-view "
+        "figures describe what an observer of the aggregates alone learns, not the server.",
+    ),
+    "silo-sum": (
+        "T_weak, T_strong and the exposed users are computed from the ledger of user samples "
+        "(one row per round: the users whose records it aggregated), against a server that sees "
+        "only the sum over silos (the private weighting protocol); a server that receives each "
+        "silo's noisy contribution sees one such sum per silo and round.",
+    ),
+}
+
+#: What epsilons composed from the ledger mean (:class:`LedgerEpsilons`).
+PER_USER_EPSILON: Final = (
+    "Epsilon is per user (add or remove one user's data), composed over the rounds in which "
+    "that user was really aggregated (ledger counts), without amplification by sub-sampling: "
+    "the server chooses or knows who participates."
+)
+#: A run without DP, its epsilons composed from the ledger.
+NO_DP: Final = "No differential privacy: the released models carry no formal guarantee."
+
+#: ULDP-FL's epsilon (:class:`StatedEpsilons`); ``{}``: whom it is against.
+ULDP_EPSILON: Final = (
+    "Epsilon is user-level (add or remove all records of one user across every silo): against {}."
+)
+#: Whom ULDP-FL's epsilon is against when the server chose the users; ``{!r}``: the scheme.
+ULDP_SERVER_CHOSEN: Final = (
+    "anyone: users were chosen by the {!r} selection scheme, which the server runs, so no "
+    "amplification by sub-sampling is claimed; it is the epsilon of the most-selected user"
+)
+#: ULDP-FL's epsilon against the server; ``{}``: that server.
+ULDP_EPSILON_SERVER: Final = "Epsilon against the server: {}."
+#: A ULDP-FL run without DP (``DEFAULT``).
+ULDP_NO_DP: Final = "No differential privacy: the released models carry no guarantee."
+
+
+@dataclass(frozen=True)
+class Method:
+    """A mechanism the report only names: a ULDP-FL method, which accounts its own epsilons.
+
+    It has what the report reads of a :class:`~fedprivacy.fl.mechanism.Mechanism`.
+
+    Attributes
+    ----------
+    name : str
+        How the report names it (``ULDP-AVG-s``).
+    noise_multiplier : float or None
+        ``sigma`` (None: no DP).
+    clip : float or None
+        ``C``.
+    who_sees_what : str
+        A caveat under DP (empty: none).
+    adds_noise_in_aggregation : bool
+        Whether the parties add the noise inside secure aggregation.
+
+    Examples
+    --------
+    >>> Method("DEFAULT", None, 1.0).noise_multiplier is None
+    True
+    """
+
+    name: str
+    noise_multiplier: float | None
+    clip: float | None
+    who_sees_what: str = ""
+    adds_noise_in_aggregation: bool = False
+
+
+@dataclass(frozen=True)
+class LedgerEpsilons:
+    """Per-user epsilons the report composes from the ledger (FedAvg, in process or deployed).
+
+    Each user composes only the rounds it was aggregated in, without amplification by
+    sub-sampling; the report's epsilon is the largest. The caveat is :data:`PER_USER_EPSILON`
+    (:data:`NO_DP` without DP).
+
+    Attributes
+    ----------
+    participation : ndarray of bool, shape (rounds, users)
+        The ledger's matrix.
+    round_noise : ndarray of float, shape (rounds,), optional
+        The noise multiplier of each round's released aggregate (NaN where nothing was
+        released); required when the mechanism's noise varies between rounds (distributed DP).
+    wrap_log_probability : ndarray of float, shape (rounds,), optional
+        Natural log of each round's wrap-around bound (distributed DP; NaN where none).
+
+    Examples
+    --------
+    >>> LedgerEpsilons(np.ones((2, 3), dtype=bool)).participation.shape
+    (2, 3)
+    """
+
+    participation: NDArray[np.bool_]
+    round_noise: NDArray[np.float64] | None = None
+    wrap_log_probability: NDArray[np.float64] | None = None
+
+
+@dataclass(frozen=True)
+class StatedEpsilons:
+    """Epsilons a run accounted itself (ULDP-FL's methods), and what they mean.
+
+    Attributes
+    ----------
+    epsilon : float
+        Against the released models (ignored without DP).
+    epsilon_server : float or None
+        Against the server (None: no guarantee against it).
+    per_user : mapping of str to float, optional
+        ``{"min", "median", "max"}`` of the per-user epsilons against the server; None: every
+        user gets ``epsilon_server`` (``epsilon`` when that is None).
+    caveats : tuple of str
+        What the epsilons mean (without DP: that there are none), after the server-view ones.
+
+    Examples
+    --------
+    >>> StatedEpsilons(1.0, None).caveats
+    ()
+    """
+
+    epsilon: float
+    epsilon_server: float | None
+    per_user: Mapping[str, float] | None = None
+    caveats: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -41,7 +203,8 @@ class PrivacyReport:
     exposed_users : int or None
         Users whose individual update the server can compute.
     mechanism, accountant : str
-        The DP mechanism (``none``, ``central``) and the accountant composing it.
+        The DP mechanism (``none``, ``central``, ``distributed``, or a ULDP-FL method) and the
+        accountant composing it.
     noise_multiplier, clip, delta : float or None
         Its parameters (None without DP).
     epsilon : float or None
@@ -143,202 +306,138 @@ def _text(value: object) -> str:
     return "not computed (metrics = none)" if value is None else str(value)
 
 
+@dataclass(frozen=True)
+class _Released:
+    """The released-model figures of a report (all None without DP)."""
+
+    epsilon: float | None = None
+    epsilon_server: float | None = None
+    per_user: dict[str, float] | None = None
+    accounted: dict[str, float] | None = None
+    wrap: float | None = None
+
+
+def _from_ledger(
+    ledger: LedgerEpsilons, mechanism: Mechanism | Method, noise: float, delta: float
+) -> _Released:
+    """Each user's epsilon over the rounds it was aggregated in, and the noise really released.
+
+    A mechanism whose parties add the noise inside aggregation (distributed DP) is accounted
+    round by round, with each release's own noise multiplier; its epsilon also holds against
+    the server. Otherwise every release has ``noise``, and a user's epsilon depends only on how
+    many aggregates it was in.
+    """
+    by_round = mechanism.adds_noise_in_aggregation
+    if by_round:
+        if ledger.round_noise is None:
+            raise ParameterError(
+                "round_noise", f"the {mechanism.name} mechanism is accounted round by round"
+            )
+        eps = per_user_epsilons_by_round(
+            ledger.participation, ledger.round_noise, delta, ACCOUNTANT
+        )
+        released = ledger.round_noise[np.isfinite(ledger.round_noise)]
+    else:
+        frequency = ledger.participation.sum(axis=0)
+        eps = per_user_epsilons(frequency, noise, delta, accountant=ACCOUNTANT)
+        released = np.full(1, noise) if np.any(frequency > 0) else np.empty(0)
+    per_user = spread(eps)
+    accounted = None
+    if released.size:
+        accounted = {"min": float(released.min()), "max": float(released.max())}
+    wrap = None
+    logs = ledger.wrap_log_probability
+    if logs is not None and np.any(np.isfinite(logs)):
+        wrap = float(np.logaddexp.reduce(logs[np.isfinite(logs)]) / np.log(10.0))
+    return _Released(
+        per_user["max"], per_user["max"] if by_round else None, per_user, accounted, wrap
+    )
+
+
 def privacy_report(
-    frequency: NDArray[np.int64],
-    mechanism: Mechanism,
+    mechanism: Mechanism | Method,
     delta: float,
+    epsilons: LedgerEpsilons | StatedEpsilons,
     *,
-    t_weak: TWeakResult | None,
-    t_strong: int | None,
-    exposed_users: int | None,
-    secure_aggregation: bool,
-    participation: NDArray[np.bool_] | None = None,
-    round_noise: NDArray[np.float64] | None = None,
-    wrap_log_probability: NDArray[np.float64] | None = None,
+    aggregation: Aggregation,
+    server_view: Mapping[str, Any] | None = None,
+    caveats: Sequence[str] = (),
 ) -> PrivacyReport:
-    """Assemble the report of a run from its ledger's participation counts and metrics.
+    """The privacy report of any run; what differs between runs comes in as data.
+
+    The caveats, in order: what the server-view figures rest on (:data:`VIEW_CAVEATS`), what
+    the epsilons mean (from the ledger :data:`PER_USER_EPSILON`, or :data:`NO_DP`; stated ones
+    bring their own), the mechanism's ``who_sees_what`` under DP, then ``caveats``.
 
     Parameters
     ----------
-    frequency : ndarray of int, shape (users,)
-        How many aggregates each user was in (the ledger's ``frequency``).
-    mechanism : Mechanism
-        The run's DP mechanism.
+    mechanism : Mechanism or Method
+        The run's DP mechanism (a :class:`Method` only names one); no DP when its
+        ``noise_multiplier`` is None.
     delta : float
-        Per-user delta of the stated epsilons.
-    t_weak, t_strong, exposed_users
-        The server-view metrics of the ledger (None when not computed).
-    secure_aggregation : bool
-        Whether the server only saw aggregates.
-    participation : ndarray of bool, shape (rounds, users), optional
-        The ledger's matrix; with ``round_noise``, required when the mechanism's noise varies
-        between rounds (distributed DP).
-    round_noise : ndarray of float, shape (rounds,), optional
-        The noise multiplier of each round's released aggregate (NaN where nothing was released).
-    wrap_log_probability : ndarray of float, shape (rounds,), optional
-        Natural log of each round's wrap-around bound (distributed DP; NaN where none).
+        Per-user delta of the epsilons.
+    epsilons : LedgerEpsilons or StatedEpsilons
+        Where the epsilons come from: composed here from the ledger, or stated by the run.
+    aggregation : {"secagg", "plaintext", "silo-sum"}
+        What the server received each round (picks the server-view caveats).
+    server_view : mapping, optional
+        ``t_weak`` (a :class:`~fedprivacy.participation.privacy.TWeakResult` or its ``{"lower",
+        "upper", "exact"}``), ``t_strong``, ``exposed_users``; missing or None: not computed.
+    caveats : sequence of str
+        The run's own caveats, last.
 
     Examples
     --------
     >>> from fedprivacy.fl.mechanism import CentralGaussian
-    >>> r = privacy_report(np.array([3, 0, 5]), CentralGaussian(noise_multiplier=2.0, clip=1.0),
-    ...                    1e-5, t_weak=None, t_strong=None, exposed_users=None,
-    ...                    secure_aggregation=True)
-    >>> r.epsilon == r.per_user_epsilon["max"] and r.per_user_epsilon["min"] == 0.0
+    >>> ledger = LedgerEpsilons(np.array([[1, 0], [1, 0], [1, 0]], dtype=bool))  # user 1: never
+    >>> r = privacy_report(CentralGaussian(noise_multiplier=2.0, clip=1.0), 1e-5, ledger,
+    ...                    aggregation="secagg")
+    >>> r.epsilon == r.per_user_epsilon["max"] > r.per_user_epsilon["min"] == 0.0
     True
+    >>> r.epsilon_server is None  # the server adds the noise itself: no guarantee against it
+    True
+    >>> stated = StatedEpsilons(2.5, 3.0, caveats=("Epsilon is user-level.",))  # ULDP-FL's own
+    >>> r = privacy_report(Method("ULDP-AVG", 5.0, 1.0), 1e-5, stated, aggregation="silo-sum")
+    >>> r.per_user_epsilon, r.mechanism, r.caveats[-1]  # no spread given: the server's epsilon
+    ({'min': 3.0, 'median': 3.0, 'max': 3.0}, 'ULDP-AVG', 'Epsilon is user-level.')
     """
-    caveats = [
-        "T_weak, T_strong and the exposed users are computed from the ledger of aggregates the "
-        "server unmasked, against a server that runs the protocol as specified."
-    ]
-    if secure_aggregation:
-        caveats.append(
-            "Secure aggregation hides the individual updates of one round; what the server can "
-            "combine across rounds is stated above."
-        )
-    else:
-        caveats.append(
-            "Plaintext aggregation: the server receives every individual update. The server-view "
-            "figures describe what an observer of the aggregates alone learns, not the server."
-        )
     noise = mechanism.noise_multiplier
-    accounted: dict[str, float] | None = None
-    wrap: float | None = None
-    if noise is None:
-        epsilons = None
-        caveats.append("No differential privacy: the released models carry no formal guarantee.")
+    notes = list(VIEW_CAVEATS[aggregation])
+    figures: _Released = _Released()
+    if isinstance(epsilons, LedgerEpsilons):
+        notes.append(NO_DP if noise is None else PER_USER_EPSILON)
+        if noise is not None:
+            figures = _from_ledger(epsilons, mechanism, noise, delta)
     else:
-        if mechanism.adds_noise_in_aggregation:
-            if participation is None or round_noise is None:
-                raise ParameterError(
-                    "round_noise", f"the {mechanism.name} mechanism is accounted round by round"
-                )
-            eps = per_user_epsilons_by_round(participation, round_noise, delta, ACCOUNTANT)
-            released = round_noise[np.isfinite(round_noise)]
-        else:
-            eps = per_user_epsilons(frequency, noise, delta, accountant=ACCOUNTANT)
-            released = np.full(1, noise) if np.any(frequency > 0) else np.empty(0)
-        epsilons = spread(eps)
-        if released.size:
-            accounted = {"min": float(released.min()), "max": float(released.max())}
-        if wrap_log_probability is not None and np.any(np.isfinite(wrap_log_probability)):
-            logs = wrap_log_probability[np.isfinite(wrap_log_probability)]
-            wrap = float(np.logaddexp.reduce(logs) / np.log(10.0))
-        caveats.append(
-            "Epsilon is per user (add or remove one user's data), composed over the rounds in "
-            "which that user was really aggregated (ledger counts), without amplification by "
-            "sub-sampling: the server chooses or knows who participates."
-        )
-        if mechanism.who_sees_what:
-            caveats.append(mechanism.who_sees_what)
-    tw: dict[str, object] | None = None
-    if t_weak is not None:
-        tw = {"lower": t_weak.lower, "upper": t_weak.upper, "exact": t_weak.exact}
+        notes += epsilons.caveats
+        if noise is not None:
+            uniform = (
+                epsilons.epsilon if epsilons.epsilon_server is None else epsilons.epsilon_server
+            )
+            figures = _Released(
+                epsilons.epsilon,
+                epsilons.epsilon_server,
+                dict(epsilons.per_user or dict.fromkeys(("min", "median", "max"), uniform)),
+            )
+    if noise is not None and mechanism.who_sees_what:
+        notes.append(mechanism.who_sees_what)
+    view = server_view or {}
+    t_weak = view.get("t_weak")
+    if isinstance(t_weak, TWeakResult):
+        t_weak = {"lower": t_weak.lower, "upper": t_weak.upper, "exact": t_weak.exact}
     return PrivacyReport(
-        t_weak=tw,
-        t_strong=t_strong,
-        exposed_users=exposed_users,
+        t_weak=None if t_weak is None else dict(t_weak),
+        t_strong=view.get("t_strong"),
+        exposed_users=view.get("exposed_users"),
         mechanism=mechanism.name,
         accountant=None if noise is None else ACCOUNTANT,
         noise_multiplier=noise,
         clip=mechanism.clip,
         delta=None if noise is None else delta,
-        epsilon=None if epsilons is None else epsilons["max"],
-        epsilon_server=(
-            None if epsilons is None or not mechanism.adds_noise_in_aggregation else epsilons["max"]
-        ),
-        per_user_epsilon=epsilons,
-        accounted_noise_multiplier=accounted,
-        wrap_around_log10_bound=wrap,
-        caveats=tuple(caveats),
-    )
-
-
-def uldp_privacy_report(
-    method: str,
-    *,
-    noise_multiplier: float | None,
-    clip: float | None,
-    delta: float,
-    epsilon: float | None,
-    epsilon_server: float | None,
-    adversaries: dict[str, str],
-    server_view: dict[str, Any] | None = None,
-    scheme: str = "poisson",
-    caveats: tuple[str, ...] = (),
-) -> PrivacyReport:
-    """The ``privacy`` object of a ULDP-FL run (``fedprivacy uldp --json``).
-
-    The server-view figures come from the run's ledger of user samples
-    (:func:`fedprivacy.uldp.algorithm.server_view`): a row per round, the users whose records
-    the round aggregated. The per-user spread is against the server: each user's unsampled
-    Gaussian mechanism composed over the rounds it was in (for ULDP-GROUP-k, whose accounting is
-    per record group, every user gets the run's epsilon).
-
-    Parameters
-    ----------
-    method : str
-        The ULDP-FL method (``DEFAULT`` has no DP).
-    noise_multiplier, clip : float or None
-        ``sigma`` and ``C``.
-    delta : float
-        Delta of the epsilons.
-    epsilon, epsilon_server : float or None
-        User-level epsilon against the released models and against the server (None: infinite).
-    adversaries : dict of str to str
-        Who each epsilon is against (``{"epsilon": ..., "epsilon_server": ...}``).
-    server_view : dict, optional
-        ``t_weak``, ``t_strong``, ``exposed_users`` and ``per_user_epsilon`` of the ledger.
-    scheme : str
-        How users were selected (``poisson`` or a selection scheme chosen by the server).
-    caveats : tuple of str
-        The run's own caveats.
-
-    Examples
-    --------
-    >>> r = uldp_privacy_report("ULDP-AVG", noise_multiplier=5.0, clip=1.0, delta=1e-5,
-    ...                         epsilon=2.5, epsilon_server=3.0,
-    ...                         adversaries={"epsilon": "a", "epsilon_server": "b"})
-    >>> r.per_user_epsilon, r.mechanism
-    ({'min': 3.0, 'median': 3.0, 'max': 3.0}, 'ULDP-AVG')
-    """
-    private = epsilon is not None
-    view = server_view or {}
-    notes = [
-        "T_weak, T_strong and the exposed users are computed from the ledger of user samples "
-        "(one row per round: the users whose records it aggregated), against a server that sees "
-        "only the sum over silos (the private weighting protocol); a server that receives each "
-        "silo's noisy contribution sees one such sum per silo and round.",
-        "Epsilon is user-level (add or remove all records of one user across every silo): "
-        + (
-            f"against {adversaries['epsilon']}."
-            if scheme == "poisson"
-            else f"against anyone: users were chosen by the {scheme!r} selection scheme, which "
-            "the server runs, so no amplification by sub-sampling is claimed; it is the "
-            "epsilon of the most-selected user."
-        ),
-        f"Epsilon against the server: {adversaries['epsilon_server']}.",
-    ]
-    if not private:
-        notes = notes[:1] + ["No differential privacy: the released models carry no guarantee."]
-    spread_: dict[str, float] | None = None
-    if private:
-        uniform = epsilon if epsilon_server is None else epsilon_server
-        assert uniform is not None
-        spread_ = view.get("per_user_epsilon") or dict.fromkeys(("min", "median", "max"), uniform)
-    return PrivacyReport(
-        t_weak=view.get("t_weak"),
-        t_strong=view.get("t_strong"),
-        exposed_users=view.get("exposed_users"),
-        mechanism=method,
-        accountant=ACCOUNTANT if private else None,
-        noise_multiplier=noise_multiplier if private else None,
-        clip=clip,
-        delta=delta if private else None,
-        epsilon=epsilon,
-        epsilon_server=epsilon_server if private else None,
-        per_user_epsilon=spread_,
-        accounted_noise_multiplier=None,
-        wrap_around_log10_bound=None,
+        epsilon=figures.epsilon,
+        epsilon_server=figures.epsilon_server,
+        per_user_epsilon=figures.per_user,
+        accounted_noise_multiplier=figures.accounted,
+        wrap_around_log10_bound=figures.wrap,
         caveats=tuple(notes) + tuple(caveats),
     )

@@ -45,7 +45,7 @@ from fedprivacy.participation.availability import AvailabilityModel, make_availa
 from fedprivacy.participation.curve import TWeakCurve, t_weak_curve
 from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.selectors import make_selector
-from fedprivacy.report import PrivacyReport, privacy_report
+from fedprivacy.report import LedgerEpsilons, PrivacyReport, privacy_report
 
 CHECKPOINT = "checkpoint.pt"
 #: Keys a resumed run may change: where the data is and which device computes (a run
@@ -162,20 +162,25 @@ class TrainingResult:
     def report(self) -> PrivacyReport:
         """The run's privacy report (server's view and released models), computed once."""
         tr = self.training
-        final = None if self.curve is None else self.curve.final
+        curve = self.curve
         return privacy_report(
-            tr.ledger.frequency,
             tr.mechanism,
             self.config.target_delta,
-            t_weak=final,
-            t_strong=None if self.curve is None else t_strong(tr.ledger.matrix()),
-            exposed_users=len(self.exposed) if self.curve is not None else None,
-            secure_aggregation=self.config.secagg,
-            participation=tr.ledger.matrix().astype(bool),
-            round_noise=np.array([r.noise_multiplier for r in tr.records], dtype=np.float64),
-            wrap_log_probability=np.array(
-                [r.wrap_log_probability for r in tr.records], dtype=np.float64
+            LedgerEpsilons(
+                tr.ledger.matrix().astype(bool),
+                round_noise=np.array([r.noise_multiplier for r in tr.records], dtype=np.float64),
+                wrap_log_probability=np.array(
+                    [r.wrap_log_probability for r in tr.records], dtype=np.float64
+                ),
             ),
+            aggregation="secagg" if self.config.secagg else "plaintext",
+            server_view=None
+            if curve is None
+            else {
+                "t_weak": curve.final,
+                "t_strong": t_strong(tr.ledger.matrix()),
+                "exposed_users": len(self.exposed),
+            },
         )
 
     def summary(self) -> dict[str, Any]:

@@ -145,22 +145,27 @@ def _privacy_report(
 ) -> PrivacyReport:
     """The pipeline's privacy report of the run (also ``privacy.md``)."""
     from fedprivacy.participation.audit import audit_ledger
-    from fedprivacy.report import privacy_report
+    from fedprivacy.report import LedgerEpsilons, privacy_report
 
     ledger = training.ledger
     audit = audit_ledger(ledger)
     records = training.records
     report = privacy_report(
-        ledger.frequency,
         training.mechanism,
         config.target_delta,
-        t_weak=audit.t_weak,
-        t_strong=audit.exposure.t_strong,
-        exposed_users=int(audit.exposure.exposed.size),
-        secure_aggregation=config.secagg,
-        participation=ledger.matrix().astype(bool),
-        round_noise=np.array([r.noise_multiplier for r in records], dtype=np.float64),
-        wrap_log_probability=np.array([r.wrap_log_probability for r in records], dtype=np.float64),
+        LedgerEpsilons(
+            ledger.matrix().astype(bool),
+            round_noise=np.array([r.noise_multiplier for r in records], dtype=np.float64),
+            wrap_log_probability=np.array(
+                [r.wrap_log_probability for r in records], dtype=np.float64
+            ),
+        ),
+        aggregation="secagg" if config.secagg else "plaintext",
+        server_view={
+            "t_weak": audit.t_weak,
+            "t_strong": audit.exposure.t_strong,
+            "exposed_users": int(audit.exposure.exposed.size),
+        },
     )
     atomic_write_text(run_dir / "privacy.md", report.to_markdown())
     return report

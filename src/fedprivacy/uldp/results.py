@@ -2,7 +2,7 @@
 
 :class:`UldpResult` is what :func:`fedprivacy.uldp.run.run_uldp` returns: one
 :class:`RoundRecord` per round and the run's settings; :meth:`UldpResult.summary` is its JSON
-summary (with the ``privacy`` object of :func:`fedprivacy.report.uldp_privacy_report`),
+summary (with the ``privacy`` object of :func:`fedprivacy.report.privacy_report`),
 :meth:`UldpResult.to_csv` the per-round table and :func:`write_outputs` writes both and a plot.
 Every epsilon is named with its adversary (:data:`EPSILON_ADVERSARIES`).
 
@@ -26,7 +26,16 @@ import torch
 from numpy.typing import NDArray
 
 from fedprivacy.files import atomic_write_json, atomic_write_text
-from fedprivacy.report import PrivacyReport, uldp_privacy_report
+from fedprivacy.report import (
+    ULDP_EPSILON,
+    ULDP_EPSILON_SERVER,
+    ULDP_NO_DP,
+    ULDP_SERVER_CHOSEN,
+    Method,
+    PrivacyReport,
+    StatedEpsilons,
+    privacy_report,
+)
 from fedprivacy.uldp.config import UldpConfig
 
 __all__ = ["EPSILON_ADVERSARIES", "RoundRecord", "UldpResult", "write_outputs"]
