@@ -115,7 +115,7 @@ def run() -> None:
                 users=u,
                 distribution="zipf",  # the paper's; every user holds a record up to 486 users
                 rounds=rounds,
-                sigma=1.0,
+                noise_multiplier=1.0,
                 secure_key_bits=bits,
                 insecure_test_keys=bits < 2048,
                 data_dir=args.data_dir,

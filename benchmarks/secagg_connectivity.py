@@ -55,8 +55,8 @@ def run_cell(
         dimension=1,
         protocol_dropout=dropout,
         batch_policy="atomic",
-        batch_size=t,
-        degree=degree,
+        users_per_batch=t,
+        secagg_degree=degree,
         batch_ring=batch_ring,
     )
     totals = np.zeros(4)

@@ -122,7 +122,7 @@ def curve_table(rounds: int, time_limit: float) -> None:
         "baseline per-round rref: seconds | baseline final | ratio |"
     )
     print("|---|---|---|---|---|---|---|")
-    cfg = DemoConfig(rounds=rounds, time_limit=time_limit)
+    cfg = DemoConfig(rounds=rounds, metrics_time_limit=time_limit)
     availability = BernoulliDropout.heterogeneous(cfg.users, np.random.default_rng([0, 2024]))
     total_ours = total_base = 0.0
     for conf in scheme_configs(cfg):

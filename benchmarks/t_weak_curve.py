@@ -68,7 +68,7 @@ def summarise(p: np.ndarray, time_limit: float, point_limit: float) -> dict[str,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--time-limit", type=float, default=DemoConfig.time_limit)
+    parser.add_argument("--time-limit", type=float, default=DemoConfig.metrics_time_limit)
     parser.add_argument("--point-time-limit", type=float, default=DemoConfig.point_time_limit)
     args = parser.parse_args()
     print(

@@ -153,7 +153,9 @@ def setup(args: argparse.Namespace) -> Bench:
     assert cfg.local_epochs is not None and cfg.batch_size is not None
     assert cfg.local_lr is not None and cfg.clip is not None and cfg.global_lr is not None
     spec = LocalTrainingSpec(epochs=cfg.local_epochs, batch_size=cfg.batch_size, lr=cfg.local_lr)
-    hyper = RoundHyper(local=spec, global_lr=cfg.global_lr, clip=cfg.clip, sigma=cfg.sigma)
+    hyper = RoundHyper(
+        local=spec, global_lr=cfg.global_lr, clip=cfg.clip, sigma=cfg.noise_multiplier
+    )
     t0 = time.perf_counter()
     ds = load_silo_dataset("mnist", args.data_dir, seed=args.seed)
     alloc_ss, init_ss, _, _ = np.random.SeedSequence(args.seed).spawn(4)

@@ -1,19 +1,33 @@
 from __future__ import annotations
 
+import json
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
 import pytest
 
 from fedprivacy.config import Config, coerce, flatten_sections, read_toml
+from fedprivacy.config_sections import (
+    DEFAULT_FAIRNESS_RULE,
+    RENAMED_KEYS,
+    DataSection,
+    DPSection,
+    LocalTrainingSection,
+    SchemeSection,
+    SecAggProtocolSection,
+    SecureAggregationSection,
+    SelectionSection,
+)
 from fedprivacy.errors import ParameterError
 from fedprivacy.experiments.demo import DemoConfig
+from fedprivacy.experiments.inversion_study import InversionStudyConfig
 from fedprivacy.experiments.reproduce import parse_experiment
 from fedprivacy.experiments.selection_run import SelectionConfig
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.fl.secure_selection import SecureSelectionConfig
+from fedprivacy.participation import fairness
 from fedprivacy.regression.config import RegressionConfig
 from fedprivacy.uldp.config import UldpConfig
 
@@ -26,8 +40,8 @@ CONFIGS: list[Config] = [
         fairness=True,
         fairness_rule="authors",
         dropout=0.2,
-        lr=0.03,
-        lr_milestones=(400, 800),
+        local_lr=0.03,
+        local_lr_milestones=(400, 800),
         secagg=True,
         secagg_degree=4,
         dp="distributed",
@@ -59,7 +73,9 @@ CONFIGS: list[Config] = [
         data_dir="/data",
         creditcard_path="/data/creditcard.csv",
     ),
-    SecureSelectionConfig(dimension=10, protocol_dropout=0.1, batch_size=3, degree=4),
+    SecureSelectionConfig(
+        dimension=10, protocol_dropout=0.1, users_per_batch=3, secagg_degree=4, update_clip=0.5
+    ),
     SelectionConfig(
         scheme="multiround",
         users=30,
@@ -70,7 +86,13 @@ CONFIGS: list[Config] = [
         fairness=True,
         fairness_rule="authors",
     ),
-    DemoConfig(users=60, per_round=6, targets=(3, 2), time_limit=5.0, fairness_rules=("authors",)),
+    DemoConfig(
+        users=60,
+        per_round=6,
+        targets=(3, 2),
+        metrics_time_limit=5.0,
+        fairness_rules=("authors",),
+    ),
 ]
 IDS = [type(c).__name__ for c in CONFIGS]
 
@@ -122,10 +144,16 @@ def test_unknown_keys_and_bad_types_are_errors_naming_the_key(config: Config) ->
 
 def test_values_are_coerced_by_field_type() -> None:
     cfg = TrainConfig.from_mapping(
-        {"lr": 1, "lr-milestones": [3, 5], "dropout": "0.25", "delta": 1, "noise_multiplier": 2}
+        {
+            "local_lr": 1,
+            "local-lr-milestones": [3, 5],
+            "dropout": "0.25",
+            "delta": 1,
+            "noise_multiplier": 2,
+        }
     )
-    assert cfg.lr == 1.0 and isinstance(cfg.lr, float)
-    assert cfg.lr_milestones == (3, 5) and cfg.dropout == 0.25
+    assert cfg.local_lr == 1.0 and isinstance(cfg.local_lr, float)
+    assert cfg.local_lr_milestones == (3, 5) and cfg.dropout == 0.25
     assert isinstance(cfg.delta, float) and isinstance(cfg.noise_multiplier, float)
     assert TrainConfig.from_mapping({"dropout": "heterogeneous"}).dropout == "heterogeneous"
     assert TrainConfig.from_mapping({"dropout": 0}).dropout == 0.0
@@ -136,11 +164,15 @@ def test_values_are_coerced_by_field_type() -> None:
     bad = [
         (TrainConfig, {"users": 20.0}, "users: must be an integer, got 20.0"),
         (TrainConfig, {"users": True}, "users: must be an integer, got True"),
-        (TrainConfig, {"lr": "fast"}, "lr: must be a number, got 'fast'"),
-        (TrainConfig, {"lr": True}, "lr: must be a number, got True"),
+        (TrainConfig, {"local_lr": "fast"}, "local_lr: must be a number, got 'fast'"),
+        (TrainConfig, {"local_lr": True}, "local_lr: must be a number, got True"),
         (TrainConfig, {"secagg": 1}, "secagg: must be true or false, got 1"),
-        (TrainConfig, {"lr_milestones": 3}, "lr_milestones: must be a list, got 3"),
-        (TrainConfig, {"lr_milestones": [1.5]}, "lr_milestones: must be an integer, got 1.5"),
+        (TrainConfig, {"local_lr_milestones": 3}, "local_lr_milestones: must be a list, got 3"),
+        (
+            TrainConfig,
+            {"local_lr_milestones": [1.5]},
+            "local_lr_milestones: must be an integer, got 1.5",
+        ),
         (TrainConfig, {"dropout": True}, "dropout: must be a string or a number, got True"),
         (TrainConfig, {"target_privacy": "2"}, "target_privacy: must be an integer, got '2'"),
         (UldpConfig, {"clip": "big"}, "clip: must be a number, got 'big'"),
@@ -157,8 +189,8 @@ def test_values_are_coerced_by_field_type() -> None:
 
 def test_none_is_accepted_only_for_optional_fields() -> None:
     assert UldpConfig.from_mapping({"clip": None}).clip is None
-    with pytest.raises(ParameterError, match="sigma: must be a number, got None"):
-        UldpConfig.from_mapping({"sigma": None})
+    with pytest.raises(ParameterError, match="noise_multiplier: must be a number, got None"):
+        UldpConfig.from_mapping({"noise_multiplier": None})
 
 
 def test_required_fields_must_be_given() -> None:
@@ -211,8 +243,8 @@ per_round = 4
 
 [training]
 rounds = 3
-lr = 0.05
-lr_milestones = [2]
+local_lr = 0.05
+local_lr_milestones = [2]
 
 [secagg]
 secagg = true
@@ -229,7 +261,7 @@ def test_sectioned_toml_is_the_flat_toml(tmp_path: Path) -> None:
     assert "[" not in cfg.to_toml().replace("= [", "")  # to_toml writes the flat form
     assert TrainConfig.from_toml(flat).to_dict() == cfg.to_dict()
     assert (cfg.seed, cfg.dataset, cfg.partition, cfg.target_privacy) == (3, "digits", "shards", 2)
-    assert (cfg.lr, cfg.lr_milestones, cfg.secagg, cfg.bits) == (0.05, (2,), True, 40)
+    assert (cfg.local_lr, cfg.local_lr_milestones, cfg.secagg, cfg.bits) == (0.05, (2,), True, 40)
     cfg.validate()
 
 
@@ -239,43 +271,146 @@ def test_a_key_may_be_given_once_across_sections(tmp_path: Path) -> None:
     with pytest.raises(ParameterError, match="key 'users' in \\[selection\\] is also given at"):
         TrainConfig.from_toml(path)
     with pytest.raises(
-        ParameterError, match="'lr_decay' in \\[b\\] is also given as 'lr-decay' in"
+        ParameterError, match="'local_lr_decay' in \\[b\\] is also given as 'local-lr-decay' in"
     ):
-        TrainConfig.from_mapping({"a": {"lr-decay": 0.5}, "b": {"lr_decay": 0.5}})
+        TrainConfig.from_mapping({"a": {"local-lr-decay": 0.5}, "b": {"local_lr_decay": 0.5}})
     with pytest.raises(ParameterError, match="'local_epochs' at the top level is also given as "):
         UldpConfig.from_mapping({"local-epochs": 2, "local_epochs": 3})
 
 
 def test_sections_do_not_nest_and_keys_in_sections_are_checked() -> None:
     with pytest.raises(ParameterError, match="sections do not nest") as err:
-        TrainConfig.from_mapping({"training": {"optimiser": {"lr": 0.1}}})
+        TrainConfig.from_mapping({"training": {"optimiser": {"local_lr": 0.1}}})
     assert err.value.name == "config"
     with pytest.raises(ParameterError, match="unknown key 'learning_rate'"):
         TrainConfig.from_mapping({"training": {"learning_rate": 0.1}})
-    with pytest.raises(ParameterError, match="lr: must be a number"):
-        TrainConfig.from_mapping({"training": {"lr": "fast"}})
+    with pytest.raises(ParameterError, match="local_lr: must be a number"):
+        TrainConfig.from_mapping({"training": {"local_lr": "fast"}})
     assert flatten_sections({}) == {}
 
 
 def test_an_experiment_base_may_have_sections() -> None:
     text = (
         'title = "tiny"\n[base]\nseed = 1\n[base.selection]\nusers = 8\nper_round = 4\n'
-        "[base.training]\nrounds = 3\nlr = 0.5\n"
+        "[base.training]\nrounds = 3\nlocal_lr = 0.5\n"
         '[[runs]]\nname = "a"\nscheme = "random"\n'
-        '[[runs]]\nname = "b"\nscheme = "multiround"\ntarget_privacy = 2\nlr = 0.25\n'
+        '[[runs]]\nname = "b"\nscheme = "multiround"\ntarget_privacy = 2\nlocal_lr = 0.25\n'
     )
     exp = parse_experiment("tiny", text)
     a, b = (run.config for run in exp.runs)
-    assert (a.seed, a.users, a.per_round, a.rounds, a.lr) == (1, 8, 4, 3, 0.5)
-    assert (b.scheme, b.target_privacy, b.lr) == ("multiround", 2, 0.25)  # runs override
+    assert (a.seed, a.users, a.per_round, a.rounds, a.local_lr) == (1, 8, 4, 3, 0.5)
+    assert (b.scheme, b.target_privacy, b.local_lr) == ("multiround", 2, 0.25)  # runs override
 
 
 def test_with_settings_and_with_overrides() -> None:
     base = UldpConfig()
-    assert base.with_settings({"privacy": {"sigma": 2}}).sigma == 2.0
+    assert base.with_settings({"privacy": {"noise_multiplier": 2}}).noise_multiplier == 2.0
     assert base.with_overrides(users=5, clip=None) == UldpConfig(users=5)
-    with pytest.raises(ParameterError, match="unknown key 'lr'"):
-        base.with_settings({"lr": 0.1})
+    with pytest.raises(ParameterError, match="unknown key 'learning_rate'"):
+        base.with_settings({"learning_rate": 0.1})
+
+
+# -- one spelling per concept ------------------------------------------------------------------
+
+OLD_SPELLINGS = [
+    (UldpConfig, "sigma", 2.0, "noise_multiplier"),
+    (TrainConfig, "epochs", 2, "local_epochs"),
+    (TrainConfig, "lr", 0.1, "local_lr"),
+    (TrainConfig, "lr-decay", 0.5, "local_lr_decay"),
+    (TrainConfig, "lr_milestones", [2], "local_lr_milestones"),
+    (SecureSelectionConfig, "degree", 4, "secagg_degree"),
+    (SecureSelectionConfig, "clip", 1.0, "update_clip"),
+    (SecureSelectionConfig, "batch_size", 2, "users_per_batch"),
+    (SelectionConfig, "time_limit", 5.0, "metrics_time_limit"),
+    (DemoConfig, "time_limit", 5.0, "metrics_time_limit"),
+    (InversionStudyConfig, "lr", 0.1, "local_lr"),
+]
+
+
+@pytest.mark.parametrize(("cls", "old", "value", "new"), OLD_SPELLINGS)
+def test_an_old_spelling_is_refused_naming_the_new_one(
+    cls: type[Config], old: str, value: object, new: str, tmp_path: Path
+) -> None:
+    message = f"^{old}: is now spelled {new}$"
+    with pytest.raises(ParameterError, match=message) as err:
+        cls.from_mapping({"section": {old: value}})
+    assert err.value.name == old
+    path = tmp_path / "old.toml"
+    path.write_text(f"{old} = {json.dumps(value)}\n")
+    with pytest.raises(ParameterError, match=message):
+        cls.from_toml(path)
+
+
+def test_a_field_of_another_concept_keeps_its_name() -> None:
+    assert RegressionConfig.from_mapping({"lr": 0.25}).lr == 0.25  # NA-FGD's step, not local SGD
+    assert TrainConfig.from_mapping({"clip": 1.0, "batch_size": 8}).batch_size == 8
+    assert not (set(RENAMED_KEYS) & set(RENAMED_KEYS.values()))
+    both = {
+        (type(config).__name__, old)
+        for config in CONFIGS
+        for old, new in RENAMED_KEYS.items()
+        if {old, new} <= {f.name for f in fields(type(config))}
+    }
+    assert both == {("TrainConfig", "clip")}  # DP's clip next to the encoding's update_clip
+
+
+SECTIONS = (
+    DataSection,
+    SelectionSection,
+    LocalTrainingSection,
+    SecureAggregationSection,
+    DPSection,
+)
+
+
+def test_each_shared_field_is_declared_in_one_section() -> None:
+    declared = [f for s in SECTIONS for f in s.__annotations__]
+    declared += list(SchemeSection.__annotations__) + list(SecAggProtocolSection.__annotations__)
+    assert len(declared) == len(set(declared))
+    docs = "".join(s.__doc__ or "" for s in (*SECTIONS, SchemeSection, SecAggProtocolSection))
+    for name in declared:
+        assert f"\n    {name} : " in docs, name
+    assert DEFAULT_FAIRNESS_RULE == fairness.DEFAULT_FAIRNESS_RULE
+
+
+def test_configs_have_their_sections_with_flat_access_and_their_defaults() -> None:
+    has = {
+        TrainConfig: (DataSection, SelectionSection, LocalTrainingSection),
+        UldpConfig: (DataSection, SchemeSection, LocalTrainingSection, DPSection),
+        SelectionConfig: (SelectionSection, SecureAggregationSection),
+        SecureSelectionConfig: (SecAggProtocolSection,),
+        RegressionConfig: (DataSection,),
+    }
+    for cls, sections in has.items():
+        assert all(issubclass(cls, s) for s in sections), cls
+    assert not issubclass(UldpConfig, SecAggProtocolSection)
+    assert not issubclass(UldpConfig, SelectionSection)
+    train, uldp = TrainConfig(), UldpConfig()
+    assert (train.dataset, train.local_epochs, train.batch_policy, train.dp) == (
+        "digits",
+        1,
+        "atomic",
+        "none",
+    )
+    assert (uldp.dataset, uldp.scheme, uldp.noise_multiplier, uldp.local_epochs) == (
+        "heart_disease",
+        "poisson",
+        5.0,
+        None,
+    )
+    assert SelectionConfig("random", 4, 2, 3).batch_policy is None  # the scheme's default
+    assert SecureSelectionConfig().batch_policy == "atomic"
+    assert [f.name for f in fields(TrainConfig)][:3] == ["dataset", "data_dir", "scheme"]
+    assert [f.name for f in fields(SelectionConfig)][:4] == [
+        "scheme",
+        "users",
+        "per_round",
+        "rounds",
+    ]
+    assert TrainConfig(local_lr=0.5, data_dir="/x") == TrainConfig(local_lr=0.5)
+    assert TrainConfig(local_lr=0.5).differences(TrainConfig(), ignore=("data_dir",)) == [
+        "local_lr"
+    ]
 
 
 # -- files ------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONUNBUFFERED=1 out
 run_one() {
   local exp=$1 run=$2 seed=$3 lr=$4
   python3 -m fedprivacy.cli.main reproduce "$exp" --only "$run" --seeds "$seed" \
-    --out "$out/lr$lr" --set "lr=$lr" --set device=cuda --set encoding=float \
+    --out "$out/lr$lr" --set "local_lr=$lr" --set device=cuda --set encoding=float \
     --set metrics=none --set checkpoint_every=50 --quiet \
     > "$out/logs/$exp-$run-s$seed-lr$lr.log" 2>&1
   echo "$(date +%T) rc=$? $exp $run seed $seed lr $lr"

@@ -50,6 +50,7 @@ from typing import Any, Literal, Self, Union, get_args, get_origin, get_type_hin
 
 import tomli_w
 
+from fedprivacy.config_sections import RENAMED_KEYS
 from fedprivacy.errors import ParameterError
 
 __all__ = ["Config", "coerce", "flatten_sections", "read_toml"]
@@ -107,8 +108,10 @@ class Config:
         Raises
         ------
         ParameterError
-            For an unknown key (named ``config``; the message lists the known keys), a key given
-            twice, a value of the wrong type (named after the field) or a missing required field.
+            For an unknown key (named ``config``; the message lists the known keys), a key of an
+            old spelling (named after it; the message names the new one, see
+            :data:`~fedprivacy.config_sections.RENAMED_KEYS`), a key given twice, a value of the
+            wrong type (named after the field) or a missing required field.
         """
         values = _read(cls, data)
         missing = [f.name for f in _fields(cls) if f.name not in values and _required(f)]
@@ -363,6 +366,9 @@ def _read(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in flatten_sections(data).items():
         name = key.replace("-", "_")
         if name not in hints:
+            renamed = RENAMED_KEYS.get(name)
+            if renamed in hints:
+                raise ParameterError(key, f"is now spelled {renamed}")
             known = ", ".join(sorted(hints))
             raise ParameterError("config", f"unknown key {key!r}; known keys: {known}")
         values[name] = coerce(name, value, hints[name])

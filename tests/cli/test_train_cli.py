@@ -41,7 +41,7 @@ def test_train_from_config_file_with_override_and_resume(capsys, tmp_path):
     assert main(["train", "--resume", str(run), "--rounds", "3", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["rounds"] == 3
     assert main(["train", "--resume", str(run), "--lr", "0.5"]) == 2
-    assert "only --rounds may change" in capsys.readouterr().err
+    assert "only --rounds may change on resume, not --lr" in capsys.readouterr().err
 
 
 def test_train_invalid_config_is_a_clear_error(capsys, tmp_path):
@@ -51,6 +51,12 @@ def test_train_invalid_config_is_a_clear_error(capsys, tmp_path):
     bad.write_text("userz = 3\n")
     assert main(["train", "--config", str(bad)]) == 2
     assert "unknown key 'userz'" in capsys.readouterr().err
+    bad.write_text("lr = 0.1\n")  # an old spelling
+    assert main(["train", "--config", str(bad)]) == 2
+    assert "error: lr: is now spelled local_lr" in capsys.readouterr().err
+    for flag, value in (("--lr", "-1"), ("--epochs", "0"), ("--lr-decay", "0")):
+        assert main(["train", flag, value, "-q"]) == 2
+        assert f"error: {flag}: must be" in capsys.readouterr().err  # the flag typed
     assert main(["train", "--dataset", "mnist", "--data-dir", str(tmp_path), "-q"]) == 2
     assert "train-images-idx3-ubyte.gz" in capsys.readouterr().err
 
@@ -70,12 +76,14 @@ def test_reproduce_set_overrides_every_run(capsys, tmp_path):
         '[[runs]]\nname = "random"\nscheme = "random"\n'
     )
     args = ["reproduce", str(exp_file), "--out", str(tmp_path / "o"), "-q", "--json"]
-    assert (
-        main([*args, "--set", "metrics=none", "--set", "lr=0.05", "--set", "encoding=float"]) == 0
-    )
+    settings = ["--set", "metrics=none", "--set", "local_lr=0.05", "--set", "encoding=float"]
+    assert main([*args, *settings]) == 0
     capsys.readouterr()
     stored = (tmp_path / "o" / "tiny" / "random-seed0" / "config.toml").read_text()
-    assert "lr = 0.05" in stored and 'encoding = "float"' in stored and 'metrics = "none"' in stored
+    assert "\nlocal_lr = 0.05" in stored and 'encoding = "float"' in stored
+    assert 'metrics = "none"' in stored
+    assert main([*args, "--set", "lr=0.05"]) == 2
+    assert "error: lr: is now spelled local_lr" in capsys.readouterr().err
     assert main([*args, "--set", "lr"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err
     assert main([*args, "--set", "device=tpu"]) == 2

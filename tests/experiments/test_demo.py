@@ -7,7 +7,7 @@ from fedprivacy.experiments.demo import DemoConfig, run_demo
 
 
 def test_small_demo_writes_figures_and_table(tmp_path: Path) -> None:
-    cfg = DemoConfig(rounds=150, time_limit=1.0, point_time_limit=0.2, attack_window=150)
+    cfg = DemoConfig(rounds=150, metrics_time_limit=1.0, point_time_limit=0.2, attack_window=150)
     report = run_demo(cfg, tmp_path, log=lambda _: None)
     for name in (
         "fig3a_t_weak.png",

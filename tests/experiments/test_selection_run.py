@@ -16,7 +16,7 @@ from fedprivacy.participation.metrics import cardinality_curve, fairness_gap_cur
 
 def test_streaming_metrics_equal_matrix_metrics(tmp_path) -> None:  # type: ignore[no-untyped-def]
     config = SelectionConfig(
-        scheme="random", users=30, per_round=5, rounds=80, seed=4, dropout=0.3, time_limit=5
+        scheme="random", users=30, per_round=5, rounds=80, seed=4, dropout=0.3, metrics_time_limit=5
     )
     result = run_selection_experiment(config)
     p = result.ledger.matrix()

@@ -15,7 +15,7 @@ def test_attack_reconstructs_under_random_selection_but_not_under_batches(tmp_pa
         per_round=4,
         dropout=0.0,
         batch_size=10_000,
-        lr=0.01,
+        local_lr=0.01,
         partition="shards",
         metrics="none",
     )
@@ -36,7 +36,7 @@ def test_attack_resumes_from_its_checkpoint_and_reuses_its_outcome(tmp_path):
     from fedprivacy.experiments.training_run import run_training
 
     base = TrainConfig(
-        users=6, per_round=3, dropout=0.0, lr=0.05, metrics="none", checkpoint_every=2
+        users=6, per_round=3, dropout=0.0, local_lr=0.05, metrics="none", checkpoint_every=2
     )
     whole = run_training_attack(base, t0=6, window=8, dataset=DIGITS)
     # an interrupted first call: the training to t0 stopped after 4 of its 6 rounds

@@ -69,14 +69,14 @@ def test_resume_can_extend_rounds_but_not_change_the_run(tmp_path):
     cfg = resume_config(tmp_path, rounds=6)
     assert cfg.rounds == 6
     run_training(cfg, tmp_path, resume=True, dataset=DIGITS)
-    with pytest.raises(ParameterError, match="lr"):
-        run_training(cfg.with_overrides(lr=0.5), tmp_path, resume=True, dataset=DIGITS)
+    with pytest.raises(ParameterError, match="local_lr"):
+        run_training(cfg.with_overrides(local_lr=0.5), tmp_path, resume=True, dataset=DIGITS)
     with pytest.raises(ParameterError, match="resume"):
         run_training(_config(), tmp_path / "empty", resume=True, dataset=DIGITS)
 
 
 def test_config_toml_round_trip_and_errors(tmp_path):
-    cfg = _config(scheme="multiround", target_privacy=2, lr_milestones=(3, 5), dropout=0.2)
+    cfg = _config(scheme="multiround", target_privacy=2, local_lr_milestones=(3, 5), dropout=0.2)
     path = tmp_path / "c.toml"
     path.write_text(cfg.to_toml())
     assert TrainConfig.from_toml(path).to_dict() == cfg.to_dict()
@@ -91,7 +91,7 @@ def test_config_toml_round_trip_and_errors(tmp_path):
         dict(per_round=50),
         dict(dataset="imagenet"),
         dict(model="resnet"),
-        dict(lr=-1.0),
+        dict(local_lr=-1.0),
         dict(momentum=1.0),
         dict(dropout=1.5),
         dict(protocol_dropout=0.1),
@@ -142,11 +142,14 @@ def test_run_experiment_overrides_and_refuses_a_finished_run_of_other_settings(t
         'metrics = "none"\n[[runs]]\nname = "random"\nscheme = "random"\n'
     )
     exp = load_experiment(str(exp_file))
-    rows = run_experiment(exp, tmp_path / "out", overrides={"lr": 0.05, "encoding": "float"})
+    overrides = {"local_lr": 0.05, "encoding": "float"}
+    rows = run_experiment(exp, tmp_path / "out", overrides=overrides)
     stored = TrainConfig.from_toml(tmp_path / "out" / "tiny" / "random-seed0" / "config.toml")
-    assert stored.lr == 0.05 and stored.encoding == "float"
+    assert stored.local_lr == 0.05 and stored.encoding == "float"
     assert len(rows[0].accuracies) == 1
-    with pytest.raises(ParameterError, match="different configuration.*lr"):
-        run_experiment(exp, tmp_path / "out", overrides={"lr": 0.2, "encoding": "float"})
+    with pytest.raises(ParameterError, match="different configuration.*local_lr"):
+        run_experiment(exp, tmp_path / "out", overrides={"local_lr": 0.2, "encoding": "float"})
+    with pytest.raises(ParameterError, match="^lr: is now spelled local_lr$"):
+        run_experiment(exp, tmp_path / "out", overrides={"lr": 0.2})
     with pytest.raises(ParameterError, match="unknown key"):
         run_experiment(exp, tmp_path / "out", overrides={"learning_rate": 0.2})

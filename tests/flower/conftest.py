@@ -75,7 +75,7 @@ def heart_config() -> Callable[..., UldpConfig]:
             method="ULDP-AVG-w",
             users=60,
             rounds=3,
-            sigma=1.0,
+            noise_multiplier=1.0,
             secure_key_bits=1024,
             insecure_test_keys=True,
         )

@@ -91,7 +91,7 @@ def test_every_round_equals_the_in_process_sum_up_to_the_silos_noise(
 def test_tiny_noise_shows_the_protocol_itself_is_exact(
     data_dir: str, tmp_path: Path, heart_config: ConfigFactory
 ) -> None:
-    config = heart_config(sigma=1e-6, rounds=2, data_dir=data_dir)
+    config = heart_config(noise_multiplier=1e-6, rounds=2, data_dir=data_dir)
     run_cross_silo(config, Recording(_nodes(config, data_dir)), tmp_path)
     stats = compare_cross_silo(tmp_path, data_dir)
     # noise std 1e-7 plus the encoding's rounding (60 users x 1e-10 / 2)
@@ -168,7 +168,7 @@ def test_the_other_weighted_methods_deploy_too(
     sampled = method.endswith("ws")
     config = heart_config(
         method=method,
-        sigma=1e-6,
+        noise_multiplier=1e-6,
         rounds=2,
         data_dir=data_dir,
         **({"sampling_rate": 0.5} if sampled else {}),
@@ -222,7 +222,7 @@ def test_the_deployed_run_accounts_as_the_in_process_run(
     local = run_uldp(config.with_overrides(secure_weighting=True))
     assert local.secure_weighting is not None
     nm = summary["secure_weighting"]["noise_multiplier_effective"]
-    assert nm == local.secure_weighting["noise_multiplier_effective"] < config.sigma
+    assert nm == local.secure_weighting["noise_multiplier_effective"] < config.noise_multiplier
     events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     rounds = [e for e in events if e.get("event") == "round"]
     assert [e["round"] for e in rounds] == [1, 2, 3]

@@ -199,7 +199,7 @@ def test_a_silo_stops_answering_at_its_epsilon_budget(
     from fedprivacy.dp.accounting import epsilon_for
 
     config = heart_config(rounds=3, data_dir=data_dir)
-    one, two = (epsilon_for(config.sigma, k, config.delta) for k in (1, 2))
+    one, two = (epsilon_for(config.noise_multiplier, k, config.delta) for k in (1, 2))
     policy = silo_policy(config).with_overrides(epsilon_budget=(one + two) / 2, delta=config.delta)
     nodes = {s: SiloNode(s, "", data_dir, policy) for s in range(SILOS)}
     summary = run_cross_silo(config, InProcessTransport(nodes), tmp_path)

@@ -59,7 +59,7 @@ def run(policy: str, seed: int = 3) -> tuple[np.ndarray, float, int]:
     n, k, t = 24, 8, 4
     selector = BatchPartitionSelector(n, k, t)
     config = SecureSelectionConfig(
-        dimension=6, protocol_dropout=0.2, batch_policy=policy, batch_size=t
+        dimension=6, protocol_dropout=0.2, batch_policy=policy, users_per_batch=t
     )
     ledger, report = run_secure_selection(
         selector, BernoulliDropout(n, 0.0), 40, np.random.default_rng(seed), config
@@ -95,8 +95,8 @@ def test_atomic_rounds_on_the_secagg_plus_graph_are_connected_whole_batches_seen
         dimension=2,
         protocol_dropout=0.3,
         batch_policy="atomic",
-        batch_size=t,
-        degree=default_degree(k),
+        users_per_batch=t,
+        secagg_degree=default_degree(k),
         batch_ring=batch_ring,
     )
     views: dict[int, tuple[frozenset[int], ...]] = {}
@@ -174,8 +174,8 @@ def test_rounds_of_fewer_than_3_users_are_skipped_with_a_reason() -> None:
 
 
 def test_a_secagg_plus_degree_below_2_is_rejected() -> None:
-    with pytest.raises(ParameterError, match="degree"):
-        SecureSelectionConfig(degree=1).validate()
+    with pytest.raises(ParameterError, match="secagg_degree"):
+        SecureSelectionConfig(secagg_degree=1).validate()
 
 
 def test_atomic_policy_shrinks_to_the_best_connected_union_of_batches() -> None:

@@ -116,7 +116,7 @@ def test_per_user_epsilon_equals_an_accountant_run_on_the_ledger_counts(
     counts = res.sample_counts
     if scheme == "multiround":
         assert int(counts.sum()) == cfg.rounds * 10  # K users in every round
-    eps = np.array([_independent_epsilon(int(c), cfg.sigma, cfg.delta) for c in counts])
+    eps = np.array([_independent_epsilon(int(c), cfg.noise_multiplier, cfg.delta) for c in counts])
     spread = report.per_user_epsilon
     assert spread is not None
     assert spread["min"] == pytest.approx(eps.min())

@@ -58,8 +58,8 @@ def test_resume_refuses_what_does_not_continue_the_run(tmp_path: Path) -> None:
     with pytest.raises(ParameterError, match="stop_after"):
         run_uldp(config, checkpoint_dir=tmp_path, stop_after_rounds=0)
     run_uldp(config, checkpoint_dir=tmp_path, stop_after_rounds=1)
-    with pytest.raises(ParameterError, match="sigma"):
-        run_uldp(config.with_overrides(sigma=2.0), checkpoint_dir=tmp_path, resume=True)
+    with pytest.raises(ParameterError, match="noise_multiplier"):
+        run_uldp(config.with_overrides(noise_multiplier=2.0), checkpoint_dir=tmp_path, resume=True)
     run_uldp(config, checkpoint_dir=tmp_path)  # all 5 rounds
     with pytest.raises(ParameterError, match="more than 3"):
         run_uldp(config.with_overrides(rounds=3), checkpoint_dir=tmp_path, resume=True)

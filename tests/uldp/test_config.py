@@ -43,7 +43,7 @@ def test_unknown_method_lists_the_names() -> None:
         ({"method": "ULDP-AVG", "sampling_rate": 0.5}, "sampling_rate"),
         ({"method": "ULDP-AVG-s", "sampling_rate": 0.0}, "sampling_rate"),
         ({"method": "ULDP-AVG-s", "sampling_rate": 1.5}, "sampling_rate"),
-        ({"sigma": 0.0}, "sigma"),
+        ({"noise_multiplier": 0.0}, "noise_multiplier"),
         ({"delta": 1.0}, "delta"),
         ({"clip": -1.0}, "clip"),
         ({"local_lr": float("nan")}, "local_lr"),
@@ -82,8 +82,10 @@ def test_toml_round_trip_and_errors(tmp_path: Path) -> None:
     back = UldpConfig.from_toml(path)
     assert back == cfg and back.data_dir is None  # paths are not part of the run
     assert UldpConfig.from_mapping({"local-epochs": 3}).local_epochs == 3
-    with pytest.raises(ParameterError, match="unknown key 'lr'"):
+    with pytest.raises(ParameterError, match="^lr: is now spelled local_lr$"):
         UldpConfig.from_mapping({"lr": 0.1})
+    with pytest.raises(ParameterError, match="^sigma: is now spelled noise_multiplier$"):
+        UldpConfig.from_mapping({"sigma": 5.0})
     with pytest.raises(ParameterError, match="clip"):
         UldpConfig.from_mapping({"clip": "big"})
     with pytest.raises(ParameterError, match="not found"):

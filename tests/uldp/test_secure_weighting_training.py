@@ -30,7 +30,7 @@ def test_secure_weighting_trains_with_the_silos_own_noise(heart, method):
     assert plain.noise_source == NOISE_SEEDED and secure.noise_source == NOISE_OS
     assert secure.summary()["noise_source"] == NOISE_OS
     # the accountant uses the grid's effective noise multiplier: a hair below sigma
-    sigma = secure.config.sigma
+    sigma = secure.config.noise_multiplier
     effective = report["noise_multiplier_effective"]
     assert report["noise_multiplier_nominal"] == sigma
     assert sigma * (1 - 1e-8) < effective < sigma

@@ -97,7 +97,9 @@ def test_per_user_epsilon_equals_an_accountant_run_on_the_ledger_counts(
         assert int(counts.sum()) == cfg.rounds * 10  # K users in every round
     eps = np.array(
         [
-            PrivacyAccountant("rdp").compose_gaussian(cfg.sigma, int(c), 1.0).epsilon(cfg.delta)
+            PrivacyAccountant("rdp")
+            .compose_gaussian(cfg.noise_multiplier, int(c), 1.0)
+            .epsilon(cfg.delta)
             if c
             else 0.0
             for c in counts

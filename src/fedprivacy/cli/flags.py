@@ -35,11 +35,7 @@ DEFAULT_FAIRNESS_RULE = "paper"
 
 #: command -> internal parameter name -> flag, for names that no option's ``dest`` spells
 ALIASES: dict[str, dict[str, str]] = {
-    "simulate": {
-        "metrics_time_limit": "--time-limit",
-        "point_time_limit": "--time-limit",
-        "fairness_rule": "--fairness",
-    },
+    "simulate": {"point_time_limit": "--time-limit", "fairness_rule": "--fairness"},
     "uldp": {"num_users": "--users", "num_silos": "--silos", "key_bits": "--secure-key-bits"},
     "train": {"milestones": "--lr-milestones", "fairness_rule": "--fairness"},
     "regress": {"learning_rate": "--lr", "estimator": "--estimators"},

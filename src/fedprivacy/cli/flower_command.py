@@ -133,7 +133,7 @@ def cmd_cross_silo(args: argparse.Namespace) -> int:
         "method": args.method,
         "users": args.users,
         "rounds": args.rounds,
-        "sigma": args.sigma,
+        "noise_multiplier": args.noise_multiplier,
         "seed": args.seed,
         "secure_key_bits": args.secure_key_bits,
         "insecure_test_keys": True if args.insecure_test_keys else None,
@@ -181,7 +181,14 @@ def _add_cross_silo_parser(fsub: Any) -> None:
     cs.add_argument("--method", default=None, help="ULDP-AVG-w (default), -AVG-ws, -SGD-w(s)")
     cs.add_argument("--users", "-U", type=int, default=None, help="users (default 100)")
     cs.add_argument("--rounds", "-R", type=int, default=3, help="rounds (default 3)")
-    cs.add_argument("--sigma", type=float, default=None, help="noise multiplier (default 5)")
+    cs.add_argument(
+        "--sigma",
+        dest="noise_multiplier",
+        metavar="SIGMA",
+        type=float,
+        default=None,
+        help="noise multiplier (default 5)",
+    )
     cs.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
     cs.add_argument("--secure-key-bits", type=int, default=None, help="Paillier bits (3072)")
     cs.add_argument(

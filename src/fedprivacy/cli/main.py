@@ -135,7 +135,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from fedprivacy.experiments.demo import DemoConfig, run_demo, scheme_configs
     from fedprivacy.experiments.selection_run import MAX_DENSE_CELLS
 
-    cfg = DemoConfig(rounds=args.rounds, seed=args.seed, time_limit=args.time_limit)
+    cfg = DemoConfig(rounds=args.rounds, seed=args.seed, metrics_time_limit=args.metrics_time_limit)
     if isinstance(cfg.rounds, int) and cfg.rounds * cfg.users > MAX_DENSE_CELLS:
         raise ParameterError(
             "rounds",
@@ -197,6 +197,8 @@ def _add_demo_parser(sub: Any) -> None:
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     demo.add_argument(
         "--time-limit",
+        dest="metrics_time_limit",
+        metavar="TIME_LIMIT",
         type=float,
         default=25.0,
         help="seconds for each scheme's T_weak curve (default 25)",
@@ -267,12 +269,20 @@ def _warnings_as_lines(command: str) -> Iterator[None]:
             warnings.showwarning = previous
 
 
-def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+def _subparser(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The parser of the action ``args`` ran (``flower cross-silo``'s, not ``flower``'s).
+
+    Two actions of one command may spell one field's option differently (``flower deploy
+    --noise-multiplier``, ``flower cross-silo --sigma``); an error names the one typed.
+    """
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            sub: argparse.ArgumentParser = action.choices[command]
-            return sub
-    return parser  # pragma: no cover - build_parser always has subcommands
+            name = getattr(args, action.dest, None)
+            if name in action.choices:
+                return _subparser(action.choices[name], args)
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -287,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _warnings_as_lines(args.command):
             code: int = args.func(args)
     except FedPrivacyError as exc:
-        flags = flag_names(_subparser(parser, args.command), args.command)
+        flags = flag_names(_subparser(parser, args), args.command)
         print(f"fedprivacy {args.command}: error: {with_flag(exc, flags)}", file=sys.stderr)
         return 2
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:

@@ -49,8 +49,8 @@ def _simulate_config(args: argparse.Namespace) -> SelectionConfig:
         fairness=args.fairness is not None,
         fairness_rule=DEFAULT_FAIRNESS_RULE if args.fairness is None else args.fairness,
         metrics=args.metrics,
-        time_limit=args.time_limit,
-        point_time_limit=min(args.time_limit, 2.0),
+        metrics_time_limit=args.metrics_time_limit,
+        point_time_limit=min(args.metrics_time_limit, 2.0),
         secagg=args.secagg,
         dimension=args.dimension,
         protocol_dropout=args.protocol_dropout,
@@ -204,7 +204,12 @@ def _add_metric_options(sim: argparse.ArgumentParser) -> None:
         help="privacy metric: exact search, fast certified bounds, or none (for very large runs)",
     )
     sim.add_argument(
-        "--time-limit", type=float, default=60.0, help="seconds for the T_weak curve (default 60)"
+        "--time-limit",
+        dest="metrics_time_limit",
+        metavar="TIME_LIMIT",
+        type=float,
+        default=60.0,
+        help="seconds for the T_weak curve (default 60)",
     )
 
 

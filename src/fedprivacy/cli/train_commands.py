@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from fedprivacy.experiments.catalogue import ProgramExperiment
     from fedprivacy.experiments.reproduce import Experiment
 
-# option -> TrainConfig field, for the options that map one to one
+# TrainConfig field -> its option (the flag is ``--FIELD`` unless "flag" names it), for the
+# options that map one to one
 _OPTIONS: dict[str, dict[str, Any]] = {
     "dataset": {"help": "digits (bundled, default), mnist, cifar10, cifar100"},
     "model": {"help": "mlp, mnist-cnn, lenet, vgg11 (default: the dataset's)"},
@@ -28,10 +29,14 @@ _OPTIONS: dict[str, dict[str, Any]] = {
     "rounds": {"type": int, "flags": ("-R",), "help": "number of rounds"},
     "seed": {"type": int, "help": "random seed"},
     "dropout": {"help": "'heterogeneous' (paper) or a probability in [0, 1)"},
-    "epochs": {"type": int, "flags": ("-E",), "help": "local epochs E"},
+    "local_epochs": {"flag": "--epochs", "type": int, "flags": ("-E",), "help": "local epochs E"},
     "batch_size": {"type": int, "help": "local mini-batch size"},
-    "lr": {"type": float, "help": "learning rate of local SGD"},
-    "lr_decay": {"type": float, "help": "factor applied at each milestone"},
+    "local_lr": {"flag": "--lr", "type": float, "help": "learning rate of local SGD"},
+    "local_lr_decay": {
+        "flag": "--lr-decay",
+        "type": float,
+        "help": "factor applied at each milestone",
+    },
     "momentum": {"type": float, "help": "momentum of local SGD"},
     "beta": {"type": float, "help": "Dirichlet concentration (partition dirichlet)"},
     "shared": {"type": int, "help": "globally shared samples (partition data-sharing)"},
@@ -58,7 +63,15 @@ _OPTIONS: dict[str, dict[str, Any]] = {
     "metrics_time_limit": {"type": float, "help": "seconds for the T_weak curve"},
     "encoding": {"help": "fixed-point (default; what SecAgg sums) or float (plaintext only)"},
     "device": {"help": "cpu (default), cuda or cuda:N"},
+    # a string here; cmd_train reads the rounds
+    "local_lr_milestones": {"flag": "--lr-milestones", "help": "comma-separated decay rounds"},
 }
+
+
+def _flag(name: str) -> str:
+    """The ``train`` flag of the ``TrainConfig`` field ``name`` (``local_lr``: ``--lr``)."""
+    flag: str = _OPTIONS.get(name, {}).get("flag", f"--{name.replace('_', '-')}")
+    return flag
 
 
 def parse_settings(items: list[str] | None) -> dict[str, Any]:
@@ -109,10 +122,10 @@ def cmd_train(
     from fedprivacy.experiments.training_run import resume_config, run_training
 
     overrides = {name: getattr(args, name) for name in _OPTIONS}
-    overrides["lr_milestones"] = (
+    overrides["local_lr_milestones"] = (
         None
-        if args.lr_milestones is None
-        else tuple(int_list("--lr-milestones", args.lr_milestones))
+        if args.local_lr_milestones is None
+        else tuple(int_list("--lr-milestones", args.local_lr_milestones))
     )
     for flag in ("fairness", "secagg"):
         if getattr(args, flag):
@@ -128,9 +141,11 @@ def cmd_train(
     if args.resume is not None:
         if args.config is not None:
             raise ParameterError("resume", "takes the configuration from the run directory")
-        changed = [k for k, v in overrides.items() if v is not None and k != "rounds"]
+        changed = [_flag(k) for k, v in overrides.items() if v is not None and k != "rounds"]
         if changed:
-            raise ParameterError("resume", f"only --rounds may change on resume, not {changed}")
+            raise ParameterError(
+                "resume", f"only --rounds may change on resume, not {', '.join(changed)}"
+            )
         config = resume_config(args.resume, overrides["rounds"])
         out = args.resume
     else:
@@ -320,11 +335,16 @@ def add_train_parsers(
     )
     train.add_argument("--config", type=Path, default=None, help="a TOML file of TrainConfig keys")
     for name, spec in _OPTIONS.items():
-        flags = (f"--{name.replace('_', '-')}", *spec.get("flags", ()))
+        flag = _flag(name)
         train.add_argument(
-            *flags, dest=name, type=spec.get("type", str), default=None, help=spec.get("help")
+            flag,
+            *spec.get("flags", ()),
+            dest=name,
+            metavar=flag[2:].replace("-", "_").upper(),
+            type=spec.get("type", str),
+            default=None,
+            help=spec.get("help"),
         )
-    train.add_argument("--lr-milestones", default=None, help="comma-separated decay rounds")
     train.add_argument(
         "--fairness",
         nargs="?",
@@ -374,7 +394,7 @@ def add_train_parsers(
         "--set",
         action="append",
         metavar="KEY=VALUE",
-        help="override a configuration key of every run (repeatable), e.g. --set lr=0.03 "
+        help="override a configuration key of every run (repeatable), e.g. --set local_lr=0.03 "
         "--set device=cuda; ULDP figures accept device, max_rows and eval_every",
     )
     rep.add_argument("--print-config", action="store_true", help="print the runs' TOML and exit")

@@ -29,7 +29,7 @@ _OPTIONS = (
     "per_round",
     "target_privacy",
     "seed",
-    "sigma",
+    "noise_multiplier",
     "dp",
     "delta",
     "clip",
@@ -88,6 +88,9 @@ def build_config(args: argparse.Namespace) -> Any:
     return config.validate()
 
 
+#: The options whose flag is not the field's name (the flag vocabulary is unchanged).
+_FLAGS = {"noise_multiplier": "--sigma"}
+
 #: What ``--resume`` may change: how many rounds, where the data are, how it computes.
 _RESUME_OPTIONS = ("rounds", "data_dir", "device", "max_rows")
 
@@ -101,7 +104,7 @@ def _resumed_config(args: argparse.Namespace, given: dict[str, Any]) -> Any:
         raise ParameterError("resume", "takes the configuration from the run's folder")
     changed = sorted(k for k in given if k not in _RESUME_OPTIONS)
     if changed:
-        flags = ", ".join(f"--{k.replace('_', '-')}" for k in changed)
+        flags = ", ".join(_FLAGS.get(k, f"--{k.replace('_', '-')}") for k in changed)
         raise ParameterError(
             "resume", f"only --rounds, --data-dir, --device and --max-rows may change, not {flags}"
         )
@@ -162,7 +165,7 @@ def _print_rounds(result: UldpResult) -> None:
     c = result.config
     print(
         f"{c.method} on {c.dataset}: {c.users} users, {c.num_silos} silos, {c.distribution}, "
-        f"{c.rounds} rounds, sigma {c.sigma:g}, seed {c.seed}"
+        f"{c.rounds} rounds, sigma {c.noise_multiplier:g}, seed {c.seed}"
     )
     print(f"data: {result.data_source}")
     hyper = (
@@ -328,7 +331,14 @@ def _add_secure_weighting_options(p: argparse.ArgumentParser) -> None:
 
 def _add_dp_training_options(p: argparse.ArgumentParser) -> None:
     """``uldp``: the DP noise and clipping, local and global training, non-IID data."""
-    p.add_argument("--sigma", type=float, default=None, help="noise multiplier (default 5)")
+    p.add_argument(
+        "--sigma",
+        dest="noise_multiplier",
+        metavar="SIGMA",
+        type=float,
+        default=None,
+        help="noise multiplier (default 5)",
+    )
     p.add_argument(
         "--dp",
         default=None,

@@ -58,7 +58,7 @@ class DemoConfig(Config):
     targets: tuple[int, ...] = (6, 4, 3)
     dimension: int = 64
     attack_window: int = 500
-    time_limit: float = 25.0
+    metrics_time_limit: float = 25.0
     point_time_limit: float = 4.0
     fairness_rules: tuple[str, ...] = FAIRNESS_RULE_NAMES
 
@@ -81,7 +81,7 @@ def scheme_configs(cfg: DemoConfig) -> list[SelectionConfig]:
         rounds=cfg.rounds,
         seed=cfg.seed,
         dropout="heterogeneous",
-        time_limit=cfg.time_limit,
+        metrics_time_limit=cfg.metrics_time_limit,
         point_time_limit=cfg.point_time_limit,
     )
     out = [base, replace(base, scheme="weighted-random"), replace(base, scheme="partition")]

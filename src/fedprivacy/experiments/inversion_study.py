@@ -4,8 +4,8 @@
 MNIST with the CNN of Table 4):
 
 1. ``users`` users each hold a batch of ``batch_size`` training images of distinct labels; their
-   update is one local SGD step (``lr``) from the seeded initial global model. The updates are
-   the same in every round of the window: the worst case of eq. (33), where least squares is
+   update is one local SGD step (``local_lr``) from the seeded initial global model. The updates
+   are the same in every round of the window: the worst case of eq. (33), where least squares is
    exact whenever ``P`` has full column rank (real training, where they drift, is the
    ``attack-cifar10`` experiment).
 2. Three selections over ``window`` rounds with heterogeneous dropout, ``per_round`` users a
@@ -71,7 +71,7 @@ class InversionStudyConfig(Config):
     users: int = 16
     per_round: int = 8
     window: int = 40
-    lr: float = 0.1
+    local_lr: float = 0.1
     iterations: int = 0  # 0: the dataset's default (SETUPS)
     restarts: int = 1
     tv_weight: float = -1.0  # negative: the dataset's default (SETUPS)
@@ -88,8 +88,8 @@ class InversionStudyConfig(Config):
             raise ParameterError("images", f"must be 1 to users ({self.users})")
         if self.per_round % 4 or not 4 <= self.per_round <= self.users or self.users % 4:
             raise ParameterError("per_round", "per_round and users must be multiples of 4 (T = 4)")
-        if self.window < 1 or self.iterations < 0 or self.restarts < 1 or not self.lr > 0:
-            raise ParameterError("window", "window, restarts >= 1, iterations >= 0, lr > 0")
+        if self.window < 1 or self.iterations < 0 or self.restarts < 1 or not self.local_lr > 0:
+            raise ParameterError("window", "window, restarts >= 1, iterations >= 0, local_lr > 0")
         return self
 
     @property
@@ -169,7 +169,7 @@ def run_dataset(
         x = torch.as_tensor(ds.train_x[batches[u]], device=device)
         y = torch.as_tensor(ds.train_y[batches[u]], device=device)
         grads = batch_gradient(model, x, y)
-        updates[u] = (-cfg.lr * torch.cat([g.reshape(-1) for g in grads])).cpu().numpy()
+        updates[u] = (-cfg.local_lr * torch.cat([g.reshape(-1) for g in grads])).cpu().numpy()
     estimates: dict[str, NDArray[np.float64]] = {"true": updates}
     matrices: dict[str, dict[str, Any]] = {}
     for target in (1, 2, 4):
@@ -200,7 +200,7 @@ def run_dataset(
         truth = originals[u]
         for key in CONDITIONS:
             update = torch.as_tensor(estimates[key][u], dtype=torch.float32, device=device)
-            wanted = gradient_from_update(model, update, cfg.lr)
+            wanted = gradient_from_update(model, update, cfg.local_lr)
             labels = recover_labels(wanted, cfg.batch_size)
             labels_ok[key] += int(
                 sorted(labels.tolist()) == sorted(ds.train_y[batches[u]].tolist())
@@ -275,8 +275,8 @@ def markdown(summary: dict[str, Any]) -> str:
         "# Gradient inversion of reconstructed updates (Multi-RoundSecAgg, Appendix G.2, Fig. 9)",
         "",
         f"{summary['users']} users, {summary['per_round']} per round, heterogeneous dropout, "
-        f"window {summary['window']} rounds; each update one SGD step (lr {summary['lr']}) on "
-        f"{summary['batch_size']} image(s) from the initial model; {summary['images']} users "
+        f"window {summary['window']} rounds; each update one SGD step (lr {summary['local_lr']}) "
+        f"on {summary['batch_size']} image(s) from the initial model; {summary['images']} users "
         "inverted. Paper: T = 1 leaks the image (high PSNR, low MSE), T = 2, 4 do not.",
         "",
         "| dataset | model | what is inverted | PSNR dB | MSE | labels (iDLG) | rank of P |",
@@ -324,7 +324,7 @@ def run_inversion_study(
         "users": cfg.users,
         "per_round": cfg.per_round,
         "window": cfg.window,
-        "lr": cfg.lr,
+        "local_lr": cfg.local_lr,
         "settings": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
         "datasets": results,
     }

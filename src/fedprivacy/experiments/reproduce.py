@@ -308,9 +308,9 @@ def run_attack_experiment(
     base = configs[0]
     meta = {
         "setting": f"{base.model_name} on {dataset.source}, {base.partition}, N = {base.users}, "
-        f"K = {base.per_round}, dropout {base.dropout}, lr {base.lr} (x{base.lr_decay} at "
-        f"{list(base.lr_milestones)}), seed {seed}; aggregates of rounds "
-        f"{start} .. {start + length - 1} (t0 = {start}, t1 = {start + length})",
+        f"K = {base.per_round}, dropout {base.dropout}, lr {base.local_lr} "
+        f"(x{base.local_lr_decay} at {list(base.local_lr_milestones)}), seed {seed}; aggregates "
+        f"of rounds {start} .. {start + length - 1} (t0 = {start}, t1 = {start + length})",
         "paper": {r.config.label: r.paper_value for r in selected},
         "t0": start,
         "window": length,

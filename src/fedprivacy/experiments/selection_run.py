@@ -15,6 +15,7 @@ from numpy.typing import NDArray
 
 from fedprivacy._validation import require_int
 from fedprivacy.config import Config
+from fedprivacy.config_sections import SecureAggregationSection, SelectionSection
 from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.fl.secure_selection import (
@@ -38,26 +39,32 @@ MAX_DENSE_CELLS = 50_000_000
 
 
 @dataclass(frozen=True)
-class SelectionConfig(Config):
-    """Parameters of one selection run (what ``fedprivacy simulate`` takes)."""
+class SelectionConfig(Config, SecureAggregationSection, SelectionSection):
+    """Parameters of one selection run (what ``fedprivacy simulate`` takes).
 
-    scheme: str
-    users: int
-    per_round: int
-    rounds: int
-    seed: int = 0
-    target_privacy: int | None = None
-    dropout: str | float = "heterogeneous"
-    fairness: bool = False
-    fairness_rule: str = DEFAULT_FAIRNESS_RULE  # with fairness: 'paper' or 'authors'
+    The selection and secure aggregation sections' fields are documented in
+    :mod:`fedprivacy.config_sections` (``scheme``, ``users``, ``per_round`` and ``rounds`` are
+    required here; ``batch_policy = None`` is ``atomic`` for multiround, ``partial`` otherwise).
+
+    Attributes
+    ----------
+    metrics : str
+        The privacy metric: ``exact`` search, fast certified ``bounds``, or ``none``.
+    metrics_time_limit, point_time_limit : float
+        Seconds for the whole ``T_weak`` curve and for each of its points.
+    dimension : int
+        Length of the synthetic updates the protocol sums (with ``secagg``).
+    """
+
+    # required: field() without a default (a bare annotation would keep the section's default)
+    scheme: str = field()
+    users: int = field()
+    per_round: int = field()
+    rounds: int = field()
     metrics: str = "exact"
-    time_limit: float = 60.0
+    metrics_time_limit: float = 60.0
     point_time_limit: float = 2.0
-    secagg: bool = False
     dimension: int = 1000
-    protocol_dropout: float = 0.0
-    batch_policy: str | None = None
-    secagg_degree: int | None = None
 
     def secure_config(self) -> SecureSelectionConfig:
         """Protocol settings of a ``--secagg`` run (batch-atomic by default for multiround)."""
@@ -67,11 +74,13 @@ class SelectionConfig(Config):
         if self.scheme == "partition":  # the whole group is the unit
             batch = self.per_round
         return SecureSelectionConfig(
-            dimension=self.dimension,
+            secagg_degree=self.secagg_degree,
             protocol_dropout=self.protocol_dropout,
             batch_policy=policy,
-            batch_size=batch,
-            degree=self.secagg_degree,
+            bits=self.bits,
+            update_clip=self.update_clip,
+            dimension=self.dimension,
+            users_per_batch=batch,
         )
 
     def validate(self) -> None:
@@ -87,8 +96,8 @@ class SelectionConfig(Config):
         check_fairness_rule(self.fairness_rule, self.fairness)
         if self.metrics not in METRICS_MODES:
             raise ParameterError("metrics", f"must be one of {', '.join(METRICS_MODES)}")
-        if not self.time_limit > 0 or not self.point_time_limit > 0:
-            raise ParameterError("time_limit", "must be positive")
+        if not self.metrics_time_limit > 0 or not self.point_time_limit > 0:
+            raise ParameterError("metrics_time_limit", "must be positive")
         if self.metrics != "none" and self.rounds * self.users > MAX_DENSE_CELLS:
             raise ParameterError(
                 "metrics",
@@ -259,7 +268,7 @@ def run_selection_experiment(
         p = ledger.matrix()
         curve = t_weak_curve(
             p,
-            time_limit=config.time_limit,
+            time_limit=config.metrics_time_limit,
             point_time_limit=config.point_time_limit,
             search_exact=config.metrics == "exact",
             progress=metric_progress,

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from fedprivacy._validation import require_int, require_one_of
 from fedprivacy.config import Config
+from fedprivacy.config_sections import (
+    DataSection,
+    DPSection,
+    LocalTrainingSection,
+    SecureAggregationSection,
+    SelectionSection,
+)
 from fedprivacy.data.images import DATASETS
 from fedprivacy.data.partition import PARTITIONS
 from fedprivacy.dp._checks import require_delta
@@ -16,7 +23,7 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import ENCODINGS
 from fedprivacy.fl.mechanism import Mechanism, make_mechanism
 from fedprivacy.models.registry import FEDAVG_MODELS as MODELS
-from fedprivacy.participation.fairness import DEFAULT_FAIRNESS_RULE, check_fairness_rule
+from fedprivacy.participation.fairness import check_fairness_rule
 from fedprivacy.participation.selectors import SCHEMES
 from fedprivacy.secagg.multiround import BatchPolicy
 from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD
@@ -29,55 +36,73 @@ DEFAULT_DELTA = 1e-5
 
 
 @dataclass(frozen=True)
-class TrainConfig(Config):
+class TrainConfig(
+    Config,
+    DPSection,
+    SecureAggregationSection,
+    LocalTrainingSection,
+    SelectionSection,
+    DataSection,
+):
     """One federated training run. Every field is also a TOML key and a ``train`` option.
 
     The defaults are a small run on scikit-learn's bundled digits that needs no download.
     ``to_dict``, ``to_toml``, ``from_mapping`` and ``from_toml`` come from
-    :class:`~fedprivacy.config.Config` (``data_dir`` is not written to TOML).
+    :class:`~fedprivacy.config.Config` (``data_dir`` is not written to TOML). The fields of the
+    data, selection, local training, secure aggregation and DP sections are documented in
+    :mod:`fedprivacy.config_sections`; ``dp = "none"``, ``noise_multiplier``, ``clip`` and
+    ``delta`` (default 1e-5) only with a mechanism, ``batch_policy = "atomic"`` under every
+    scheme (a partition's group is its batch).
+
+    Attributes
+    ----------
+    model : str
+        A name of :data:`~fedprivacy.models.registry.FEDAVG_MODELS`; ``""`` is the dataset's
+        default (:data:`DEFAULT_MODELS`).
+    partition : str
+        How the records are split over the users (:data:`~fedprivacy.data.partition.PARTITIONS`).
+    local_lr_decay, local_lr_milestones : float, tuple of int
+        ``local_lr`` is multiplied by ``local_lr_decay`` at each milestone round.
+    momentum, weight_decay : float
+        Of local SGD.
+    beta, shared, shards_per_user
+        Parameters of the ``dirichlet``, ``data-sharing`` and ``shards`` partitions.
+    checkpoint_every : int
+        Rounds between checkpoints of a run directory.
+    trainer : str
+        ``auto``, ``vectorised`` or ``loop``.
+    chunk_size : int or None
+        Most clients per vectorised call.
+    metrics : str
+        ``T_weak``: ``exact``, ``bounds`` or ``none``.
+    metrics_time_limit : float
+        Seconds for the ``T_weak`` curve.
+    encoding : str
+        ``fixed-point`` (what SecAgg sums) or ``float`` (plaintext only).
     """
 
     dataset: str = "digits"
+    per_round: int = 4
+    local_epochs: int = 1
+    batch_size: int = 20
+    local_lr: float = 0.1
+    batch_policy: str = "atomic"
+    dp: str = "none"
     model: str = ""  # "" = the dataset's default model (DEFAULT_MODELS)
     partition: str = "iid"
-    scheme: str = "random"
-    target_privacy: int | None = None
-    fairness: bool = False
-    fairness_rule: str = DEFAULT_FAIRNESS_RULE  # with fairness: 'paper' or 'authors'
-    users: int = 20
-    per_round: int = 4
-    rounds: int = 30
-    seed: int = 0
-    dropout: str | float = "heterogeneous"
-    epochs: int = 1
-    batch_size: int = 20
-    lr: float = 0.1
-    lr_decay: float = 1.0
-    lr_milestones: tuple[int, ...] = ()
+    local_lr_decay: float = 1.0
+    local_lr_milestones: tuple[int, ...] = ()
     momentum: float = 0.0
     weight_decay: float = 0.0
     beta: float = 0.5
     shared: int = 200
     shards_per_user: int = 1
-    secagg: bool = False
-    bits: int = 32
-    update_clip: float = 1.0
-    secagg_degree: int | None = None
-    protocol_dropout: float = 0.0
-    batch_policy: str = "atomic"
-    eval_every: int = 1
     checkpoint_every: int = 10
     trainer: str = "auto"
     chunk_size: int | None = None
     metrics: str = "exact"
     metrics_time_limit: float = 60.0
     encoding: str = "fixed-point"
-    device: str = "cpu"
-    dp: str = "none"
-    noise_multiplier: float | None = None
-    clip: float | None = None
-    delta: float | None = None
-    data_dir: str | None = field(default=None, compare=False)
 
     @property
     def model_name(self) -> str:
@@ -118,7 +143,7 @@ class TrainConfig(Config):
         require_int("per_round", self.per_round, minimum=1, maximum=users)
         require_int("rounds", self.rounds, minimum=1)
         require_int("seed", self.seed, minimum=0)
-        require_int("epochs", self.epochs, minimum=1)
+        require_int("local_epochs", self.local_epochs, minimum=1)
         require_int("batch_size", self.batch_size, minimum=1)
         require_int("shared", self.shared, minimum=0)
         require_int("shards_per_user", self.shards_per_user, minimum=1)
@@ -137,15 +162,15 @@ class TrainConfig(Config):
             if self.target_privacy is None:
                 raise ParameterError("target_privacy", "is required for the multiround scheme")
             require_int("target_privacy", self.target_privacy, minimum=1, maximum=self.per_round)
-        for name in ("lr", "update_clip", "beta", "metrics_time_limit"):
+        for name in ("local_lr", "update_clip", "beta", "metrics_time_limit"):
             _positive(name, getattr(self, name))
-        _positive("lr_decay", self.lr_decay)
+        _positive("local_lr_decay", self.local_lr_decay)
         if not 0.0 <= self.momentum < 1.0:
             raise ParameterError("momentum", f"must lie in [0, 1), got {self.momentum}")
         if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
             raise ParameterError("weight_decay", f"must be >= 0, got {self.weight_decay}")
-        for m in self.lr_milestones:
-            require_int("lr_milestones", m, minimum=1)
+        for m in self.local_lr_milestones:
+            require_int("local_lr_milestones", m, minimum=1)
         if isinstance(self.dropout, str) and self.dropout != "heterogeneous":
             raise ParameterError(
                 "dropout", f"must be 'heterogeneous' or a number in [0, 1), got {self.dropout!r}"

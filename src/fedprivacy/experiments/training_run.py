@@ -121,9 +121,9 @@ def build_training(
     return training_class(
         model=model,
         spec=LocalTrainingSpec(
-            epochs=config.epochs,
+            epochs=config.local_epochs,
             batch_size=config.batch_size,
-            lr=config.lr,
+            lr=config.local_lr,
             momentum=config.momentum,
             weight_decay=config.weight_decay,
         ),
@@ -132,7 +132,9 @@ def build_training(
         selector=selector,
         availability=availability,
         aggregator=aggregator,
-        schedule=LearningRateSchedule(config.lr, config.lr_decay, tuple(config.lr_milestones)),
+        schedule=LearningRateSchedule(
+            config.local_lr, config.local_lr_decay, tuple(config.local_lr_milestones)
+        ),
         seed=config.seed,
         eval_every=config.eval_every,
         trainer=config.trainer,
@@ -400,7 +402,7 @@ def summary_markdown(result: TrainingResult) -> str:
         "",
         f"- data: {s['data_source']}",
         f"- N = {c.users}, K = {c.per_round}, rounds = {s['rounds']}, seed = {c.seed}, "
-        f"dropout = {c.dropout}, E = {c.epochs}, batch = {c.batch_size}, lr = {c.lr}",
+        f"dropout = {c.dropout}, E = {c.local_epochs}, batch = {c.batch_size}, lr = {c.local_lr}",
         f"- aggregation: {s['aggregation']} ("
         + (f"fixed point, {c.bits} bits" if c.encoding == "fixed-point" else "float64, no encoding")
         + f", clip {c.update_clip}); device: {s['device']}",

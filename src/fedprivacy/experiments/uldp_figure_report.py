@@ -195,7 +195,7 @@ def _summary(
     return {
         "figure": spec.name,
         "seeds": seeds,
-        "sigma": SIGMA,
+        "noise_multiplier": SIGMA,
         "delta": DELTA,
         "seconds": round(elapsed, 1),
         "reduction": spec.reduction,

@@ -137,7 +137,7 @@ class Panel:
             rounds=rounds,
             sampling_rate=curve.sampling_rate,
             seed=seed,
-            sigma=SIGMA,
+            noise_multiplier=SIGMA,
             delta=DELTA,
             max_labels_per_user=self.max_labels_per_user,
             data_dir=data_dir,

@@ -3,8 +3,8 @@
 The selection decides who is asked; users may still drop out during the protocol, and the batch
 policy (:mod:`fedprivacy.secagg.multiround`) decides what the server aggregates. Every round runs
 through :class:`~fedprivacy.fl.secure_aggregation.SecureAggregator` (unweighted, on synthetic
-updates uniform in ``[-clip, clip]``), and the participation ledger records exactly the aggregated
-set.
+updates uniform in ``[-update_clip, update_clip]``), and the participation ledger records exactly
+the aggregated set.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 
 from fedprivacy._validation import require_int
 from fedprivacy.config import Config
+from fedprivacy.config_sections import SecAggProtocolSection
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.participation.availability import AvailabilityModel
@@ -107,50 +108,42 @@ class SecureSelectionReport:
 
 
 @dataclass(frozen=True)
-class SecureSelectionConfig(Config):
+class SecureSelectionConfig(Config, SecAggProtocolSection):
     """How the protocol runs inside a selection simulation.
 
-    Parameters
+    The protocol's fields (``secagg_degree``, ``protocol_dropout``, ``batch_policy``, ``bits``,
+    ``update_clip``) are documented in :class:`~fedprivacy.config_sections.SecAggProtocolSection`;
+    here ``batch_policy`` is always named (default ``atomic``) and the synthetic updates are
+    uniform in ``[-update_clip, update_clip]``.
+
+    Attributes
     ----------
     dimension : int
-        Length of the synthetic update vectors (uniform in ``[-clip, clip]``).
-    protocol_dropout : float
-        Probability that a selected user drops during the protocol (stage uniform).
-    batch_policy : str
-        ``atomic``, ``round`` or ``partial``.
-    batch_size : int
-        ``T`` for batch partitioning, 1 otherwise.
-    bits : int
-        Modulus ``2**bits`` of the fixed-point encoding.
-    clip : float
-        Bound on the entries of the updates.
-    degree : int or None
-        SecAgg+ neighbour count, or ``None`` for the complete graph.
+        Length of the synthetic update vectors.
+    users_per_batch : int
+        Users in a batch the policy keeps whole: ``T`` for batch partitioning, the round's group
+        for user partition, 1 otherwise.
     batch_ring : bool
         Use the batch-aware SecAgg+ graph when whole batches are aggregated (see
         :func:`ring_block`); false keeps the plain random ring (for comparisons).
 
     """
 
-    dimension: int = 1000
-    protocol_dropout: float = 0.0
     batch_policy: str = "atomic"
-    batch_size: int = 1
-    bits: int = 32
-    clip: float = 1.0
-    degree: int | None = None
+    dimension: int = 1000
+    users_per_batch: int = 1
     batch_ring: bool = True
 
     def validate(self) -> None:
         """Raise :class:`ParameterError` for the first invalid field."""
         require_int("dimension", self.dimension, minimum=1)
-        require_int("batch_size", self.batch_size, minimum=1)
+        require_int("users_per_batch", self.users_per_batch, minimum=1)
         require_int("bits", self.bits, minimum=8, maximum=64)
         if not 0.0 <= self.protocol_dropout < 1.0:
             raise ParameterError("protocol_dropout", "must lie in [0, 1)")
         parse_batch_policy(self.batch_policy)
-        if self.degree is not None:
-            require_int("degree", self.degree, minimum=MIN_THRESHOLD)
+        if self.secagg_degree is not None:
+            require_int("secagg_degree", self.secagg_degree, minimum=MIN_THRESHOLD)
 
 
 def run_secure_selection(
@@ -185,11 +178,11 @@ def run_secure_selection(
     """
     config.validate()
     aggregator = SecureAggregator(
-        config.clip,
+        config.update_clip,
         selector.per_round,
         config.bits,
         0,
-        degree=config.degree,
+        degree=config.secagg_degree,
         protocol_dropout=config.protocol_dropout,
         batch_policy=config.batch_policy,
         weighted=False,
@@ -219,9 +212,11 @@ def _secure_round(
     if len(selected) < MIN_PARTICIPANTS:  # nothing to aggregate securely: the round is skipped
         reason = f"fewer than {MIN_PARTICIPANTS} users selected"
         return SecureRoundRecord(r, len(selected), 0, reason, 0, 0, 0), ()
-    updates = {u: rng.uniform(-config.clip, config.clip, config.dimension) for u in selected}
+    updates = {
+        u: rng.uniform(-config.update_clip, config.update_clip, config.dimension) for u in selected
+    }
     out = aggregator.aggregate(
-        r, updates, dict.fromkeys(updates, 1.0), batch_size=config.batch_size, rng=rng
+        r, updates, dict.fromkeys(updates, 1.0), batch_size=config.users_per_batch, rng=rng
     )
     if out.aborted is not None:
         record = SecureRoundRecord(

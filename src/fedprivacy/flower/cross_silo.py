@@ -74,7 +74,9 @@ __all__ = ["SILO_FORGES", "run_cross_silo"]
 def _noise_multiplier(cfg: UldpConfig, params: PrivateWeightingParameters) -> float:
     """``min(sigma, ...)`` of the silos' discrete Gaussians on the grid (as in-process)."""
     assert cfg.clip is not None
-    return min(cfg.sigma, accounted_noise_multiplier(params, silo_noise_std(cfg), cfg.clip))
+    return min(
+        cfg.noise_multiplier, accounted_noise_multiplier(params, silo_noise_std(cfg), cfg.clip)
+    )
 
 
 def _run(

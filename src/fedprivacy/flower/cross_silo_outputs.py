@@ -100,7 +100,7 @@ def _result(
         final_params=outcome.final_params,
         secure_weighting={
             "key_bits": cfg.secure_key_bits,
-            "noise_multiplier_nominal": cfg.sigma,
+            "noise_multiplier_nominal": cfg.noise_multiplier,
             "noise_multiplier_effective": outcome.noise_multiplier,
             "rounds": len(outcome.aggregates),
             "setup_seconds": {k: round(float(v), 4) for k, v in outcome.setup_seconds.items()},

@@ -7,7 +7,8 @@ its own configuration, to show that every silo refuses them under its own policy
 with its report. The names (:data:`SILO_FORGES`):
 
 =================  =========================================================================
-``sigma=S``        ULDP's sigma in the configuration sent, and the session's noise bound
+``sigma=S``        ``noise_multiplier`` (ULDP's sigma) in the configuration sent, and the
+                   session's noise bound
 ``clip=C``         the clip in the configuration sent, and the session's clip bound
 ``key_bits=B``     a ``B``-bit Paillier key, with a configuration and parameters that say so
                    (below 2048 bits the key is marked as a test key, as they require)
@@ -27,7 +28,7 @@ Examples
 >>> forge = SiloForge.parse("sigma=1e-6,clip=1.0,key_bits=1024")
 >>> cfg = UldpConfig(dataset="heart_disease", method="ULDP-AVG-w", clip=0.1).resolved()
 >>> p = forge.proposal(cfg)
->>> (p.sigma, p.clip, p.secure_key_bits, p.insecure_test_keys)
+>>> (p.noise_multiplier, p.clip, p.secure_key_bits, p.insecure_test_keys)
 (1e-06, 1.0, 1024, True)
 >>> SiloForge.parse("round=1").repeats(2), SiloForge().repeats(2)
 (True, False)
@@ -110,7 +111,9 @@ class SiloForge:
             If the forged values do not make a valid configuration.
         """
         changes: dict[str, Any] = {
-            k: v for k, v in (("sigma", self.sigma), ("clip", self.clip)) if v is not None
+            k: v
+            for k, v in (("noise_multiplier", self.sigma), ("clip", self.clip))
+            if v is not None
         }
         if self.key_bits is not None:
             changes["secure_key_bits"] = self.key_bits

@@ -26,12 +26,12 @@ its policy's floor and the clip it applies; the configuration can only raise it.
 
 Examples
 --------
->>> cfg = UldpConfig(dataset="heart_disease", method="ULDP-AVG-w", sigma=1.0, clip=0.1)
+>>> cfg = UldpConfig(dataset="heart_disease", method="ULDP-AVG-w", noise_multiplier=1.0, clip=0.1)
 >>> policy = silo_policy(cfg)
 >>> (policy.noise_multiplier, policy.clip, policy.min_key_bits, policy.allow_test_keys)
 (1.0, 0.1, 3072, False)
 >>> try:
-...     check_proposal(policy, cfg.with_overrides(sigma=1e-6, clip=1.0).resolved())
+...     check_proposal(policy, cfg.with_overrides(noise_multiplier=1e-6, clip=1.0).resolved())
 ... except PolicyViolationError as exc:
 ...     print(exc.name, "|", exc)  # doctest: +NORMALIZE_WHITESPACE
 noise_multiplier | noise_multiplier: noise multiplier 1e-06 requested; this party adds at
@@ -68,13 +68,13 @@ __all__ = [
 def silo_policy(config: UldpConfig) -> PartyPolicy:
     """The policy of a silo whose operator agrees with ``config``.
 
-    Its noise floor is the configuration's sigma, its clip the configuration's (resolved) clip,
-    its smallest key the configured size; test keys only where the configuration asks for them
-    (``insecure_test_keys``: tests and quick runs with 1024-bit keys).
+    Its noise floor is the configuration's ``noise_multiplier``, its clip the configuration's
+    (resolved) clip, its smallest key the configured size; test keys only where the configuration
+    asks for them (``insecure_test_keys``: tests and quick runs with 1024-bit keys).
     """
     cfg = config.resolved()
     return PartyPolicy(
-        noise_multiplier=cfg.sigma,
+        noise_multiplier=cfg.noise_multiplier,
         clip=cfg.clip,
         min_key_bits=cfg.secure_key_bits,
         allow_test_keys=cfg.insecure_test_keys,
@@ -131,7 +131,7 @@ def _noise_checks(
             "takes part only with one (noise_multiplier in its fedprivacy-policy file)"
         )
         return [_refuse("noise_multiplier", why)]
-    checks = [lambda: policy.check_noise(config.sigma)]
+    checks = [lambda: policy.check_noise(config.noise_multiplier)]
     if params is not None:
         std = floor * params.clip_bound / math.sqrt(params.n_silos)
         if TAIL_SIGMAS * std > params.noise_bound:
@@ -226,5 +226,5 @@ def silo_noise_std_of(policy: PartyPolicy, config: UldpConfig) -> float:
     if policy.noise_multiplier is None:
         raise PolicyViolationError("noise_multiplier", "this silo's policy sets no noise floor")
     assert config.clip is not None
-    sigma = max(policy.noise_multiplier, config.sigma)
+    sigma = max(policy.noise_multiplier, config.noise_multiplier)
     return sigma * config.clip / math.sqrt(config.num_silos)

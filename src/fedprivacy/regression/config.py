@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 from fedprivacy._validation import require_int, require_one_of
 from fedprivacy.config import Config
+from fedprivacy.config_sections import DataSection
 from fedprivacy.dp._checks import require_delta, require_nonnegative, require_positive
 from fedprivacy.errors import ParameterError
 from fedprivacy.regression.data import TRUTHS
@@ -35,7 +36,7 @@ MISSING: Final = ("impute", "drop")
 
 
 @dataclass(frozen=True)
-class RegressionConfig(Config):
+class RegressionConfig(Config, DataSection):
     """One regression experiment. Every field is a TOML key; most are ``regress`` options.
 
     Simulation defaults (our reconstruction of the paper's Section 3.1, which the supplement
@@ -50,7 +51,8 @@ class RegressionConfig(Config):
     ``alpha lambda_max(Sigma_hat) <= 1.15`` for every setting of the study. Appendix C.2's
     ``alpha = 0.01`` is the default for the real data sets. With ``gamma > 0`` the learning
     rate is ``lr0 * t^(-gamma)`` (Appendix B.3, ``lr0 = 1``) while ``T`` still comes from
-    ``lr``.
+    ``lr``. ``dataset`` (:class:`~fedprivacy.config_sections.DataSection`, with ``data_dir``)
+    is ``california`` or ``diabetes`` for real data, ``None`` (the default) for a simulation.
 
     Attributes
     ----------
@@ -98,11 +100,6 @@ class RegressionConfig(Config):
         NbAFL's rounds ``T`` (= exposures ``L``) and local steps per round.
     nbafl_clip : float
         NbAFL's parameter clipping norm ``W``.
-    dataset : {"california", "diabetes"} or None
-        Real data instead of a simulation.
-    data_dir : str or None
-        Data directory (else ``$FEDPRIVACY_DATA``); not part of the run (equality and
-        ``to_toml`` ignore it).
     missing : {"impute", "drop"}
         California Housing's missing ``total_bedrooms``.
     chunk : int or None
@@ -137,8 +134,6 @@ class RegressionConfig(Config):
     nbafl_rounds: int = 3
     nbafl_local_steps: int = 10
     nbafl_clip: float = 1.0
-    dataset: str | None = None
-    data_dir: str | None = field(default=None, compare=False)
     missing: str = "impute"
     chunk: int | None = None
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from fedprivacy._validation import require_int, require_one_of
 from fedprivacy.config import Config
+from fedprivacy.config_sections import DataSection, DPSection, LocalTrainingSection, SchemeSection
 from fedprivacy.crypto.key_size import check_key_bits
 from fedprivacy.data.allocators import DISTRIBUTIONS
 from fedprivacy.data.tabular import SILO_DATASETS
@@ -114,48 +115,45 @@ batch sizes of the authors' runs.
 
 
 @dataclass(frozen=True)
-class UldpConfig(Config):
+class UldpConfig(Config, DPSection, LocalTrainingSection, SchemeSection, DataSection):
     """One ULDP-FL run. Every field is also a TOML key; most are ``uldp`` options.
+
+    The data, scheme, local training and DP sections' fields are documented in
+    :mod:`fedprivacy.config_sections`; here they mean:
+
+    * ``dataset``: ``heart_disease``, ``tcga_brca``, ``mnist``, ``creditcard`` (a user-supplied
+      Kaggle file) or ``creditcard-synthetic`` (the generated stand-in).
+    * ``scheme``: how the ``-s`` / ``-ws`` methods choose their users each round: ``poisson``
+      (the paper: each user independently with probability ``q``) or a selection scheme of
+      :data:`fedprivacy.participation.selectors.SCHEMES` choosing exactly ``per_round`` users
+      (default ``round(q |U|)``). The server chooses those, so their epsilon carries no
+      amplification by sub-sampling.
+    * ``seed``: of the allocation, the initial model, the minibatches, the sampling and the
+      noise.
+    * ``noise_multiplier``, ``delta``: the paper's sigma (5) and delta (1e-5).
+    * ``dp``: the mechanism of the per-user methods (ULDP-AVG, ULDP-SGD and their variants),
+      with noise multiplier ``noise_multiplier`` and clip ``clip``: ``None`` is the paper's
+      ``distributed`` (each silo adds its share of the noise); ``central`` has the server add
+      it (no guarantee against the server). An error for the other methods, which add their
+      own noise.
+    * ``clip``, ``local_epochs``, ``local_lr``, ``batch_size`` (``C``, ``Q``, ``eta_l``,
+      ``B``) and ``global_lr``: ``None`` takes :data:`DEFAULT_HYPER`.
+    * ``device``: ``cpu`` or ``cuda[:N]``.
 
     Attributes
     ----------
-    dataset : str
-        ``heart_disease``, ``tcga_brca``, ``mnist``, ``creditcard`` (a user-supplied Kaggle file)
-        or ``creditcard-synthetic`` (the generated stand-in).
     method : str
         One of :data:`fedprivacy.uldp.method_names.METHODS`.
-    users : int
-        Number of users ``|U|``.
     silos : int or None
         Number of silos for the pool datasets (default 5); for Heart Disease (4) and TCGA-BRCA
         (6) the silos are fixed and ``silos`` must be unset or equal.
     distribution : {"uniform", "zipf"}
         Record allocation (Section 5.1).
-    rounds : int
-        Training rounds ``T``.
     sampling_rate : float or None
         User-level Poisson sampling rate ``q`` of the ``-s`` / ``-ws`` methods (default 0.1); an
         error for the other methods.
-    scheme : str
-        How the ``-s`` / ``-ws`` methods choose their users each round: ``poisson`` (the paper:
-        each user independently with probability ``q``) or a selection scheme of
-        :data:`fedprivacy.participation.selectors.SCHEMES` choosing exactly ``per_round`` users
-        (``multiround``: Multi-RoundSecAgg's batch partitioning with ``target_privacy``). The
-        server chooses those, so their epsilon carries no amplification by sub-sampling.
-    per_round, target_privacy : int or None
-        ``K`` (default ``round(q |U|)``) and ``T`` of the selection schemes.
-    seed : int
-        Seed of the allocation, the initial model, the minibatches, the sampling and the noise.
-    sigma, delta : float
-        Noise multiplier (paper: 5) and the delta of the reported epsilon (paper: 1e-5).
-    dp : str or None
-        The mechanism of the per-user methods (ULDP-AVG, ULDP-SGD and their variants), a name
-        of :data:`fedprivacy.fl.mechanism.MECHANISMS` with noise multiplier ``sigma`` and clip
-        ``clip``: ``None`` is the paper's ``distributed`` (each silo adds its share of the
-        noise); ``central`` has the server add it (no guarantee against the server). An error
-        for the other methods, which add their own noise.
-    clip, local_epochs, local_lr, global_lr, batch_size : optional
-        ``C``, ``Q``, ``eta_l``, ``eta_g``, ``B``; ``None`` takes :data:`DEFAULT_HYPER`.
+    global_lr : float or None
+        ``eta_g``; ``None`` takes :data:`DEFAULT_HYPER`.
     naive_noise : {"corrected", "paper"}
         ULDP-NAIVE's noise (see :mod:`fedprivacy.uldp.methods`).
     user_alpha, silo_alpha, main_silo_share : float
@@ -163,13 +161,9 @@ class UldpConfig(Config):
         allocation (0.8).
     max_labels_per_user : int or None
         Non-IID MNIST: at most this many labels per user (paper: 2).
-    eval_every : int
-        Evaluate the global model every this many rounds (and after the last).
     max_rows : int or None
         Rows per vectorised call of the per-user trainer (memory bound); ``None``: 1,024 on a
         CPU, 4,096 on a GPU (:func:`~fedprivacy.fl.local_training.default_max_rows`).
-    device : str
-        ``cpu`` or ``cuda[:N]``.
     secure_weighting : bool
         Aggregate through the private weighting protocol (Protocol 1; the ``-w`` methods only):
         the server learns only the weighted, noised sum, never the per-user histograms.
@@ -178,43 +172,30 @@ class UldpConfig(Config):
         with ``insecure_test_keys``).
     insecure_test_keys : bool
         Allow ``secure_key_bits < 2048`` (factorable keys: tests and quick checks only).
-    data_dir : str or None
-        Data directory (``None``: ``$FEDPRIVACY_DATA``).
     creditcard_path : str or None
         Explicit path of the Kaggle ``creditcard.csv``.
     """
 
     dataset: str = "heart_disease"
-    method: str = "ULDP-AVG"
+    scheme: str = "poisson"
     users: int = 100
+    rounds: int = 10
+    noise_multiplier: float = 5.0
+    delta: float = 1e-5
+    method: str = "ULDP-AVG"
     silos: int | None = None
     distribution: str = "uniform"
-    rounds: int = 10
     sampling_rate: float | None = None
-    scheme: str = "poisson"
-    per_round: int | None = None
-    target_privacy: int | None = None
-    seed: int = 0
-    sigma: float = 5.0
-    dp: str | None = None
-    delta: float = 1e-5
-    clip: float | None = None
-    local_epochs: int | None = None
-    local_lr: float | None = None
     global_lr: float | None = None
-    batch_size: int | None = None
     naive_noise: str = "corrected"
     user_alpha: float = 0.5
     silo_alpha: float = 2.0
     main_silo_share: float = 0.8
     max_labels_per_user: int | None = None
-    eval_every: int = 1
     max_rows: int | None = None
-    device: str = "cpu"
     secure_weighting: bool = False
     secure_key_bits: int = 3072
     insecure_test_keys: bool = False
-    data_dir: str | None = field(default=None, compare=False)
     creditcard_path: str | None = field(default=None, compare=False)
 
     # -- derived ---------------------------------------------------------------------------
@@ -270,7 +251,7 @@ class UldpConfig(Config):
         """The mechanism ``dp`` names (``None``: the method's own; needs a resolved ``clip``)."""
         if self.dp is None:
             return None
-        return make_mechanism(self.dp, noise_multiplier=self.sigma, clip=self.clip)
+        return make_mechanism(self.dp, noise_multiplier=self.noise_multiplier, clip=self.clip)
 
     # -- validation ------------------------------------------------------------------------
 
@@ -330,7 +311,7 @@ class UldpConfig(Config):
             q = _number("sampling_rate", self.sampling_rate)
             if not 0.0 < q <= 1.0:
                 raise ParameterError("sampling_rate", f"must lie in (0, 1], got {q!r}")
-        _positive("sigma", self.sigma)
+        _positive("noise_multiplier", self.noise_multiplier)
         delta = _number("delta", self.delta)
         if not 0.0 < delta < 1.0:
             raise ParameterError("delta", f"must lie in (0, 1), got {delta!r}")

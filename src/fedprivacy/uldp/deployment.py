@@ -118,7 +118,7 @@ def check_users_hold_records(cfg: UldpConfig) -> None:
 def silo_noise_std(cfg: UldpConfig) -> float:
     """Each silo's noise standard deviation ``sigma C / sqrt(|S|)`` (real units)."""
     assert cfg.clip is not None
-    return cfg.sigma * cfg.clip / math.sqrt(cfg.num_silos)
+    return cfg.noise_multiplier * cfg.clip / math.sqrt(cfg.num_silos)
 
 
 def session_parameters(

@@ -200,7 +200,7 @@ class UldpResult:
             else (ULDP_NO_DP,)
         )
         return privacy_report(
-            Method(c.method, c.sigma if private else None, c.clip),
+            Method(c.method, c.noise_multiplier if private else None, c.clip),
             c.delta,
             StatedEpsilons(
                 last.epsilon,
@@ -233,7 +233,7 @@ class UldpResult:
             "silos": c.num_silos,
             "distribution": c.distribution,
             "seed": c.seed,
-            "sigma": c.sigma,
+            "noise_multiplier": c.noise_multiplier,
             "sampling_rate": c.sampling_rate,
             "scheme": c.scheme,
             "per_round": c.per_round,

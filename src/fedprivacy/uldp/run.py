@@ -273,7 +273,7 @@ def _secure_weighting(
             "small models (Heart Disease, TCGA-BRCA)",
         )
     assert cfg.clip is not None
-    noise_std = cfg.sigma * cfg.clip / math.sqrt(fed.num_silos)
+    noise_std = cfg.noise_multiplier * cfg.clip / math.sqrt(fed.num_silos)
     sw = SecureWeighting(
         fed.histogram(),
         n_params=n_params,
