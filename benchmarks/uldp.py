@@ -154,7 +154,7 @@ def setup(args: argparse.Namespace) -> Bench:
     assert cfg.local_lr is not None and cfg.clip is not None and cfg.global_lr is not None
     spec = LocalTrainingSpec(epochs=cfg.local_epochs, batch_size=cfg.batch_size, lr=cfg.local_lr)
     hyper = RoundHyper(
-        local=spec, global_lr=cfg.global_lr, clip=cfg.clip, sigma=cfg.noise_multiplier
+        local=spec, global_lr=cfg.global_lr, clip=cfg.clip, noise_multiplier=cfg.noise_multiplier
     )
     t0 = time.perf_counter()
     ds = load_silo_dataset("mnist", args.data_dir, seed=args.seed)

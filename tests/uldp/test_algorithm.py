@@ -28,7 +28,7 @@ from fedprivacy.uldp.run import run_uldp
 
 C = 0.05
 HYPER = RoundHyper(
-    LocalTrainingSpec(2, 4, 0.2), global_lr=1.0, clip=C, sigma=5.0, sampling_rate=0.5
+    LocalTrainingSpec(2, 4, 0.2), global_lr=1.0, clip=C, noise_multiplier=5.0, sampling_rate=0.5
 )
 #: every method whose aggregate has a per-round user-level sensitivity (GROUP-k: per record)
 PRIVATE = [m for m in METHODS if m.startswith(("ULDP-NAIVE", "ULDP-AVG", "ULDP-SGD"))]

@@ -111,7 +111,11 @@ def test_each_familys_hooks_do_what_its_flags_declare(heart_fed: Federation, nam
     method = _ONE_METHOD[name]
     assert family_for(method) is family
     hyper = RoundHyper(
-        LocalTrainingSpec(1, 16, 0.05), global_lr=1.0, clip=0.1, sigma=4.0, sampling_rate=0.5
+        LocalTrainingSpec(1, 16, 0.05),
+        global_lr=1.0,
+        clip=0.1,
+        noise_multiplier=4.0,
+        sampling_rate=0.5,
     )
     runner = MethodRunner(method, heart_fed, hyper)
     flat = flatten_parameters(heart_fed.task.build_model(0))

@@ -23,7 +23,9 @@ from fedprivacy.uldp.rounds import RoundHyper
 
 def hyper_for(method: str, **changes: float) -> RoundHyper:
     d = DEFAULT_HYPER["heart_disease"][method_spec(method).family]
-    kw: dict[str, float] = dict(global_lr=d.global_lr, clip=d.clip, sigma=5.0, sampling_rate=0.5)
+    kw: dict[str, float] = dict(
+        global_lr=d.global_lr, clip=d.clip, noise_multiplier=5.0, sampling_rate=0.5
+    )
     kw.update(changes)
     batch = 16 if method_spec(method).family == "group" else d.batch_size
     return RoundHyper(
@@ -56,7 +58,7 @@ def test_method_specs() -> None:
 def test_each_method_learns_on_heart_disease(heart_fed: Federation, method: str) -> None:
     # small noise: this checks the direction and scale of the updates, not the privacy
     fed = heart_fed
-    runner = MethodRunner(method, fed, hyper_for(method, sigma=0.05))
+    runner = MethodRunner(method, fed, hyper_for(method, noise_multiplier=0.05))
     model = fed.task.build_model(0)
     flat = flatten_parameters(model)
     before = fed.task.evaluate(model, fed.test_x, fed.test_y)
@@ -73,7 +75,7 @@ def test_each_method_learns_on_heart_disease(heart_fed: Federation, method: str)
 
 def test_sgd_ws_descends(heart_fed: Federation) -> None:
     fed = heart_fed
-    runner = MethodRunner("ULDP-SGD-ws", fed, hyper_for("ULDP-SGD-ws", sigma=0.01))
+    runner = MethodRunner("ULDP-SGD-ws", fed, hyper_for("ULDP-SGD-ws", noise_multiplier=0.01))
     model = fed.task.build_model(0)
     flat = flatten_parameters(model)
     losses = [fed.task.evaluate(model, fed.x, fed.y)["loss"]]
@@ -96,7 +98,7 @@ def test_sgd_ws_descends(heart_fed: Federation) -> None:
 def test_vectorised_round_equals_per_user_loop(heart_fed: Federation, method: str) -> None:
     fed = heart_fed
     hp = hyper_for(method, clip=0.3)
-    hp = RoundHyper(LocalTrainingSpec(2, 4, 0.2), hp.global_lr, hp.clip, hp.sigma, 0.5)
+    hp = RoundHyper(LocalTrainingSpec(2, 4, 0.2), hp.global_lr, hp.clip, hp.noise_multiplier, 0.5)
     flat = flatten_parameters(fed.task.build_model(3))
     runner = MethodRunner(method, fed, hp)
     got = runner.presum(flat, np.random.default_rng(7))
@@ -120,12 +122,12 @@ def test_epsilon_per_round_matches_accountant(heart_fed: Federation) -> None:
     fed = heart_fed
     cases = (("ULDP-SGD", 5.0, 1.0), ("ULDP-SGD-s", 5.0, 0.5), ("ULDP-SGD-w", 2.0, 1.0))
     for method, z, q in cases:
-        eps = _run(fed, method, 3, sigma=z, sampling_rate=0.5)
+        eps = _run(fed, method, 3, noise_multiplier=z, sampling_rate=0.5)
         for t, e in enumerate(eps, start=1):
             ref = PrivacyAccountant("rdp").compose_gaussian(z, t, q).epsilon(1e-5)
             assert e == pytest.approx(ref, rel=1e-12)
     # ULDP-NAIVE: noise multiplier sigma of the corrected sensitivity 2|S|C ...
-    eps = _run(fed, "ULDP-NAIVE", 2, sigma=5.0)
+    eps = _run(fed, "ULDP-NAIVE", 2, noise_multiplier=5.0)
     assert eps[-1] == pytest.approx(PrivacyAccountant().compose_gaussian(5.0, 2).epsilon(1e-5))
     # ... or sigma / 2 with the paper's noise
     runner = MethodRunner("ULDP-NAIVE", fed, hyper_for("ULDP-NAIVE"))
@@ -140,7 +142,7 @@ def test_epsilon_per_round_matches_accountant(heart_fed: Federation) -> None:
 
 def test_group_epsilon_per_round_from_the_silos_histories(heart_fed: Federation) -> None:
     fed = heart_fed
-    hp = RoundHyper(LocalTrainingSpec(1, 4, 0.05), global_lr=1.0, clip=1.0, sigma=5.0)
+    hp = RoundHyper(LocalTrainingSpec(1, 4, 0.05), global_lr=1.0, clip=1.0, noise_multiplier=5.0)
     runner = MethodRunner("ULDP-GROUP-8", fed, hp)
     kept = runner.group_fed
     assert runner.group_k == 8 and kept is not None and runner.group_state is not None
@@ -169,14 +171,16 @@ def test_group_epsilon_per_round_from_the_silos_histories(heart_fed: Federation)
 def test_noise_scales(heart_fed: Federation) -> None:
     fed = heart_fed
     # ULDP-SGD: N(0, sigma^2 C^2 / |S|) per silo, sigma C in the sum
-    runner = MethodRunner("ULDP-SGD", fed, hyper_for("ULDP-SGD", sigma=3.0, clip=0.5))
+    runner = MethodRunner("ULDP-SGD", fed, hyper_for("ULDP-SGD", noise_multiplier=3.0, clip=0.5))
     flat = flatten_parameters(fed.task.build_model(0))
     rng = np.random.default_rng(0)
     outs = [runner.run_round(flat, rng) for _ in range(40)]
     z = torch.cat([o.noisy_sum - o.presum for o in outs])
     assert float(z.std()) == pytest.approx(3.0 * 0.5, rel=0.12)
     # ULDP-NAIVE (corrected): N(0, (2 sigma C)^2 |S|) per silo, 2 sigma C |S| in the sum
-    runner = MethodRunner("ULDP-NAIVE", fed, hyper_for("ULDP-NAIVE", sigma=1.0, clip=0.1))
+    runner = MethodRunner(
+        "ULDP-NAIVE", fed, hyper_for("ULDP-NAIVE", noise_multiplier=1.0, clip=0.1)
+    )
     outs = [runner.run_round(flat, rng) for _ in range(15)]
     z = torch.cat([o.noisy_sum - o.presum for o in outs])
     assert float(z.std()) == pytest.approx(2 * 1.0 * 0.1 * fed.num_silos, rel=0.2)

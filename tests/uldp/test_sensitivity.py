@@ -42,7 +42,7 @@ def test_removing_a_user_moves_the_aggregate_by_at_most_c(
 ) -> None:
     fed = heart_fed
     hp = RoundHyper(
-        LocalTrainingSpec(2, 4, 0.2), global_lr=1.0, clip=C, sigma=5.0, sampling_rate=0.5
+        LocalTrainingSpec(2, 4, 0.2), global_lr=1.0, clip=C, noise_multiplier=5.0, sampling_rate=0.5
     )
     flat = flatten_parameters(fed.task.build_model(0))
     base = MethodRunner(method, fed, hp).presum(flat, np.random.default_rng(11))
@@ -62,7 +62,7 @@ def test_removing_a_user_moves_the_aggregate_by_at_most_c(
 def test_changing_a_users_records_moves_it_by_up_to_2c(heart_fed: Federation) -> None:
     """Replacing a user's records (not removing them) is two removals: up to 2C, beyond C."""
     fed = heart_fed
-    hp = RoundHyper(LocalTrainingSpec(2, 4, 0.2), global_lr=1.0, clip=C, sigma=5.0)
+    hp = RoundHyper(LocalTrainingSpec(2, 4, 0.2), global_lr=1.0, clip=C, noise_multiplier=5.0)
     flat = flatten_parameters(fed.task.build_model(0))
     u = _spread_users(fed, None)[0]
     y = fed.y.clone()
@@ -104,7 +104,7 @@ def _two_silo_federation() -> Federation:
 
 def test_naive_sensitivity_is_2_s_c_not_the_papers_s_c() -> None:
     fed = _two_silo_federation()
-    hp = RoundHyper(LocalTrainingSpec(1, 10, 0.5), global_lr=1.0, clip=C, sigma=5.0)
+    hp = RoundHyper(LocalTrainingSpec(1, 10, 0.5), global_lr=1.0, clip=C, noise_multiplier=5.0)
     flat = flatten_parameters(fed.task.build_model(0)) * 0  # start at 0: p = 1/2
     base = MethodRunner("ULDP-NAIVE", fed, hp).presum(flat, np.random.default_rng(0))
     other = MethodRunner("ULDP-NAIVE", fed.without_user(0), hp).presum(

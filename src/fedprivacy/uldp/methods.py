@@ -163,7 +163,7 @@ class MethodRunner:
         self.family = FAMILIES[self.spec.family]
         require_plain_sgd(self.hyper.local)
         h = self.hyper
-        for name in ("global_lr", "clip", "sigma"):
+        for name in ("global_lr", "clip", "noise_multiplier"):
             value = getattr(h, name)
             if not (math.isfinite(value) and value > 0):
                 raise ParameterError(name, f"must be a finite number > 0, got {value!r}")
@@ -198,7 +198,7 @@ class MethodRunner:
                 )
             return None
         if self.mechanism is None:
-            return DistributedDiscreteGaussian(noise_multiplier=h.sigma, clip=h.clip)
+            return DistributedDiscreteGaussian(noise_multiplier=h.noise_multiplier, clip=h.clip)
         if self.secure is not None and self.mechanism.party_std(self.fed.num_silos) is None:
             raise ParameterError(
                 "dp", "the private weighting protocol's silos add the noise: use 'distributed'"

@@ -6,8 +6,8 @@ from :meth:`fedprivacy.uldp.families.MethodFamily.round`.
 Examples
 --------
 >>> from fedprivacy.fl.local_training import LocalTrainingSpec
->>> hyper = RoundHyper(LocalTrainingSpec(epochs=2, batch_size=8, lr=0.1), sigma=3.0)
->>> (hyper.clip, hyper.sigma, hyper.naive_noise)
+>>> hyper = RoundHyper(LocalTrainingSpec(epochs=2, batch_size=8, lr=0.1), noise_multiplier=3.0)
+>>> (hyper.clip, hyper.noise_multiplier, hyper.naive_noise)
 (1.0, 3.0, 'corrected')
 """
 
@@ -40,7 +40,7 @@ class RoundHyper:
         ``eta_g``.
     clip : float
         ``C``.
-    sigma : float
+    noise_multiplier : float
         Noise multiplier.
     sampling_rate : float
         ``q`` of the ``-s`` variants (ignored otherwise).
@@ -51,7 +51,7 @@ class RoundHyper:
     local: LocalTrainingSpec
     global_lr: float = 1.0
     clip: float = 1.0
-    sigma: float = 5.0
+    noise_multiplier: float = 5.0
     sampling_rate: float = 1.0
     naive_noise: Literal["corrected", "paper"] = "corrected"
 

@@ -305,7 +305,7 @@ def _secure_report(
         "engine_float32_deviation": max((e["engine_float32_deviation"] for e in log), default=0.0),
         "key_bits": key_bits,
         # the silos' discrete Gaussians over the grid sensitivity C_LCM (C / P + sqrt(d) / 2)
-        "noise_multiplier_nominal": runner.hyper.sigma,
+        "noise_multiplier_nominal": runner.hyper.noise_multiplier,
         "noise_multiplier_effective": runner.effective_noise_multiplier,
         "rounds": len(log),
         "setup_seconds": {k: round(float(v), 4) for k, v in setup_seconds.items()},

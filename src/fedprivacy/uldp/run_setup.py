@@ -85,7 +85,7 @@ def round_hyper(cfg: UldpConfig) -> RoundHyper:
         ),
         global_lr=cfg.global_lr,
         clip=cfg.clip,
-        sigma=cfg.noise_multiplier,
+        noise_multiplier=cfg.noise_multiplier,
         sampling_rate=cfg.effective_sampling_rate,
         naive_noise="paper" if cfg.naive_noise == "paper" else "corrected",
     )

@@ -95,9 +95,9 @@ class MethodFamily(ABC):
         """:attr:`MethodRunner.effective_noise_multiplier`: ``sigma``, or the protocol's."""
         h = runner.hyper
         if runner.secure is not None:
-            std = h.sigma * h.clip / math.sqrt(runner.fed.num_silos)
-            return min(h.sigma, runner.secure.noise_multiplier(std, h.clip))
-        return h.sigma
+            std = h.noise_multiplier * h.clip / math.sqrt(runner.fed.num_silos)
+            return min(h.noise_multiplier, runner.secure.noise_multiplier(std, h.clip))
+        return h.noise_multiplier
 
     def accounting(self, runner: MethodRunner) -> UldpAccounting:
         """The run's accounting: one Gaussian mechanism of :meth:`noise_multiplier` a round."""

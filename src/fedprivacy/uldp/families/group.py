@@ -75,7 +75,7 @@ class GroupFamily(MethodFamily):
                 batch_size=h.local.batch_size,
                 lr=h.local.lr,
                 clip=h.clip,
-                sigma=h.sigma,
+                sigma=h.noise_multiplier,
                 history=state.histories[silo],
                 rng=rng,
             )

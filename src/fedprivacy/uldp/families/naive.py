@@ -35,10 +35,10 @@ class NaiveFamily(SiloLevelFamily):
         """``2 sigma C sqrt(|S|)``, or ``sigma C sqrt(|S|)`` with the paper's noise."""
         h = runner.hyper
         scale = 2.0 if h.naive_noise == "corrected" else 1.0
-        return scale * h.sigma * h.clip * math.sqrt(runner.fed.num_silos)
+        return scale * h.noise_multiplier * h.clip * math.sqrt(runner.fed.num_silos)
 
     def noise_multiplier(self, runner: MethodRunner) -> float:
         """``sigma``, or ``sigma / 2`` with the paper's noise."""
         if runner.hyper.naive_noise == "paper":
-            return runner.hyper.sigma / 2.0
+            return runner.hyper.noise_multiplier / 2.0
         return super().noise_multiplier(runner)
