@@ -446,3 +446,21 @@ def test_every_bundled_config_file_loads() -> None:
     for p in files:
         exp = parse_experiment(p.name, p.read_text())
         assert exp.runs
+
+
+def test_a_stored_configuration_of_an_older_spelling_still_reads() -> None:
+    """Our own run directories keep resuming after a rename; a user's file gets the error."""
+    from fedprivacy.errors import ParameterError
+    from fedprivacy.experiments.training_config import TrainConfig
+    from fedprivacy.uldp.config import UldpConfig
+
+    old = {"method": "ULDP-AVG", "sigma": 2.0, "local_lr": 0.1}
+    assert UldpConfig.from_stored(old) == UldpConfig.from_mapping(
+        {"method": "ULDP-AVG", "noise_multiplier": 2.0, "local_lr": 0.1}
+    )
+    with pytest.raises(ParameterError, match="sigma: is now spelled noise_multiplier"):
+        UldpConfig.from_mapping(old)
+    train = TrainConfig.from_stored({"epochs": 3, "lr": 0.05, "lr_decay": 0.5})
+    assert (train.local_epochs, train.local_lr) == (3, 0.05)
+    with pytest.raises(ParameterError, match="unknown key 'nonsense'"):
+        TrainConfig.from_stored({"nonsense": 1})

@@ -131,6 +131,33 @@ class Config:
         """
         return cls.from_mapping(read_toml(path))
 
+    @classmethod
+    def from_stored(cls, data: Mapping[str, Any]) -> Self:
+        """Build from a configuration this package wrote itself (a run directory, a checkpoint).
+
+        As :meth:`from_mapping`, but the keys of an older spelling
+        (:data:`~fedprivacy.config_sections.RENAMED_KEYS`) are read as their new one: a run
+        started before a rename still resumes. A user's own file or flag gets the error instead.
+
+        Examples
+        --------
+        >>> from fedprivacy.uldp.config import UldpConfig
+        >>> UldpConfig.from_stored({"sigma": 2.0}).noise_multiplier
+        2.0
+        """
+        hints = _hints(cls)
+        renamed = {}
+        for key, value in flatten_sections(data).items():
+            name = key.replace("-", "_")
+            new = RENAMED_KEYS.get(name)
+            renamed[new if name not in hints and new in hints else key] = value
+        return cls.from_mapping(renamed)
+
+    @classmethod
+    def from_stored_toml(cls, path: str | Path) -> Self:
+        """:meth:`from_stored` of a TOML file this package wrote (a run's ``config.toml``)."""
+        return cls.from_stored(read_toml(path))
+
     def differences(self, other: Config, ignore: Collection[str] = ()) -> list[str]:
         """The fields whose values differ between ``self`` and ``other``, sorted, but ``ignore``.
 

@@ -113,7 +113,7 @@ def _resumed_config(args: argparse.Namespace, given: dict[str, Any]) -> Any:
         raise ParameterError(
             "resume", f"{args.resume} has no {CONFIG}; is it a run's --out folder?"
         )
-    return UldpConfig.from_toml(path).with_overrides(**given).validate()
+    return UldpConfig.from_stored_toml(path).with_overrides(**given).validate()
 
 
 def _progress(enabled: bool, total: int) -> tuple[Any, Any]:

@@ -153,7 +153,9 @@ def _finished(run_dir: Path, config: TrainConfig) -> dict[str, Any] | None:
         return None
     stored = run_dir / CONFIG
     if stored.is_file():
-        diff = config.differences(TrainConfig.from_toml(stored), ignore=("data_dir", "rounds"))
+        diff = config.differences(
+            TrainConfig.from_stored_toml(stored), ignore=("data_dir", "rounds")
+        )
         if diff:
             raise ParameterError(
                 "out",

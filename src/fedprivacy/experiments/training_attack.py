@@ -147,7 +147,7 @@ def _stored_outcome(path: Path, config: TrainConfig, t0: int, window: int) -> At
     if not path.is_file():
         return None
     data = json.loads(path.read_text())
-    stored = TrainConfig.from_mapping(data.get("config", {}))
+    stored = TrainConfig.from_stored(data.get("config", {}))
     same_window = (data.get("t0"), data.get("window")) == (t0, window)
     if not same_window or config.differences(stored, ignore=("data_dir",)):
         return None

@@ -250,7 +250,7 @@ def resume_config(run_dir: str | Path, rounds: int | None = None) -> TrainConfig
     path = Path(run_dir) / CONFIG
     if not path.is_file():
         raise ParameterError("resume", f"{run_dir} has no {CONFIG}; is it a run directory?")
-    config = TrainConfig.from_toml(path)
+    config = TrainConfig.from_stored_toml(path)
     if rounds is not None:
         config = config.with_overrides(rounds=rounds)
     return config
@@ -293,7 +293,7 @@ def run_training(
         if out is None or not (out / CHECKPOINT).is_file():
             raise ParameterError("resume", f"no {CHECKPOINT} in {out}")
         state = _load_checkpoint(out / CHECKPOINT)
-        stored = TrainConfig.from_mapping(state["config"]).with_overrides(rounds=config.rounds)
+        stored = TrainConfig.from_stored(state["config"]).with_overrides(rounds=config.rounds)
         diff = config.differences(stored, ignore=RESUMABLE_ACROSS)
         if diff:
             raise ParameterError(

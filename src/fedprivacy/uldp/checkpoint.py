@@ -101,7 +101,7 @@ def load(path: Path, config: UldpConfig) -> dict[str, Any]:
         raise ParameterError("resume", f"cannot read the checkpoint {path}: {exc}") from None
     if not isinstance(state, dict) or state.get("format") != _FORMAT:
         raise ParameterError("resume", f"{path} is not a ULDP checkpoint of this version")
-    stored = UldpConfig.from_mapping(state["config"]).with_overrides(rounds=config.rounds)
+    stored = UldpConfig.from_stored(state["config"]).with_overrides(rounds=config.rounds)
     diff = config.differences(stored, ignore=RESUMABLE_ACROSS)
     if diff:
         raise ParameterError("resume", f"the configuration differs from the checkpoint's in {diff}")
