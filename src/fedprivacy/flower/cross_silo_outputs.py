@@ -12,6 +12,7 @@ nobody is charged, and ``summary.json`` and ``privacy.md`` say why (``setup_fail
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedprivacy.files import atomic_write_json
 from fedprivacy.flower.silo_rounds import Aggregates
 from fedprivacy.flower.transport import Transport
 from fedprivacy.participation.ledger import ParticipationLedger
@@ -125,7 +125,6 @@ def write_outputs(
     ``started`` is the run's start (:func:`time.perf_counter`).
     """
     result = _result(cfg, outcome, info, time.perf_counter() - started)
-    write_run_outputs(result, run_dir)
     outcome.ledger.to_csv(run_dir / "participation.csv")
     arrays: dict[str, Any] = {}
     for t, (aggregate, keys, sampled) in outcome.aggregates.items():
@@ -134,9 +133,7 @@ def write_outputs(
         )
     np.savez(run_dir / "aggregates.npz", **arrays)
     events, records = outcome.events, outcome.records
-    summary = result.summary()
-    summary["records"] = [r.to_dict() for r in records]
-    summary.update(
+    deployment = dict(
         task="uldp",
         rounds=len(records),
         rounds_aggregated=len(outcome.aggregates),
@@ -153,5 +150,6 @@ def write_outputs(
         dropouts=[e for e in events if e.get("event") == "no_reply"],
         noise_std_per_silo=silo_noise_std(cfg),
     )
-    atomic_write_json(run_dir / "summary.json", summary)
+    write_run_outputs(result, run_dir, deployment)
+    summary: dict[str, Any] = json.loads((run_dir / "summary.json").read_text())
     return summary

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -290,11 +291,14 @@ class UldpResult:
         return buf.getvalue()
 
 
-def write_outputs(result: UldpResult, out: str | Path) -> list[Path]:
+def write_outputs(
+    result: UldpResult, out: str | Path, extra: Mapping[str, Any] | None = None
+) -> list[Path]:
     """Write ``rounds.csv``, ``summary.json``, ``uldp.png`` and ``privacy.md``.
 
     ``uldp.png`` plots the metric and epsilon per round; ``privacy.md`` is the run's privacy
-    report, as ``fedprivacy train`` writes it.
+    report, as ``fedprivacy train`` writes it. ``extra`` adds (or replaces) summary keys: a
+    deployment's own (:mod:`fedprivacy.flower.cross_silo_outputs`).
 
     Returns
     -------
@@ -307,6 +311,7 @@ def write_outputs(result: UldpResult, out: str | Path) -> list[Path]:
     atomic_write_text(files[0], result.to_csv())
     data = result.summary()
     data["records"] = [r.to_dict() for r in result.records]
+    data.update(extra or {})
     atomic_write_json(files[1], data)
     _plot(result, files[2])
     atomic_write_text(files[3], result.privacy_report().to_markdown())

@@ -99,10 +99,14 @@ class MethodFamily(ABC):
             return min(h.noise_multiplier, runner.secure.noise_multiplier(std, h.clip))
         return h.noise_multiplier
 
+    def accounted_noise_multiplier(self, runner: MethodRunner) -> float | None:
+        """The noise multiplier :meth:`accounting` composes (``None``: no noise at all)."""
+        return self.noise_multiplier(runner)
+
     def accounting(self, runner: MethodRunner) -> UldpAccounting:
         """The run's accounting: one Gaussian mechanism of :meth:`noise_multiplier` a round."""
         return GaussianRounds(
-            self.noise_multiplier(runner),
+            self.accounted_noise_multiplier(runner),
             sampling_rate=runner.sampling_rate,
             delta=runner.delta,
             num_users=runner.fed.num_users,

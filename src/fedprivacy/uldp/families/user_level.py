@@ -30,7 +30,6 @@ from numpy.typing import NDArray
 from torch import nn
 
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.accounting import GaussianRounds, UldpAccounting
 from fedprivacy.uldp.clipped_sums import ClippedSum, clipped_sums, dense_clipped
 from fedprivacy.uldp.families.base import MethodFamily, gaussian_noise
 from fedprivacy.uldp.rounds import RoundOutput
@@ -100,12 +99,11 @@ class UserLevelFamily(MethodFamily):
         nm = _mechanism(runner).noise_multiplier
         return 0.0 if nm is None else nm
 
-    def accounting(self, runner: MethodRunner) -> UldpAccounting:
-        """As :meth:`MethodFamily.accounting`; no noise (``none``) gives infinite epsilons."""
-        accounting = super().accounting(runner)
-        if _mechanism(runner).noise_multiplier is None and isinstance(accounting, GaussianRounds):
-            accounting.noise_multiplier = None
-        return accounting
+    def accounted_noise_multiplier(self, runner: MethodRunner) -> float | None:
+        """``None`` for a mechanism without noise (``none``: infinite epsilons), else as ever."""
+        if _mechanism(runner).noise_multiplier is None:
+            return None
+        return self.noise_multiplier(runner)
 
     def round(
         self,
