@@ -351,7 +351,8 @@ def test_a_field_of_another_concept_keeps_its_name() -> None:
         for old, new in RENAMED_KEYS.items()
         if {old, new} <= {f.name for f in fields(type(config))}
     }
-    assert both == {("TrainConfig", "clip")}  # DP's clip next to the encoding's update_clip
+    # DP's clip next to the encoding's update_clip
+    assert both == {("TrainConfig", "clip"), ("UldpConfig", "clip")}
 
 
 SECTIONS = (
@@ -376,15 +377,21 @@ def test_each_shared_field_is_declared_in_one_section() -> None:
 def test_configs_have_their_sections_with_flat_access_and_their_defaults() -> None:
     has = {
         TrainConfig: (DataSection, SelectionSection, LocalTrainingSection),
-        UldpConfig: (DataSection, SchemeSection, LocalTrainingSection, DPSection),
+        UldpConfig: (
+            DataSection,
+            SchemeSection,
+            LocalTrainingSection,
+            SecureAggregationSection,
+            DPSection,
+        ),
         SelectionConfig: (SelectionSection, SecureAggregationSection),
         SecureSelectionConfig: (SecAggProtocolSection,),
         RegressionConfig: (DataSection,),
     }
     for cls, sections in has.items():
         assert all(issubclass(cls, s) for s in sections), cls
-    assert not issubclass(UldpConfig, SecAggProtocolSection)
     assert not issubclass(UldpConfig, SelectionSection)
+    assert UldpConfig().update_clip is None  # the clear sum over silos needs no bound
     train, uldp = TrainConfig(), UldpConfig()
     assert (train.dataset, train.local_epochs, train.batch_policy, train.dp) == (
         "digits",

@@ -6,8 +6,8 @@ and one registration in :data:`~fedprivacy.fl.mechanism.MECHANISMS`; nothing els
 knows it. Each test checks that the algorithm really applied it (the updates it aggregated have
 norm ``clip``), not only that the run finished.
 
-So does one aggregator class (the last two tests): in-process FedAvg and the server of a deployed
-plaintext FedAvg round aggregate with it.
+So does one aggregator class (the last tests): in-process FedAvg, the server of a deployed
+plaintext FedAvg round and ULDP-FL's sum over silos aggregate with it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.experiments.training_run import build_training
-from fedprivacy.fl.aggregation import AggregateOutcome, PlaintextAggregator
+from fedprivacy.fl.aggregation import AggregateOutcome, FloatAggregator
 from fedprivacy.fl.aggregators import AGGREGATORS
 from fedprivacy.fl.mechanism import MECHANISMS, Mechanism
 from fedprivacy.fl.params import flatten_parameters
@@ -37,7 +37,15 @@ from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.families import FAMILIES
 from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.methods import MethodRunner
-from fedprivacy.uldp.run_setup import allocate, load_dataset, round_hyper, run_seeds
+from fedprivacy.uldp.rounds import RoundHyper
+from fedprivacy.uldp.run import run_uldp
+from fedprivacy.uldp.run_setup import (
+    allocate,
+    initial_model,
+    load_dataset,
+    round_hyper,
+    run_seeds,
+)
 
 NAME = "test-normalise"
 CLIP = 1.15  # ULDP: about half the per-user updates are shorter, half longer
@@ -164,17 +172,18 @@ def test_uldp_sums_the_normalised_per_user_updates(
 
 # --------------------------------------------------------------------------- aggregators
 #
-# The toy aggregator halves the plaintext aggregate's mean update and keeps every outcome it
-# produced. A training configuration names its aggregator with ``secagg`` and ``encoding`` only
-# (``plaintext``, ``float`` or ``secagg``; no option names another registered one), so the toy
-# takes the ``plaintext`` entry for the length of a test: one class, one registration, and
-# ``build_training`` / the deployed server pick it up unchanged.
+# The toy aggregator halves the float aggregate (its weighted sum and its mean update) and keeps
+# every outcome it produced. A configuration names its aggregator with ``secagg`` and
+# ``encoding`` only (``plaintext``, ``float`` or ``secagg``: FedAvg with ``encoding = "float"``,
+# ULDP-FL without ``secagg``), so the toy takes the ``float`` entry for the length of a test:
+# one class, one registration, and in-process FedAvg, the deployed FedAvg server and ULDP-FL's
+# sum over silos pick it up unchanged.
 
 HALF = 0.5  # a power of two: halving is exact, so the checks can be bit for bit
 
 
-class HalvedPlaintext(PlaintextAggregator):
-    """The plaintext aggregate with its mean update halved; keeps what it produced."""
+class HalvedFloat(FloatAggregator):
+    """The float aggregate halved; keeps what it produced."""
 
     def __init__(self, clip: float, per_round: int, bits: int, seed: int) -> None:
         super().__init__(clip, per_round, bits, seed)
@@ -189,20 +198,24 @@ class HalvedPlaintext(PlaintextAggregator):
         batch_size: int = 1,
         rng: np.random.Generator | None = None,
     ) -> AggregateOutcome:
-        """The plaintext outcome, its mean update times :data:`HALF`."""
+        """The float outcome, its sum and mean update times :data:`HALF`."""
         outcome = super().aggregate(round_index, deltas, weights, batch_size=batch_size, rng=rng)
-        if outcome.mean_update is not None:
-            outcome = replace(outcome, mean_update=HALF * outcome.mean_update)
+        if outcome.mean_update is not None and outcome.weighted_sum is not None:
+            outcome = replace(
+                outcome,
+                mean_update=HALF * outcome.mean_update,
+                weighted_sum=HALF * outcome.weighted_sum,
+            )
         self.produced.append(outcome)
         return outcome
 
 
 @contextmanager
-def _halved_plaintext() -> Iterator[None]:
-    """:class:`HalvedPlaintext` registered as ``plaintext``; the registry restored on exit."""
+def _halved_float() -> Iterator[None]:
+    """:class:`HalvedFloat` registered as ``float``; the registry restored on exit."""
     with AGGREGATORS.restoring():
-        AGGREGATORS.unregister("plaintext")
-        AGGREGATORS.register("plaintext", HalvedPlaintext)
+        AGGREGATORS.unregister("float")
+        AGGREGATORS.register("float", HalvedFloat)
         try:
             yield
         finally:
@@ -210,7 +223,7 @@ def _halved_plaintext() -> Iterator[None]:
 
 
 def _plain_config() -> TrainConfig:
-    base = TrainConfig(users=6, per_round=4, rounds=2, seed=3)
+    base = TrainConfig(users=6, per_round=4, rounds=2, seed=3, encoding="float")
     return base.with_overrides(trainer="loop", eval_every=2)
 
 
@@ -228,9 +241,9 @@ def _first_mean(config: TrainConfig) -> NDArray[np.float64]:
 
 def test_fedavg_applies_a_registered_aggregator() -> None:
     config = _plain_config()
-    plain = _first_mean(config)  # the built-in plaintext aggregator
+    plain = _first_mean(config)  # the built-in float aggregator
     seen: list[AggregateOutcome] = []
-    with _halved_plaintext():
+    with _halved_float():
         training = build_training(
             config, on_aggregate=lambda r, outcome, deltas: seen.append(outcome)
         )
@@ -239,20 +252,20 @@ def test_fedavg_applies_a_registered_aggregator() -> None:
         moved = training.global_flat - start
         training.run(2)
     toy = training.aggregator
-    assert isinstance(toy, HalvedPlaintext)
+    assert isinstance(toy, HalvedFloat)
     assert len(toy.produced) == 2 and all(a is b for a, b in zip(seen, toy.produced, strict=True))
     first = toy.produced[0].mean_update
     assert first is not None
     np.testing.assert_array_equal(first, HALF * plain)  # round 0: same model, same users
     expected = start + torch.from_numpy(first.astype(np.float32))
     assert torch.equal(start + moved, expected)  # the engine applied the toy's aggregate
-    assert type(build_training(config).aggregator) is PlaintextAggregator  # restored
+    assert type(build_training(config).aggregator) is FloatAggregator  # restored
 
 
 def test_the_deployed_server_aggregates_with_a_registered_aggregator() -> None:
     """Plaintext deployment: the nodes train, the server calls the registered aggregator."""
     config = _plain_config()
-    with _halved_plaintext():
+    with _halved_float():
         policy = training_policy(config)
         transport = InProcessTransport({u: Node(u, policy=policy) for u in range(6)})
         deployed = build_training(
@@ -266,11 +279,37 @@ def test_the_deployed_server_aggregates_with_a_registered_aggregator() -> None:
         trace = deployed.availability.trace
         pipeline = simulate(config, trace, {})  # the in-process pipeline, with the toy too
     toy = deployed.aggregator
-    assert isinstance(toy, HalvedPlaintext) and len(toy.produced) == 2
+    assert isinstance(toy, HalvedFloat) and len(toy.produced) == 2
     assert sorted(deployed.aggregates) == sorted(pipeline) == [0, 1]
     for r, outcome in enumerate(toy.produced):
         assert outcome.mean_update is not None
         assert np.array_equal(deployed.aggregates[r], outcome.mean_update)
         assert np.array_equal(deployed.aggregates[r], pipeline[r])
-    plain = simulate(config, trace, {})  # the built-in plaintext aggregator
+    plain = simulate(config, trace, {})  # the built-in float aggregator
     np.testing.assert_array_equal(deployed.aggregates[0], HALF * plain[0])
+
+
+@pytest.mark.parametrize("method", ["ULDP-AVG", "DEFAULT"])
+def test_uldp_sums_its_silos_with_a_registered_aggregator(method: str) -> None:
+    """Per-user (ULDP-AVG) and silo-level (DEFAULT) rounds: the server's sum is the toy's."""
+    cfg = UldpConfig(
+        dataset="creditcard-synthetic", method=method, users=20, silos=3, rounds=1, seed=2
+    )
+    plain = run_uldp(cfg)
+    with _halved_float():
+        halved = run_uldp(cfg)
+        runner = MethodRunner(method, *_federation_of(cfg))
+    assert isinstance(runner.aggregator, HalvedFloat)
+    _, _, start = initial_model(cfg.resolved(), load_dataset(cfg.resolved()))
+    moved, halved_moved = plain.final_params - start, halved.final_params - start
+    assert float(moved.abs().max()) > 1e-3  # the round did move the model
+    # x_1 = x_0 + step * sum: the toy's x_1 moved half as far as the built-in's
+    torch.testing.assert_close(halved_moved, HALF * moved, rtol=1e-5, atol=1e-7)
+    assert type(MethodRunner(method, *_federation_of(cfg)).aggregator) is FloatAggregator
+
+
+def _federation_of(cfg: UldpConfig) -> tuple[Federation, RoundHyper]:
+    resolved = cfg.resolved()
+    ds = load_dataset(resolved)
+    alloc = allocate(resolved, ds, np.random.default_rng(run_seeds(resolved)[0]))
+    return build_federation(ds, alloc), round_hyper(resolved)

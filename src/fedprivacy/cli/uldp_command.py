@@ -42,6 +42,10 @@ _OPTIONS = (
     "eval_every",
     "max_rows",
     "device",
+    "secagg",
+    "update_clip",
+    "secagg_degree",
+    "bits",
     "secure_weighting",
     "secure_key_bits",
     "insecure_test_keys",
@@ -302,7 +306,29 @@ def _add_sampling_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_secure_weighting_options(p: argparse.ArgumentParser) -> None:
-    """``uldp``: the private weighting protocol (Paillier) of the -w methods."""
+    """``uldp``: how the server sums the silos: SecAgg, or Protocol 1 (Paillier) for -w."""
+    p.add_argument(
+        "--secagg",
+        action="store_true",
+        default=None,
+        help="sum the silos' noised contributions with the real SecAgg protocol (needs "
+        "--update-clip), so the server sees only their sum",
+    )
+    p.add_argument(
+        "--update-clip",
+        dest="update_clip",
+        type=float,
+        default=None,
+        help="entry-wise bound of a silo's contribution (the fixed-point range of --secagg)",
+    )
+    p.add_argument(
+        "--secagg-degree",
+        dest="secagg_degree",
+        type=int,
+        default=None,
+        help="SecAgg+ neighbours of each silo (default: complete graph)",
+    )
+    p.add_argument("--bits", type=int, default=None, help="fixed-point modulus 2^bits of --secagg")
     p.add_argument(
         "--secure-weighting",
         action="store_true",

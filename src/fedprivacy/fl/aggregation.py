@@ -18,6 +18,7 @@ registry of aggregators by name) builds the one a configuration asks for.
 
 from __future__ import annotations
 
+import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -151,14 +152,17 @@ class Aggregator(ABC):
 
     #: The name the class is registered under in :data:`fedprivacy.fl.aggregators.AGGREGATORS`.
     name: ClassVar[str]
+    #: Whether the class sums a fixed-point encoding, whose range needs a finite ``clip``.
+    encodes: ClassVar[bool] = True
 
     def __init__(self, clip: float, per_round: int, bits: int, seed: int) -> None:
-        if not (isinstance(clip, int | float) and np.isfinite(clip) and clip > 0):
+        unbounded = clip == math.inf and not self.encodes
+        if not (isinstance(clip, int | float) and clip > 0 and (np.isfinite(clip) or unbounded)):
             raise ParameterError("update_clip", f"must be a finite positive number, got {clip!r}")
         k = require_int("per_round", per_round, minimum=1)
         self.clip = float(clip)
         # the weight entry (at most 1) is encoded with the same codec
-        self.codec = FixedPointCodec.for_sum(max(self.clip, 1.0), k, bits)
+        self.codec = FixedPointCodec.for_sum(1.0 if unbounded else max(self.clip, 1.0), k, bits)
         self.seed = int(seed)
 
     @classmethod
@@ -301,10 +305,24 @@ class FloatAggregator(_ClearAggregator):
     For accuracy studies where the encoding does not matter (its resolution is ``1 / scale``,
     about ``7e-9`` for 32 bits and ``K = 12``) and its cost would dominate a round on a GPU. It
     clips like the other paths, so it differs from :class:`PlaintextAggregator` only by the
-    encoding's stochastic rounding; it is not what the secure path computes bit for bit.
+    encoding's stochastic rounding; it is not what the secure path computes bit for bit. Only
+    this path takes ``clip = inf`` (no clipping), which is how ULDP-FL sums its silos' noised
+    contributions by default (:meth:`fedprivacy.uldp.methods.MethodRunner.sum_silos`).
+
+    Examples
+    --------
+    >>> agg = FloatAggregator(math.inf, per_round=2, bits=32, seed=0)
+    >>> out = agg.aggregate(1, {0: np.array([3.0, -1.0]), 1: np.array([5.0, 1.0])}, {0: 1, 1: 1})
+    >>> out.weighted_sum.tolist(), out.clipped_entries
+    ([8.0, 0.0], 0)
+    >>> PlaintextAggregator(math.inf, per_round=2, bits=32, seed=0)
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: update_clip: must be a finite positive number, got inf
     """
 
     name = "float"
+    encodes = False
 
     def _total(
         self,

@@ -15,7 +15,13 @@ from dataclasses import dataclass, field, replace
 
 from fedprivacy._validation import require_int, require_one_of
 from fedprivacy.config import Config
-from fedprivacy.config_sections import DataSection, DPSection, LocalTrainingSection, SchemeSection
+from fedprivacy.config_sections import (
+    DataSection,
+    DPSection,
+    LocalTrainingSection,
+    SchemeSection,
+    SecureAggregationSection,
+)
 from fedprivacy.crypto.key_size import check_key_bits
 from fedprivacy.data.allocators import DISTRIBUTIONS
 from fedprivacy.data.tabular import SILO_DATASETS
@@ -115,7 +121,14 @@ batch sizes of the authors' runs.
 
 
 @dataclass(frozen=True)
-class UldpConfig(Config, DPSection, LocalTrainingSection, SchemeSection, DataSection):
+class UldpConfig(
+    Config,
+    DPSection,
+    SecureAggregationSection,
+    LocalTrainingSection,
+    SchemeSection,
+    DataSection,
+):
     """One ULDP-FL run. Every field is also a TOML key; most are ``uldp`` options.
 
     The data, scheme, local training and DP sections' fields are documented in
@@ -139,6 +152,13 @@ class UldpConfig(Config, DPSection, LocalTrainingSection, SchemeSection, DataSec
     * ``clip``, ``local_epochs``, ``local_lr``, ``batch_size`` (``C``, ``Q``, ``eta_l``,
       ``B``) and ``global_lr``: ``None`` takes :data:`DEFAULT_HYPER`.
     * ``device``: ``cpu`` or ``cuda[:N]``.
+    * ``secagg``: the server sums the silos' noised contributions through SecAgg (the registered
+      ``secagg`` aggregator, the silos its parties), so that it sees only their sum, which the
+      epsilon against the server assumes; otherwise through the ``float`` aggregator, in the
+      clear. ``update_clip`` bounds every entry of a contribution for the fixed-point encoding
+      (required with ``secagg``; ``None``: no bound, the clear sum only); ``bits`` and
+      ``secagg_degree`` as for FedAvg. Silos do not drop out of the protocol
+      (``protocol_dropout`` 0): each carries a share of the noise.
 
     Attributes
     ----------
@@ -193,6 +213,7 @@ class UldpConfig(Config, DPSection, LocalTrainingSection, SchemeSection, DataSec
     main_silo_share: float = 0.8
     max_labels_per_user: int | None = None
     max_rows: int | None = None
+    update_clip: float | None = None  # type: ignore[assignment]
     secure_weighting: bool = False
     secure_key_bits: int = 3072
     insecure_test_keys: bool = False
@@ -295,6 +316,7 @@ class UldpConfig(Config, DPSection, LocalTrainingSection, SchemeSection, DataSec
             )
         self._validate_scheme()
         self._validate_dp()
+        self._validate_aggregation()
         if self.silos is not None:
             require_int("silos", self.silos, minimum=1)
             fixed = FIXED_SILOS.get(self.dataset)
@@ -354,6 +376,30 @@ class UldpConfig(Config, DPSection, LocalTrainingSection, SchemeSection, DataSec
             raise ParameterError(
                 "dp", "the private weighting protocol's silos add the noise: use 'distributed'"
             )
+
+    def _validate_aggregation(self) -> None:
+        """``secagg`` and its protocol's fields (the aggregator across silos)."""
+        if not isinstance(self.secagg, bool):
+            raise ParameterError("secagg", f"must be true or false, got {self.secagg!r}")
+        if self.update_clip is not None:
+            _positive("update_clip", self.update_clip)
+        require_int("bits", self.bits, minimum=16, maximum=64)
+        if self.protocol_dropout != 0:
+            raise ParameterError(
+                "protocol_dropout", "must be 0: every silo's share of the noise is in the sum"
+            )
+        if self.batch_policy is not None:
+            raise ParameterError("batch_policy", "applies to FedAvg's user batches, not to silos")
+        if not self.secagg:
+            if self.secagg_degree is not None:
+                raise ParameterError("secagg_degree", "needs secure aggregation (--secagg)")
+            return
+        if self.secure_weighting:
+            raise ParameterError(
+                "secagg", "the private weighting protocol is the -w methods' secure aggregation"
+            )
+        if self.update_clip is None:
+            raise ParameterError("update_clip", "is required with secagg (the encoding's range)")
 
     def _validate_scheme(self) -> None:
         """The user selection options: ``scheme``, ``per_round``, ``target_privacy``."""

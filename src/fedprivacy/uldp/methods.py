@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -70,6 +71,7 @@ from numpy.typing import NDArray
 from torch import nn
 
 from fedprivacy.errors import ParameterError
+from fedprivacy.fl.aggregation import Aggregator
 from fedprivacy.fl.local_training import DEFAULT_MAX_ROWS, VectorisedTrainer, require_plain_sgd
 from fedprivacy.fl.mechanism import DistributedDiscreteGaussian, Mechanism
 from fedprivacy.uldp.accounting import UldpAccounting
@@ -82,7 +84,7 @@ from fedprivacy.uldp.rounds import RoundHyper, RoundOutput
 if TYPE_CHECKING:
     from fedprivacy.secagg.private_weighting import SecureWeighting
 
-__all__ = ["MethodRunner", "run_round"]
+__all__ = ["MethodRunner", "run_round", "silo_aggregator"]
 
 
 @dataclass
@@ -124,6 +126,14 @@ class MethodRunner:
         server chooses the sample (a selection scheme such as Multi-RoundSecAgg's batch
         partitioning): :meth:`epsilon` is then :meth:`epsilon_server`, the unsampled Gaussian
         mechanism composed over the rounds of the most-selected user.
+    aggregator : Aggregator, optional
+        How the server sums the silos' (noised) contributions, a registered
+        :class:`~fedprivacy.fl.aggregation.Aggregator` (the same classes as FedAvg's), the
+        silos its parties with weight 1 each (:meth:`sum_silos`). By default the registry's
+        ``float`` entry without clipping: the exact sum. ``secagg``: SecAgg between the silos,
+        so the server learns only the sum (its fixed-point encoding needs a finite
+        ``update_clip``). The private weighting protocol (``secure``) is the ``-w`` methods'
+        own weighted secure aggregation and replaces it.
 
     Attributes
     ----------
@@ -156,6 +166,7 @@ class MethodRunner:
     mechanism: Mechanism | None = None
     amplified: bool = True
     secure_log: list[dict[str, float]] = field(init=False, default_factory=list)
+    aggregator: Aggregator | None = None
     accounting: UldpAccounting = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -178,6 +189,8 @@ class MethodRunner:
                 "secure_weighting", f"applies to the weighted methods only, not {self.spec.name}"
             )
         self.mechanism = self._mechanism()
+        if self.aggregator is None:
+            self.aggregator = silo_aggregator(self.fed.num_silos)
         if self.secure is not None:
             self.effective_noise_multiplier  # noqa: B018 - fails early if tau is not negligible
         if self.model is None:
@@ -314,6 +327,32 @@ class MethodRunner:
         out.seconds = time.perf_counter() - started
         return out
 
+    def sum_silos(self, contributions: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The server's sum of the silos' contributions, through :attr:`aggregator`.
+
+        Each silo is one party of weight 1; the aggregate is computed in float64 and returned
+        as the contributions' dtype, on their device.
+
+        Raises
+        ------
+        ParameterError
+            Naming ``aggregator`` if it aggregated fewer than every silo (a silo that drops
+            takes its share of the noise, which the accounting counts).
+        """
+        like = contributions[0]
+        deltas = {s: c.detach().cpu().numpy() for s, c in enumerate(contributions)}
+        assert self.aggregator is not None
+        outcome = self.aggregator.aggregate(
+            self.accounting.rounds + 1, deltas, dict.fromkeys(deltas, 1.0)
+        )
+        if outcome.weighted_sum is None or len(outcome.aggregated) != len(deltas):
+            raise ParameterError(
+                "aggregator",
+                f"aggregated {len(outcome.aggregated)} of {len(deltas)} silos "
+                f"({outcome.aborted or 'dropped'}); every silo's noise share must be in the sum",
+            )
+        return torch.from_numpy(outcome.weighted_sum).to(device=like.device, dtype=like.dtype)
+
     def presum(self, global_flat: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
         """The pre-noise aggregate of a round from ``global_flat``, without updating anything.
 
@@ -323,6 +362,49 @@ class MethodRunner:
             For ULDP-GROUP-k (see :func:`fedprivacy.uldp.group_dp.clipped_per_sample_sum`).
         """
         return self.family.presum(self, global_flat, rng)
+
+
+def silo_aggregator(
+    num_silos: int,
+    *,
+    secagg: bool = False,
+    update_clip: float | None = None,
+    bits: int = 32,
+    seed: int = 0,
+    degree: int | None = None,
+) -> Aggregator:
+    """The registered aggregator that sums ``num_silos`` silos' contributions.
+
+    The registry's ``float`` entry (``secagg=True``: ``secagg``), as a training configuration
+    names it (:func:`~fedprivacy.fl.aggregators.aggregator_name`), built with
+    :func:`~fedprivacy.fl.aggregators.build_aggregator`.
+
+    Parameters
+    ----------
+    num_silos : int
+        The parties.
+    secagg : bool
+        SecAgg between the silos: the server learns only the sum.
+    update_clip : float or None
+        Bound on every entry of a silo's contribution; ``None``: none (the float sum only).
+    bits, seed, degree
+        The secure path's modulus bits, rounding seed and SecAgg+ neighbour count.
+
+    Examples
+    --------
+    >>> type(silo_aggregator(4)).__name__
+    'FloatAggregator'
+    >>> silo_aggregator(4, secagg=True)
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: update_clip: must be a finite positive number, got inf
+    """
+    from fedprivacy.fl.aggregators import AggregatorOptions, aggregator_name, build_aggregator
+
+    name = aggregator_name(secagg, "fixed-point" if secagg else "float")
+    clip = math.inf if update_clip is None else update_clip
+    options = AggregatorOptions(clip, num_silos, bits, seed, degree=degree)
+    return build_aggregator(name, options)
 
 
 def run_round(

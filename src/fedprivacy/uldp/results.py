@@ -244,6 +244,8 @@ class UldpResult:
             "local_lr": c.local_lr,
             "global_lr": c.global_lr,
             "batch_size": c.batch_size,
+            "secagg": c.secagg,
+            "update_clip": c.update_clip,
             "group_size": self.group_size,
             "loss": _finite(last.loss),
             "roc_auc": _finite(last.roc_auc),

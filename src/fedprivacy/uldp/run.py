@@ -49,7 +49,7 @@ from fedprivacy.uldp.checkpoint import CONFIG
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.method_specs import method_spec
-from fedprivacy.uldp.methods import MethodRunner
+from fedprivacy.uldp.methods import MethodRunner, silo_aggregator
 from fedprivacy.uldp.results import RoundRecord, UldpResult
 from fedprivacy.uldp.run_setup import allocate, initial_model, load_dataset, round_hyper, run_seeds
 
@@ -131,6 +131,14 @@ def run_uldp(
         secure=secure,
         mechanism=cfg.mechanism(),
         amplified=cfg.scheme == "poisson",
+        aggregator=silo_aggregator(
+            fed.num_silos,
+            secagg=cfg.secagg,
+            update_clip=cfg.update_clip,
+            bits=cfg.bits,
+            seed=cfg.seed,
+            degree=cfg.secagg_degree,
+        ),
     )
     flat = flatten_parameters(model).to(fed.device)
     train_rng, noise_rng = np.random.default_rng(train_ss), np.random.default_rng(noise_ss)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from fedprivacy.uldp.methods import MethodRunner
     from fedprivacy.uldp.rounds import RoundHyper, RoundOutput
 
-__all__ = ["MethodFamily", "epoch_keys", "gaussian_noise"]
+__all__ = ["MethodFamily", "epoch_keys", "gaussian_noise", "silo_sum"]
 
 
 class MethodFamily(ABC):
@@ -119,6 +120,23 @@ class MethodFamily(ABC):
 def epoch_keys(hyper: RoundHyper, fed: Federation, rng: np.random.Generator) -> NDArray[np.float64]:
     """Per-record keys that shuffle the local minibatches: ``rng.random((Q, pool_size))``."""
     return rng.random((hyper.local.epochs, fed.pool_size))
+
+
+def silo_sum(contributions: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The sum over silos in float64, in silo order, cast back: the clear aggregate.
+
+    What the registry's ``float`` aggregator computes from the same contributions
+    (:meth:`~fedprivacy.uldp.methods.MethodRunner.sum_silos`), bit for bit.
+
+    Examples
+    --------
+    >>> silo_sum([torch.tensor([1.0, 2.0]), torch.tensor([0.5, -2.0])]).tolist()
+    [1.5, 0.0]
+    """
+    total = torch.zeros_like(contributions[0], dtype=torch.float64)
+    for c in contributions:
+        total += c.to(torch.float64)
+    return total.to(contributions[0].dtype)
 
 
 def gaussian_noise(rng: np.random.Generator, std: float, like: torch.Tensor) -> torch.Tensor:

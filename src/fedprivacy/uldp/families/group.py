@@ -61,8 +61,7 @@ class GroupFamily(MethodFamily):
         """DP-SGD in every silo; all randomness from ``rng`` (``noise_rng`` is not used)."""
         fed, h, state = runner.group_fed, runner.hyper, runner.group_state
         assert fed is not None and state is not None and runner.model is not None
-        total = torch.zeros_like(global_flat)
-        norms = []
+        deltas = []
         for silo in range(fed.num_silos):
             sl = fed.silo_slice(silo)
             delta = dp_sgd_silo(
@@ -79,8 +78,9 @@ class GroupFamily(MethodFamily):
                 history=state.histories[silo],
                 rng=rng,
             )
-            total += delta
-            norms.append(float(torch.linalg.vector_norm(delta)))
+            deltas.append(delta)
+        total = runner.sum_silos(deltas)
+        norms = [float(torch.linalg.vector_norm(delta)) for delta in deltas]
         flat = global_flat + h.global_lr * total / fed.num_silos
         return RoundOutput(
             flat, total, total.clone(), None, fed.num_silos, 0, float(np.mean(norms))

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 
 from fedprivacy.fl.minibatches import epoch_orders
 from fedprivacy.uldp.clipped_sums import clip_rows
-from fedprivacy.uldp.families.base import MethodFamily, epoch_keys, gaussian_noise
+from fedprivacy.uldp.families.base import MethodFamily, epoch_keys, gaussian_noise, silo_sum
 from fedprivacy.uldp.rounds import RoundOutput
 
 if TYPE_CHECKING:
@@ -72,10 +72,10 @@ class SiloLevelFamily(MethodFamily):
         deltas = runner.trainer.train(global_flat, fed.x, fed.y, fed.silo_offsets, orders, h.local)
         s = fed.num_silos
         contrib, std, clipped, mean_norm = self.contributions(runner, deltas)
-        presum = contrib.sum(dim=0)
-        noisy = presum.clone()
+        presum = silo_sum(list(contrib))
         if noise and std > 0:
-            for _ in range(s):
-                noisy += gaussian_noise(noise_rng, std, presum)
+            noisy = runner.sum_silos([c + gaussian_noise(noise_rng, std, c) for c in contrib])
+        else:
+            noisy = runner.sum_silos(list(contrib))
         flat = global_flat + h.global_lr * noisy / s
         return RoundOutput(flat, presum, noisy, None, s, clipped, mean_norm)

@@ -31,7 +31,7 @@ from torch import nn
 
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.clipped_sums import ClippedSum, clipped_sums, dense_clipped
-from fedprivacy.uldp.families.base import MethodFamily, gaussian_noise
+from fedprivacy.uldp.families.base import MethodFamily, gaussian_noise, silo_sum
 from fedprivacy.uldp.rounds import RoundOutput
 
 if TYPE_CHECKING:
@@ -131,20 +131,22 @@ class UserLevelFamily(MethodFamily):
         parts, silo_deltas = self.silo_sums(
             runner, mechanism, global_flat, keys, weights, secure is not None
         )
-        presum = torch.zeros_like(global_flat)
-        noisy = torch.zeros_like(global_flat)
+        presum = silo_sum([part.total for part in parts])
+        contributions = []
         for part in parts:
-            presum += part.total
-            noisy += part.total
             if noise and secure is None and std is not None:  # the protocol's silos draw theirs
-                noisy += gaussian_noise(noise_rng, std, global_flat)
+                contributions.append(part.total + gaussian_noise(noise_rng, std, global_flat))
+            else:
+                contributions.append(part.total)
         groups = sum(p.groups for p in parts)
         clipped = sum(p.clipped for p in parts)
         norm_total = sum(p.mean_norm * p.groups for p in parts if p.groups)
         if secure is not None and std is not None:
             kept = sampled if spec.sampled else None
             aggregate = secure_aggregate(runner, secure, silo_deltas, presum, std, kept)
-            noisy = torch.from_numpy(aggregate).to(device=noisy.device, dtype=noisy.dtype)
+            noisy = torch.from_numpy(aggregate).to(device=presum.device, dtype=presum.dtype)
+        else:
+            noisy = runner.sum_silos(contributions)
         if noise:
             noisy = _released(mechanism, noisy)
         step = global_step(h.global_lr, q, fed.num_users, s)
