@@ -11,6 +11,41 @@ from numpy.typing import ArrayLike, NDArray
 from fedprivacy.errors import ParameterError
 
 
+def require_number(name: str, value: object) -> float:
+    """Return ``value`` (an int or a float, not a bool) as a finite ``float``.
+
+    Examples
+    --------
+    >>> require_number("lr", 2)
+    2.0
+    >>> require_number("lr", "fast")
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: lr: must be a number, got 'fast'
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | np.floating):
+        raise ParameterError(name, f"must be a number, got {value!r}")
+    out = float(value)
+    if not math.isfinite(out):
+        raise ParameterError(name, f"must be finite, got {value!r}")
+    return out
+
+
+def require_positive_number(name: str, value: object) -> float:
+    """Return ``value`` as a finite ``float`` > 0 (:func:`require_number`, then the sign).
+
+    Examples
+    --------
+    >>> require_positive_number("clip", -1.0)
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: clip: must be a finite number > 0, got -1.0
+    """
+    if require_number(name, value) <= 0:
+        raise ParameterError(name, f"must be a finite number > 0, got {value!r}")
+    return float(value)  # type: ignore[arg-type]
+
+
 def require_positive_float(name: str, value: object) -> float:
     """Return ``value`` as a finite ``float`` > 0 (anything ``float()`` accepts, not a bool).
 

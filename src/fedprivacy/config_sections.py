@@ -55,6 +55,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
+from fedprivacy.errors import ParameterError
+
 __all__ = [
     "RENAMED_KEYS",
     "DPSection",
@@ -134,6 +136,16 @@ class SchemeSection:
     rounds: int = 30
     seed: int = 0
     target_privacy: int | None = None
+
+    def _check_target_privacy(self) -> None:
+        """``target_privacy``: required by the ``multiround`` scheme, an error for the others."""
+        if self.scheme == "multiround":
+            if self.target_privacy is None:
+                raise ParameterError("target_privacy", "is required for the multiround scheme")
+        elif self.target_privacy is not None:
+            raise ParameterError(
+                "target_privacy", f"only the multiround scheme has batches, not {self.scheme!r}"
+            )
 
 
 @dataclass(frozen=True)

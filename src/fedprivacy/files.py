@@ -54,3 +54,21 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
     """Write ``obj`` as indented JSON atomically."""
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def save_figure(
+    fig: Any, path: str | os.PathLike[str], *, dpi: int = 120, tight: bool = False
+) -> Path:
+    """Write a matplotlib figure as PNG atomically and close it; return ``path``.
+
+    ``tight`` crops the white border (``bbox_inches="tight"``).
+    """
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight" if tight else None)
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+    return Path(path)

@@ -165,7 +165,9 @@ def test_uldp_sums_the_normalised_per_user_updates(
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5 * scale)
     out = runner.run_round(flat, np.random.default_rng(7))
     assert torch.equal(out.noisy_sum, out.presum)  # no noise: the released sum is the sum
-    assert runner.epsilon() == float("inf") and runner.epsilon_server() == float("inf")
+    assert runner.accounting.epsilon() == float(
+        "inf"
+    ) and runner.accounting.epsilon_server() == float("inf")
     default = MethodRunner("ULDP-AVG", fed, round_hyper(cfg))
     assert not torch.allclose(default.presum(flat, np.random.default_rng(7)), got)
 

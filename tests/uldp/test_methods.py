@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -16,8 +17,7 @@ from fedprivacy.uldp.config import DEFAULT_HYPER
 from fedprivacy.uldp.federation import Federation
 from fedprivacy.uldp.method_names import METHODS
 from fedprivacy.uldp.method_specs import MethodSpec, method_spec
-from fedprivacy.uldp.methods import MethodRunner, run_round
-from fedprivacy.uldp.reference import reference_presum
+from fedprivacy.uldp.methods import MethodRunner
 from fedprivacy.uldp.rounds import RoundHyper
 
 
@@ -95,14 +95,16 @@ def test_sgd_ws_descends(heart_fed: Federation) -> None:
 @pytest.mark.parametrize(
     "method", ["ULDP-AVG", "ULDP-AVG-w", "ULDP-AVG-ws", "ULDP-SGD", "ULDP-SGD-ws"]
 )
-def test_vectorised_round_equals_per_user_loop(heart_fed: Federation, method: str) -> None:
+def test_vectorised_round_equals_per_user_loop(
+    heart_fed: Federation, method: str, presum_oracle: Callable[..., torch.Tensor]
+) -> None:
     fed = heart_fed
     hp = hyper_for(method, clip=0.3)
     hp = RoundHyper(LocalTrainingSpec(2, 4, 0.2), hp.global_lr, hp.clip, hp.noise_multiplier, 0.5)
     flat = flatten_parameters(fed.task.build_model(3))
     runner = MethodRunner(method, fed, hp)
     got = runner.presum(flat, np.random.default_rng(7))
-    expected = reference_presum(method, fed, flat, hp, np.random.default_rng(7))
+    expected = presum_oracle(method, fed, flat, hp, np.random.default_rng(7))
     assert float(expected.norm()) > 0.1
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
 
@@ -114,7 +116,7 @@ def _run(fed: Federation, method: str, rounds: int, **changes: float) -> list[fl
     eps = []
     for _ in range(rounds):
         flat = runner.run_round(flat, rng).flat
-        eps.append(runner.epsilon())
+        eps.append(runner.accounting.epsilon())
     return eps
 
 
@@ -165,7 +167,7 @@ def test_group_epsilon_per_round_from_the_silos_histories(heart_fed: Federation)
         ]
         curve = np.max(np.stack(curves), axis=0)
         expected_eps = group_privacy_bounds(DEFAULT_ORDERS, curve, 8, 1e-5).epsilon
-        assert runner.epsilon() == pytest.approx(expected_eps, rel=1e-9)
+        assert runner.accounting.epsilon() == pytest.approx(expected_eps, rel=1e-9)
 
 
 def test_noise_scales(heart_fed: Federation) -> None:
@@ -200,11 +202,13 @@ def test_sampled_round_uses_only_sampled_users(heart_fed: Federation) -> None:
     assert out.groups == pairs
     step = hp.global_lr / (0.5 * fed.num_users * fed.num_silos)
     torch.testing.assert_close(out.flat, flat + step * out.noisy_sum)
-    again = run_round("ULDP-AVG-s", fed, flat, hp, np.random.default_rng(4))
+    again = MethodRunner("ULDP-AVG-s", fed, hp).run_round(flat, np.random.default_rng(4))
     assert again.groups == out.groups
 
 
-def test_runner_validation(heart_fed: Federation) -> None:
+def test_runner_validation(
+    heart_fed: Federation, presum_oracle: Callable[..., torch.Tensor]
+) -> None:
     local = LocalTrainingSpec(1, 4, 0.1)
     with pytest.raises(ParameterError, match="clip"):
         MethodRunner("ULDP-AVG", heart_fed, RoundHyper(local, clip=0.0))
@@ -215,7 +219,7 @@ def test_runner_validation(heart_fed: Federation) -> None:
             torch.zeros(14), np.random.default_rng(0)
         )
     with pytest.raises(ParameterError, match="method"):
-        reference_presum(
+        presum_oracle(
             "DEFAULT", heart_fed, torch.zeros(14), RoundHyper(local), np.random.default_rng(0)
         )
 
@@ -231,25 +235,25 @@ def test_epsilon_after_equals_running_that_many_rounds(
     flat = flatten_parameters(heart_fed.task.build_model(0))
     short = MethodRunner(method, heart_fed, hyper)
     short.run_round(flat, np.random.default_rng(0))
-    projected = [short.epsilon_after(r) for r in (1, 2, 3)]
-    assert projected[0] == pytest.approx(short.epsilon(), rel=1e-12)
+    projected = [short.accounting.epsilon_after(r) for r in (1, 2, 3)]
+    assert projected[0] == pytest.approx(short.accounting.epsilon(), rel=1e-12)
     longer = MethodRunner(method, heart_fed, hyper)
     rng = np.random.default_rng(1)  # other data and noise: the privacy cost is the same
     for rounds in (1, 2, 3):
         flat = longer.run_round(flat, rng).flat
-        assert projected[rounds - 1] == pytest.approx(longer.epsilon(), rel=1e-9)
+        assert projected[rounds - 1] == pytest.approx(longer.accounting.epsilon(), rel=1e-9)
     assert projected[0] < projected[1] < projected[2]
 
 
 def test_epsilon_after_needs_a_round_and_a_positive_count(heart_fed: Federation) -> None:
     runner = MethodRunner("ULDP-AVG", heart_fed, hyper_for("ULDP-AVG"))
     with pytest.raises(ParameterError, match="at least one round"):
-        runner.epsilon_after(5)
+        runner.accounting.epsilon_after(5)
     runner.run_round(flatten_parameters(heart_fed.task.build_model(0)), np.random.default_rng(0))
     with pytest.raises(ParameterError, match="rounds"):
-        runner.epsilon_after(0)
+        runner.accounting.epsilon_after(0)
     default = MethodRunner("DEFAULT", heart_fed, hyper_for("DEFAULT"))
-    assert default.epsilon_after(10) == math.inf
+    assert default.accounting.epsilon_after(10) == math.inf
 
 
 def test_epsilon_against_the_server_has_no_sub_sampling_amplification(
@@ -266,18 +270,18 @@ def test_epsilon_against_the_server_has_no_sub_sampling_amplification(
         # the server knows the sample: the most-sampled user's rounds, unsampled Gaussian
         worst = int(counts.max())
         expected = PrivacyAccountant().compose_gaussian(5.0, worst, 1.0).epsilon(1e-5)
-        assert runner.epsilon_server() == pytest.approx(expected)
+        assert runner.accounting.epsilon_server() == pytest.approx(expected)
     amplified = PrivacyAccountant().compose_gaussian(5.0, 4, 0.2).epsilon(1e-5)
-    assert runner.epsilon() == pytest.approx(amplified)
-    assert runner.epsilon_server() > runner.epsilon()
+    assert runner.accounting.epsilon() == pytest.approx(amplified)
+    assert runner.accounting.epsilon_server() > runner.accounting.epsilon()
     # presum() draws no sample of its own
     runner.presum(flat, np.random.default_rng(0))
-    assert runner.epsilon_server() == pytest.approx(expected)
+    assert runner.accounting.epsilon_server() == pytest.approx(expected)
     # without sub-sampling both adversaries get the same guarantee
     plain = MethodRunner("ULDP-AVG-w", heart_fed, hyper_for("ULDP-AVG-w"))
     plain.run_round(flat, np.random.default_rng(0))
-    assert plain.epsilon_server() == plain.epsilon()
-    assert plain.epsilon_server_after(200) == plain.epsilon_after(200)
+    assert plain.accounting.epsilon_server() == plain.accounting.epsilon()
+    assert plain.accounting.epsilon_server_after(200) == plain.accounting.epsilon_after(200)
 
 
 def test_central_mechanism_noise_is_the_servers(heart_fed: Federation) -> None:
@@ -295,7 +299,11 @@ def test_central_mechanism_noise_is_the_servers(heart_fed: Federation) -> None:
     silo = MethodRunner("ULDP-AVG", heart_fed, hp)
     silo.run_round(flat, np.random.default_rng(1), np.random.default_rng(2))
     # the same Gaussian mechanism for the released models
-    assert central.epsilon_after(1) == pytest.approx(silo.epsilon(), rel=1e-12)
-    assert central.epsilon_server() == math.inf and math.isfinite(silo.epsilon_server())
+    assert central.accounting.epsilon_after(1) == pytest.approx(
+        silo.accounting.epsilon(), rel=1e-12
+    )
+    assert central.accounting.epsilon_server() == math.inf and math.isfinite(
+        silo.accounting.epsilon_server()
+    )
     with pytest.raises(ParameterError, match="takes no mechanism"):
         MethodRunner("ULDP-NAIVE", heart_fed, hp, mechanism=CentralGaussian(5.0, 0.3))

@@ -20,8 +20,8 @@ from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.secagg.server import SecAggServer
 from fedprivacy.uldp.config import UldpConfig
-from fedprivacy.uldp.federation import build_federation
-from fedprivacy.uldp.methods import MethodRunner, silo_aggregator
+from fedprivacy.uldp.federation import Federation, build_federation
+from fedprivacy.uldp.methods import MethodRunner
 from fedprivacy.uldp.run import run_uldp
 from fedprivacy.uldp.run_setup import allocate, load_dataset, round_hyper, run_seeds
 
@@ -30,8 +30,14 @@ CONFIG = UldpConfig(
 )
 
 
+def _federation(cfg: UldpConfig) -> Federation:
+    ds = load_dataset(cfg)
+    return build_federation(ds, allocate(cfg, ds, np.random.default_rng(run_seeds(cfg)[0])))
+
+
 def test_the_default_aggregator_is_the_clear_float_sum() -> None:
-    agg = silo_aggregator(3)
+    cfg = CONFIG.resolved()
+    agg = MethodRunner("ULDP-AVG", _federation(cfg), round_hyper(cfg)).aggregator
     assert isinstance(agg, FloatAggregator) and agg.clip == math.inf
 
 
@@ -45,8 +51,7 @@ def test_secagg_releases_the_clear_sum_up_to_the_encoding() -> None:
 
 def test_the_secagg_server_learns_only_the_sum_over_silos() -> None:
     cfg = CONFIG.resolved()
-    ds = load_dataset(cfg)
-    fed = build_federation(ds, allocate(cfg, ds, np.random.default_rng(run_seeds(cfg)[0])))
+    fed = _federation(cfg)
     servers: list[SecAggServer] = []
     agg = SecureAggregator(
         50.0, fed.num_silos, 48, 0, observer=lambda r, server: servers.append(server)

@@ -49,7 +49,7 @@ from fedprivacy.dp.group_privacy import (  # noqa: E402
     rdp_group_bound,
 )
 from fedprivacy.dp.rdp import gaussian_rdp  # noqa: E402
-from fedprivacy.files import atomic_write_bytes, atomic_write_json, atomic_write_text  # noqa: E402
+from fedprivacy.files import atomic_write_json, atomic_write_text, save_figure  # noqa: E402
 
 __all__ = [
     "FIGURE_SETTING",
@@ -269,10 +269,7 @@ def _plot(data: dict[str, Any], path: Path) -> None:
     ax.set_title("Group privacy of DP-SGD-like composition (paper Fig. 2)")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=130, bbox_inches="tight")
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    save_figure(fig, path, dpi=130, tight=True)
 
 
 def run_group_privacy_figure(out_dir: Path) -> dict[str, Any]:

@@ -12,10 +12,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from fedprivacy.files import atomic_write_bytes  # noqa: E402
+from fedprivacy.files import save_figure  # noqa: E402
 
 if TYPE_CHECKING:
     from fedprivacy.experiments.selection_run import SelectionResult
@@ -77,16 +76,6 @@ def _legend(ax: Axes) -> None:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     else:
         ax.legend(fontsize=8)
-
-
-def _save(fig: Figure, path: Path) -> Path:
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=130, bbox_inches="tight")
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-    return path
 
 
 def _t_weak_axes(ax: Axes, results: Sequence[SelectionResult]) -> None:
@@ -178,7 +167,7 @@ def plot_run(result: SelectionResult, out: Path) -> list[Path]:
     )
     _log_scale_if_positive(axes[1], "y")
     fig.suptitle(result.config.label)
-    return [_save(fig, out / "metrics.png")]
+    return [save_figure(fig, out / "metrics.png", dpi=130, tight=True)]
 
 
 def plot_fig3(results: Sequence[SelectionResult], out: Path) -> list[Path]:
@@ -203,7 +192,7 @@ def plot_fig3(results: Sequence[SelectionResult], out: Path) -> list[Path]:
                 ax, results, "cardinality", "(c) average aggregation cardinality", "$C^{(t)}$"
             )
         _legend(ax)
-        paths.append(_save(fig, out / name))
+        paths.append(save_figure(fig, out / name, dpi=130, tight=True))
     return paths
 
 
@@ -244,4 +233,4 @@ def plot_fig4(
     ax.set_title("Trade-off between multi-round privacy and cardinality")
     ax.grid(alpha=0.3)
     _legend(ax)
-    return _save(fig, out / "fig4_tradeoff.png")
+    return save_figure(fig, out / "fig4_tradeoff.png", dpi=130, tight=True)

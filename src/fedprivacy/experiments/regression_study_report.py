@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from fedprivacy.experiments.regression_study_specs import FigureSpec, _panel_label  # noqa: E402
-from fedprivacy.files import atomic_write_bytes, atomic_write_json, atomic_write_text  # noqa: E402
+from fedprivacy.files import atomic_write_json, atomic_write_text, save_figure  # noqa: E402
 from fedprivacy.regression.config import ESTIMATORS  # noqa: E402
 from fedprivacy.regression.simulation import RegressionResult  # noqa: E402
 from fedprivacy.regression.theory import TheoryCheck  # noqa: E402
@@ -211,14 +211,6 @@ def _theory_markdown(rows: Sequence[Mapping[str, Any]], clip_fraction: float) ->
     return "\n".join(md) + "\n"
 
 
-def _save(fig: Any, path: Path) -> Path:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-    return path
-
-
 def _plot_figure(spec: FigureSpec, rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
     nrow, ncol = len(spec.truths), len(spec.values)
     fig, axes = plt.subplots(
@@ -251,7 +243,7 @@ def _plot_figure(spec: FigureSpec, rows: Sequence[Mapping[str, Any]], path: Path
                 ax.set_ylabel("MSE")
     axes[0][0].legend(fontsize=7)
     fig.suptitle(spec.title, fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path, tight=True)
 
 
 def _plot_real(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
@@ -273,7 +265,7 @@ def _plot_real(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
         ax.grid(alpha=0.3, axis="y")
     axes[0].legend(fontsize=7)
     fig.suptitle("Real data substituting NIO (not public); alpha = 0.01, c = 0.25", fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path, tight=True)
 
 
 def _plot_theory(check: TheoryCheck, b: int, s: Mapping[str, Any], path: Path) -> Path:
@@ -304,7 +296,7 @@ def _plot_theory(check: TheoryCheck, b: int, s: Mapping[str, Any], path: Path) -
         f"eps={s['epsilon']:g}, alpha={s['lr']:g}, T={s['iterations']}",
         fontsize=10,
     )
-    return _save(fig, path)
+    return save_figure(fig, path, tight=True)
 
 
 # ---------------------------------------------------------------------------------- files

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fedprivacy._validation import require_int, require_one_of
+from fedprivacy._validation import require_int, require_one_of, require_positive_number
 from fedprivacy.config import Config
 from fedprivacy.config_sections import (
     DataSection,
@@ -158,13 +158,12 @@ class TrainConfig(
             raise ParameterError(
                 "per_round", f"secure aggregation needs at least {MIN_PARTICIPANTS} users a round"
             )
-        if self.scheme == "multiround":
-            if self.target_privacy is None:
-                raise ParameterError("target_privacy", "is required for the multiround scheme")
+        self._check_target_privacy()
+        if self.target_privacy is not None:
             require_int("target_privacy", self.target_privacy, minimum=1, maximum=self.per_round)
         for name in ("local_lr", "update_clip", "beta", "metrics_time_limit"):
-            _positive(name, getattr(self, name))
-        _positive("local_lr_decay", self.local_lr_decay)
+            require_positive_number(name, getattr(self, name))
+        require_positive_number("local_lr_decay", self.local_lr_decay)
         if not 0.0 <= self.momentum < 1.0:
             raise ParameterError("momentum", f"must lie in [0, 1), got {self.momentum}")
         if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
@@ -191,13 +190,8 @@ class TrainConfig(
 
     def _require_combinations(self) -> None:
         """Options that only mean something with another one are errors without it."""
-        if self.scheme != "multiround":
-            if self.target_privacy is not None:
-                raise ParameterError(
-                    "target_privacy", f"only the multiround scheme has batches, not {self.scheme!r}"
-                )
-            if self.fairness:
-                raise ParameterError("fairness", "applies to the multiround scheme only")
+        if self.scheme != "multiround" and self.fairness:
+            raise ParameterError("fairness", "applies to the multiround scheme only")
         check_fairness_rule(self.fairness_rule, self.fairness)
         if not self.secagg:
             if self.dp == "distributed":
@@ -222,10 +216,3 @@ class TrainConfig(
     def to_dict(self) -> dict[str, Any]:
         """TOML-ready mapping (``None`` values left out, tuples as lists, ``model`` resolved)."""
         return {**super().to_dict(), "model": self.model_name}
-
-
-def _positive(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ParameterError(name, f"must be a number, got {value!r}")
-    if not (math.isfinite(value) and value > 0):
-        raise ParameterError(name, f"must be a finite positive number, got {value!r}")

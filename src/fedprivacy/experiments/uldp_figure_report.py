@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fedprivacy.experiments.uldp_figure_specs import DELTA, SIGMA, Curve, FigureSpec, Panel
-from fedprivacy.files import atomic_write_bytes
+from fedprivacy.files import save_figure
 from fedprivacy.uldp.results import EPSILON_ADVERSARIES
 
 __all__ = ["CurveResult", "figure_markdown"]
@@ -48,10 +48,10 @@ class CurveResult:
         Limits of the reported epsilon (:func:`fedprivacy.uldp.run.privacy_caveats`).
     epsilon_at : tuple of (int, numpy.ndarray) or None
         When fewer rounds than the paper's ``R`` were trained: ``R`` and the epsilon of each
-        seed after ``R`` rounds (:meth:`fedprivacy.uldp.methods.MethodRunner.epsilon_after`).
+        seed after ``R`` rounds (:meth:`fedprivacy.uldp.accounting.UldpAccounting.epsilon_after`).
     epsilon_server : numpy.ndarray or None
         Each seed's final epsilon against the aggregation server, which knows the user sample
-        (:meth:`fedprivacy.uldp.methods.MethodRunner.epsilon_server`); ``None`` when unknown.
+        (:meth:`fedprivacy.uldp.accounting.UldpAccounting.epsilon_server`); ``None`` when unknown.
     hyper : dict of str to float or int or None
         The hyper-parameters the runs used (``global_lr``, ``local_lr``, ``clip``,
         ``local_epochs``, ``batch_size``; ``None`` where the method has none), so that a result
@@ -366,7 +366,4 @@ def _plot(spec: FigureSpec, results: list[CurveResult], path: Path) -> None:
     title = spec.title
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    save_figure(fig, path, dpi=100)

@@ -86,11 +86,26 @@ class UldpAccounting(ABC):
 
     @abstractmethod
     def epsilon_server(self) -> float:
-        """Epsilon of the rounds charged so far, against the aggregation server."""
+        """Epsilon of the rounds charged so far, against the aggregation server.
+
+        The server chooses and knows the user sample, so there is no amplification by
+        sub-sampling: the unsampled mechanism composed over the rounds of the most-sampled user
+        (the sample does not depend on the data, so conditioning on it is allowed). Like the
+        paper, it assumes that the server sees only the sum over silos of each round.
+        """
 
     @abstractmethod
     def epsilon_after(self, rounds: int) -> float:
-        """:meth:`epsilon` after ``rounds`` rounds like those charged so far."""
+        """:meth:`epsilon` after ``rounds`` rounds like those charged so far.
+
+        Every round costs the same, and RDP adds up over rounds: the privacy half of a figure
+        at the paper's number of rounds when fewer are trained.
+
+        Raises
+        ------
+        ParameterError
+            If ``rounds`` is not a positive integer or no round was charged yet.
+        """
 
     @abstractmethod
     def epsilon_server_after(self, rounds: int) -> float:

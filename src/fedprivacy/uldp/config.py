@@ -10,10 +10,14 @@ FLamby (Heart Disease 4) and of the authors' code.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
-from fedprivacy._validation import require_int, require_one_of
+from fedprivacy._validation import (
+    require_int,
+    require_number,
+    require_one_of,
+    require_positive_number,
+)
 from fedprivacy.config import Config
 from fedprivacy.config_sections import (
     DataSection,
@@ -330,26 +334,26 @@ class UldpConfig(
                     "sampling_rate",
                     f"applies only to the user-sampling methods (-s, -ws), not {self.method}",
                 )
-            q = _number("sampling_rate", self.sampling_rate)
+            q = require_number("sampling_rate", self.sampling_rate)
             if not 0.0 < q <= 1.0:
                 raise ParameterError("sampling_rate", f"must lie in (0, 1], got {q!r}")
-        _positive("noise_multiplier", self.noise_multiplier)
-        delta = _number("delta", self.delta)
+        require_positive_number("noise_multiplier", self.noise_multiplier)
+        delta = require_number("delta", self.delta)
         if not 0.0 < delta < 1.0:
             raise ParameterError("delta", f"must lie in (0, 1), got {delta!r}")
         for name in ("clip", "local_lr", "global_lr"):
             value = getattr(self, name)
             if value is not None:
-                _positive(name, value)
+                require_positive_number(name, value)
         for name in ("local_epochs", "batch_size", "max_labels_per_user"):
             value = getattr(self, name)
             if value is not None:
                 require_int(name, value, minimum=1)
         for name in ("user_alpha", "silo_alpha"):
-            a = _number(name, getattr(self, name))
+            a = require_number(name, getattr(self, name))
             if a < 0:
                 raise ParameterError(name, f"must be >= 0, got {a!r}")
-        share = _number("main_silo_share", self.main_silo_share)
+        share = require_number("main_silo_share", self.main_silo_share)
         if not 0.0 <= share <= 1.0:
             raise ParameterError("main_silo_share", f"must lie in [0, 1], got {share!r}")
         if self.max_labels_per_user is not None and self.dataset != "mnist":
@@ -382,7 +386,7 @@ class UldpConfig(
         if not isinstance(self.secagg, bool):
             raise ParameterError("secagg", f"must be true or false, got {self.secagg!r}")
         if self.update_clip is not None:
-            _positive("update_clip", self.update_clip)
+            require_positive_number("update_clip", self.update_clip)
         require_int("bits", self.bits, minimum=16, maximum=64)
         if self.protocol_dropout != 0:
             raise ParameterError(
@@ -417,25 +421,6 @@ class UldpConfig(
                 raise ParameterError(
                     "per_round", "give per_round or sampling_rate (K = round(q |U|)), not both"
                 )
-        if self.target_privacy is not None and self.scheme != "multiround":
-            raise ParameterError(
-                "target_privacy", f"only the multiround scheme has batches, not {self.scheme!r}"
-            )
-        if self.scheme == "multiround":
-            if self.target_privacy is None:
-                raise ParameterError("target_privacy", "is required for the multiround scheme")
+        self._check_target_privacy()
+        if self.target_privacy is not None:
             validate_batch_parameters(self.users, self.effective_per_round, self.target_privacy)
-
-
-def _number(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ParameterError(name, f"must be a number, got {value!r}")
-    out = float(value)
-    if not math.isfinite(out):
-        raise ParameterError(name, f"must be finite, got {value!r}")
-    return out
-
-
-def _positive(name: str, value: object) -> None:
-    if _number(name, value) <= 0:
-        raise ParameterError(name, f"must be a finite number > 0, got {value!r}")

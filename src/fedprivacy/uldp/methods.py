@@ -52,9 +52,9 @@ Each family is one short entry of :data:`fedprivacy.uldp.families.FAMILIES` (a
 :data:`fedprivacy.uldp.method_specs.SPECS`; :class:`RoundHyper` and :class:`RoundOutput` are in
 :mod:`fedprivacy.uldp.rounds`.
 
-:func:`run_round` runs one round on a :class:`~fedprivacy.uldp.federation.Federation`
-(what a benchmark times); :func:`~fedprivacy.uldp.reference.reference_presum` recomputes a
-round's pre-noise aggregate of ULDP-AVG / ULDP-SGD with the per-user loop (the authors' way).
+:meth:`MethodRunner.run_round` runs one round on a federation; the tests' oracle
+(``presum_oracle`` in ``tests/uldp/conftest.py``) recomputes a round's pre-noise aggregate
+of ULDP-AVG / ULDP-SGD with the per-user loop (the authors' way).
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ from torch import nn
 
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import Aggregator
+from fedprivacy.fl.aggregators import make_aggregator
 from fedprivacy.fl.local_training import DEFAULT_MAX_ROWS, VectorisedTrainer, require_plain_sgd
 from fedprivacy.fl.mechanism import DistributedDiscreteGaussian, Mechanism
 from fedprivacy.uldp.accounting import UldpAccounting
@@ -84,7 +85,7 @@ from fedprivacy.uldp.rounds import RoundHyper, RoundOutput
 if TYPE_CHECKING:
     from fedprivacy.secagg.private_weighting import SecureWeighting
 
-__all__ = ["MethodRunner", "run_round", "silo_aggregator"]
+__all__ = ["MethodRunner"]
 
 
 @dataclass
@@ -129,7 +130,8 @@ class MethodRunner:
     aggregator : Aggregator, optional
         How the server sums the silos' (noised) contributions, a registered
         :class:`~fedprivacy.fl.aggregation.Aggregator` (the same classes as FedAvg's), the
-        silos its parties with weight 1 each (:meth:`sum_silos`). By default the registry's
+        silos its parties with weight 1 each (:meth:`sum_silos`), as
+        :func:`~fedprivacy.fl.aggregators.make_aggregator` builds it. By default the registry's
         ``float`` entry without clipping: the exact sum. ``secagg``: SecAgg between the silos,
         so the server learns only the sum (its fixed-point encoding needs a finite
         ``update_clip``). The private weighting protocol (``secure``) is the ``-w`` methods'
@@ -189,8 +191,11 @@ class MethodRunner:
                 "secure_weighting", f"applies to the weighted methods only, not {self.spec.name}"
             )
         self.mechanism = self._mechanism()
-        if self.aggregator is None:
-            self.aggregator = silo_aggregator(self.fed.num_silos)
+        if self.aggregator is None:  # the exact sum in the clear
+            s = self.fed.num_silos
+            self.aggregator = make_aggregator(
+                False, clip=math.inf, per_round=s, bits=32, seed=0, encoding="float"
+            )
         if self.secure is not None:
             self.effective_noise_multiplier  # noqa: B018 - fails early if tau is not negligible
         if self.model is None:
@@ -240,56 +245,6 @@ class MethodRunner:
         :meth:`SecureWeighting.noise_multiplier` (slightly below ``sigma``) is used.
         """
         return self.family.noise_multiplier(self)
-
-    @property
-    def rounds(self) -> int:
-        """Rounds run (and charged) so far."""
-        return self.accounting.rounds
-
-    def epsilon(self) -> float:
-        """User-level epsilon of the rounds run so far at :attr:`delta` (``inf`` for DEFAULT).
-
-        Against anyone who sees the released models but not which users were sampled (the
-        :attr:`accounting`'s :meth:`~fedprivacy.uldp.accounting.UldpAccounting.epsilon`).
-        """
-        return self.accounting.epsilon()
-
-    def epsilon_server(self) -> float:
-        """User-level epsilon against the aggregation server (``inf`` for DEFAULT).
-
-        The server chooses and knows the sample, so against the server there is no
-        amplification by sub-sampling: a user's privacy loss is that of the unsampled Gaussian
-        mechanism composed over the rounds in which that user was sampled (the sample does not
-        depend on the data, so conditioning on it is allowed); the bound reported is that of
-        the most-sampled user. Methods without user sub-sampling have the same epsilon against
-        both adversaries. Both assume, as the paper does, that the server sees only the sum
-        over silos of each round (Protocol 1 or secure aggregation).
-        """
-        return self.accounting.epsilon_server()
-
-    def epsilon_server_after(self, rounds: int) -> float:
-        """Epsilon against the server after ``rounds`` rounds, in the worst case.
-
-        Raises
-        ------
-        ParameterError
-            If ``rounds`` is not a positive integer or no round has run yet.
-        """
-        return self.accounting.epsilon_server_after(rounds)
-
-    def epsilon_after(self, rounds: int) -> float:
-        """User-level epsilon after ``rounds`` rounds like those run so far (``inf`` for DEFAULT).
-
-        Every round of a method has the same privacy cost, and RDP adds up over rounds, so this
-        is the composed curve scaled by ``rounds / self.rounds``: the privacy half of a figure
-        at the paper's number of rounds when fewer are trained.
-
-        Raises
-        ------
-        ParameterError
-            If ``rounds`` is not a positive integer or no round has run yet.
-        """
-        return self.accounting.epsilon_after(rounds)
 
     # -- one round -------------------------------------------------------------------------
 
@@ -362,69 +317,3 @@ class MethodRunner:
             For ULDP-GROUP-k (see :func:`fedprivacy.uldp.group_dp.clipped_per_sample_sum`).
         """
         return self.family.presum(self, global_flat, rng)
-
-
-def silo_aggregator(
-    num_silos: int,
-    *,
-    secagg: bool = False,
-    update_clip: float | None = None,
-    bits: int = 32,
-    seed: int = 0,
-    degree: int | None = None,
-) -> Aggregator:
-    """The registered aggregator that sums ``num_silos`` silos' contributions.
-
-    The registry's ``float`` entry (``secagg=True``: ``secagg``), as a training configuration
-    names it (:func:`~fedprivacy.fl.aggregators.aggregator_name`), built with
-    :func:`~fedprivacy.fl.aggregators.build_aggregator`.
-
-    Parameters
-    ----------
-    num_silos : int
-        The parties.
-    secagg : bool
-        SecAgg between the silos: the server learns only the sum.
-    update_clip : float or None
-        Bound on every entry of a silo's contribution; ``None``: none (the float sum only).
-    bits, seed, degree
-        The secure path's modulus bits, rounding seed and SecAgg+ neighbour count.
-
-    Examples
-    --------
-    >>> type(silo_aggregator(4)).__name__
-    'FloatAggregator'
-    >>> silo_aggregator(4, secagg=True)
-    Traceback (most recent call last):
-    ...
-    fedprivacy.errors.ParameterError: update_clip: must be a finite positive number, got inf
-    """
-    from fedprivacy.fl.aggregators import AggregatorOptions, aggregator_name, build_aggregator
-
-    name = aggregator_name(secagg, "fixed-point" if secagg else "float")
-    clip = math.inf if update_clip is None else update_clip
-    options = AggregatorOptions(clip, num_silos, bits, seed, degree=degree)
-    return build_aggregator(name, options)
-
-
-def run_round(
-    method: str,
-    fed: Federation,
-    global_flat: torch.Tensor,
-    hyper: RoundHyper,
-    rng: np.random.Generator,
-    *,
-    max_rows: int = DEFAULT_MAX_ROWS,
-) -> RoundOutput:
-    """Run one round of ``method`` on ``fed`` from ``global_flat`` (for benchmarks).
-
-    A fresh :class:`MethodRunner` is made (for ULDP-GROUP-k this computes the flags and new
-    accountants); noise comes from ``rng`` too.
-
-    Returns
-    -------
-    RoundOutput
-        The new model and the round's aggregates and timing.
-    """
-    runner = MethodRunner(method, fed, hyper, max_rows=max_rows)
-    return runner.run_round(global_flat, rng)

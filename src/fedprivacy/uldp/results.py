@@ -65,7 +65,7 @@ class RoundRecord:
         Fraction of the contributing updates that were clipped.
     epsilon_server : float
         User-level epsilon after this round against the aggregation server, which knows the
-        user sample (:meth:`~fedprivacy.uldp.methods.MethodRunner.epsilon_server`).
+        user sample (:meth:`~fedprivacy.uldp.accounting.UldpAccounting.epsilon_server`).
     """
 
     round: int
@@ -326,7 +326,7 @@ def _plot(result: UldpResult, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from fedprivacy.files import atomic_write_bytes
+    from fedprivacy.files import save_figure
 
     rounds = [0] + [r.round for r in result.records]
     metric = [result.initial.get("metric", math.nan)] + [r.metric for r in result.records]
@@ -352,7 +352,4 @@ def _plot(result: UldpResult, path: Path) -> None:
         title += " [synthetic stand-in data]"
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    save_figure(fig, path)

@@ -34,6 +34,7 @@ from fedprivacy.data.silo_dataset import SiloDataset
 from fedprivacy.dp.accounting import quiet_accounting
 from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_text
+from fedprivacy.fl.aggregators import make_aggregator
 from fedprivacy.fl.clients import resolve_device
 from fedprivacy.fl.local_training import default_max_rows
 from fedprivacy.fl.params import flatten_parameters
@@ -49,7 +50,7 @@ from fedprivacy.uldp.checkpoint import CONFIG
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.method_specs import method_spec
-from fedprivacy.uldp.methods import MethodRunner, silo_aggregator
+from fedprivacy.uldp.methods import MethodRunner
 from fedprivacy.uldp.results import RoundRecord, UldpResult
 from fedprivacy.uldp.run_setup import allocate, initial_model, load_dataset, round_hyper, run_seeds
 
@@ -79,7 +80,7 @@ def run_uldp(
         ``config.data_dir`` otherwise.
     epsilon_at : int, optional
         Also report the user-level epsilon after this many rounds of the same kind
-        (:meth:`~fedprivacy.uldp.methods.MethodRunner.epsilon_after`; e.g. the paper's 200
+        (:meth:`~fedprivacy.uldp.accounting.UldpAccounting.epsilon_after`; e.g. the paper's 200
         rounds when fewer are trained): :attr:`UldpResult.epsilon_at`.
     checkpoint_dir : str or Path, optional
         Write ``config.toml`` there and, after every round, ``checkpoint.pt``
@@ -131,13 +132,14 @@ def run_uldp(
         secure=secure,
         mechanism=cfg.mechanism(),
         amplified=cfg.scheme == "poisson",
-        aggregator=silo_aggregator(
-            fed.num_silos,
-            secagg=cfg.secagg,
-            update_clip=cfg.update_clip,
+        aggregator=make_aggregator(
+            cfg.secagg,
+            clip=math.inf if cfg.update_clip is None else cfg.update_clip,
+            per_round=fed.num_silos,
             bits=cfg.bits,
             seed=cfg.seed,
             degree=cfg.secagg_degree,
+            encoding="fixed-point" if cfg.secagg else "float",
         ),
     )
     flat = flatten_parameters(model).to(fed.device)
@@ -183,8 +185,8 @@ def run_uldp(
         if epsilon_at is None
         else (
             epsilon_at,
-            runner.epsilon_after(epsilon_at),
-            runner.epsilon_server_after(epsilon_at),
+            runner.accounting.epsilon_after(epsilon_at),
+            runner.accounting.epsilon_server_after(epsilon_at),
         ),
     )
 
