@@ -36,7 +36,7 @@ def test_run_records_and_determinism(data_dir: Path, tmp_path: Path) -> None:
     again = run_uldp(cfg)
     assert torch.equal(again.final_params, res.final_params)  # same seed, same run
     files = write_outputs(res, tmp_path / "out")
-    assert [f.name for f in files] == ["rounds.csv", "summary.json", "uldp.png", "privacy.md"]
+    assert [f.name for f in files] == ["rounds.csv", "summary.json", "privacy.md", "uldp.png"]
     rows = list(csv.DictReader((tmp_path / "out" / "rounds.csv").open()))
     assert len(rows) == 3 and float(rows[-1]["epsilon"]) == pytest.approx(res.final.epsilon)
     data = json.loads((tmp_path / "out" / "summary.json").read_text())

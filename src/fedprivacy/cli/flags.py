@@ -23,10 +23,11 @@ Examples
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from fedprivacy.errors import FedPrivacyError, ParameterError
 
-__all__ = ["ALIASES", "DEFAULT_FAIRNESS_RULE", "flag_names", "with_flag"]
+__all__ = ["ALIASES", "DEFAULT_FAIRNESS_RULE", "flag_names", "run_directory", "with_flag"]
 
 #: What a bare ``--fairness`` selects: the paper's rule (equal to
 #: :data:`fedprivacy.participation.fairness.DEFAULT_FAIRNESS_RULE`, spelled here so that
@@ -70,3 +71,21 @@ def with_flag(exc: FedPrivacyError, flags: dict[str, str]) -> str:
     if flag is None or not text.startswith(prefix):
         return text
     return f"{flag}: {text[len(prefix) :]}"
+
+
+def run_directory(value: str) -> Path:
+    """``--out``'s type: a run directory checked when the command line is parsed, before work.
+
+    Examples
+    --------
+    >>> run_directory("/dev/null")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: /dev/null exists and is not a folder
+    """
+    from fedprivacy.run_directory import check_run_directory
+
+    try:
+        return check_run_directory(value)
+    except ParameterError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("out: ")) from None

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fedprivacy.cli.flags import run_directory
 from fedprivacy.errors import ParameterError
 
 
@@ -227,7 +228,9 @@ def _add_cross_silo_parser(fsub: Any) -> None:
         help="fault injection, a lying server: parameters it proposes (sigma, clip, key_bits, "
         "...): every silo must refuse them",
     )
-    cs.add_argument("--out", type=Path, default=Path("results/flower-silos"), help="run directory")
+    cs.add_argument(
+        "--out", type=run_directory, default=Path("results/flower-silos"), help="run directory"
+    )
     cs.add_argument("--json", action="store_true", help="print one JSON object")
     cs.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
     cs.set_defaults(func=cmd_cross_silo, kill_flag="--kill-silo")
@@ -331,7 +334,9 @@ def _add_deploy_parser(fsub: Any) -> None:
     _add_deploy_run_options(dep)
     _add_deploy_transport_options(dep)
     _add_deploy_fault_options(dep)
-    dep.add_argument("--out", type=Path, default=Path("results/flower"), help="run directory")
+    dep.add_argument(
+        "--out", type=run_directory, default=Path("results/flower"), help="run directory"
+    )
     dep.add_argument("--json", action="store_true", help="print one JSON object")
     dep.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
     dep.set_defaults(func=cmd_deploy, kill_flag="--kill-supernode")
@@ -345,7 +350,7 @@ def _add_app_parser(fsub: Any) -> None:
         description="Write DIR/pyproject.toml, a Flower App whose components are fedprivacy's "
         "ServerApp and ClientApp; every machine needs fedprivacy[flower] installed.",
     )
-    app.add_argument("dir", type=Path, help="the app directory")
+    app.add_argument("dir", type=run_directory, help="the app directory")
     app.set_defaults(func=cmd_app)
 
 

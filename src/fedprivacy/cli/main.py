@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from fedprivacy import __version__
-from fedprivacy.cli.flags import flag_names, with_flag
+from fedprivacy.cli.flags import flag_names, run_directory, with_flag
 from fedprivacy.cli.memory import check_memory
 from fedprivacy.errors import FedPrivacyError, ParameterError, WeakKeyWarning
 
@@ -191,7 +191,10 @@ def _add_demo_parser(sub: Any) -> None:
         "CSVs.",
     )
     demo.add_argument(
-        "--out", type=Path, default=Path("results/demo"), help="output folder (results/demo)"
+        "--out",
+        type=run_directory,
+        default=Path("results/demo"),
+        help="output folder (results/demo)",
     )
     demo.add_argument("--rounds", type=int, default=2000, help="number of rounds (default 2000)")
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")

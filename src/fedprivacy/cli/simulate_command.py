@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedprivacy.cli.flags import DEFAULT_FAIRNESS_RULE
+from fedprivacy.cli.flags import DEFAULT_FAIRNESS_RULE, run_directory
 from fedprivacy.cli.memory import check_memory
 
 if TYPE_CHECKING:
@@ -271,7 +271,7 @@ def add_simulate_parser(
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     sim.add_argument(
         "--out",
-        type=Path,
+        type=run_directory,
         default=None,
         help="folder for metrics.csv, summary.json, participation.csv, metrics.png",
     )

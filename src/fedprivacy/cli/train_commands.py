@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedprivacy.cli.flags import DEFAULT_FAIRNESS_RULE
+from fedprivacy.cli.flags import DEFAULT_FAIRNESS_RULE, run_directory
 from fedprivacy.errors import ParameterError
 
 if TYPE_CHECKING:
@@ -357,7 +357,7 @@ def add_train_parsers(
         "--secagg", action="store_true", help="aggregate with the real SecAgg protocol"
     )
     train.add_argument("--data-dir", default=None, help="data folder (else $FEDPRIVACY_DATA)")
-    train.add_argument("--out", type=Path, default=None, help="run directory")
+    train.add_argument("--out", type=run_directory, default=None, help="run directory")
     train.add_argument(
         "--resume", type=Path, default=None, help="continue the run in this directory"
     )
@@ -376,7 +376,9 @@ def add_train_parsers(
         "checkpointed runs resumed.",
     )
     rep.add_argument("name", help="experiment name, 'list', or a path to an experiment .toml")
-    rep.add_argument("--out", type=Path, default=Path("results/reproduce"), help="output folder")
+    rep.add_argument(
+        "--out", type=run_directory, default=Path("results/reproduce"), help="output folder"
+    )
     rep.add_argument("--seeds", default=None, help="comma-separated seeds (default 0)")
     rep.add_argument(
         "--rounds", type=int, default=None, help="override the rounds (fewer than the paper)"

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fedprivacy.cli.flags import run_directory
 from fedprivacy.errors import ParameterError
 
 if TYPE_CHECKING:
@@ -419,7 +420,7 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--out",
-        type=Path,
+        type=run_directory,
         default=None,
         help="folder for rounds.csv, summary.json, uldp.png and, after every round, checkpoint.pt",
     )

@@ -17,7 +17,6 @@ from fedprivacy._validation import require_int
 from fedprivacy.config import Config
 from fedprivacy.config_sections import SecureAggregationSection, SelectionSection
 from fedprivacy.errors import ParameterError
-from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.fl.secure_selection import (
     SecureSelectionConfig,
     SecureSelectionReport,
@@ -30,6 +29,7 @@ from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.selectors import SCHEMES, Selector, make_selector
 from fedprivacy.pipeline.selection import run_selection
+from fedprivacy.run_directory import write_run_directory
 from fedprivacy.secagg.params import MIN_PARTICIPANTS
 
 MetricsMode = Literal["exact", "bounds", "none"]
@@ -335,16 +335,18 @@ def write_outputs(result: SelectionResult, out_dir: str | Path) -> list[Path]:
     """Write ``metrics.csv``, ``summary.json``, ``participation.csv`` and plots into ``out_dir``."""
     from fedprivacy.experiments import plots
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    written = [out / "metrics.csv", out / "summary.json"]
-    atomic_write_text(written[0], per_round_csv(result))
-    atomic_write_json(written[1], result.summary())
+    files: dict[str, object] = {
+        "metrics.csv": per_round_csv(result),
+        "summary.json": result.summary(),
+    }
     if result.secure is not None:
-        written.append(out / "secagg.csv")
-        atomic_write_text(written[-1], result.secure.to_csv())
-    if result.config.users * result.config.rounds <= MAX_DENSE_CELLS:
-        result.ledger.to_csv(out / "participation.csv")
-        written.append(out / "participation.csv")
-    written += plots.plot_run(result, out)
-    return written
+        files["secagg.csv"] = result.secure.to_csv()
+
+    def ledger_and_plots(folder: Path) -> list[Path]:
+        written = []
+        if result.config.users * result.config.rounds <= MAX_DENSE_CELLS:
+            result.ledger.to_csv(folder / "participation.csv")
+            written.append(folder / "participation.csv")
+        return written + plots.plot_run(result, folder)
+
+    return write_run_directory(out_dir, files, ledger_and_plots)

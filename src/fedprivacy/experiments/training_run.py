@@ -30,7 +30,7 @@ from fedprivacy.data.images import ImageDataset, load_dataset
 from fedprivacy.data.partition import make_partition
 from fedprivacy.errors import ParameterError
 from fedprivacy.experiments.training_config import TrainConfig
-from fedprivacy.files import atomic_write_bytes, atomic_write_json, atomic_write_text
+from fedprivacy.files import atomic_write_bytes, atomic_write_text
 from fedprivacy.fl.aggregators import make_aggregator
 from fedprivacy.fl.engine import (
     FederatedTraining,
@@ -46,6 +46,7 @@ from fedprivacy.participation.curve import TWeakCurve, t_weak_curve
 from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.selectors import make_selector
 from fedprivacy.report import LedgerEpsilons, PrivacyReport, privacy_report
+from fedprivacy.run_directory import write_run_directory
 
 CHECKPOINT = "checkpoint.pt"
 #: Keys a resumed run may change: where the data is and which device computes (a run
@@ -433,16 +434,18 @@ def _epsilon_text(privacy: dict[str, Any]) -> str:
 
 
 def write_outputs(result: TrainingResult, out: Path) -> list[Path]:
-    """Write metrics, ledger, summaries and plots into the run directory."""
+    """Write metrics, summaries, the privacy report, the ledger and plots into ``out``."""
     from fedprivacy.experiments.training_plots import plot_training_run
 
-    tr = result.training
-    files = [out / "metrics.csv", out / "summary.json", out / "summary.md", out / "privacy.md"]
-    atomic_write_text(files[0], metrics_csv(tr, result.curve))
-    atomic_write_text(files[3], result.report.to_markdown())
-    atomic_write_json(files[1], result.summary())
-    atomic_write_text(files[2], summary_markdown(result))
-    tr.ledger.to_csv(out / "participation.csv")
-    files.append(out / "participation.csv")
-    files += plot_training_run(result, out)
-    return files
+    files = {
+        "metrics.csv": metrics_csv(result.training, result.curve),
+        "summary.json": result.summary(),
+        "summary.md": summary_markdown(result),
+        "privacy.md": result.report.to_markdown(),
+    }
+
+    def ledger_and_plots(folder: Path) -> list[Path]:
+        result.training.ledger.to_csv(folder / "participation.csv")
+        return [folder / "participation.csv", *plot_training_run(result, folder)]
+
+    return write_run_directory(out, files, ledger_and_plots)

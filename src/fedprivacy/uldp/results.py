@@ -26,7 +26,6 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.report import (
     ULDP_EPSILON,
     ULDP_EPSILON_SERVER,
@@ -37,6 +36,7 @@ from fedprivacy.report import (
     StatedEpsilons,
     privacy_report,
 )
+from fedprivacy.run_directory import write_run_directory
 from fedprivacy.uldp.config import UldpConfig
 
 __all__ = ["EPSILON_ADVERSARIES", "RoundRecord", "UldpResult", "write_outputs"]
@@ -307,20 +307,18 @@ def write_outputs(
     list of pathlib.Path
         The files written.
     """
-    folder = Path(out)
-    names = ("rounds.csv", "summary.json", "uldp.png", "privacy.md")
-    files = [folder / name for name in names]
-    atomic_write_text(files[0], result.to_csv())
     data = result.summary()
     data["records"] = [r.to_dict() for r in result.records]
     data.update(extra or {})
-    atomic_write_json(files[1], data)
-    _plot(result, files[2])
-    atomic_write_text(files[3], result.privacy_report().to_markdown())
-    return files
+    files = {
+        "rounds.csv": result.to_csv(),
+        "summary.json": data,
+        "privacy.md": result.privacy_report().to_markdown(),
+    }
+    return write_run_directory(out, files, lambda folder: [_plot(result, folder / "uldp.png")])
 
 
-def _plot(result: UldpResult, path: Path) -> None:
+def _plot(result: UldpResult, path: Path) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -352,4 +350,4 @@ def _plot(result: UldpResult, path: Path) -> None:
         title += " [synthetic stand-in data]"
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    save_figure(fig, path)
+    return save_figure(fig, path)
