@@ -18,7 +18,7 @@ import io
 import math
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -313,6 +313,24 @@ def run_training(
 
     target = config.rounds if stop_after_rounds is None else min(config.rounds, stop_after_rounds)
     training.run(target, progress=progress, after_round=after_round)
+    result = finished(config, training, started, metric_progress)
+    if out is not None:
+        write_outputs(result, out)
+    return result
+
+
+def finished(
+    config: TrainConfig,
+    training: FederatedTraining,
+    started: float,
+    metric_progress: Callable[[int], None] | None = None,
+) -> TrainingResult:
+    """The result of ``training`` after its rounds, in process or deployed.
+
+    The server's view (the ``T_weak`` curve and the exposed users) is computed from the ledger
+    once the run has all ``config.rounds`` rounds (unless ``config.metrics`` is ``none``);
+    ``started`` is the run's ``time.perf_counter()`` at its start.
+    """
     curve = None
     exposed: list[int] = []
     if training.round == config.rounds and config.metrics != "none":
@@ -325,10 +343,7 @@ def run_training(
             progress=metric_progress,
         )
         exposed = [int(u) for u in exposed_users(p)]
-    result = TrainingResult(config, training, curve, time.perf_counter() - started, exposed)
-    if out is not None:
-        write_outputs(result, out)
-    return result
+    return TrainingResult(config, training, curve, time.perf_counter() - started, exposed)
 
 
 def metrics_csv(training: FederatedTraining, curve: TWeakCurve | None) -> str:
@@ -433,13 +448,18 @@ def _epsilon_text(privacy: dict[str, Any]) -> str:
     return f"{privacy['epsilon']:.3g} at {privacy['delta']:g} ({privacy['mechanism']} DP)"
 
 
-def write_outputs(result: TrainingResult, out: Path) -> list[Path]:
-    """Write metrics, summaries, the privacy report, the ledger and plots into ``out``."""
+def write_outputs(
+    result: TrainingResult, out: Path, extra: Mapping[str, Any] | None = None
+) -> list[Path]:
+    """Write metrics, summaries, the privacy report, the ledger and plots into ``out``.
+
+    ``extra`` adds (or replaces) summary keys: a deployment's own (:mod:`fedprivacy.flower.run`).
+    """
     from fedprivacy.experiments.training_plots import plot_training_run
 
     files = {
         "metrics.csv": metrics_csv(result.training, result.curve),
-        "summary.json": result.summary(),
+        "summary.json": {**result.summary(), **(extra or {})},
         "summary.md": summary_markdown(result),
         "privacy.md": result.report.to_markdown(),
     }

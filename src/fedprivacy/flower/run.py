@@ -7,11 +7,15 @@ run on the in-process transport. It writes into the run directory::
     roster.json         user -> node id (who is who in the Multi-RoundSecAgg batches)
     events.jsonl        one line per event as it happens (stages, dropouts, rejections, wrong
                         unmasking shares left out, rounds aborted by a protocol error, rounds)
-    participation.csv   the ledger: who was aggregated in each round (``fedprivacy audit`` reads it)
     availability.npy    the users reachable in each round, as the server saw them
     aggregates.npz      each aggregated round's mean update (``round_<t>``)
-    privacy.md          the pipeline's privacy report of the run
-    summary.json        what ``fedprivacy flower deploy --json`` prints (before the comparison)
+
+and what ``fedprivacy train --out`` writes of the same run
+(:func:`fedprivacy.experiments.training_run.write_outputs`: ``metrics.csv``, ``summary.md``,
+``privacy.md``, ``participation.csv``, the plots), its ``summary.json`` with the deployment's
+keys added (rounds aggregated, aborted and skipped, SuperNodes, bytes, the events of
+rejections, dropouts, wrong shares and aborted rounds): what ``fedprivacy flower deploy --json``
+prints (before the comparison).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -30,9 +34,6 @@ from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.flower.stages import Stage
 from fedprivacy.flower.training import DeployedTraining, LiveNodes
 from fedprivacy.flower.transport import Transport
-
-if TYPE_CHECKING:
-    from fedprivacy.report import PrivacyReport
 
 __all__ = ["StagePause", "run_deployed"]
 
@@ -132,79 +133,39 @@ def _train(
 
 
 def _write_round_outputs(training: DeployedTraining, run_dir: Path) -> None:
-    """``participation.csv``, ``availability.npy`` and ``aggregates.npz``."""
-    training.ledger.to_csv(run_dir / "participation.csv")
+    """``availability.npy`` and ``aggregates.npz``."""
     assert isinstance(training.availability, LiveNodes)
     np.save(run_dir / "availability.npy", np.array(training.availability.trace, dtype=np.bool_))
     arrays: dict[str, Any] = {f"round_{r}": a for r, a in training.aggregates.items()}
     np.savez(run_dir / "aggregates.npz", **arrays)
 
 
-def _privacy_report(
-    config: TrainConfig, training: DeployedTraining, run_dir: Path
-) -> PrivacyReport:
-    """The pipeline's privacy report of the run (also ``privacy.md``)."""
-    from fedprivacy.participation.audit import audit_ledger
-    from fedprivacy.report import LedgerEpsilons, privacy_report
-
-    ledger = training.ledger
-    audit = audit_ledger(ledger)
-    records = training.records
-    report = privacy_report(
-        training.mechanism,
-        config.target_delta,
-        LedgerEpsilons(
-            ledger.matrix().astype(bool),
-            round_noise=np.array([r.noise_multiplier for r in records], dtype=np.float64),
-            wrap_log_probability=np.array(
-                [r.wrap_log_probability for r in records], dtype=np.float64
-            ),
-        ),
-        aggregation="secagg" if config.secagg else "plaintext",
-        server_view={
-            "t_weak": audit.t_weak,
-            "t_strong": audit.exposure.t_strong,
-            "exposed_users": int(audit.exposure.exposed.size),
-        },
-    )
-    atomic_write_text(run_dir / "privacy.md", report.to_markdown())
-    return report
-
-
-def _summary(
+def _deployment_summary(
     config: TrainConfig,
     transport: Transport,
     training: DeployedTraining,
     seconds: float,
     run_dir: Path,
-    privacy: dict[str, Any],
 ) -> dict[str, Any]:
-    """The run's summary (``summary.json``): rounds, traffic, faults seen, privacy."""
+    """The deployment's own summary keys: rounds, traffic, the faults it saw."""
     records = training.records
-    aggregated = [r for r in records if r.aggregated]
+    events = training.events
     return {
         "rounds": len(records),
-        "rounds_aggregated": len(aggregated),
+        "rounds_aggregated": sum(1 for r in records if r.aggregated),
         "rounds_aborted": sum(1 for r in records if r.aborted),
         "rounds_skipped": sum(1 for r in records if not r.selected),
         "supernodes": len(transport.users),
-        "users": config.users,
-        "scheme": config.label,
         "secagg": config.secagg,
-        "test_accuracy": next(
-            (r.test_accuracy for r in reversed(records) if r.test_accuracy == r.test_accuracy),
-            None,
-        ),
         "seconds": seconds,
         "seconds_per_round": seconds / max(len(records), 1),
         "bytes_sent": transport.sent_bytes,
         "bytes_received": transport.received_bytes,
         "participation": str(run_dir / "participation.csv"),
-        "rejected": [e for e in training.events if e.get("event") in ("rejected", "node_refused")],
-        "dropouts": [e for e in training.events if e.get("event") == "no_reply"],
-        "bad_shares": [e for e in training.events if e.get("event") == "bad_share"],
-        "aborted": [e for e in training.events if e.get("event") == "round_aborted"],
-        "privacy": privacy,
+        "rejected": [e for e in events if e.get("event") in ("rejected", "node_refused")],
+        "dropouts": [e for e in events if e.get("event") == "no_reply"],
+        "bad_shares": [e for e in events if e.get("event") == "bad_share"],
+        "aborted": [e for e in events if e.get("event") == "round_aborted"],
     }
 
 
@@ -246,16 +207,18 @@ def run_deployed(
     dict
         The summary (also ``summary.json``).
     """
+    from fedprivacy.experiments.training_run import finished, write_outputs
     from fedprivacy.flower.lying_server import forges_by_round
 
     config = config.with_overrides(dropout=0.0, trainer="loop")
     forged = forges_by_round(forge)
     _write_inputs(config, transport, run_dir, roster)
+    started = time.perf_counter()
     training, seconds = _train(
         config, transport, run_dir, pause=pause, on_event=on_event, forged=forged, signers=signers
     )
     _write_round_outputs(training, run_dir)
-    report = _privacy_report(config, training, run_dir)
-    summary = _summary(config, transport, training, seconds, run_dir, report.to_dict())
-    atomic_write_json(run_dir / "summary.json", summary)
-    return summary
+    result = finished(config, training, started)
+    extra = _deployment_summary(config, transport, training, seconds, run_dir)
+    write_outputs(result, run_dir, extra)
+    return {**result.summary(), **extra}
