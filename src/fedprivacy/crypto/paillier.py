@@ -160,9 +160,7 @@ class PaillierPrivateKey:
         """
         pk = self.public_key
         rns = self.randomisers(len(plaintexts), executor)
-        return [
-            pk.encode_plaintext(m) * r % pk.n_square for m, r in zip(plaintexts, rns, strict=True)
-        ]
+        return [pk.encrypt(m, r) for m, r in zip(plaintexts, rns, strict=True)]
 
     def encrypt(self, m: int) -> mpz:
         """Encrypt one plaintext (see :meth:`encrypt_many`)."""

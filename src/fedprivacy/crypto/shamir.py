@@ -240,15 +240,16 @@ def split_secret(secret: bytes, holders: Sequence[int], threshold: int) -> dict[
 
 
 @functools.lru_cache(maxsize=256)
-def _lagrange_cached(points: tuple[int, ...]) -> np.ndarray:
+def _lagrange_cached(points: tuple[int, ...], x: int = 0) -> np.ndarray:
+    """The Lagrange basis polynomials through ``points``, evaluated at ``x``, modulo ``PRIME``."""
     coefficients = []
     for i, xi in enumerate(points):
         num = 1
         den = 1
         for j, xj in enumerate(points):
             if j != i:
-                num = num * xj % PRIME
-                den = den * (xj - xi) % PRIME
+                num = num * (x - xj) % PRIME
+                den = den * (xi - xj) % PRIME
         coefficients.append(num * pow(den, -1, PRIME) % PRIME)
     out = np.array(coefficients, dtype=np.uint64)
     out.flags.writeable = False

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from fedprivacy.data.sources import KNOWN_FILES, cache_dir, file_digest, verify_known_file
+from fedprivacy.data.sources import KNOWN_FILES, cache_dir, sha256_file, verify_known_file
 from fedprivacy.errors import ChecksumError, DataNotFoundError
 
 __all__ = [
@@ -303,9 +303,7 @@ def _write_jpeg_cache(path: Path, train: tuple[_U8, _I64], test: tuple[_U8, _I64
 
 def _read_cifar10_jpeg(root: Path) -> tuple[_Split, _Split]:
     path = verify_known_file(root, CIFAR10_JPEG_TARBALL)
-    digest = file_digest(path, "sha256")
-    assert digest is not None
-    cache = _jpeg_cache_path(digest)
+    cache = _jpeg_cache_path(sha256_file(path))
     arrays = _read_jpeg_cache(cache)
     if arrays is None:
         arrays = _decode_cifar10_jpeg(path)

@@ -137,8 +137,10 @@ def _check_labels(labels: ArrayLike) -> _I64:
     return y
 
 
-def _check_users(num_users: object, n: int) -> int:
-    return require_int("users", num_users, 1, n)
+def _check_users(labels: ArrayLike, num_users: object) -> tuple[_I64, int]:
+    """The validated labels and number of users (between 1 and the number of samples)."""
+    y = _check_labels(labels)
+    return y, require_int("users", num_users, 1, len(y))
 
 
 def _check_rng(rng: object) -> np.random.Generator:
@@ -189,8 +191,7 @@ def partition_iid(labels: ArrayLike, num_users: int, rng: np.random.Generator) -
     ParameterError
         If an argument is invalid.
     """
-    y = _check_labels(labels)
-    n_users = _check_users(num_users, len(y))
+    y, n_users = _check_users(labels, num_users)
     gen = _check_rng(rng)
     perm = gen.permutation(len(y)).astype(np.int64)
     return Partition("iid", _sorted_parts(np.array_split(perm, n_users)), _empty())
@@ -228,8 +229,7 @@ def partition_shards(
     ParameterError
         If an argument is invalid or there are fewer samples than shards.
     """
-    y = _check_labels(labels)
-    n_users = _check_users(num_users, len(y))
+    y, n_users = _check_users(labels, num_users)
     per_user = require_int("shards_per_user", shards_per_user, 1)
     gen = _check_rng(rng)
     if n_users * per_user > len(y):
@@ -282,8 +282,7 @@ def partition_dirichlet(
     ParameterError
         If an argument is invalid, or no draw satisfied ``min_size`` within the allowed tries.
     """
-    y = _check_labels(labels)
-    n_users = _check_users(num_users, len(y))
+    y, n_users = _check_users(labels, num_users)
     if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
         raise ParameterError("beta", f"must be a positive number, got {beta!r}")
     b = float(beta)
@@ -359,8 +358,7 @@ def partition_data_sharing(
     ParameterError
         If an argument is invalid.
     """
-    y = _check_labels(labels)
-    n_users = _check_users(num_users, len(y))
+    y, n_users = _check_users(labels, num_users)
     g = require_int("shared", shared, 0, len(y) - n_users)
     gen = _check_rng(rng)
     shared_idx = np.sort(gen.choice(len(y), size=g, replace=False)).astype(np.int64)

@@ -59,6 +59,17 @@ def require_steps(name: str, value: object, minimum: int = 0) -> int:
     return require_int(name, value, minimum=minimum)
 
 
+def require_budget(
+    epsilon: object, delta: object, steps: object, steps_name: str = "steps"
+) -> tuple[float, float, int]:
+    """Return ``epsilon > 0``, ``delta`` in (0, 1) and ``steps >= 1`` (named ``steps_name``)."""
+    return (
+        require_positive("epsilon", epsilon),
+        require_delta("delta", delta),
+        require_steps(steps_name, steps, minimum=1),
+    )
+
+
 def require_generator(name: str, value: object) -> np.random.Generator:
     """Return ``value`` after checking it is a seeded :class:`numpy.random.Generator`."""
     if not isinstance(value, np.random.Generator):

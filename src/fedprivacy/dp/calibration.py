@@ -7,12 +7,7 @@ import math
 from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 
-from fedprivacy.dp._checks import (
-    require_delta,
-    require_positive,
-    require_sampling_rate,
-    require_steps,
-)
+from fedprivacy.dp._checks import require_budget, require_positive, require_sampling_rate
 from fedprivacy.dp.accountants import ACCOUNTANTS
 from fedprivacy.dp.accounting import AccountantKind, PrivacyAccountant
 from fedprivacy.errors import ParameterError
@@ -85,9 +80,7 @@ def noise_multiplier_for(
         If a parameter is out of range, or the target cannot be met inside ``[lower, upper]``
         (even ``upper`` gives a larger epsilon, or ``lower`` already meets it).
     """
-    target = require_positive("epsilon", epsilon)
-    d = require_delta("delta", delta)
-    t = require_steps("steps", steps, minimum=1)
+    target, d, t = require_budget(epsilon, delta, steps)
     q = require_sampling_rate("sampling_rate", sampling_rate)
     lo = require_positive("lower", lower)
     hi = require_positive("upper", upper)

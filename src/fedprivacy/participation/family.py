@@ -171,14 +171,10 @@ class ExplicitFamilySelector(Selector):
     def _rows_inside(self, avail: NDArray[np.bool_]) -> NDArray[np.intp]:
         return np.flatnonzero(~self._mask[:, ~avail].any(axis=1))
 
-    def select(
-        self,
-        available: NDArray[np.bool_],
-        frequency: NDArray[np.int64],
-        rng: np.random.Generator,
+    def _choose(
+        self, avail: NDArray[np.bool_], freq: NDArray[np.int64], rng: np.random.Generator
     ) -> NDArray[np.intp]:
         """Select one row of ``B^(t)`` by Algorithm 2; see :meth:`Selector.select`."""
-        avail, freq = self._inputs(available, frequency)
         rows = self._rows_inside(avail)
         if rows.size == 0:
             return np.empty(0, dtype=np.intp)

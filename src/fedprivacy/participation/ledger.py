@@ -24,6 +24,16 @@ def participation_matrix(name: str, value: ArrayLike) -> NDArray[np.uint8]:
     return arr
 
 
+def _user_names(user_ids: Sequence[str] | None, num_users: int) -> list[str]:
+    """``user_ids`` as strings (``num_users`` of them), or ``"0" .. "N-1"`` when omitted."""
+    if user_ids is None:
+        return [str(i) for i in range(num_users)]
+    ids = [str(u) for u in user_ids]
+    if len(ids) != num_users:
+        raise ParameterError("user_ids", f"needs {num_users} names, got {len(ids)}")
+    return ids
+
+
 class ParticipationLedger:
     """Record of the users aggregated in each round (the server's view).
 
@@ -50,15 +60,9 @@ class ParticipationLedger:
 
     def __init__(self, num_users: int, user_ids: Sequence[str] | None = None) -> None:
         self.num_users = require_int("num_users", num_users, minimum=1)
-        if user_ids is not None:
-            ids = [str(u) for u in user_ids]
-            if len(ids) != self.num_users:
-                raise ParameterError("user_ids", f"needs {self.num_users} names, got {len(ids)}")
-            if len(set(ids)) != len(ids):
-                raise ParameterError("user_ids", "names must be distinct")
-            self.user_ids = ids
-        else:
-            self.user_ids = [str(i) for i in range(self.num_users)]
+        self.user_ids = _user_names(user_ids, self.num_users)
+        if len(set(self.user_ids)) != len(self.user_ids):
+            raise ParameterError("user_ids", "names must be distinct")
         self._sets: list[NDArray[np.intp]] = []
         self._frequency = np.zeros(self.num_users, dtype=np.int64)
 

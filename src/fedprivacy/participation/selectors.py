@@ -37,10 +37,6 @@ from fedprivacy.participation.fairness import (
 )
 
 
-def _empty() -> NDArray[np.intp]:
-    return np.empty(0, dtype=np.intp)
-
-
 def validate_batch_parameters(
     num_users: object, per_round: object, target_privacy: object
 ) -> tuple[int, int, int]:
@@ -136,15 +132,6 @@ class Selector(ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_users={self.num_users}, per_round={self.per_round})"
 
-    def _inputs(
-        self, available: ArrayLike, frequency: ArrayLike
-    ) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
-        return (
-            _check_available(available, self.num_users),
-            _check_frequency(frequency, self.num_users),
-        )
-
-    @abstractmethod
     def select(
         self,
         available: NDArray[np.bool_],
@@ -174,6 +161,15 @@ class Selector(ABC):
             If ``available`` or ``frequency`` does not have length ``num_users``.
 
         """
+        avail = _check_available(available, self.num_users)
+        freq = _check_frequency(frequency, self.num_users)
+        return self._choose(avail, freq, rng)
+
+    @abstractmethod
+    def _choose(
+        self, avail: NDArray[np.bool_], freq: NDArray[np.int64], rng: np.random.Generator
+    ) -> NDArray[np.intp]:
+        """:meth:`select` on checked inputs: the subclass's selection rule."""
 
 
 class RandomSelector(Selector):
@@ -181,17 +177,13 @@ class RandomSelector(Selector):
 
     name: ClassVar[str] = "random"
 
-    def select(
-        self,
-        available: NDArray[np.bool_],
-        frequency: NDArray[np.int64],
-        rng: np.random.Generator,
+    def _choose(
+        self, avail: NDArray[np.bool_], freq: NDArray[np.int64], rng: np.random.Generator
     ) -> NDArray[np.intp]:
         """Select ``K`` available users uniformly at random; see :meth:`Selector.select`."""
-        avail, _ = self._inputs(available, frequency)
         idx = np.flatnonzero(avail)
         if idx.size < self.per_round:
-            return _empty()
+            return np.empty(0, dtype=np.intp)
         return np.sort(sample(idx, self.per_round, rng)).astype(np.intp, copy=False)
 
 
@@ -204,17 +196,13 @@ class WeightedRandomSelector(Selector):
 
     name: ClassVar[str] = "weighted-random"
 
-    def select(
-        self,
-        available: NDArray[np.bool_],
-        frequency: NDArray[np.int64],
-        rng: np.random.Generator,
+    def _choose(
+        self, avail: NDArray[np.bool_], freq: NDArray[np.int64], rng: np.random.Generator
     ) -> NDArray[np.intp]:
         """Select the ``K`` least-aggregated available users; see :meth:`Selector.select`."""
-        avail, freq = self._inputs(available, frequency)
         idx = np.flatnonzero(avail)
         if idx.size < self.per_round:
-            return _empty()
+            return np.empty(0, dtype=np.intp)
         return np.sort(fewest(idx, freq[idx], self.per_round, rng)).astype(np.intp, copy=False)
 
 
@@ -250,14 +238,10 @@ class UserPartitionSelector(Selector):
         """User indices of each group, shape ``(N/K, K)``."""
         return np.arange(self.num_users, dtype=np.intp).reshape(self.num_groups, self.per_round)
 
-    def select(
-        self,
-        available: NDArray[np.bool_],
-        frequency: NDArray[np.int64],
-        rng: np.random.Generator,
+    def _choose(
+        self, avail: NDArray[np.bool_], freq: NDArray[np.int64], rng: np.random.Generator
     ) -> NDArray[np.intp]:
         """Select one fully available group; see :meth:`Selector.select`."""
-        avail, freq = self._inputs(available, frequency)
         return select_blocks(
             avail, freq, self.per_round, 1, get_fairness_rule(DEFAULT_FAIRNESS_RULE), rng
         )
@@ -358,14 +342,10 @@ class BatchPartitionSelector(Selector):
             self.num_batches, self.target_privacy
         )
 
-    def select(
-        self,
-        available: NDArray[np.bool_],
-        frequency: NDArray[np.int64],
-        rng: np.random.Generator,
+    def _choose(
+        self, avail: NDArray[np.bool_], freq: NDArray[np.int64], rng: np.random.Generator
     ) -> NDArray[np.intp]:
         """Select the union of ``K/T`` fully available batches; see :meth:`Selector.select`."""
-        avail, freq = self._inputs(available, frequency)
         return select_blocks(
             avail, freq, self.target_privacy, self.batches_per_round, self._rule, rng
         )

@@ -28,7 +28,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import brentq
 
 from fedprivacy._validation import require_int
-from fedprivacy.dp._checks import require_delta, require_positive
+from fedprivacy.dp._checks import require_budget, require_positive
 from fedprivacy.dp.accounting import PrivacyAccountant, epsilon_for, quiet_accounting
 from fedprivacy.dp.calibration import noise_multiplier_for
 from fedprivacy.dp.rdp import DEFAULT_ORDERS, rdp_to_epsilon
@@ -163,7 +163,5 @@ def laplace_noise_multiplier_for(epsilon: float, delta: float, steps: int) -> fl
     float
         The multiplier ``z`` with ``laplace_epsilon(z, steps, delta) <= epsilon``.
     """
-    e = require_positive("epsilon", epsilon)
-    d = require_delta("delta", delta)
-    t = require_int("steps", steps, minimum=1)
+    e, d, t = require_budget(epsilon, delta, steps)
     return _solve_decreasing(lambda z: laplace_epsilon(z, t, d), e, "Laplace calibration")

@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy._validation import require_int, require_one_of
-from fedprivacy.dp._checks import require_delta, require_positive
+from fedprivacy.dp._checks import require_budget, require_delta, require_positive
 from fedprivacy.regression.accounting import _gaussian_multiplier, gaussian_epsilon
 from fedprivacy.regression.privacy import CALIBRATIONS, _sizes
 
@@ -121,9 +121,7 @@ def nbafl_noise(
     NbAFLNoise
         Uplink and downlink standard deviations and the accountant's epsilon.
     """
-    e = require_positive("epsilon", epsilon)
-    d = require_delta("delta", delta)
-    t = require_int("rounds", rounds, minimum=1)
+    e, d, t = require_budget(epsilon, delta, rounds, "rounds")
     w = require_positive("clip", clip)
     m = _sizes(sizes).astype(np.float64)
     big_l = t if exposures is None else require_int("exposures", exposures, minimum=1)

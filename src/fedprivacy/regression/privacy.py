@@ -55,8 +55,8 @@ from typing import Any, Final, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fedprivacy._validation import require_int, require_one_of
-from fedprivacy.dp._checks import require_delta, require_positive, require_sampling_rate
+from fedprivacy._validation import require_one_of
+from fedprivacy.dp._checks import require_budget, require_positive, require_sampling_rate
 from fedprivacy.errors import ParameterError
 from fedprivacy.regression.accounting import (
     _gaussian_multiplier,
@@ -154,9 +154,7 @@ def paper_noise_scale(
     >>> float(paper_noise_scale(1.0, math.exp(-1.0), 4, 1.0, [2])[0])  # 0.473 * 2 / 2
     0.473
     """
-    e = require_positive("epsilon", epsilon)
-    d = require_delta("delta", delta)
-    t = require_int("steps", steps, minimum=1)
+    e, d, t = require_budget(epsilon, delta, steps)
     c = require_positive("clip", clip)
     n = _sizes(sizes).astype(np.float64)
     return C_MA * c * math.sqrt(t * math.log(1.0 / d)) / (e * n)
@@ -270,9 +268,7 @@ def calibrate_client_noise(
     ParameterError
         If an argument is out of range.
     """
-    e = require_positive("epsilon", epsilon)
-    d = require_delta("delta", delta)
-    t = require_int("steps", steps, minimum=1)
+    e, d, t = require_budget(epsilon, delta, steps)
     require_one_of("mechanism", mechanism, MECHANISMS)
     require_one_of("calibration", calibration, CALIBRATIONS)
     n = _sizes(sizes)
@@ -325,9 +321,7 @@ def dp_sgd_noise_multiplier(
     float
         The noise multiplier ``z`` (noise standard deviation over ``C``).
     """
-    e = require_positive("epsilon", epsilon)
-    d = require_delta("delta", delta)
-    t = require_int("steps", steps, minimum=1)
+    e, d, t = require_budget(epsilon, delta, steps)
     q = require_sampling_rate("sampling_rate", sampling_rate)
     require_one_of("calibration", calibration, CALIBRATIONS)
     if calibration == "paper":

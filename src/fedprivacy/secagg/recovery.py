@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fedprivacy.crypto.keys import KEY_BYTES
-from fedprivacy.crypto.shamir import PRIME, Share, combine_shares
+from fedprivacy.crypto.shamir import PRIME, Share, _lagrange_cached, combine_shares
 from fedprivacy.errors import ShamirError
 from fedprivacy.secagg.client import SEED_BYTES
 from fedprivacy.secagg.messages import ShareKind
@@ -112,14 +112,7 @@ def _combine(shares: Sequence[Share], threshold: int) -> bytes | None:
 
 def _value_at(points: Sequence[Share], x: int) -> tuple[int, ...]:
     """The values at ``x`` of the polynomials (one per limb) through ``points`` (Lagrange)."""
-    weights = []
-    for i, a in enumerate(points):
-        num = den = 1
-        for j, b in enumerate(points):
-            if j != i:
-                num = num * (x - b.x) % PRIME
-                den = den * (a.x - b.x) % PRIME
-        weights.append(num * pow(den, -1, PRIME) % PRIME)
+    weights = _lagrange_cached(tuple(a.x for a in points), x).tolist()
     limbs = len(points[0].values)
     return tuple(
         sum(w * s.values[k] for w, s in zip(weights, points, strict=True)) % PRIME

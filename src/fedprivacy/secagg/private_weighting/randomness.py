@@ -170,8 +170,6 @@ def pairwise_mask_totals(
     total = [mpz(0)] * count
     for peer, key in sorted(keys.items()):
         masks = UniformSampler(key, n).take(count)
-        if me < peer:
-            total = [(t + m) % n for t, m in zip(total, masks, strict=True)]
-        else:
-            total = [(t - m) % n for t, m in zip(total, masks, strict=True)]
+        sign = 1 if me < peer else -1
+        total = [(t + sign * m) % n for t, m in zip(total, masks, strict=True)]
     return total
