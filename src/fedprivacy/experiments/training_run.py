@@ -45,6 +45,7 @@ from fedprivacy.participation.availability import AvailabilityModel, make_availa
 from fedprivacy.participation.curve import TWeakCurve, t_weak_curve
 from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.selectors import make_selector
+from fedprivacy.pipeline.algorithm import RoundResult
 from fedprivacy.report import LedgerEpsilons, PrivacyReport, privacy_report
 from fedprivacy.run_directory import write_run_directory
 
@@ -305,14 +306,15 @@ def run_training(
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out / CONFIG, config.to_toml())
 
-    def after_round(record: RoundRecord) -> None:
+    def checkpoint(result: RoundResult[RoundRecord]) -> None:
         r = training.round
         if out is not None and (r % config.checkpoint_every == 0 or r == config.rounds):
             _save_checkpoint(out / CHECKPOINT, config, training)
             atomic_write_text(out / "metrics.csv", metrics_csv(training, None))
 
+    training.loop.callbacks = (*training.loop.callbacks, checkpoint)
     target = config.rounds if stop_after_rounds is None else min(config.rounds, stop_after_rounds)
-    training.run(target, progress=progress, after_round=after_round)
+    training.run(target, progress=progress)
     result = finished(config, training, started, metric_progress)
     if out is not None:
         write_outputs(result, out)

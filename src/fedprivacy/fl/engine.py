@@ -347,20 +347,15 @@ class FederatedTraining(Algorithm[RoundRecord]):
         return RoundResult(np.asarray(outcome.aggregated, dtype=np.intp), record)
 
     def run(
-        self,
-        rounds: int,
-        *,
-        progress: Callable[[int], None] | None = None,
-        after_round: Callable[[RoundRecord], None] | None = None,
+        self, rounds: int, *, progress: Callable[[int], None] | None = None
     ) -> list[RoundRecord]:
-        """Run until ``rounds`` rounds exist in total; evaluates after the last one."""
+        """Run until ``rounds`` rounds exist in total; evaluates after the last one.
+
+        What happens after each round beyond the record (checkpoints, files) is a callback of
+        the round loop, :attr:`loop` (``loop.callbacks``).
+        """
         total = require_int("rounds", rounds, minimum=0)
-        while self.round < total:
-            record = self.loop.step(final=self.round + 1 == total).record
-            if progress is not None:
-                progress(1)
-            if after_round is not None:
-                after_round(record)
+        self.loop.run(max(0, total - self.round), progress=progress)
         return self.records
 
     def evaluate(self) -> tuple[float, float]:
