@@ -251,3 +251,14 @@ def test_resume_continues_a_stopped_run_bit_for_bit(
     assert code == 2 and "only --rounds" in err and "--sigma" in err and "Traceback" not in err
     code, _, err = run(capsys, "uldp", "--resume", str(tmp_path / "nothing"), "--json")
     assert code == 2 and "has no config.toml" in err
+
+
+def test_secagg_sums_the_silos_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["uldp", "--dataset", "creditcard-synthetic", "--method", "ULDP-AVG", "-U", "20"]
+    argv += ["--silos", "3", "-R", "1"]
+    assert main([*argv, "--secagg"]) == 2
+    assert "--update-clip: is required with secagg" in capsys.readouterr().err
+    assert main([*argv, "--secagg", "--update-clip", "50"]) == 0
+    assert "sum over silos: SecAgg between the 3 silos" in capsys.readouterr().out
+    assert main(argv) == 0
+    assert "sum over silos: in the clear" in capsys.readouterr().out

@@ -194,6 +194,16 @@ def _print_rounds(result: UldpResult) -> None:
         )
 
 
+def _aggregation_text(result: UldpResult) -> str:
+    """How the server summed the silos, in words."""
+    c = result.config
+    if c.secure_weighting:
+        return "the private weighting protocol (the server sees only the weighted, noised sum)"
+    if c.secagg:
+        return f"SecAgg between the {c.num_silos} silos (the server sees only their sum)"
+    return "in the clear (the server receives every silo's noised contribution)"
+
+
 def _print_privacy(result: UldpResult) -> None:
     """The final utility, each epsilon with its adversary, the server's view, noise, caveats."""
     from fedprivacy.uldp.results import EPSILON_ADVERSARIES
@@ -227,6 +237,7 @@ def _print_privacy(result: UldpResult) -> None:
             f"{view['t_strong']}, exposed users {view['exposed_users']}"
         )
     print(f"noise: {result.noise_source}")
+    print(f"sum over silos: {_aggregation_text(result)}")
     for caveat in result.caveats:
         print(f"caveat: {caveat}")
     if result.secure_weighting is not None:

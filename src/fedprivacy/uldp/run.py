@@ -117,31 +117,11 @@ def run_uldp(
     fed = build_federation(ds, allocation, device=device)
     _, model, _ = initial_model(cfg, ds)
     model.to(fed.device)
-    hyper = round_hyper(cfg)
     secure: SecureWeighting | None = None
     setup_seconds: dict[str, float] = {}
     if cfg.secure_weighting:
         secure, setup_seconds = _secure_weighting(cfg, fed, model)
-    runner = MethodRunner(
-        cfg.method,
-        fed,
-        hyper,
-        delta=cfg.delta,
-        model=model,
-        max_rows=cfg.max_rows or default_max_rows(cfg.device),
-        secure=secure,
-        mechanism=cfg.mechanism(),
-        amplified=cfg.scheme == "poisson",
-        aggregator=make_aggregator(
-            cfg.secagg,
-            clip=math.inf if cfg.update_clip is None else cfg.update_clip,
-            per_round=fed.num_silos,
-            bits=cfg.bits,
-            seed=cfg.seed,
-            degree=cfg.secagg_degree,
-            encoding="fixed-point" if cfg.secagg else "float",
-        ),
-    )
+    runner = _runner(cfg, fed, model, secure)
     flat = flatten_parameters(model).to(fed.device)
     train_rng, noise_rng = np.random.default_rng(train_ss), np.random.default_rng(noise_ss)
     algorithm = UldpAlgorithm.simulated(
@@ -187,6 +167,32 @@ def run_uldp(
             epsilon_at,
             runner.accounting.epsilon_after(epsilon_at),
             runner.accounting.epsilon_server_after(epsilon_at),
+        ),
+    )
+
+
+def _runner(
+    cfg: UldpConfig, fed: Federation, model: torch.nn.Module, secure: SecureWeighting | None
+) -> MethodRunner:
+    """The method's runner: its mechanism, its aggregator across silos, Protocol 1 if set up."""
+    return MethodRunner(
+        cfg.method,
+        fed,
+        round_hyper(cfg),
+        delta=cfg.delta,
+        model=model,
+        max_rows=cfg.max_rows or default_max_rows(cfg.device),
+        secure=secure,
+        mechanism=cfg.mechanism(),
+        amplified=cfg.scheme == "poisson",
+        aggregator=make_aggregator(
+            cfg.secagg,
+            clip=math.inf if cfg.update_clip is None else cfg.update_clip,
+            per_round=fed.num_silos,
+            bits=cfg.bits,
+            seed=cfg.seed,
+            degree=cfg.secagg_degree,
+            encoding="fixed-point" if cfg.secagg else "float",
         ),
     )
 
