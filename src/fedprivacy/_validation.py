@@ -23,7 +23,7 @@ def require_number(name: str, value: object) -> float:
     ...
     fedprivacy.errors.ParameterError: lr: must be a number, got 'fast'
     """
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ParameterError(name, f"must be a number, got {value!r}")
     out = float(value)
     if not math.isfinite(out):

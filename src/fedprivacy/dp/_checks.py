@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-import math
-import numbers
-
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fedprivacy._validation import require_int
+from fedprivacy._validation import require_int, require_number
 from fedprivacy.errors import ParameterError
-
-
-def require_real(name: str, value: object) -> float:
-    """Return ``value`` as a finite ``float``, or raise :class:`ParameterError`."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ParameterError(name, f"must be a real number, got {value!r}")
-    out = float(value)
-    if not math.isfinite(out):
-        raise ParameterError(name, f"must be finite, got {out!r}")
-    return out
 
 
 def require_positive(name: str, value: object) -> float:
     """Return ``value`` as a finite ``float`` > 0, or raise :class:`ParameterError`."""
-    out = require_real(name, value)
+    out = require_number(name, value)
     if out <= 0:
         raise ParameterError(name, f"must be > 0, got {out!r}")
     return out
@@ -32,7 +19,7 @@ def require_positive(name: str, value: object) -> float:
 
 def require_nonnegative(name: str, value: object) -> float:
     """Return ``value`` as a finite ``float`` >= 0, or raise :class:`ParameterError`."""
-    out = require_real(name, value)
+    out = require_number(name, value)
     if out < 0:
         raise ParameterError(name, f"must be >= 0, got {out!r}")
     return out
@@ -40,7 +27,7 @@ def require_nonnegative(name: str, value: object) -> float:
 
 def require_delta(name: str, value: object) -> float:
     """Return a DP ``delta`` after checking it lies in the open interval (0, 1)."""
-    out = require_real(name, value)
+    out = require_number(name, value)
     if not 0.0 < out < 1.0:
         raise ParameterError(name, f"must lie in the open interval (0, 1), got {out!r}")
     return out
@@ -48,7 +35,7 @@ def require_delta(name: str, value: object) -> float:
 
 def require_sampling_rate(name: str, value: object) -> float:
     """Return a Poisson sampling rate after checking it lies in (0, 1]."""
-    out = require_real(name, value)
+    out = require_number(name, value)
     if not 0.0 < out <= 1.0:
         raise ParameterError(name, f"must lie in (0, 1] (1 = no sub-sampling), got {out!r}")
     return out

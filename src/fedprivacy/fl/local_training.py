@@ -32,7 +32,6 @@ code does. The vectorised trainer reproduces them to float rounding
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -41,7 +40,7 @@ import torch
 from numpy.typing import ArrayLike, NDArray
 from torch import nn
 
-from fedprivacy._validation import require_int
+from fedprivacy._validation import require_int, require_number
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.losses import MaskedLoss
 from fedprivacy.fl.minibatches import check_offsets
@@ -129,27 +128,17 @@ class LocalTrainingSpec:
         """
         require_int("epochs", self.epochs, minimum=1)
         require_int("batch_size", self.batch_size, minimum=1)
-        lr = _require_float("lr", self.lr)
+        lr = require_number("lr", self.lr)
         if not lr > 0:
             raise ParameterError("lr", f"must be a finite number > 0, got {self.lr!r}")
-        momentum = _require_float("momentum", self.momentum)
+        momentum = require_number("momentum", self.momentum)
         if not 0 <= momentum < 1:
             raise ParameterError("momentum", f"must lie in [0, 1), got {self.momentum!r}")
-        weight_decay = _require_float("weight_decay", self.weight_decay)
+        weight_decay = require_number("weight_decay", self.weight_decay)
         if weight_decay < 0:
             raise ParameterError(
                 "weight_decay", f"must be a finite number >= 0, got {self.weight_decay!r}"
             )
-
-
-def _require_float(name: str, value: object) -> float:
-    """Return ``value`` as a finite float, or raise :class:`ParameterError`."""
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
-        raise ParameterError(name, f"must be a real number, got {value!r}")
-    out = float(value)
-    if not math.isfinite(out):
-        raise ParameterError(name, f"must be finite, got {value!r}")
-    return out
 
 
 def require_plain_sgd(spec: LocalTrainingSpec) -> LocalTrainingSpec:

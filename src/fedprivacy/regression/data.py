@@ -44,8 +44,8 @@ from typing import Final
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fedprivacy._validation import require_int
-from fedprivacy.dp._checks import require_nonnegative, require_positive, require_real
+from fedprivacy._validation import require_int, require_number
+from fedprivacy.dp._checks import require_nonnegative, require_positive
 from fedprivacy.errors import ParameterError
 
 __all__ = [
@@ -317,7 +317,7 @@ def simulate_data(
     if th.ndim != 1 or th.size == 0:
         raise ParameterError("theta", "must be a non-empty vector")
     sd = require_positive("noise_sd", noise_sd)
-    r = require_real("rho", rho)
+    r = require_number("rho", rho)
     if not -1.0 < r < 1.0:
         raise ParameterError("rho", f"must lie in (-1, 1), got {r}")
     p, k, big_r = th.size, n.size, rep_ids.size
