@@ -76,6 +76,7 @@ def test_a_silo_may_not_drop_out_of_the_sum() -> None:
         ({"secagg_degree": 2}, "secagg_degree: needs secure aggregation"),
         ({"batch_policy": "atomic"}, "batch_policy: applies to FedAvg"),
         ({"update_clip": -1.0}, "update_clip: must be a finite number > 0"),
+        ({"secagg": True, "update_clip": 1.0, "silos": 2}, "silos: secure aggregation needs"),
         (
             {"method": "ULDP-AVG-w", "secagg": True, "update_clip": 1.0, "secure_weighting": True},
             "secagg: the private weighting protocol",

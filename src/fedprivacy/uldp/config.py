@@ -32,6 +32,7 @@ from fedprivacy.data.tabular import SILO_DATASETS
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.mechanism import MECHANISMS, Mechanism, make_mechanism
 from fedprivacy.participation.selectors import SCHEMES, validate_batch_parameters
+from fedprivacy.secagg.params import MIN_PARTICIPANTS
 from fedprivacy.uldp.method_specs import method_spec
 
 __all__ = ["DEFAULT_HYPER", "FIXED_SILOS", "HyperDefaults", "UldpConfig"]
@@ -404,6 +405,12 @@ class UldpConfig(
             )
         if self.update_clip is None:
             raise ParameterError("update_clip", "is required with secagg (the encoding's range)")
+        if self.num_silos < MIN_PARTICIPANTS:
+            raise ParameterError(
+                "silos",
+                f"secure aggregation needs at least {MIN_PARTICIPANTS} silos (with two, the sum "
+                "and one silo's own contribution give away the other's)",
+            )
 
     def _validate_scheme(self) -> None:
         """The user selection options: ``scheme``, ``per_round``, ``target_privacy``."""
