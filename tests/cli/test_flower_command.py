@@ -65,3 +65,49 @@ def test_flower_app_writes_a_flower_app_directory(
         "clientapp": "fedprivacy.flower.apps:client_app",
     }
     assert set(project["tool"]["flwr"]["app"]["config"]) >= {"train-config", "run-dir"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["deploy", "--stage-timeout", "0"],
+            "argument --stage-timeout: must be a number of seconds",
+        ),
+        (
+            ["deploy", "--stage-timeout", "-5"],
+            "argument --stage-timeout: must be a number of seconds",
+        ),
+        (["deploy", "--kill-supernode", "99@0:mask"], "--kill-supernode: user 99 is not one of"),
+        (["deploy", "--kill-supernode", "1@99:mask"], "--kill-supernode: round 99 is not one of"),
+        (["deploy", "--replay", "7@1"], "--replay: user 7 is not one of the run's 0..5"),
+        (["cross-silo", "--kill-silo", "9@1:silo-round"], "--kill-silo: user 9 is not one of"),
+        (
+            ["deploy", "-N", "6", "-K", "4", "--scheme", "multiround", "-T", "3"],
+            "--target-privacy: must divide per_round = 4",
+        ),
+    ],
+)
+def test_a_deployment_refuses_before_any_process_starts(
+    argv: list[str],
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Refused in one line, exit 2, nothing started and nothing written."""
+    import fedprivacy.flower.deploy as deploy_module
+
+    def started(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a deployment was started")
+
+    monkeypatch.setattr(deploy_module, "deploy", started)
+    out = tmp_path / "run"
+    try:
+        code = main(["flower", *argv, "--out", str(out)])
+    except SystemExit as exc:  # refused by the parser
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not out.exists()

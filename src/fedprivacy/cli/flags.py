@@ -27,7 +27,14 @@ from pathlib import Path
 
 from fedprivacy.errors import FedPrivacyError, ParameterError
 
-__all__ = ["ALIASES", "DEFAULT_FAIRNESS_RULE", "flag_names", "run_directory", "with_flag"]
+__all__ = [
+    "ALIASES",
+    "DEFAULT_FAIRNESS_RULE",
+    "flag_names",
+    "positive_seconds",
+    "run_directory",
+    "with_flag",
+]
 
 #: What a bare ``--fairness`` selects: the paper's rule (equal to
 #: :data:`fedprivacy.participation.fairness.DEFAULT_FAIRNESS_RULE`, spelled here so that
@@ -89,3 +96,24 @@ def run_directory(value: str) -> Path:
         return check_run_directory(value)
     except ParameterError as exc:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("out: ")) from None
+
+
+def positive_seconds(value: str) -> float:
+    """A time limit's type: a finite number of seconds above 0, checked when parsed.
+
+    Examples
+    --------
+    >>> positive_seconds("2.5")
+    2.5
+    >>> positive_seconds("0")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be a number of seconds > 0, got '0'
+    """
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not (seconds > 0 and seconds != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {value!r}")
+    return seconds

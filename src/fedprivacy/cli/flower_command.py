@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fedprivacy.cli.flags import run_directory
+from fedprivacy.cli.flags import positive_seconds, run_directory
 from fedprivacy.errors import ParameterError
 
 
@@ -53,9 +53,12 @@ def _replays(items: list[str] | None, option: str = "--replay") -> dict[int, int
 
 
 def _deploy(
-    args: argparse.Namespace, config: Any, supernodes: int, data_dir: str | None
+    args: argparse.Namespace, config: Any, supernodes: int, data_dir: str | None, rounds: range
 ) -> dict[str, Any]:
-    """:func:`~fedprivacy.flower.deploy.deploy` with the options both actions share."""
+    """:func:`~fedprivacy.flower.deploy.deploy` with the options both actions share.
+
+    ``rounds`` are the run's round numbers as its exchanges count them (for the faults' check).
+    """
     from fedprivacy.flower.deploy import FaultPlan, deploy, terminate_as_interrupt
 
     faults = FaultPlan(
@@ -64,6 +67,7 @@ def _deploy(
         badshare=_replays(getattr(args, "bad_share", None), "--bad-share"),
         forge=args.forge,
     )
+    faults.check(supernodes, rounds, args.kill_flag)
     with terminate_as_interrupt():
         return deploy(
             config,
@@ -102,7 +106,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         trainer="loop",
     )
     config = config.with_overrides(eval_every=min(config.eval_every, config.rounds)).validate()
-    summary = _deploy(args, config, n, None)
+    summary = _deploy(args, config, n, None, range(config.rounds))
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -144,7 +148,9 @@ def cmd_cross_silo(args: argparse.Namespace) -> int:
         config = config.with_overrides(method="ULDP-AVG-w")
     data_dir = None if args.data_dir is None else str(args.data_dir)
     task = UldpTask(config, data_dir)
-    summary = _deploy(args, task.config, task.supernodes, data_dir)
+    # Protocol 1's setup is exchange round 0, its rounds 1..R
+    rounds = range(task.config.rounds + 1)
+    summary = _deploy(args, task.config, task.supernodes, data_dir, rounds)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -209,7 +215,7 @@ def _add_cross_silo_parser(fsub: Any) -> None:
     )
     cs.add_argument("--simulation", action="store_true", help="Flower's simulation runtime (Ray)")
     cs.add_argument(
-        "--stage-timeout", type=float, default=120.0, help="seconds a stage waits (120)"
+        "--stage-timeout", type=positive_seconds, default=120.0, help="seconds a stage waits (120)"
     )
     cs.add_argument(
         "--kill-silo",
@@ -284,7 +290,10 @@ def _add_deploy_transport_options(dep: argparse.ArgumentParser) -> None:
         help="run the same app with flwr run on Flower's simulation runtime (Ray) instead",
     )
     dep.add_argument(
-        "--stage-timeout", type=float, default=60.0, help="seconds a stage waits for replies (60)"
+        "--stage-timeout",
+        type=positive_seconds,
+        default=60.0,
+        help="seconds a stage waits for replies (60)",
     )
 
 

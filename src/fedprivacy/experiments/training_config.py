@@ -24,7 +24,7 @@ from fedprivacy.fl.aggregation import ENCODINGS
 from fedprivacy.fl.mechanism import Mechanism, make_mechanism
 from fedprivacy.models.registry import FEDAVG_MODELS as MODELS
 from fedprivacy.participation.fairness import check_fairness_rule
-from fedprivacy.participation.selectors import SCHEMES
+from fedprivacy.participation.selectors import SCHEMES, validate_batch_parameters
 from fedprivacy.secagg.multiround import BatchPolicy
 from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD
 
@@ -159,8 +159,8 @@ class TrainConfig(
                 "per_round", f"secure aggregation needs at least {MIN_PARTICIPANTS} users a round"
             )
         self._check_target_privacy()
-        if self.target_privacy is not None:
-            require_int("target_privacy", self.target_privacy, minimum=1, maximum=self.per_round)
+        if self.target_privacy is not None:  # what the batch partitioning needs, before work
+            validate_batch_parameters(users, self.per_round, self.target_privacy)
         for name in ("local_lr", "update_clip", "beta", "metrics_time_limit"):
             require_positive_number(name, getattr(self, name))
         require_positive_number("local_lr_decay", self.local_lr_decay)

@@ -46,6 +46,39 @@ class FaultPlan:
     badshare: dict[int, int] = field(default_factory=dict)
     forge: str = ""
 
+    def check(self, users: int, rounds: range, kill_option: str = "--kill-supernode") -> None:
+        """Refuse a fault for a user or a kill in a round the run does not have.
+
+        Called before any process starts. ``rounds`` are the run's round numbers as the
+        exchanges count them (a FedAvg deployment from 0; Protocol 1's setup is 0, its rounds
+        from 1).
+
+        Raises
+        ------
+        ParameterError
+            Naming the option of the first fault outside the run.
+
+        Examples
+        --------
+        >>> FaultPlan(kill=(9, 0, Stage.MASK)).check(6, range(3))
+        Traceback (most recent call last):
+        ...
+        fedprivacy.errors.ParameterError: --kill-supernode: user 9 is not one of the run's 0..5
+        """
+        faulty: list[tuple[str, int | None]] = [("--replay", u) for u in self.replay]
+        faulty += [("--bad-share", u) for u in self.badshare]
+        if self.kill is not None:
+            faulty.append((kill_option, self.kill[0]))
+            if self.kill[1] not in rounds:
+                raise ParameterError(
+                    kill_option,
+                    f"round {self.kill[1]} is not one of the run's "
+                    f"{rounds.start}..{rounds.stop - 1}",
+                )
+        for option, user in faulty:
+            if user is not None and not 0 <= user < users:
+                raise ParameterError(option, f"user {user} is not one of the run's 0..{users - 1}")
+
     @classmethod
     def parse_kill(
         cls, text: str, option: str = "--kill-supernode"
