@@ -41,8 +41,6 @@ def test_sizes_that_cannot_fit_are_refused_naming_the_flag(
     ("argv", "flag"),
     [
         (["simulate", "--scheme", "random", "-N", "10", "-K", "0", "-R", "3"], "--per-round"),
-        (["simulate", "--scheme", "random", "-N", "10", "-K", "2", "-R", "3", "--time-limit", "0"],
-         "--time-limit"),
         (["train", "--per-round", "0", "-q"], "--per-round"),
         (["train", "--protocol-dropout", "2", "-q"], "--protocol-dropout"),
         (["regress", "--p", "0"], "--p"),

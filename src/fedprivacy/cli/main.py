@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from fedprivacy import __version__
-from fedprivacy.cli.flags import flag_names, run_directory, with_flag
+from fedprivacy.cli.flags import flag_names, positive_seconds, run_directory, with_flag
 from fedprivacy.cli.memory import check_memory
 from fedprivacy.errors import FedPrivacyError, ParameterError, WeakKeyWarning
 
@@ -171,7 +171,7 @@ def _add_audit_parser(sub: Any) -> None:
     aud.add_argument("file", type=Path, help="participation log (CSV)")
     aud.add_argument(
         "--time-limit",
-        type=float,
+        type=positive_seconds,
         default=30.0,
         help="seconds for the whole audit (default 30); exposed users and T_strong are always "
         "exact, T_weak is a certified interval when the budget runs out",
@@ -202,7 +202,7 @@ def _add_demo_parser(sub: Any) -> None:
         "--time-limit",
         dest="metrics_time_limit",
         metavar="TIME_LIMIT",
-        type=float,
+        type=positive_seconds,
         default=25.0,
         help="seconds for each scheme's T_weak curve (default 25)",
     )

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedprivacy.cli.flags import DEFAULT_FAIRNESS_RULE, run_directory
+from fedprivacy.cli.flags import DEFAULT_FAIRNESS_RULE, positive_seconds, run_directory
 from fedprivacy.cli.memory import check_memory
 
 if TYPE_CHECKING:
@@ -207,7 +207,7 @@ def _add_metric_options(sim: argparse.ArgumentParser) -> None:
         "--time-limit",
         dest="metrics_time_limit",
         metavar="TIME_LIMIT",
-        type=float,
+        type=positive_seconds,
         default=60.0,
         help="seconds for the T_weak curve (default 60)",
     )

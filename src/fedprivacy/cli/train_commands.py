@@ -91,6 +91,26 @@ def parse_settings(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
+def seed_list(text: str | None) -> list[int] | None:
+    """``--seeds``: at least one integer (``None``: not given).
+
+    Examples
+    --------
+    >>> seed_list("0,1"), seed_list(None)
+    ([0, 1], None)
+    >>> seed_list(" , ")
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: --seeds: expected at least one seed, got ' , '
+    """
+    if text is None:
+        return None
+    seeds = int_list("--seeds", text)
+    if not seeds:
+        raise ParameterError("--seeds", f"expected at least one seed, got {text!r}")
+    return seeds
+
+
 def int_list(flag: str, text: str) -> list[int]:
     """The integers of a comma-separated option value.
 
@@ -194,7 +214,7 @@ def _reproduce_program(
     """Run a program experiment (e.g. a ULDP figure) and print its markdown report."""
     settings = parse_settings(args.set)
     options = {
-        "seeds": None if args.seeds is None else int_list("--seeds", args.seeds),
+        "seeds": seed_list(args.seeds),
         "rounds": args.rounds,
         "data_dir": args.data_dir,
         "quiet": args.quiet or args.json,
@@ -314,7 +334,7 @@ def cmd_reproduce(
             print(f"# run {run.name}")
             print(run.config.to_toml())
         return 0
-    seeds = int_list("--seeds", args.seeds or "0") or [0]
+    seeds = seed_list(args.seeds) or [0]
     if experiment.kind == "attack":
         return _reproduce_attack(args, experiment, seeds, progress_factory)
     return _reproduce_table(args, experiment, seeds, progress_factory)
@@ -362,7 +382,10 @@ def add_train_parsers(
         "--resume", type=Path, default=None, help="continue the run in this directory"
     )
     train.add_argument(
-        "--stop-after", type=int, default=None, help="stop after this many rounds (checkpointed)"
+        "--stop-after",
+        type=int,
+        default=None,
+        help="stop after this many rounds (at least 1; checkpointed)",
     )
     train.add_argument("--json", action="store_true", help="print one JSON object")
     train.add_argument("--quiet", "-q", action="store_true", help="no progress bars")

@@ -47,6 +47,10 @@ __all__ = [
     "quiet_accounting",
 ]
 
+#: The largest noise multiplier composed: dp-accounting squares it (1e100 squared is far from
+#: float64's 1.8e308), and the epsilon of anything larger is below 1e-90 at any useful delta.
+MAX_NOISE_MULTIPLIER = 1e100
+
 
 class PrivacyAccountant:
     """Composes Gaussian mechanisms and reports epsilon at a delta.
@@ -142,6 +146,12 @@ class PrivacyAccountant:
             If a parameter is out of range.
         """
         z = require_positive("noise_multiplier", noise_multiplier)
+        if z > MAX_NOISE_MULTIPLIER:
+            raise ParameterError(
+                "noise_multiplier",
+                f"must be at most {MAX_NOISE_MULTIPLIER:g}, got {z:g} (dp-accounting's arithmetic "
+                "overflows beyond it; epsilon is then below 1e-90 anyway)",
+            )
         t = require_steps("steps", steps)
         q = require_sampling_rate("sampling_rate", sampling_rate)
         if t == 0:

@@ -38,6 +38,9 @@ METRICS_MODES: tuple[str, ...] = ("exact", "bounds", "none")
 MAX_DENSE_CELLS = 50_000_000
 
 
+#: The update length the secure protocol sums when ``dimension`` is not given.
+DEFAULT_DIMENSION = 1000
+
 @dataclass(frozen=True)
 class SelectionConfig(Config, SecureAggregationSection, SelectionSection):
     """Parameters of one selection run (what ``fedprivacy simulate`` takes).
@@ -64,7 +67,7 @@ class SelectionConfig(Config, SecureAggregationSection, SelectionSection):
     metrics: str = "exact"
     metrics_time_limit: float = 60.0
     point_time_limit: float = 2.0
-    dimension: int = 1000
+    dimension: int = DEFAULT_DIMENSION
 
     def secure_config(self) -> SecureSelectionConfig:
         """Protocol settings of a ``--secagg`` run (batch-atomic by default for multiround)."""
@@ -93,6 +96,9 @@ class SelectionConfig(Config, SecureAggregationSection, SelectionSection):
         require_int("per_round", self.per_round, minimum=1, maximum=self.users)
         require_int("rounds", self.rounds, minimum=1)
         require_int("seed", self.seed, minimum=0)
+        self._check_target_privacy()
+        if self.fairness and self.scheme != "multiround":
+            raise ParameterError("fairness", "applies to the multiround scheme only")
         check_fairness_rule(self.fairness_rule, self.fairness)
         if self.metrics not in METRICS_MODES:
             raise ParameterError("metrics", f"must be one of {', '.join(METRICS_MODES)}")
@@ -115,6 +121,8 @@ class SelectionConfig(Config, SecureAggregationSection, SelectionSection):
             raise ParameterError(
                 "secagg", "--protocol-dropout and --batch-policy need --secagg (the real protocol)"
             )
+        elif self.dimension != DEFAULT_DIMENSION:
+            raise ParameterError("dimension", "is the update length of --secagg; give --secagg")
 
     @property
     def label(self) -> str:

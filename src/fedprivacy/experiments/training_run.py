@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from fedprivacy._validation import require_int
 from fedprivacy.data.images import ImageDataset, load_dataset
 from fedprivacy.data.partition import make_partition
 from fedprivacy.errors import ParameterError
@@ -289,6 +290,8 @@ def run_training(
     """
     started = time.perf_counter()
     config.validate()
+    if stop_after_rounds is not None:
+        require_int("stop_after", stop_after_rounds, minimum=1)
     out = None if out_dir is None else Path(out_dir)
     training = build_training(config, dataset)
     if resume:

@@ -1,0 +1,61 @@
+"""Bad options refused in one line naming the flag, exit 2, before any work (issue #30's cases)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fedprivacy.cli.main import main
+
+SIM = ["simulate", "--scheme", "random", "-N", "20", "-K", "4", "--rounds", "5"]
+
+
+def _refusal(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # refused by the parser
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    return err.strip().splitlines()[-1]  # argparse's usage lines come before its one-line error
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([*SIM, "-T", "2"], "--target-privacy: only the multiround scheme has batches"),
+        ([*SIM, "--fairness"], "--fairness: applies to the multiround scheme only"),
+        ([*SIM, "--dimension", "10"], "--dimension: is the update length of --secagg"),
+        ([*SIM, "--time-limit", "0"], "--time-limit: must be a number of seconds > 0"),
+        (["train", "--stop-after", "0", "--rounds", "3"], "--stop-after: must be >= 1, got 0"),
+        (["account", "-z", "1e300", "-T", "10", "--delta", "1e-5"], "--noise-multiplier: must"),
+        (
+            ["account", "-z", "1e300", "-T", "10", "--delta", "1e-5", "--accountant", "pld"],
+            "--noise-multiplier: must be at most 1e+100",
+        ),
+    ],
+)
+def test_refused_in_one_line_naming_the_flag(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert message in _refusal(argv, capsys)
+
+
+def test_reproduce_refuses_an_empty_seed_list_before_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["reproduce", "compose-digits", "--seeds", " ", "--rounds", "1"]
+    err = _refusal([*argv, "--out", str(tmp_path / "r")], capsys)
+    assert "--seeds: expected at least one seed" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_audit_refuses_a_negative_time_limit_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "log.csv"
+    log.write_text("a,b,c\n1,1,0\n0,1,1\n")
+    err = _refusal(["audit", "--time-limit", "-1", str(log)], capsys)
+    assert "argument --time-limit: must be a number of seconds > 0, got '-1'" in err
