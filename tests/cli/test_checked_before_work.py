@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,28 @@ def test_audit_refuses_a_negative_time_limit_naming_it(
     log.write_text("a,b,c\n1,1,0\n0,1,1\n")
     err = _refusal(["audit", "--time-limit", "-1", str(log)], capsys)
     assert "argument --time-limit: must be a number of seconds > 0, got '-1'" in err
+
+
+def test_plain_words_for_a_missing_file_a_window_and_a_negative_round(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = str(tmp_path / "missing.toml")
+    assert f"{missing}: no such experiment file" in _refusal(["reproduce", missing], capsys)
+    err = _refusal(["reproduce", "attack-cifar10", "--window", "0"], capsys)
+    assert "--window: the attack needs window >= 1, got 0" in err
+    log = tmp_path / "long.csv"
+    log.write_text("round,user\n0,1\n-1,2\n")
+    assert "round -1 is negative (rounds count from 0)" in _refusal(["audit", str(log)], capsys)
+
+
+def test_regress_refuses_the_simulation_options_with_a_real_dataset(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    err = _refusal(["regress", "--dataset", "diabetes", "--n", "50", "--p", "5"], capsys)
+    assert "--n: describes the simulated data; --n, --p mean nothing with --dataset" in err
+
+
+def test_reproduce_list_json_is_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reproduce", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert {"name", "title"} <= set(listed[0]) and len(listed) >= 20

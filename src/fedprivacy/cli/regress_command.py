@@ -8,6 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fedprivacy.errors import ParameterError
+
+#: Options of the simulated data only (refused with a real ``--dataset``).
+_SIMULATION_ONLY = ("n", "p", "truth", "spread", "noise_sd", "rho", "theta_norm")
+
 _OPTIONS = (
     "clients",
     "n",
@@ -57,6 +62,13 @@ def _config(args: argparse.Namespace) -> Any:
 
     base = RegressionConfig.from_toml(args.config) if args.config else RegressionConfig()
     changes = {name: getattr(args, name) for name in _OPTIONS}
+    if (changes["dataset"] or base.dataset) is not None:
+        given = [f"--{n.replace('_', '-')}" for n in _SIMULATION_ONLY if changes[n] is not None]
+        if given:
+            raise ParameterError(
+                given[0],
+                f"describes the simulated data; {', '.join(given)} mean nothing with --dataset",
+            )
     if changes["data_dir"] is not None:
         changes["data_dir"] = str(changes["data_dir"])
     if args.estimators is not None:

@@ -195,14 +195,17 @@ def cmd_train(
     return 0
 
 
-def _print_experiment_list(programs: Mapping[str, ProgramExperiment]) -> int:
-    """``reproduce list``: every bundled experiment and program with its title."""
+def _print_experiment_list(programs: Mapping[str, ProgramExperiment], as_json: bool) -> int:
+    """``reproduce list``: every bundled experiment and program with its title (or JSON)."""
     from fedprivacy.experiments.reproduce import experiment_names, load_experiment
 
-    for name in experiment_names():
-        print(f"{name:28s} {load_experiment(name).title}")
-    for name, entry in sorted(programs.items()):
-        print(f"{name:28s} {entry.title}")
+    titles = {name: load_experiment(name).title for name in experiment_names()}
+    titles.update({name: entry.title for name, entry in sorted(programs.items())})
+    if as_json:
+        print(json.dumps([{"name": n, "title": t} for n, t in titles.items()]))
+        return 0
+    for name, title in titles.items():
+        print(f"{name:28s} {title}")
     return 0
 
 
@@ -241,7 +244,9 @@ def _check_experiment_name(name: str, programs: Mapping[str, ProgramExperiment])
     from fedprivacy.experiments.reproduce import experiment_names
 
     known = [*experiment_names(), *sorted(programs)]
-    if name not in known and not (name.endswith(".toml") and Path(name).is_file()):
+    if name.endswith(".toml") and not Path(name).is_file():
+        raise ParameterError("experiment", f"{name}: no such experiment file")
+    if name not in known and not name.endswith(".toml"):
         raise ParameterError(
             "experiment",
             f"unknown experiment {name!r}; the {len(known)} known are {', '.join(known)} "
@@ -324,7 +329,7 @@ def cmd_reproduce(
 
     programs = program_experiments()
     if args.name == "list":
-        return _print_experiment_list(programs)
+        return _print_experiment_list(programs, args.json)
     if args.name in programs:
         return _reproduce_program(args, programs[args.name], progress_factory)
     _check_experiment_name(args.name, programs)

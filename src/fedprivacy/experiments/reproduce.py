@@ -285,8 +285,10 @@ def run_attack_experiment(
     changes = _checked_overrides(overrides)
     start = experiment.t0 if t0 is None else t0
     length = experiment.window if window is None else window
-    if start < 1 or length < 1:
-        raise ParameterError("t0", "the attack needs t0 >= 1 and window >= 1")
+    if start < 1:
+        raise ParameterError("t0", f"the attack needs t0 >= 1, got {start}")
+    if length < 1:
+        raise ParameterError("window", f"the attack needs window >= 1, got {length}")
     selected = [r for r in experiment.runs if only is None or r.name in only]
     unknown = set(only or ()) - {r.name for r in experiment.runs}
     if unknown:

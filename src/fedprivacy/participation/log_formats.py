@@ -126,6 +126,10 @@ def _parse_long(rows: list[list[str]], path: str) -> ParsedLog:
         if len(row) != 2:
             raise ParameterError("file", f"{path}: line {line} needs 'round,user'")
         rnd, user = row[0].strip(), row[1].strip()
+        if rnd.startswith("-") and rnd[1:].isdigit():
+            raise ParameterError(
+                "file", f"{path}: line {line}: round {rnd} is negative (rounds count from 0)"
+            )
         if not rnd.isdigit():
             raise ParameterError("file", f"{path}: line {line}: round {rnd!r} is not an integer")
         if not user:
