@@ -85,3 +85,11 @@ def test_reproduce_list_json_is_json(capsys: pytest.CaptureFixture[str]) -> None
     assert main(["reproduce", "list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert {"name", "title"} <= set(listed[0]) and len(listed) >= 20
+
+
+def test_uldp_refuses_a_key_size_without_the_protocol_that_uses_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["uldp", "--dataset", "creditcard-synthetic", "--method", "ULDP-AVG", "-U", "9"]
+    err = _refusal([*argv, "-R", "1", "--secure-key-bits", "1024"], capsys)
+    assert "--secure-key-bits: sets the Paillier key of --secure-weighting" in err

@@ -80,6 +80,10 @@ def build_config(args: argparse.Namespace) -> Any:
     }
     if args.resume is not None:
         return _resumed_config(args, given)
+    keys = [k for k in ("secure_key_bits", "insecure_test_keys") if k in given]
+    if keys and not given.get("secure_weighting"):
+        flag = "--" + keys[0].replace("_", "-")
+        raise ParameterError(flag, "sets the Paillier key of --secure-weighting; give it too")
     base = UldpConfig.from_toml(args.config) if args.config else None
     if base is None:
         missing = [f"--{n.replace('_', '-')}" for n in _REQUIRED if n not in given]
