@@ -93,3 +93,16 @@ def test_uldp_refuses_a_key_size_without_the_protocol_that_uses_it(
     argv = ["uldp", "--dataset", "creditcard-synthetic", "--method", "ULDP-AVG", "-U", "9"]
     err = _refusal([*argv, "-R", "1", "--secure-key-bits", "1024"], capsys)
     assert "--secure-key-bits: sets the Paillier key of --secure-weighting" in err
+
+
+def test_an_interrupt_stops_in_one_line_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import fedprivacy.experiments.selection_run as selection_run
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt  # as Ctrl-C, or SIGTERM under terminate_as_interrupt
+
+    monkeypatch.setattr(selection_run, "run_selection_experiment", interrupted)
+    assert main(SIM) == 130
+    assert capsys.readouterr().err == "fedprivacy simulate: interrupted\n"

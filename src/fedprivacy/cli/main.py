@@ -309,6 +309,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader (e.g. `| head`) closed the pipe: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM where a command turns it into one
+        print(f"fedprivacy {args.command}: interrupted", file=sys.stderr)
+        return 130
     return code
 
 
