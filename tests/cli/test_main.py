@@ -238,3 +238,12 @@ def test_weak_key_warnings_reach_the_user_once_as_one_line(
     err = capsys.readouterr().err
     assert err.count("fedprivacy uldp: warning: 2048-bit keys are weak") == 1
     assert "WeakKeyWarning" not in err and "warnings.warn" not in err
+
+
+def test_demo_json_prints_one_json_object(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = run(capsys, "demo", "--rounds", "30", "--out", str(tmp_path / "d"), "--json")
+    assert code == 0
+    summary = json.loads(out)
+    assert len(summary["schemes"]) == 9 and (tmp_path / "d" / "summary.json").is_file()

@@ -1,4 +1,4 @@
-"""The main job: the paper's Section 6 comparison of the six selection schemes, end to end.
+"""The main job: the paper's Section 6 comparison of the selection schemes, end to end.
 
 N = 120 users, K = 12 per round, heterogeneous dropout (p_i uniform in {0.1, ..., 0.5}), the
 baselines and Multi-RoundSecAgg with T = 6, 4, 3, each under both fairness rules (Algorithm 2 as
@@ -129,7 +129,7 @@ def run_demo(
     progress_factory: Callable[[str, int], Callable[[int], None]] | None = None,
     log: Callable[[str], None] = print,
 ) -> dict[str, object]:
-    """Run the six schemes, write figures and tables into ``out_dir``; return the summary."""
+    """Run the 9 scheme runs, write figures and tables into ``out_dir``; return the summary."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng([cfg.seed, 2024])
