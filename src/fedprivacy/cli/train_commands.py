@@ -387,10 +387,7 @@ def add_train_parsers(
         "--resume", type=Path, default=None, help="continue the run in this directory"
     )
     train.add_argument(
-        "--stop-after",
-        type=int,
-        default=None,
-        help="stop after this many rounds (at least 1; checkpointed)",
+        "--stop-after", type=int, default=None, help="stop after this many rounds (checkpointed)"
     )
     train.add_argument("--json", action="store_true", help="print one JSON object")
     train.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
