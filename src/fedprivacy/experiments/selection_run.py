@@ -41,6 +41,7 @@ MAX_DENSE_CELLS = 50_000_000
 #: The update length the secure protocol sums when ``dimension`` is not given.
 DEFAULT_DIMENSION = 1000
 
+
 @dataclass(frozen=True)
 class SelectionConfig(Config, SecureAggregationSection, SelectionSection):
     """Parameters of one selection run (what ``fedprivacy simulate`` takes).
