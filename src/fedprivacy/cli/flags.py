@@ -30,6 +30,7 @@ from fedprivacy.errors import FedPrivacyError, ParameterError
 __all__ = [
     "ALIASES",
     "DEFAULT_FAIRNESS_RULE",
+    "add_sigma",
     "flag_names",
     "positive_seconds",
     "run_directory",
@@ -117,3 +118,15 @@ def positive_seconds(value: str) -> float:
     if not (seconds > 0 and seconds != float("inf")):
         raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {value!r}")
     return seconds
+
+
+def add_sigma(parser: argparse.ArgumentParser) -> None:
+    """Add ULDP-FL's ``--sigma`` (``noise_multiplier``) for ``uldp`` and ``flower cross-silo``."""
+    parser.add_argument(
+        "--sigma",
+        dest="noise_multiplier",
+        metavar="SIGMA",
+        type=float,
+        default=None,
+        help="noise multiplier (default 5)",
+    )

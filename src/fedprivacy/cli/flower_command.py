@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fedprivacy.cli.flags import positive_seconds, run_directory
+from fedprivacy.cli.flags import add_sigma, positive_seconds, run_directory
 from fedprivacy.errors import ParameterError
 
 
@@ -188,14 +188,7 @@ def _add_cross_silo_parser(fsub: Any) -> None:
     cs.add_argument("--method", default=None, help="ULDP-AVG-w (default), -AVG-ws, -SGD-w(s)")
     cs.add_argument("--users", "-U", type=int, default=None, help="users (default 100)")
     cs.add_argument("--rounds", "-R", type=int, default=3, help="rounds (default 3)")
-    cs.add_argument(
-        "--sigma",
-        dest="noise_multiplier",
-        metavar="SIGMA",
-        type=float,
-        default=None,
-        help="noise multiplier (default 5)",
-    )
+    add_sigma(cs)
     cs.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
     cs.add_argument("--secure-key-bits", type=int, default=None, help="Paillier bits (3072)")
     cs.add_argument(

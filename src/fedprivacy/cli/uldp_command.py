@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedprivacy.cli.flags import run_directory
+from fedprivacy.cli.flags import add_sigma, run_directory
 from fedprivacy.errors import ParameterError
 
 if TYPE_CHECKING:
@@ -373,14 +373,7 @@ def _add_secure_weighting_options(p: argparse.ArgumentParser) -> None:
 
 def _add_dp_training_options(p: argparse.ArgumentParser) -> None:
     """``uldp``: the DP noise and clipping, local and global training, non-IID data."""
-    p.add_argument(
-        "--sigma",
-        dest="noise_multiplier",
-        metavar="SIGMA",
-        type=float,
-        default=None,
-        help="noise multiplier (default 5)",
-    )
+    add_sigma(p)
     p.add_argument(
         "--dp",
         default=None,
