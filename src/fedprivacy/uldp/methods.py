@@ -125,8 +125,8 @@ class MethodRunner:
         Whether a ``-s`` method's user sample is Poisson sampling hidden from whoever sees the
         released models (the paper; its epsilon is amplified by ``q``). ``False`` when the
         server chooses the sample (a selection scheme such as Multi-RoundSecAgg's batch
-        partitioning): :meth:`epsilon` is then :meth:`epsilon_server`, the unsampled Gaussian
-        mechanism composed over the rounds of the most-selected user.
+        partitioning): ``accounting.epsilon()`` is then ``accounting.epsilon_server()``, the
+        unsampled Gaussian mechanism composed over the rounds of the most-selected user.
     aggregator : Aggregator, optional
         How the server sums the silos' (noised) contributions, a registered
         :class:`~fedprivacy.fl.aggregation.Aggregator` (the same classes as FedAvg's), the

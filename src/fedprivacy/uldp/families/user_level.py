@@ -132,12 +132,14 @@ class UserLevelFamily(MethodFamily):
             runner, mechanism, global_flat, keys, weights, secure is not None
         )
         presum = silo_sum([part.total for part in parts])
-        contributions = []
-        for part in parts:
-            if noise and secure is None and std is not None:  # the protocol's silos draw theirs
-                contributions.append(part.total + gaussian_noise(noise_rng, std, global_flat))
-            else:
-                contributions.append(part.total)
+        # every silo adds its share of the noise (the protocol's silos draw theirs)
+        silo_std = std if noise and secure is None else None
+        contributions = [
+            p.total
+            if silo_std is None
+            else p.total + gaussian_noise(noise_rng, silo_std, global_flat)
+            for p in parts
+        ]
         groups = sum(p.groups for p in parts)
         clipped = sum(p.clipped for p in parts)
         norm_total = sum(p.mean_norm * p.groups for p in parts if p.groups)
