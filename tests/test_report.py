@@ -33,8 +33,8 @@ def test_without_dp_the_report_claims_no_guarantee() -> None:
     assert r.epsilon is None and r.per_user_epsilon is None and r.delta is None
     assert r.caveats == (*VIEW_CAVEATS["plaintext"], NO_DP)
     assert "no formal guarantee" in NO_DP
-    assert "no differential privacy" in r.to_markdown()
-    assert r.t_weak is None and "not computed" in r.to_markdown()
+    assert "No differential privacy" in r.to_markdown()
+    assert r.t_weak is None and "Not computed" in r.to_markdown()
 
 
 def test_train_with_central_dp_reports_per_user_epsilon_from_the_ledger(capsys, tmp_path):  # type: ignore[no-untyped-def]
@@ -63,7 +63,9 @@ def test_train_with_central_dp_reports_per_user_epsilon_from_the_ledger(capsys, 
     assert privacy["per_user_epsilon"]["max"] == privacy["epsilon"]
     assert privacy["epsilon"] == float(eps.max())
     assert privacy["per_user_epsilon"]["median"] == float(np.median(eps))
-    assert "per-user epsilon" in (run / "privacy.md").read_text()
+    text = (run / "privacy.md").read_text()
+    assert "per user: min" in text and "(largest per user)" not in text
+    assert f"Epsilon {privacy['epsilon']:.3g} at delta" in text  # the plain-words sentence
 
 
 def test_dp_flags_without_a_mechanism_name_the_flag(capsys) -> None:  # type: ignore[no-untyped-def]
@@ -90,7 +92,7 @@ def test_central_report_against_secure_aggregation_states_who_sees_what() -> Non
     text = " ".join(r.caveats)
     assert "one round" in text and "noise-free sum" in text
     assert r.t_weak == {"lower": 2, "upper": 3, "exact": False}
-    assert "between 2 and 3" in r.to_markdown()
+    assert "T_weak in [2, 3] (certified interval)" in r.to_markdown()
 
 
 def test_noise_added_in_aggregation_is_accounted_round_by_round() -> None:
@@ -121,10 +123,13 @@ def test_stated_epsilons_keep_their_adversaries_and_sentences() -> None:
         server_view=view,
         caveats=("B.",),
     )
-    assert (r.epsilon, r.epsilon_server, r.per_user_epsilon) == (0.8, 2.0, stated.per_user)
+    # one meaning of epsilon: the largest per user, here against the server; the released
+    # models' (amplified by sub-sampling) under its own key
+    assert (r.epsilon, r.epsilon_server, r.per_user_epsilon) == (2.0, 2.0, stated.per_user)
+    assert r.epsilon_released == 0.8 and "server" in str(r.epsilon_adversary)
     assert r.caveats == (*VIEW_CAVEATS["silo-sum"], "A.", "B.")
     assert (r.mechanism, r.accountant, r.accounted_noise_multiplier) == ("ULDP-AVG-s", "rdp", None)
-    assert "mechanism: ULDP-AVG-s, noise multiplier 5.0" in r.to_markdown()
+    assert "mechanism: ULDP-AVG-s; noise multiplier 5 requested" in r.to_markdown()
     uniform = privacy_report(
         Method("ULDP-AVG", 5.0, 1.0), 1e-5, StatedEpsilons(0.8, None), aggregation="silo-sum"
     )

@@ -127,9 +127,13 @@ class Config:
         ------
         ParameterError
             If the file is missing, unreadable or not TOML (named ``config``), or as
-            :meth:`from_mapping`.
+            :meth:`from_mapping`, named ``FILE: key`` (a key of the file, not a flag).
         """
-        return cls.from_mapping(read_toml(path))
+        data = read_toml(path)
+        try:
+            return cls.from_mapping(data)
+        except ParameterError as exc:
+            raise ParameterError(f"{path}: {exc.name}", str(exc)[len(exc.name) + 2 :]) from None
 
     @classmethod
     def from_stored(cls, data: Mapping[str, Any]) -> Self:

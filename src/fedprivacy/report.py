@@ -19,6 +19,7 @@ names one).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Final, Literal
@@ -208,7 +209,13 @@ class PrivacyReport:
     noise_multiplier, clip, delta : float or None
         Its parameters (None without DP).
     epsilon : float or None
-        The largest per-user epsilon (None without DP: no guarantee).
+        The largest per-user epsilon against :attr:`epsilon_adversary` (None without DP: no
+        guarantee). Every command's ``privacy.epsilon`` means this.
+    epsilon_adversary : str or None
+        Whom :attr:`epsilon` is against, in words.
+    epsilon_released : float or None
+        Against anyone who sees only the released models (ULDP-FL with Poisson sampling: smaller
+        than :attr:`epsilon`, by amplification, as the observer does not know who was sampled).
     epsilon_server : float or None
         The largest per-user epsilon against the server, from everything it received (None: no
         guarantee against it, e.g. central DP, where it adds the noise itself).
@@ -233,6 +240,8 @@ class PrivacyReport:
     clip: float | None
     delta: float | None
     epsilon: float | None
+    epsilon_adversary: str | None
+    epsilon_released: float | None
     epsilon_server: float | None
     per_user_epsilon: dict[str, float] | None
     accounted_noise_multiplier: dict[str, float] | None
@@ -244,56 +253,131 @@ class PrivacyReport:
         return {**asdict(self), "caveats": list(self.caveats)}
 
     def to_markdown(self) -> str:
-        """``privacy.md``: both adversaries' figures and the caveats."""
-        tw = self.t_weak
-        if tw is None:
-            t_text = "not computed (metrics = none)"
-        elif tw["exact"]:
-            t_text = str(tw["upper"])
-        else:
-            t_text = f"between {tw['lower']} and {tw['upper']} (certified interval)"
+        """``privacy.md``: what the server could learn, what the released models reveal."""
         lines = [
             "# Privacy report",
             "",
-            "## What the server's view reveals (from the aggregates it unmasked)",
+            "## What the server could learn (from the aggregates it unmasked)",
             "",
-            f"- T_weak: {t_text}",
-            f"- T_strong: {_text(self.t_strong)}",
-            f"- users whose individual update the server can compute: {_text(self.exposed_users)}",
+            *server_view_sentences(self.t_weak, self.t_strong, self.exposed_users),
             "",
             "## What the released models reveal",
             "",
+            *self._released_lines(),
+            "",
+            "## Caveats",
+            "",
         ]
-        if self.per_user_epsilon is None:
-            lines.append("- no differential privacy: no formal guarantee (epsilon is infinite)")
-        else:
-            pu = self.per_user_epsilon
-            lines += [
-                f"- mechanism: {_mechanism_text(self.mechanism)}, noise "
-                f"multiplier {self.noise_multiplier},"
-                f" clip {self.clip} (L2), accountant {self.accountant} (dp-accounting)",
-                f"- per-user epsilon at delta = {self.delta}: min {pu['min']:.3g}, median "
-                f"{pu['median']:.3g}, max {pu['max']:.3g}",
-                "- against the server: "
-                + (
-                    "no guarantee (it sees the noise-free aggregate)"
-                    if self.epsilon_server is None
-                    else f"epsilon {self.epsilon_server:.3g}"
-                ),
-            ]
-            nm = self.accounted_noise_multiplier
-            if nm is not None:
-                lines.append(
-                    f"- noise multiplier of the released aggregates: {nm['min']:.4g} to "
-                    f"{nm['max']:.4g}"
+        return "\n".join(lines + [f"- {c}" for c in self.caveats]) + "\n"
+
+    def _released_lines(self) -> list[str]:
+        pu = self.per_user_epsilon
+        if pu is None or self.epsilon is None or self.delta is None:
+            return ["No differential privacy: the released models carry no formal guarantee."]
+        lines = [
+            epsilon_sentence(self.epsilon, self.delta, str(self.epsilon_adversary)),
+            "",
+            f"- per user: min {pu['min']:.3g}, median {pu['median']:.3g}, max {pu['max']:.3g} "
+            "(each user composes only the rounds it was aggregated in)",
+        ]
+        if self.epsilon_released is not None and self.epsilon_released != self.epsilon:
+            lines.append(
+                f"- against anyone who sees only the released models: epsilon "
+                f"{self.epsilon_released:.3g}"
+            )
+        if self.epsilon_server is None:
+            lines.append("- against the server: no guarantee (it sees the noise-free aggregate)")
+        elif self.epsilon_server != self.epsilon:
+            lines.append(f"- against the server: epsilon {self.epsilon_server:.3g}")
+        lines += [
+            f"- mechanism: {_mechanism_text(self.mechanism)}; noise multiplier "
+            f"{self.noise_multiplier:g} requested, clip {self.clip:g} (L2), accountant "
+            f"{self.accountant} (dp-accounting)",
+            *self._noise_lines(),
+        ]
+        return lines
+
+    def _noise_lines(self) -> list[str]:
+        """The noise really released, and why it exceeds the request (over-provisioning)."""
+        nm, lines = self.accounted_noise_multiplier, []
+        if nm is not None and self.noise_multiplier is not None:
+            low, high = f"{nm['min']:.4g}", f"{nm['max']:.4g}"
+            released = low if low == high else f"{low} to {high}"
+            line = f"- noise multiplier of the released aggregates: {released}"
+            if nm["max"] > self.noise_multiplier * (1 + 1e-9):
+                line += (
+                    f", above the {self.noise_multiplier:g} requested: each party adds enough "
+                    "noise for the fewest parties the protocol may unmask (its threshold), so "
+                    "when more are aggregated the sum holds more noise; the accountant uses "
+                    "the noise really present"
                 )
-            if self.wrap_around_log10_bound is not None:
-                lines.append(
-                    "- probability that a noisy sum wrapped around the modulus: at most "
-                    f"10^{self.wrap_around_log10_bound:.4g}"
-                )
-        lines += ["", "## Caveats", ""] + [f"- {c}" for c in self.caveats]
-        return "\n".join(lines) + "\n"
+            lines.append(line)
+        if self.wrap_around_log10_bound is not None:
+            lines.append(
+                "- probability that a noisy sum wrapped around the modulus: at most "
+                f"10^{self.wrap_around_log10_bound:.4g}"
+            )
+        return lines
+
+
+def server_view_sentences(
+    t_weak: Mapping[str, object] | None, t_strong: int | None, exposed_users: int | None
+) -> list[str]:
+    """T_weak, T_strong and the exposed users, one sentence each, as ``audit`` says them.
+
+    Examples
+    --------
+    >>> lines = server_view_sentences({"lower": 2, "upper": 2, "exact": True}, 3, 0)
+    >>> [line.split(":")[0][:24] for line in lines]
+    ['T_weak = 2', 'T_strong = 3', "No user's individual upd"]
+    """
+    if t_weak is None:
+        return ["Not computed (metrics = none): run `fedprivacy audit` on participation.csv."]
+    if t_weak["upper"] is None:
+        return ["Nobody was ever aggregated: the server has learned nothing."]
+    t_text = (
+        f"T_weak = {t_weak['upper']}"
+        if t_weak["exact"]
+        else f"T_weak in [{t_weak['lower']}, {t_weak['upper']}] (certified interval)"
+    )
+    lines = [
+        f"{t_text}: the smallest number of users in any linear combination of the aggregates "
+        "the server saw.",
+        f"T_strong = {t_strong}: the smallest group of users that always participated together.",
+    ]
+    if exposed_users:
+        lines.append(
+            f"EXPOSED: {exposed_users} user(s) whose individual update the server can compute "
+            "exactly."
+        )
+    else:
+        lines.append("No user's individual update is a linear combination of the aggregates.")
+    return lines
+
+
+def epsilon_sentence(epsilon: float, delta: float, adversary: str) -> str:
+    """Epsilon at delta, against whom, and what its size means.
+
+    Examples
+    --------
+    >>> text = epsilon_sentence(0.5, 1e-5, "anyone who sees the released models")
+    >>> text[:60]
+    'Epsilon 0.5 at delta 1e-05 against anyone who sees the relea'
+    >>> "at most e^0.5 = 1.65" in text, text.endswith("Strong: below 1.")
+    (True, True)
+    """
+    factor = f" = {math.exp(epsilon):.3g}" if epsilon < 50 else ""
+    if epsilon < 1:
+        scale = "Strong: below 1."
+    elif epsilon <= 10:
+        scale = "Moderate: between 1 and 10, as in most deployed private training."
+    else:
+        scale = "Weak: above 10, the bound allows large changes; treat it as little protection."
+    return (
+        f"Epsilon {epsilon:.3g} at delta {delta:g} against {adversary}: whatever they observe, "
+        f"one user's data changes its probability by a factor of at most e^{epsilon:.3g}"
+        f"{factor} (except with probability {delta:g}). {scale}"
+    )
 
 
 def _mechanism_text(name: str) -> str:
@@ -304,6 +388,16 @@ def _mechanism_text(name: str) -> str:
 
 def _text(value: object) -> str:
     return "not computed (metrics = none)" if value is None else str(value)
+
+
+#: Whom ``epsilon`` is against: an observer of the released models only (the server adds the
+#: noise, or is not considered), or also the server (its noise is in all the server can compute)
+RELEASED_MODELS: Final = (
+    "anyone who sees the released models (not the server: it sees them noise-free)"
+)
+SERVER_TOO: Final = (
+    "the server, from everything it received, and anyone who sees the released models"
+)
 
 
 @dataclass(frozen=True)
@@ -352,6 +446,13 @@ def _from_ledger(
     return _Released(
         per_user["max"], per_user["max"] if by_round else None, per_user, accounted, wrap
     )
+
+
+def _adversary(figures: _Released) -> str | None:
+    """Whom the largest per-user epsilon is against."""
+    if figures.per_user is None:
+        return None
+    return RELEASED_MODELS if figures.epsilon_server is None else SERVER_TOO
 
 
 def privacy_report(
@@ -434,7 +535,9 @@ def privacy_report(
         noise_multiplier=noise,
         clip=mechanism.clip,
         delta=None if noise is None else delta,
-        epsilon=figures.epsilon,
+        epsilon=None if figures.per_user is None else figures.per_user["max"],
+        epsilon_adversary=_adversary(figures),
+        epsilon_released=figures.epsilon,
         epsilon_server=figures.epsilon_server,
         per_user_epsilon=figures.per_user,
         accounted_noise_multiplier=figures.accounted,

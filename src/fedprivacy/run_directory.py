@@ -30,7 +30,11 @@ from typing import Any
 from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_bytes, atomic_write_json, atomic_write_text
 
-__all__ = ["check_run_directory", "write_run_directory"]
+__all__ = ["RUN_FILES", "check_out_folder", "check_run_directory", "write_run_directory"]
+
+#: Files or folders by which a folder is recognised as a run directory of this package (a
+#: finished run's summary, a training's configuration or checkpoint, a deployment's logs).
+RUN_FILES = ("summary.json", "config.toml", "checkpoint.pt", "audit.json", "logs", "tls")
 
 
 def check_run_directory(path: str | os.PathLike[str]) -> Path:
@@ -55,6 +59,46 @@ def check_run_directory(path: str | os.PathLike[str]) -> Path:
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ParameterError("out", f"cannot write in {existing}")
     return folder
+
+
+def check_out_folder(folder: Path, *, resumable: bool, resume: bool) -> None:
+    """Refuse an existing, non-empty ``--out`` that the run would mix its files into.
+
+    An empty or new folder is always fine. A folder holding a run of this package
+    (:data:`RUN_FILES`) is replaced by the new run, except where the command can continue it
+    (``resumable``: ``train``, ``uldp``), which then needs ``--resume``. Any other non-empty
+    folder is refused.
+
+    Raises
+    ------
+    ParameterError
+        Named ``out``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> check_out_folder(folder, resumable=True, resume=False)  # empty: fine
+    >>> _ = (folder / "notes.txt").write_text("mine")
+    >>> try:
+    ...     check_out_folder(folder, resumable=False, resume=False)
+    ... except ParameterError as exc:
+    ...     print(str(exc).split(" is ")[1])
+    not empty and holds no fedprivacy run; choose a new or empty folder
+    """
+    if not folder.is_dir() or resume or not any(folder.iterdir()):
+        return
+    if not any((folder / name).exists() for name in RUN_FILES):
+        raise ParameterError(
+            "out",
+            f"{folder} is not empty and holds no fedprivacy run; choose a new or empty folder",
+        )
+    if resumable:
+        raise ParameterError(
+            "out",
+            f"{folder} holds a run; --resume {folder} continues it, or choose another folder "
+            "(or remove it) to start again",
+        )
 
 
 def write_run_directory(

@@ -90,7 +90,7 @@ def test_reproduce_list_json_is_json(capsys: pytest.CaptureFixture[str]) -> None
 def test_uldp_refuses_a_key_size_without_the_protocol_that_uses_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    argv = ["uldp", "--dataset", "creditcard-synthetic", "--method", "ULDP-AVG", "-U", "9"]
+    argv = ["uldp", "--dataset", "creditcard-synthetic", "--method", "ULDP-AVG", "-N", "9"]
     err = _refusal([*argv, "-R", "1", "--secure-key-bits", "1024"], capsys)
     assert "--secure-key-bits: sets the Paillier key of --secure-weighting" in err
 
@@ -106,3 +106,23 @@ def test_an_interrupt_stops_in_one_line_without_a_traceback(
     monkeypatch.setattr(selection_run, "run_selection_experiment", interrupted)
     assert main(SIM) == 130
     assert capsys.readouterr().err == "fedprivacy simulate: interrupted\n"
+
+
+def test_an_out_folder_the_run_would_mix_into_is_refused_before_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("a user's own file")
+    err = _refusal([*SIM, "--out", str(mine)], capsys)
+    assert "--out:" in err and "holds no fedprivacy run" in err
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]  # nothing written
+    run = tmp_path / "run"
+    assert main(["train", "-R", "1", "--metrics", "none", "--out", str(run), "-q"]) == 0
+    capsys.readouterr()
+    before = {p.name: p.stat().st_mtime_ns for p in run.iterdir()}
+    err = _refusal(["train", "-R", "2", "--out", str(run)], capsys)  # a run: --resume it
+    assert "--out:" in err and f"--resume {run}" in err
+    assert {p.name: p.stat().st_mtime_ns for p in run.iterdir()} == before
+    assert main([*SIM, "--out", str(tmp_path / "sim"), "--json"]) == 0
+    assert main([*SIM, "--out", str(tmp_path / "sim"), "--json"]) == 0  # a simulation's: replaced

@@ -13,9 +13,9 @@ from fedprivacy.cli.main import main
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--supernodes", "2"], "--supernodes: must be at least 3, got 2"),
-        (["--kill-supernode", "x"], "--kill-supernode: must be USER@ROUND:STAGE"),
-        (["--kill-supernode", "1@0:nope"], "--kill-supernode: must be USER@ROUND:STAGE"),
+        (["--users", "2"], "--users: must be at least 3, got 2"),
+        (["--kill", "x"], "--kill: must be USER@ROUND:STAGE"),
+        (["--kill", "1@0:nope"], "--kill: must be USER@ROUND:STAGE"),
         (["--replay", "3"], "--replay: must be USER@ROUND"),
         (["--simulation", "--replay", "1@0"], "--simulation: fault injection needs a real"),
         (["--simulation", "--node-auth"], "--node-auth: SuperNode authentication needs a real"),
@@ -41,7 +41,7 @@ def test_bad_options_are_refused_with_the_flag(
         (["--secure-key-bits", "1024"], "--secure-key-bits: 1024-bit Paillier moduli"),
         (["--users", "0"], "users:"),
         (["--replay", "3"], "--replay: must be USER@ROUND"),
-        (["--kill-silo", "1@x"], "--kill-silo: must be USER@ROUND:STAGE"),
+        (["--kill", "1@x"], "--kill: must be USER@ROUND:STAGE"),
     ],
 )
 def test_bad_cross_silo_options_are_refused_before_anything_starts(
@@ -78,10 +78,10 @@ def test_flower_app_writes_a_flower_app_directory(
             ["deploy", "--stage-timeout", "-5"],
             "argument --stage-timeout: must be a number of seconds",
         ),
-        (["deploy", "--kill-supernode", "99@0:mask"], "--kill-supernode: user 99 is not one of"),
-        (["deploy", "--kill-supernode", "1@99:mask"], "--kill-supernode: round 99 is not one of"),
+        (["deploy", "--kill", "99@0:mask"], "--kill: user 99 is not one of"),
+        (["deploy", "--kill", "1@99:mask"], "--kill: round 99 is not one of"),
         (["deploy", "--replay", "7@1"], "--replay: user 7 is not one of the run's 0..5"),
-        (["cross-silo", "--kill-silo", "9@1:silo-round"], "--kill-silo: user 9 is not one of"),
+        (["cross-silo", "--kill", "9@1:silo-round"], "--kill: user 9 is not one of"),
         (
             ["deploy", "-N", "6", "-K", "4", "--scheme", "multiround", "-T", "3"],
             "--target-privacy: must divide per_round = 4",

@@ -5,7 +5,8 @@ The values are drawn, with a seeded generator, from pools of awkward inputs (neg
 huge, NaN, infinite, non-numeric, empty; missing files, directories, binary files). The heavy
 runners are replaced by a stub that raises :class:`Reached`: a combination that passes every
 check reaches the runner and counts as handled, so the test stays fast whatever it draws.
-``FEDPRIVACY_FUZZ_EXAMPLES`` (default 40 per command) and ``FEDPRIVACY_FUZZ_SEED`` widen a
+Every refusal must name the option (or the file) at fault. ``FEDPRIVACY_FUZZ_EXAMPLES`` (default
+40 per command, 440 command lines in all) and ``FEDPRIVACY_FUZZ_SEED`` widen a
 local search.
 ``audit`` gets random *file contents* instead (:func:`test_random_logs_end_in_exit_code_0_or_2`):
 bytes, CSV-like text with awkward fields, BOMs, long-form lines and gzip of each.
@@ -37,6 +38,7 @@ RUNNERS = {
     "fedprivacy.uldp.run": "run_uldp",
     "fedprivacy.regression.simulation": "run_regression",
     "fedprivacy.dp.accounting": "PrivacyAccountant",
+    "fedprivacy.flower.deploy": "deploy",
 }
 
 
@@ -82,16 +84,19 @@ def _value(rng: random.Random, action: argparse.Action, paths: list[str]) -> str
     return rng.choice(STRINGS + NUMBERS[:4] + paths)
 
 
+#: positional values drawn besides the paths (reproduce's experiment names)
+POSITIONALS = ["list", "nonexistent", "table4-mnist-iid", "attack-cifar10"]
+
+
 def _argv(
     rng: random.Random, command: str, sub: argparse.ArgumentParser, paths: list[str]
 ) -> list[str]:
-    argv = [command]
+    argv = command.split()
     for action in sub._actions:
         if isinstance(action, argparse._HelpAction | argparse._VersionAction):
             continue
         if not action.option_strings:  # positional
-            pool = ["list", "nonexistent", "table4-mnist-iid", "attack-cifar10", *paths]
-            argv.append(rng.choice(pool))  # reproduce's experiment name
+            argv.append(rng.choice([*POSITIONALS, *paths]))  # a file, an experiment name
             continue
         if not action.required and rng.random() < 0.8:
             continue
@@ -103,16 +108,52 @@ def _argv(
     return argv
 
 
-COMMANDS = ["simulate", "demo", "train", "reproduce", "account", "regress", "uldp"]
+COMMANDS = [
+    "simulate",
+    "audit",
+    "demo",
+    "train",
+    "reproduce",
+    "account",
+    "regress",
+    "uldp",
+    "flower deploy",
+    "flower cross-silo",
+    "flower app",
+]
+
+#: with FEDPRIVACY_FUZZ_EXAMPLES = 40: 11 x 40 = 440 random command lines, most of them refused
+
+
+def _parser(command: str) -> argparse.ArgumentParser:
+    parser = build_parser()
+    for name in command.split():
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[name]
+    return parser
+
+
+def _names_the_input(
+    err: str, argv: list[str], paths: list[str], parser: argparse.ArgumentParser
+) -> bool:
+    """A refusal names an option given (in any spelling), a file or experiment given, or the
+    missing option."""
+    options = parser._option_string_actions
+    named = [s for a in argv if a in options for s in options[a].option_strings]
+    named += [a for a in argv if a in paths or a in POSITIONALS]
+    return "required" in err or any(a in err for a in named)
 
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_random_arguments_end_in_exit_code_0_or_2(
-    command: str, tmp_path: Path, stubbed: None, capsys: pytest.CaptureFixture[str]
+    command: str,
+    tmp_path: Path,
+    stubbed: None,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    sub = next(
-        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
-    ).choices[command]
+    monkeypatch.chdir(tmp_path)  # a default --out (results/...) lands here
+    sub = _parser(command)
     paths = _paths(tmp_path)
     rng = random.Random(f"fuzz-{command}{os.environ.get('FEDPRIVACY_FUZZ_SEED', '')}")
     for _ in range(int(os.environ.get("FEDPRIVACY_FUZZ_EXAMPLES", "40"))):
@@ -121,12 +162,15 @@ def test_random_arguments_end_in_exit_code_0_or_2(
             code = main(argv)
         except SystemExit as exc:  # argparse refuses the value
             code = exc.code  # type: ignore[assignment]
-        except Reached:
+        except Reached:  # the stubbed runner: every check passed
             code = 0
         except Exception as exc:  # pragma: no cover - the failure this test looks for
             raise AssertionError(f"fedprivacy {' '.join(argv)!r} raised {exc!r}") from exc
+        err = capsys.readouterr().err
         assert code in (0, 2), argv
-        capsys.readouterr()
+        if code == 2:  # refused: one error naming what was wrong, before any runner
+            assert "Traceback" not in err and "error:" in err, (argv, err)
+            assert _names_the_input(err, argv, paths, sub), (argv, err)
 
 
 CELLS = ["0", "1", "1", "0", "2", "-1", "0.5", "nan", "", " 1", "x", "1e3", "\ufeff0", "0x1"]

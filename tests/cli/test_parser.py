@@ -80,54 +80,13 @@ def test_every_option_has_help() -> None:
     assert missing == []
 
 
-#: The short flags that mean different things in different commands today. The CLI vocabulary
-#: is being unified by a separate issue (renaming a short flag breaks users' command lines, so
-#: this test does not do it); until then each known conflict is listed with every meaning it
-#: has. Any other conflict, or another meaning of these flags, fails the test; so does an entry
-#: that is no longer a conflict (delete it once the CLI is fixed).
-KNOWN_CONFLICTS: dict[str, tuple[set[str], str]] = {
-    "-B": (
-        {"--batch-size -> batch_size", "--replications -> replications"},
-        "uldp's batch size vs regress's replications",
-    ),
-    "-K": (
-        {"--per-round -> per_round", "--clients -> clients"},
-        "clients per round (simulate, train, uldp, flower deploy) vs regress's client count",
-    ),
-    "-N": (
-        {"--users -> users", "--supernodes -> supernodes"},
-        "users (simulate, train) vs flower deploy's SuperNodes",
-    ),
-    "-T": (
-        {
-            "--target-privacy -> target_privacy",
-            "--steps -> steps",
-            "--iterations -> iterations",
-        },
-        "the target privacy (simulate, train, uldp, flower deploy) vs account's steps and "
-        "regress's iterations",
-    ),
-}
-
-
 def test_each_short_flag_has_one_meaning_in_every_command() -> None:
     uses = short_flag_meanings()
-    assert {"-q", "-K", "-T", "-R", "-C", "-U"} <= set(uses)  # the walk reaches the commands
+    assert {"-q", "-K", "-T", "-R", "-C", "-N", "-z"} <= set(uses)  # the walk reaches them
     assert len(uses["-R"]["--rounds -> rounds"]) >= 4  # ... and the nested ones
     assert any(" flower " in c for m in uses["-R"].values() for c in m)
-    conflicts = {
-        flag: {m: sorted(cmds) for m, cmds in meanings.items()}
-        for flag, meanings in uses.items()
-        if len(meanings) > 1
-    }
-    new = {
-        flag: meanings
-        for flag, meanings in conflicts.items()
-        if flag not in KNOWN_CONFLICTS or set(meanings) != KNOWN_CONFLICTS[flag][0]
-    }
-    assert new == {}, "a short flag means different things in different commands"
-    resolved = sorted(set(KNOWN_CONFLICTS) - set(conflicts))
-    assert resolved == [], "no longer a conflict: delete from KNOWN_CONFLICTS"
+    conflicts = {flag: sorted(meanings) for flag, meanings in uses.items() if len(meanings) > 1}
+    assert conflicts == {}, "a short flag means different things in different commands"
 
 
 def test_q_means_quiet_in_every_command() -> None:

@@ -27,8 +27,21 @@ def test_json_keys(capsys):
     assert set(data["epsilon"]) == {"na_fgd", "ana_fgd", "dp_sgd", "nbafl"}
     s = data["settings"]
     assert (s["clients"], s["n"], s["p"], s["epsilon"], s["replications"]) == (3, 30, 5, 2.0, 4)
-    assert s["delta"] == 1e-5 and s["calibration"] == "paper" and s["truth"] == "sparse"
+    assert s["delta"] == 1e-5 and s["calibration"] == "accountant" and s["truth"] == "sparse"
     assert data["target_epsilon"] == 2.0 and data["iterations"] > 0
+
+
+def test_the_default_delivers_the_requested_epsilon(capsys):
+    """The paper's calibration gave NA-FGD 2.16 and NbAFL 0.36 for --epsilon 0.8."""
+    argv = ("regress", "--clients", "15", "--n", "150", "--p", "20", "--replications", "2")
+    code, out, _ = run(capsys, *argv, "--epsilon", "0.8", "--json")
+    assert code == 0
+    epsilons = json.loads(out)["epsilon"]
+    for name in ("na_fgd", "ana_fgd", "nbafl"):
+        assert epsilons[name] == pytest.approx(0.8, rel=0.02), name
+    code, out, _ = run(capsys, *argv, "--epsilon", "0.8", "--calibration", "paper", "--json")
+    paper = json.loads(out)["epsilon"]
+    assert paper["na_fgd"] > 1.0 and paper["nbafl"] < 0.6  # the paper's formulas miss the target
 
 
 def test_text_output_and_options(capsys, tmp_path):

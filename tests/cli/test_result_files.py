@@ -29,7 +29,7 @@ def test_result_files_honour_the_umask(tmp_path: Path) -> None:
     [
         ["train", "--rounds", "400"],
         ["simulate", "--rounds", "400"],
-        ["uldp", "--dataset", "heart_disease", "--method", "DEFAULT", "-U", "9", "-R", "400"],
+        ["uldp", "--dataset", "heart_disease", "--method", "DEFAULT", "-N", "9", "-R", "400"],
         ["demo"],
         ["flower", "deploy"],
         ["flower", "cross-silo"],

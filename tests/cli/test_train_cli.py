@@ -40,8 +40,8 @@ def test_train_from_config_file_with_override_and_resume(capsys, tmp_path):
     capsys.readouterr()
     assert main(["train", "--resume", str(run), "--rounds", "3", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["rounds"] == 3
-    assert main(["train", "--resume", str(run), "--lr", "0.5"]) == 2
-    assert "only --rounds may change on resume, not --lr" in capsys.readouterr().err
+    assert main(["train", "--resume", str(run), "--local-lr", "0.5"]) == 2
+    assert "only --rounds may change on resume, not --local-lr" in capsys.readouterr().err
 
 
 def test_train_invalid_config_is_a_clear_error(capsys, tmp_path):
@@ -54,7 +54,7 @@ def test_train_invalid_config_is_a_clear_error(capsys, tmp_path):
     bad.write_text("lr = 0.1\n")  # an old spelling
     assert main(["train", "--config", str(bad)]) == 2
     assert "error: lr: is now spelled local_lr" in capsys.readouterr().err
-    for flag, value in (("--lr", "-1"), ("--epochs", "0"), ("--lr-decay", "0")):
+    for flag, value in (("--local-lr", "-1"), ("--epochs", "0"), ("--local-lr-decay", "0")):
         assert main(["train", flag, value, "-q"]) == 2
         assert f"error: {flag}: must be" in capsys.readouterr().err  # the flag typed
     assert main(["train", "--dataset", "mnist", "--data-dir", str(tmp_path), "-q"]) == 2

@@ -131,8 +131,8 @@ def test_validation_errors(capsys: pytest.CaptureFixture[str], data_dir: Path) -
     assert code == 2 and "--sampling-rate" in err and "-s" in err
     code, _, err = run(capsys, *heart(data_dir, "--method", "ULDP-AVG", "--silos", "3"))
     assert code == 2 and "fixed silos" in err
-    code, _, err = run(capsys, *heart(data_dir, "--method", "ULDP-AVG", "--sigma", "0"))
-    assert code == 2 and "error: --sigma: must be" in err  # the flag typed, not the field
+    code, _, err = run(capsys, *heart(data_dir, "--method", "ULDP-AVG", "--noise-multiplier", "0"))
+    assert code == 2 and "error: --noise-multiplier: must be" in err  # the flag, not the field
     with pytest.raises(SystemExit) as exc:
         main(["uldp", "--dataset", "heart_disease", "--method", "ULDP-FOO"])
     assert exc.value.code == 2
@@ -180,7 +180,11 @@ def test_json_privacy_object_like_train(capsys: pytest.CaptureFixture[str], data
         assert key in privacy
     assert privacy["mechanism"] == "ULDP-AVG-ws" and privacy["accountant"] == "rdp"
     assert privacy["epsilon"] == data["epsilon"] and privacy["delta"] == data["delta"]
-    assert privacy["epsilon_server"] == data["epsilon_server"] > data["epsilon"]  # no amplification
+    # one meaning of epsilon: the largest per-user epsilon, here against the server, which knows
+    # the sample; the released models' (amplified by sub-sampling) is under its own key
+    assert privacy["epsilon"] == privacy["per_user_epsilon"]["max"] == data["epsilon_server"]
+    assert privacy["epsilon_released"] == data["epsilon_released"] < data["epsilon"]
+    assert "server" in privacy["epsilon_adversary"]
     # per user against the server, from the ledger of samples: the most-sampled user is the max
     spread = privacy["per_user_epsilon"]
     assert spread["min"] <= spread["median"] <= spread["max"] == data["epsilon_server"]
@@ -236,7 +240,7 @@ def test_resume_continues_a_stopped_run_bit_for_bit(
 ) -> None:
     # creditcard-synthetic ships with the package: no data needed
     args = ("uldp", "--dataset", "creditcard-synthetic", "--method", "ULDP-AVG-w", "--users")
-    args += ("30", "--silos", "3", "--local-epochs", "1", "--rounds", "4", "--json")
+    args += ("30", "--silos", "3", "--epochs", "1", "--rounds", "4", "--json")
     code, out, _ = run(capsys, *args)
     straight = json.loads(out)["records"]
     folder = str(tmp_path / "run")
@@ -247,14 +251,15 @@ def test_resume_continues_a_stopped_run_bit_for_bit(
     for a, b in zip(straight, resumed, strict=True):
         a.pop("seconds"), b.pop("seconds")
         assert a == b
-    code, _, err = run(capsys, "uldp", "--resume", folder, "--sigma", "2", "--json")
-    assert code == 2 and "only --rounds" in err and "--sigma" in err and "Traceback" not in err
+    code, _, err = run(capsys, "uldp", "--resume", folder, "--noise-multiplier", "2", "--json")
+    assert code == 2 and "only --rounds" in err and "--noise-multiplier" in err
+    assert "Traceback" not in err
     code, _, err = run(capsys, "uldp", "--resume", str(tmp_path / "nothing"), "--json")
     assert code == 2 and "has no config.toml" in err
 
 
 def test_secagg_sums_the_silos_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["uldp", "--dataset", "creditcard-synthetic", "--method", "ULDP-AVG", "-U", "20"]
+    argv = ["uldp", "--dataset", "creditcard-synthetic", "--method", "ULDP-AVG", "-N", "20"]
     argv += ["--silos", "3", "-R", "1"]
     assert main([*argv, "--secagg"]) == 2
     assert "--update-clip: is required with secagg" in capsys.readouterr().err

@@ -51,6 +51,50 @@ def help_text(command: str) -> str:
             os.environ["COLUMNS"] = old
 
 
+FLAGS_BLOCK = re.compile(r"(<!-- flags -->\n)(.*?)(<!-- /flags -->)", re.S)
+
+
+def _commands_of(parser: argparse.ArgumentParser, path: str) -> dict[str, set[str]]:
+    """long flag -> the commands (``flower deploy``) whose parser lists it."""
+    found: dict[str, set[str]] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                for flag, paths in _commands_of(sub, f"{path} {name}".strip()).items():
+                    found.setdefault(flag, set()).update(paths)
+        elif action.help != argparse.SUPPRESS:
+            for flag in action.option_strings:
+                found.setdefault(flag, set()).add(path)
+    return found
+
+
+def flag_table() -> str:
+    """docs/cli.md's flag table: each concept's flag, letter, meaning and commands; renames."""
+    from fedprivacy.cli.flag_table import RENAMED, THEMES
+
+    used = _commands_of(build_parser(), "")
+    lines = []
+    for theme, flags in THEMES.items():
+        lines += [f"**{theme}**", "", "| flag | short | meaning | commands |", "|---|---|---|---|"]
+        for flag in flags:
+            meaning = flag.help.replace("|", "\\|")
+            commands = ", ".join(sorted(used.get(flag.long, ())))
+            lines.append(f"| `{flag.long}` | {flag.short or ''} | {meaning} | {commands} |")
+        lines.append("")
+    lines += [
+        "**Older spellings**, accepted until the next release with a warning naming the new flag:",
+        "",
+        "| command | old | new |",
+        "|---|---|---|",
+    ]
+    for command, renames in RENAMED.items():
+        for r in renames:
+            from fedprivacy.cli.flag_table import FLAGS
+
+            lines.append(f"| {command} | `{r.old}` | `{r.replacement(FLAGS[r.concept])}` |")
+    return "\n".join(lines) + "\n"
+
+
 def documented() -> dict[str, str]:
     return {m.group(2): m.group(3) for m in BLOCK.finditer(CLI_PAGE.read_text())}
 
@@ -59,7 +103,16 @@ def regenerate() -> None:
     text = BLOCK.sub(
         lambda m: m.group(1) + help_text(m.group(2)) + m.group(4), CLI_PAGE.read_text()
     )
+    text = FLAGS_BLOCK.sub(lambda m: m.group(1) + flag_table() + m.group(3), text)
     CLI_PAGE.write_text(text)
+
+
+def test_flag_table_matches_the_code() -> None:
+    block = FLAGS_BLOCK.search(CLI_PAGE.read_text())
+    assert block is not None and block.group(2) == flag_table(), (
+        "docs/cli.md: the flag table is stale; run `PYTHONPATH=src python "
+        "tests/docs/test_cli_reference.py`"
+    )
 
 
 def test_every_command_is_documented() -> None:

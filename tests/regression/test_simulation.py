@@ -9,7 +9,7 @@ SMALL = {"clients": 3, "n": 40, "p": 6, "replications": 6}
 
 
 def test_run_reports_every_estimator():
-    res = run_regression(RegressionConfig(**SMALL, epsilon=1.0))
+    res = run_regression(RegressionConfig(**SMALL, epsilon=1.0, calibration="paper"))
     d = res.to_dict()
     assert set(d["mse"]) == set(ESTIMATORS) == set(d["se"])
     assert set(d["epsilon"]) == {"na_fgd", "ana_fgd", "dp_sgd", "nbafl"}

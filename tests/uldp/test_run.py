@@ -28,10 +28,10 @@ def test_run_records_and_determinism(data_dir: Path, tmp_path: Path) -> None:
         assert 0 <= r.metric <= 1 and math.isfinite(r.loss) and r.seconds > 0
     s = res.summary()
     assert s["metric_name"] == "accuracy" and s["method"] == "ULDP-AVG-w"
-    assert s["epsilon"] == res.final.epsilon and s["silos"] == 4
+    assert s["epsilon_released"] == res.final.epsilon and s["silos"] == 4
     # no user sub-sampling: the server's view has the same guarantee as the released models
-    assert s["epsilon_server"] == s["epsilon"]
-    assert set(s["epsilon_adversaries"]) == {"epsilon", "epsilon_server"}
+    assert s["epsilon_server"] == s["epsilon_released"] == s["epsilon"]
+    assert set(s["epsilon_adversaries"]) == {"epsilon", "epsilon_released", "epsilon_server"}
     assert "UCI Heart Disease" in s["data_source"]
     again = run_uldp(cfg)
     assert torch.equal(again.final_params, res.final_params)  # same seed, same run

@@ -7,6 +7,7 @@ import json
 import math
 from typing import Any
 
+from fedprivacy.cli.vocabulary import Use, add_options
 from fedprivacy.errors import ParameterError
 
 
@@ -70,6 +71,9 @@ def cmd_account(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report))
         return 0
+    if args.quiet:
+        print(_fmt(epsilon if group is None else group.chosen.epsilon))
+        return 0
     rows = [
         ("accountant", args.accountant),
         ("noise multiplier", _fmt(noise)),
@@ -110,22 +114,22 @@ def add_account_parser(sub: Any) -> None:
         "(Lemma 6, orders alpha >= 2^(c+1) only), the (epsilon, delta) route (Lemma 5) and, "
         "for comparison, the RDP route over all orders (not a proven bound).",
     )
-    acc.add_argument(
-        "--noise-multiplier", "-z", type=float, required=True, help="noise std / sensitivity Z"
+    add_options(
+        acc,
+        "account",
+        (
+            Use("noise_multiplier", required=True),
+            Use(
+                "sampling_rate",
+                default=1.0,
+                help="Poisson sampling rate Q in (0, 1] (default 1: no sub-sampling)",
+            ),
+            Use("steps", required=True),
+            Use("delta", required=True, help="target delta in (0, 1)"),
+            "group_size",
+            Use("accountant", default="rdp"),
+            "json",
+            Use("quiet", help="print only epsilon (of the group with --group-size)"),
+        ),
     )
-    acc.add_argument(
-        "--sampling-rate",
-        type=float,
-        default=1.0,
-        help="Poisson sampling rate Q in (0, 1] (default 1: no sub-sampling)",
-    )
-    acc.add_argument("--steps", "-T", type=int, required=True, help="number of compositions")
-    acc.add_argument("--delta", type=float, required=True, help="target delta in (0, 1)")
-    acc.add_argument(
-        "--group-size", "-k", type=int, default=None, help="group-privacy bound for K records"
-    )
-    acc.add_argument(
-        "--accountant", choices=["rdp", "pld"], default="rdp", help="RDP (default) or PLD"
-    )
-    acc.add_argument("--json", action="store_true", help="print one JSON object")
     acc.set_defaults(func=cmd_account)

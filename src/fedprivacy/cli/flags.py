@@ -30,7 +30,7 @@ from fedprivacy.errors import FedPrivacyError, ParameterError
 __all__ = [
     "ALIASES",
     "DEFAULT_FAIRNESS_RULE",
-    "add_sigma",
+    "dropout",
     "flag_names",
     "positive_seconds",
     "run_directory",
@@ -46,7 +46,7 @@ DEFAULT_FAIRNESS_RULE = "paper"
 ALIASES: dict[str, dict[str, str]] = {
     "simulate": {"point_time_limit": "--time-limit", "fairness_rule": "--fairness"},
     "uldp": {"num_users": "--users", "num_silos": "--silos", "key_bits": "--secure-key-bits"},
-    "train": {"milestones": "--lr-milestones", "fairness_rule": "--fairness"},
+    "train": {"milestones": "--local-lr-milestones", "fairness_rule": "--fairness"},
     "regress": {"learning_rate": "--lr", "estimator": "--estimators"},
 }
 
@@ -120,13 +120,19 @@ def positive_seconds(value: str) -> float:
     return seconds
 
 
-def add_sigma(parser: argparse.ArgumentParser) -> None:
-    """Add ULDP-FL's ``--sigma`` (``noise_multiplier``) for ``uldp`` and ``flower cross-silo``."""
-    parser.add_argument(
-        "--sigma",
-        dest="noise_multiplier",
-        metavar="SIGMA",
-        type=float,
-        default=None,
-        help="noise multiplier (default 5)",
-    )
+def dropout(value: str) -> str | float:
+    """``--dropout``'s type: a probability, or ``'heterogeneous'``.
+
+    Examples
+    --------
+    >>> dropout("0.2"), dropout("heterogeneous")
+    (0.2, 'heterogeneous')
+    """
+    if value == "heterogeneous":
+        return value
+    try:
+        return float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a probability in [0, 1) or 'heterogeneous', got {value!r}"
+        ) from None

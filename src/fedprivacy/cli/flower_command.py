@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fedprivacy.cli.flags import add_sigma, positive_seconds, run_directory
+from fedprivacy.cli.flags import run_directory
+from fedprivacy.cli.vocabulary import Use, add_options
 from fedprivacy.errors import ParameterError
 
 
@@ -62,12 +63,12 @@ def _deploy(
     from fedprivacy.flower.deploy import FaultPlan, deploy, terminate_as_interrupt
 
     faults = FaultPlan(
-        kill=None if args.kill is None else FaultPlan.parse_kill(args.kill, args.kill_flag),
+        kill=None if args.kill is None else FaultPlan.parse_kill(args.kill),
         replay=_replays(args.replay),
         badshare=_replays(getattr(args, "bad_share", None), "--bad-share"),
         forge=args.forge,
     )
-    faults.check(supernodes, rounds, args.kill_flag)
+    faults.check(supernodes, rounds)
     with terminate_as_interrupt():
         return deploy(
             config,
@@ -87,9 +88,9 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     """Run a configuration on a local SuperLink and SuperNodes; print the summary."""
     from fedprivacy.experiments.training_config import TrainConfig
 
-    n = args.supernodes
+    n = args.users
     if n < 3:
-        raise ParameterError("--supernodes", f"must be at least 3, got {n}")
+        raise ParameterError("--users", f"must be at least 3, got {n}")
     base = TrainConfig() if args.config is None else TrainConfig.from_toml(args.config)
     config = base.with_overrides(
         users=n,
@@ -184,55 +185,41 @@ def _add_cross_silo_parser(fsub: Any) -> None:
         "rounds as Flower messages, compare every round's aggregate with the same sum computed "
         "in process, and stop every process started. Data: --data-dir or $FEDPRIVACY_DATA.",
     )
-    cs.add_argument("--dataset", default=None, help="heart_disease (default), tcga_brca, ...")
-    cs.add_argument("--method", default=None, help="ULDP-AVG-w (default), -AVG-ws, -SGD-w(s)")
-    cs.add_argument("--users", "-U", type=int, default=None, help="users (default 100)")
-    cs.add_argument("--rounds", "-R", type=int, default=3, help="rounds (default 3)")
-    add_sigma(cs)
-    cs.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
-    cs.add_argument("--secure-key-bits", type=int, default=None, help="Paillier bits (3072)")
-    cs.add_argument(
-        "--insecure-test-keys", action="store_true", help="allow keys below 2048 bits (tests)"
+    add_options(
+        cs,
+        "flower cross-silo",
+        (
+            Use("dataset", help="heart_disease (default), tcga_brca, ..."),
+            Use("method", help="ULDP-AVG-w (default), -AVG-ws, -SGD-w(s)"),
+            Use("users", help="users (default 100)"),
+            Use("rounds", default=3, help="rounds (default 3)"),
+            Use("noise_multiplier", help="noise multiplier sigma (default 5)"),
+            "seed",
+            "secure_key_bits",
+            "insecure_test_keys",
+            "data_dir",
+            Use("config", help="a TOML file of UldpConfig keys"),
+            "tls",
+            "node_auth",
+            "simulation",
+            Use("stage_timeout", default=120.0, help="seconds a stage waits (120)"),
+            Use(
+                "kill",
+                metavar="S@R:silo-round",
+                help="fault injection: kill silo S's SuperNode before round R's exchange",
+            ),
+            Use("replay", metavar="S@R", help="silo S replays a message in round R"),
+            Use(
+                "forge",
+                help="fault injection, a lying server: parameters it proposes (sigma, clip, "
+                "key_bits, ...): every silo must refuse them",
+            ),
+            Use("out", default=Path("results/flower-silos")),
+            "json",
+            Use("quiet", help="no progress lines"),
+        ),
     )
-    cs.add_argument("--data-dir", type=Path, default=None, help="data (else $FEDPRIVACY_DATA)")
-    cs.add_argument("--config", type=Path, default=None, help="a TOML file of UldpConfig keys")
-    tls = cs.add_mutually_exclusive_group()
-    tls.add_argument("--tls", dest="tls", action="store_true", default=True, help="TLS (default)")
-    tls.add_argument("--insecure", dest="tls", action="store_false", help="no TLS")
-    cs.add_argument(
-        "--node-auth",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="SuperNode authentication and signed node identities (default: on, off with "
-        "--simulation)",
-    )
-    cs.add_argument("--simulation", action="store_true", help="Flower's simulation runtime (Ray)")
-    cs.add_argument(
-        "--stage-timeout", type=positive_seconds, default=120.0, help="seconds a stage waits (120)"
-    )
-    cs.add_argument(
-        "--kill-silo",
-        dest="kill",
-        default=None,
-        metavar="S@R:silo-round",
-        help="fault injection: kill silo S's SuperNode before round R's exchange",
-    )
-    cs.add_argument(
-        "--replay", action="append", metavar="S@R", help="silo S replays a message in round R"
-    )
-    cs.add_argument(
-        "--forge",
-        default="",
-        metavar="NAME=VALUE,...",
-        help="fault injection, a lying server: parameters it proposes (sigma, clip, key_bits, "
-        "...): every silo must refuse them",
-    )
-    cs.add_argument(
-        "--out", type=run_directory, default=Path("results/flower-silos"), help="run directory"
-    )
-    cs.add_argument("--json", action="store_true", help="print one JSON object")
-    cs.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
-    cs.set_defaults(func=cmd_cross_silo, kill_flag="--kill-silo")
+    cs.set_defaults(func=cmd_cross_silo)
 
 
 def cmd_app(args: argparse.Namespace) -> int:
@@ -241,86 +228,54 @@ def cmd_app(args: argparse.Namespace) -> int:
     from fedprivacy.flower.apps import app_pyproject
 
     args.dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(args.dir / "pyproject.toml", app_pyproject())
-    print(f"wrote {args.dir / 'pyproject.toml'}; run it with: flwr run {args.dir} <superlink>")
+    path = args.dir / "pyproject.toml"
+    atomic_write_text(path, app_pyproject())
+    if args.json:
+        print(json.dumps({"app": str(args.dir), "files": [str(path)]}))
+    elif not args.quiet:
+        print(f"wrote {path}; run it with: flwr run {args.dir} <superlink>")
     return 0
 
 
-def _add_deploy_run_options(dep: argparse.ArgumentParser) -> None:
-    """``flower deploy``: the federation, the selection, DP and the configuration file."""
-    dep.add_argument("--supernodes", "-N", type=int, default=6, help="SuperNodes = users (6)")
-    dep.add_argument("--rounds", "-R", type=int, default=3, help="rounds (default 3)")
-    dep.add_argument(
-        "--scheme",
-        default="random",
-        help="random (default), weighted-random, partition, multiround",
-    )
-    dep.add_argument("--per-round", "-K", type=int, default=None, help="users per round (4)")
-    dep.add_argument("--target-privacy", "-T", type=int, default=None, help="T for multiround")
-    dep.add_argument("--secagg", action="store_true", help="our SecAgg over the Message API")
-    dep.add_argument("--dp", default=None, help="none (default), central or distributed")
-    dep.add_argument("--noise-multiplier", type=float, default=None, help="with --dp")
-    dep.add_argument("--clip", type=float, default=None, help="with --dp: L2 bound (default 1)")
-    dep.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
-    dep.add_argument("--config", type=Path, default=None, help="a TOML file of TrainConfig keys")
-
-
-def _add_deploy_transport_options(dep: argparse.ArgumentParser) -> None:
-    """``flower deploy``: TLS, node authentication, the runtime and the stage timeout."""
-    tls = dep.add_mutually_exclusive_group()
-    tls.add_argument("--tls", dest="tls", action="store_true", default=True, help="TLS (default)")
-    tls.add_argument("--insecure", dest="tls", action="store_false", help="no TLS")
-    dep.add_argument(
-        "--node-auth",
-        action=argparse.BooleanOptionalAction,
-        default=None,
+#: ``flower deploy``'s options, in the order ``--help`` lists them
+_DEPLOY_OPTIONS = (
+    Use("users", default=6, help="users, one SuperNode each (default 6)"),
+    Use("rounds", default=3, help="rounds (default 3)"),
+    Use("scheme", default="random", help="participant-selection scheme (default random)"),
+    Use("per_round", help="users per round (4)"),
+    "target_privacy",
+    Use("secagg", help="our SecAgg over the Message API"),
+    Use("dp", help="none (default), central or distributed"),
+    Use("noise_multiplier", help="with --dp"),
+    Use("clip", help="with --dp: L2 bound (default 1)"),
+    "seed",
+    Use("config", help="a TOML file of TrainConfig keys"),
+    "tls",
+    Use(
+        "node_auth",
         help="SuperNode authentication: only the nodes whose keys were registered may join, "
         "each signing its claim to its user (default: on, off with --simulation)",
-    )
-    dep.add_argument(
-        "--simulation",
-        action="store_true",
-        help="run the same app with flwr run on Flower's simulation runtime (Ray) instead",
-    )
-    dep.add_argument(
-        "--stage-timeout",
-        type=positive_seconds,
-        default=60.0,
-        help="seconds a stage waits for replies (60)",
-    )
-
-
-def _add_deploy_fault_options(dep: argparse.ArgumentParser) -> None:
-    """``flower deploy``: fault injection (killed nodes, replays, bad shares, a lying server)."""
-    dep.add_argument(
-        "--kill-supernode",
-        dest="kill",
-        default=None,
+    ),
+    "simulation",
+    Use("stage_timeout", default=60.0, help="seconds a stage waits for replies (60)"),
+    Use(
+        "kill",
         metavar="U@R:STAGE",
         help="fault injection: kill user U's SuperNode (*: the last user asked) before STAGE "
         "(advertise, share, mask, unmask) of round R",
-    )
-    dep.add_argument(
-        "--replay",
-        action="append",
-        metavar="U@R",
-        help="fault injection: user U's node replays a message in round R (repeatable)",
-    )
-    dep.add_argument(
-        "--bad-share",
-        action="append",
-        metavar="U@R",
-        help="fault injection: user U's node sends wrong unmasking shares in round R "
-        "(repeatable); the server names it and still unmasks the sum",
-    )
-    dep.add_argument(
-        "--forge",
-        default="",
-        metavar="NAME=VALUE,...",
+    ),
+    Use("replay", metavar="U@R"),
+    "bad_share",
+    Use(
+        "forge",
         help="fault injection, a lying server: parameters it proposes instead of the "
         "configuration's (noise, threshold, clip, noise_multiplier, plaintext, repeat, partial; "
         "';' separates rounds in turn): every node must refuse them",
-    )
+    ),
+    Use("out", default=Path("results/flower")),
+    "json",
+    Use("quiet", help="no progress lines"),
+)
 
 
 def _add_deploy_parser(fsub: Any) -> None:
@@ -333,15 +288,8 @@ def _add_deploy_parser(fsub: Any) -> None:
         "participation log and the privacy report, compare every aggregate with the in-process "
         "pipeline, and stop every process started (also on Ctrl-C or failure).",
     )
-    _add_deploy_run_options(dep)
-    _add_deploy_transport_options(dep)
-    _add_deploy_fault_options(dep)
-    dep.add_argument(
-        "--out", type=run_directory, default=Path("results/flower"), help="run directory"
-    )
-    dep.add_argument("--json", action="store_true", help="print one JSON object")
-    dep.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
-    dep.set_defaults(func=cmd_deploy, kill_flag="--kill-supernode")
+    add_options(dep, "flower deploy", _DEPLOY_OPTIONS)
+    dep.set_defaults(func=cmd_deploy)
 
 
 def _add_app_parser(fsub: Any) -> None:
@@ -353,6 +301,7 @@ def _add_app_parser(fsub: Any) -> None:
         "ServerApp and ClientApp; every machine needs fedprivacy[flower] installed.",
     )
     app.add_argument("dir", type=run_directory, help="the app directory")
+    add_options(app, "flower app", ("json", Use("quiet", help="print nothing")))
     app.set_defaults(func=cmd_app)
 
 

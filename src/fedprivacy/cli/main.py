@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from fedprivacy import __version__
-from fedprivacy.cli.flags import flag_names, positive_seconds, run_directory, with_flag
+from fedprivacy.cli.flags import flag_names, with_flag
 from fedprivacy.cli.memory import check_memory
+from fedprivacy.cli.vocabulary import Use, add_options
 from fedprivacy.errors import FedPrivacyError, ParameterError, WeakKeyWarning
 
 
@@ -54,82 +55,6 @@ def _progress_factory(enabled: bool) -> Callable[[str, int], Callable[[int], Non
     return factory
 
 
-def cmd_audit(args: argparse.Namespace) -> int:
-    """Privacy report for a participation log."""
-    from fedprivacy.participation.audit import audit_ledger
-    from fedprivacy.participation.ledger import ParticipationLedger
-
-    started = time.perf_counter()
-    ledger = ParticipationLedger.from_csv(args.file)
-    budget = args.time_limit - (time.perf_counter() - started)
-    if budget <= 0:
-        raise FedPrivacyError(f"reading {args.file} used the whole --time-limit {args.time_limit}s")
-    audit = audit_ledger(ledger, time_limit=budget)
-    result = audit.t_weak
-    exposed = [ledger.user_ids[i] for i in audit.exposure.exposed]
-    strong = audit.exposure.t_strong
-    report = {
-        "file": str(args.file),
-        "rounds": ledger.rounds,
-        "users": ledger.num_users,
-        "aggregated_users": int((ledger.frequency > 0).sum()),
-        "t_weak": {
-            **result.to_dict(),
-            "rank": None if audit.fast_t_weak else result.rank,
-            "method": "fast-bounds" if audit.fast_t_weak else "search",
-        },
-        "t_strong": strong,
-        "exposed_users": exposed,
-        "witness": {
-            "z": list(result.witness),
-            "support_users": [ledger.user_ids[i] for i in result.support],
-        },
-    }
-    if args.json:
-        print(json.dumps(report))
-        return 0
-    print(
-        f"Participation log {args.file}: {ledger.rounds} rounds, {ledger.num_users} users "
-        f"({report['aggregated_users']} ever aggregated)"
-        + (f", rank {result.rank}" if not audit.fast_t_weak else "")
-    )
-    if result.upper is None:
-        print("Nobody was ever aggregated: the server has learned nothing.")
-        return 0
-    if result.exact:
-        print(
-            f"T_weak = {result.upper}: the smallest number of users in any linear combination "
-            "of the aggregates the server saw."
-        )
-    elif audit.fast_t_weak:
-        print(
-            f"T_weak in [{result.lower}, {result.upper}] (certified bounds; the log is too large "
-            "for the exact T_weak search)."
-        )
-    else:
-        print(
-            f"T_weak in [{result.lower}, {result.upper}] (time limit {args.time_limit}s; "
-            "raise --time-limit to narrow it)."
-        )
-    if result.official_upper is not None and result.official_upper > result.upper:
-        print(f"  (the RREF bound of the paper's code would report {result.official_upper})")
-    print(f"T_strong = {strong}: the smallest group of users that always participated together.")
-    if exposed:
-        print(
-            f"EXPOSED: {len(exposed)} user(s) whose individual update the server can "
-            f"compute exactly: {', '.join(exposed[:20])}{' ...' if len(exposed) > 20 else ''}"
-        )
-    else:
-        print("No user's individual update is a linear combination of the aggregates.")
-    nonzero = [(r, c) for r, c in enumerate(result.witness) if c != 0]
-    shown = ", ".join(f"{c:+d} x round {r}" for r, c in nonzero[:8])
-    print(
-        f"Witness: {shown}{' ...' if len(nonzero) > 8 else ''} isolates users "
-        f"{', '.join(ledger.user_ids[i] for i in result.support)}"
-    )
-    return 0
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
     """The main job on the paper's setting."""
     from fedprivacy.experiments.demo import DemoConfig, run_demo, scheme_configs
@@ -163,27 +88,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_audit_parser(sub: Any) -> None:
-    """Add ``audit`` to the subcommand parser ``sub``."""
-    aud = sub.add_parser(
-        "audit",
-        help="privacy report for a participation log (CSV)",
-        description="FILE: CSV with one row per round and one 0/1 column per user (a header "
-        "row of user ids is optional). Reports T_weak with a witness, T_strong and "
-        "the users whose individual update the server can compute.",
-    )
-    aud.add_argument("file", type=Path, help="participation log (CSV)")
-    aud.add_argument(
-        "--time-limit",
-        type=positive_seconds,
-        default=30.0,
-        help="seconds for the whole audit (default 30); exposed users and T_strong are always "
-        "exact, T_weak is a certified interval when the budget runs out",
-    )
-    aud.add_argument("--json", action="store_true", help="print one JSON object")
-    aud.set_defaults(func=cmd_audit)
-
-
 def _add_demo_parser(sub: Any) -> None:
     """Add ``demo`` to the subcommand parser ``sub``."""
     demo = sub.add_parser(
@@ -194,24 +98,22 @@ def _add_demo_parser(sub: Any) -> None:
         "the authors' code). Writes Fig. 3a-c and Fig. 4 as PNG, summary.md/json, per-scheme "
         "CSVs.",
     )
-    demo.add_argument(
-        "--out",
-        type=run_directory,
-        default=Path("results/demo"),
-        help="output folder (results/demo)",
+    add_options(
+        demo,
+        "demo",
+        (
+            Use("out", default=Path("results/demo"), help="output folder (results/demo)"),
+            Use("rounds", default=2000, help="number of rounds (default 2000)"),
+            Use("seed", default=0),
+            Use(
+                "metrics_time_limit",
+                default=25.0,
+                help="seconds for each scheme's T_weak curve (default 25)",
+            ),
+            Use("json", help="print the summary as one JSON object"),
+            Use("quiet", help="no progress bars"),
+        ),
     )
-    demo.add_argument("--rounds", type=int, default=2000, help="number of rounds (default 2000)")
-    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    demo.add_argument(
-        "--time-limit",
-        dest="metrics_time_limit",
-        metavar="TIME_LIMIT",
-        type=positive_seconds,
-        default=25.0,
-        help="seconds for each scheme's T_weak curve (default 25)",
-    )
-    demo.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    demo.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
     demo.set_defaults(func=cmd_demo)
 
 
@@ -225,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     from fedprivacy.cli.account_command import add_account_parser
+    from fedprivacy.cli.audit_command import add_audit_parser
     from fedprivacy.cli.flower_command import add_flower_parser
     from fedprivacy.cli.regress_command import add_regress_parser
     from fedprivacy.cli.simulate_command import add_simulate_parser
@@ -232,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     from fedprivacy.cli.uldp_command import add_uldp_parser
 
     add_simulate_parser(sub, _progress_factory)
-    _add_audit_parser(sub)
+    add_audit_parser(sub)
     _add_demo_parser(sub)
     add_train_parsers(sub, _progress_factory)
     add_account_parser(sub)
@@ -293,6 +196,28 @@ def _subparser(
     return parser
 
 
+def _name(args: argparse.Namespace) -> str:
+    """The command as typed: ``flower deploy``, not ``flower``."""
+    action = getattr(args, "flower_command", None)
+    return args.command if action is None else f"{args.command} {action}"
+
+
+def _check_out(args: argparse.Namespace) -> None:
+    """Refuse a non-empty ``--out`` the run would mix into, before any work.
+
+    ``reproduce``'s ``--out`` is a results folder that it reuses by design.
+    """
+    from fedprivacy.run_directory import check_out_folder
+
+    out = getattr(args, "out", None)
+    if out is None or args.command == "reproduce":
+        return
+    resumable = hasattr(args, "resume")
+    check_out_folder(
+        Path(out), resumable=resumable, resume=getattr(args, "resume", None) is not None
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fedprivacy`` command."""
     parser = build_parser()
@@ -300,22 +225,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv:  # `fedprivacy` alone: the commands and what they do, not just a usage error
         parser.print_help()
         return 2
-    args = parser.parse_args(argv)
+    return run(parser, parser.parse_args(argv))
+
+
+def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """Run the command ``args`` parsed by ``parser``; an error is one line and exit code 2.
+
+    ``--out`` is checked first, then the command checks its options before any work.
+    """
     try:
+        _check_out(args)
         with _warnings_as_lines(args.command):
             code: int = args.func(args)
     except FedPrivacyError as exc:
         flags = flag_names(_subparser(parser, args), args.command)
-        print(f"fedprivacy {args.command}: error: {with_flag(exc, flags)}", file=sys.stderr)
+        print(f"fedprivacy {_name(args)}: error: {with_flag(exc, flags)}", file=sys.stderr)
         return 2
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
-        print(f"fedprivacy {args.command}: error: {exc}", file=sys.stderr)
+        print(f"fedprivacy {_name(args)}: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader (e.g. `| head`) closed the pipe: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM where a command turns it into one
-        print(f"fedprivacy {args.command}: interrupted", file=sys.stderr)
+        print(f"fedprivacy {_name(args)}: interrupted", file=sys.stderr)
         return 130
     return code
 

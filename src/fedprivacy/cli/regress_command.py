@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
+from fedprivacy.cli.vocabulary import Use, add_options
 from fedprivacy.errors import ParameterError
 
 #: Options of the simulated data only (refused with a real ``--dataset``).
@@ -43,6 +43,49 @@ _OPTIONS = (
     "baseline_lr",
     "dataset",
     "data_dir",
+    "missing",
+    "chunk",
+)
+
+#: ``regress``'s options, in the order ``--help`` lists them
+_PARSER_OPTIONS = (
+    "clients",
+    "n",
+    "p",
+    "epsilon",
+    "delta",
+    "truth",
+    "replications",
+    "calibration",
+    Use("seed", help="random seed"),
+    Use("config", help="TOML file of settings"),
+    "json",
+    Use("quiet", help="print only the table of estimators"),
+    "mechanism",
+    "lr",
+    "c",
+    "iterations",
+    "gamma",
+    "lr0",
+    "spread",
+    "noise_sd",
+    "rho",
+    "theta_norm",
+    Use("clip", help="clipping norm C (1)"),
+    "neighbouring",
+    "estimators",
+    "dp_sgd_epochs",
+    "dp_sgd_rate",
+    "nbafl_rounds",
+    "nbafl_local_steps",
+    "nbafl_clip",
+    "baseline_lr",
+    Use(
+        "dataset",
+        choices=("california", "diabetes"),
+        help="real data instead of a simulation (substitutes for the non-public NIO data)",
+    ),
+    Use("data_dir", help="data directory"),
     "missing",
     "chunk",
 )
@@ -95,6 +138,19 @@ def cmd_regress(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report))
         return 0
+    if not args.quiet:
+        _print_settings(config, result, report)
+    _print_table(config, report)
+    if not args.quiet:
+        for note in report["notes"]:
+            print(f"note: {note}")
+        print(f"({report['seconds']:.1f} s)")
+    sys.stdout.flush()
+    return 0
+
+
+def _print_settings(config: Any, result: Any, report: dict[str, Any]) -> None:
+    """The data, the privacy target, the iterations and the learning rates."""
     s = report["settings"]
     if config.dataset is None:
         where = (
@@ -119,6 +175,10 @@ def cmd_regress(args: argparse.Namespace) -> int:
         + f", B={config.replications} replications, error vs {result.reference}"
     )
     print()
+
+
+def _print_table(config: Any, report: dict[str, Any]) -> None:
+    """Each estimator's MSE, standard error and the accountant's epsilon."""
     print(f"  {'estimator':<24}{'MSE':>12}{'SE':>12}{'epsilon (accountant)':>24}")
     for name in config.estimators:
         eps = report["epsilon"].get(name)
@@ -127,11 +187,6 @@ def cmd_regress(args: argparse.Namespace) -> int:
             f"  {_LABELS[name]:<24}{_fmt(report['mse'][name]):>12}"
             f"{_fmt(report['se'][name]):>12}{eps_text:>24}"
         )
-    for note in report["notes"]:
-        print(f"note: {note}")
-    print(f"({report['seconds']:.1f} s)")
-    sys.stdout.flush()
-    return 0
 
 
 def add_regress_parser(sub: Any) -> None:
@@ -145,66 +200,5 @@ def add_regress_parser(sub: Any) -> None:
         "errors, and the RDP accountant's epsilon for the noise each private estimator "
         "actually adds. Options override the keys of --config FILE (TOML).",
     )
-    reg.add_argument("--clients", "-K", type=int, default=None, help="number of clients K")
-    reg.add_argument("--n", type=int, default=None, help="local sample size n (mean)")
-    reg.add_argument("--p", type=int, default=None, help="dimension p")
-    reg.add_argument("--epsilon", type=float, default=None, help="privacy budget epsilon")
-    reg.add_argument("--delta", type=float, default=None, help="delta (default 1e-5)")
-    reg.add_argument(
-        "--truth", choices=["sparse", "dense"], default=None, help="true theta (sparse)"
-    )
-    reg.add_argument("--replications", "-B", type=int, default=None, help="replications B")
-    reg.add_argument(
-        "--calibration",
-        choices=["paper", "accountant"],
-        default=None,
-        help="NA-FGD and NbAFL noise: the paper's formulas (default) or the RDP accountant "
-        "(DP-SGD always uses the accountant, as Opacus)",
-    )
-    reg.add_argument("--seed", type=int, default=None, help="random seed")
-    reg.add_argument("--config", type=Path, default=None, help="TOML file of settings")
-    reg.add_argument("--json", action="store_true", help="print one JSON object")
-    reg.add_argument(
-        "--mechanism", choices=["gaussian", "laplace"], default=None, help="noise (gaussian)"
-    )
-    reg.add_argument("--lr", type=float, default=None, help="learning rate alpha")
-    reg.add_argument("--c", type=float, default=None, help="T = c N^(3/4) / alpha (0.25)")
-    reg.add_argument("--iterations", "-T", type=int, default=None, help="override T")
-    reg.add_argument("--gamma", type=float, default=None, help="lr_t = lr0 t^-gamma")
-    reg.add_argument("--lr0", type=float, default=None, help="initial diminishing rate (1)")
-    reg.add_argument(
-        "--spread", type=float, default=None, help="n_k ~ N(n, (spread sqrt(n))^2) (0)"
-    )
-    reg.add_argument("--noise-sd", type=float, default=None, help="error sd (0.5)")
-    reg.add_argument("--rho", type=float, default=None, help="AR(1) covariate correlation")
-    reg.add_argument("--theta-norm", type=float, default=None, help="||theta|| (1)")
-    reg.add_argument("--clip", type=float, default=None, help="clipping norm C (1)")
-    reg.add_argument(
-        "--neighbouring",
-        choices=["add-remove", "replace"],
-        default=None,
-        help="neighbouring datasets of the DP guarantee",
-    )
-    reg.add_argument(
-        "--estimators", default=None, help="comma list of ols,fgd,na_fgd,ana_fgd,dp_sgd,nbafl"
-    )
-    reg.add_argument("--dp-sgd-epochs", type=float, default=None, help="DP-SGD epochs (5)")
-    reg.add_argument("--dp-sgd-rate", type=float, default=None, help="DP-SGD sampling rate")
-    reg.add_argument("--nbafl-rounds", type=int, default=None, help="NbAFL rounds")
-    reg.add_argument(
-        "--nbafl-local-steps", type=int, default=None, help="NbAFL local steps per round"
-    )
-    reg.add_argument("--nbafl-clip", type=float, default=None, help="NbAFL clipping norm")
-    reg.add_argument("--baseline-lr", type=float, default=None, help="DP-SGD / NbAFL learning rate")
-    reg.add_argument(
-        "--dataset",
-        choices=["california", "diabetes"],
-        default=None,
-        help="real data instead of a simulation (substitutes for the non-public NIO data)",
-    )
-    reg.add_argument("--data-dir", type=Path, default=None, help="data directory")
-    reg.add_argument(
-        "--missing", choices=["impute", "drop"], default=None, help="missing values of --dataset"
-    )
-    reg.add_argument("--chunk", type=int, default=None, help="replications per batch")
+    add_options(reg, "regress", _PARSER_OPTIONS)
     reg.set_defaults(func=cmd_regress)

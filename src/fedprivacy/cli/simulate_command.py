@@ -8,23 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedprivacy.cli.flags import DEFAULT_FAIRNESS_RULE, positive_seconds, run_directory
+from fedprivacy.cli.flag_table import FLAGS
+from fedprivacy.cli.flags import DEFAULT_FAIRNESS_RULE
 from fedprivacy.cli.memory import check_memory
+from fedprivacy.cli.vocabulary import Use, add_options
 
 if TYPE_CHECKING:
     from fedprivacy.experiments.selection_run import SelectionConfig
-
-
-def _dropout(value: str) -> str | float:
-    """``--dropout``: a probability, or ``'heterogeneous'``."""
-    if value == "heterogeneous":
-        return value
-    try:
-        return float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a probability in [0, 1) or 'heterogeneous', got {value!r}"
-        ) from None
 
 
 def _open_reason(config: Any) -> str:
@@ -155,94 +145,30 @@ def cmd_simulate(
     return 0
 
 
-def _add_selection_options(sim: argparse.ArgumentParser) -> None:
-    """``simulate``: the scheme, the population, dropout, fairness, rounds and seed."""
-    sim.add_argument(
-        "--scheme",
-        required=True,
-        choices=["random", "weighted-random", "partition", "multiround"],
-        help="participant-selection scheme",
-    )
-    sim.add_argument("--users", "-N", type=int, required=True, help="number of users N")
-    sim.add_argument(
-        "--per-round", "-K", type=int, required=True, help="users selected per round K"
-    )
-    sim.add_argument(
-        "--target-privacy",
-        "-T",
-        type=int,
-        default=None,
-        help="batch size T of Multi-RoundSecAgg (required for multiround)",
-    )
-    sim.add_argument(
-        "--dropout",
-        type=_dropout,
-        default=0.0,
-        help="per-round dropout probability, or 'heterogeneous' (p_i uniform in "
-        "{0.1,...,0.5}); default 0",
-    )
-    sim.add_argument(
-        "--fairness",
-        nargs="?",
-        const=DEFAULT_FAIRNESS_RULE,
-        default=None,
-        metavar="RULE",
-        help="fairness-aware selection (lambda = 1) for multiround, by RULE: 'paper' (default: "
-        "Algorithm 2, a row with the least-served user) or 'authors' (the authors' code: the "
-        "row of least total participation)",
-    )
-    sim.add_argument("--rounds", "-R", type=int, required=True, help="number of rounds R")
-    sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-
-
-def _add_metric_options(sim: argparse.ArgumentParser) -> None:
-    """``simulate``: how the privacy metric is computed."""
-    sim.add_argument(
-        "--metrics",
-        choices=["exact", "bounds", "none"],
-        default="exact",
-        help="privacy metric: exact search, fast certified bounds, or none (for very large runs)",
-    )
-    sim.add_argument(
-        "--time-limit",
-        dest="metrics_time_limit",
-        metavar="TIME_LIMIT",
-        type=positive_seconds,
-        default=60.0,
-        help="seconds for the T_weak curve (default 60)",
-    )
-
-
-def _add_secagg_options(sim: argparse.ArgumentParser) -> None:
-    """``simulate``: the real secure aggregation protocol on synthetic updates."""
-    sim.add_argument(
-        "--secagg",
-        action="store_true",
+#: ``simulate``'s options, in the order ``--help`` lists them
+_OPTIONS = (
+    Use("scheme", required=True),
+    Use("users", required=True),
+    Use("per_round", required=True),
+    "target_privacy",
+    Use("dropout", default=0.0, help=FLAGS["dropout"].help + "; default 0"),
+    "fairness",
+    Use("rounds", required=True),
+    Use("seed", default=0),
+    Use("metrics", default="exact"),
+    Use("metrics_time_limit", default=60.0, help="seconds for the T_weak curve (default 60)"),
+    Use(
+        "secagg",
         help="run the real secure aggregation protocol every round on synthetic updates",
-    )
-    sim.add_argument(
-        "--dimension", type=int, default=1000, help="update length with --secagg (default 1000)"
-    )
-    sim.add_argument(
-        "--protocol-dropout",
-        type=float,
-        default=0.0,
-        help="with --secagg: probability that a selected user drops during the protocol, at a "
-        "random stage (default 0)",
-    )
-    sim.add_argument(
-        "--batch-policy",
-        choices=["atomic", "round", "partial"],
-        default=None,
-        help="with --secagg: aggregate only whole batches (atomic, default for multiround), the "
-        "whole selection or nothing (round), or whoever submitted (partial, default otherwise)",
-    )
-    sim.add_argument(
-        "--secagg-degree",
-        type=int,
-        default=None,
-        help="with --secagg: SecAgg+ neighbours per user (default: complete graph, SecAgg)",
-    )
+    ),
+    Use("dimension", default=1000),
+    Use("protocol_dropout", default=0.0),
+    "batch_policy",
+    "secagg_degree",
+    "json",
+    Use("out", help="folder for metrics.csv, summary.json, participation.csv, metrics.png"),
+    "quiet",
+)
 
 
 def add_simulate_parser(
@@ -265,15 +191,5 @@ def add_simulate_parser(
         "privacy T_weak (exact, certified), T_strong, the fairness gap F and the "
         "average cardinality C.",
     )
-    _add_selection_options(sim)
-    _add_metric_options(sim)
-    _add_secagg_options(sim)
-    sim.add_argument("--json", action="store_true", help="print one JSON object")
-    sim.add_argument(
-        "--out",
-        type=run_directory,
-        default=None,
-        help="folder for metrics.csv, summary.json, participation.csv, metrics.png",
-    )
-    sim.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+    add_options(sim, "simulate", _OPTIONS)
     sim.set_defaults(func=lambda a: cmd_simulate(a, progress_factory))

@@ -9,69 +9,78 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedprivacy.cli.flags import DEFAULT_FAIRNESS_RULE, run_directory
+from fedprivacy.cli.flag_table import FLAGS
+from fedprivacy.cli.vocabulary import Use, add_options
 from fedprivacy.errors import ParameterError
 
 if TYPE_CHECKING:
     from fedprivacy.experiments.catalogue import ProgramExperiment
     from fedprivacy.experiments.reproduce import Experiment
 
-# TrainConfig field -> its option (the flag is ``--FIELD`` unless "flag" names it), for the
-# options that map one to one
-_OPTIONS: dict[str, dict[str, Any]] = {
-    "dataset": {"help": "digits (bundled, default), mnist, cifar10, cifar100"},
-    "model": {"help": "mlp, mnist-cnn, lenet, vgg11 (default: the dataset's)"},
-    "partition": {"help": "iid, shards, dirichlet, data-sharing"},
-    "scheme": {"help": "random, weighted-random, partition, multiround"},
-    "target_privacy": {"type": int, "flags": ("-T",), "help": "T for multiround"},
-    "users": {"type": int, "flags": ("-N",), "help": "number of users N"},
-    "per_round": {"type": int, "flags": ("-K",), "help": "users selected per round K"},
-    "rounds": {"type": int, "flags": ("-R",), "help": "number of rounds"},
-    "seed": {"type": int, "help": "random seed"},
-    "dropout": {"help": "'heterogeneous' (paper) or a probability in [0, 1)"},
-    "local_epochs": {"flag": "--epochs", "type": int, "flags": ("-E",), "help": "local epochs E"},
-    "batch_size": {"type": int, "help": "local mini-batch size"},
-    "local_lr": {"flag": "--lr", "type": float, "help": "learning rate of local SGD"},
-    "local_lr_decay": {
-        "flag": "--lr-decay",
-        "type": float,
-        "help": "factor applied at each milestone",
-    },
-    "momentum": {"type": float, "help": "momentum of local SGD"},
-    "beta": {"type": float, "help": "Dirichlet concentration (partition dirichlet)"},
-    "shared": {"type": int, "help": "globally shared samples (partition data-sharing)"},
-    "update_clip": {"type": float, "help": "entry-wise clip of weighted updates (fixed point)"},
-    "bits": {"type": int, "help": "fixed-point modulus 2^bits of the aggregation"},
-    "dp": {
-        "help": "differential privacy: none (default), central (server-added Gaussian) or "
-        "distributed (each party's discrete Gaussian inside --secagg)"
-    },
-    "noise_multiplier": {
-        "type": float,
-        "help": "with --dp: noise std >= Z * clip on the sum of the clipped updates",
-    },
-    "clip": {"type": float, "help": "with --dp: L2 bound of each update (default 1)"},
-    "delta": {"type": float, "help": "with --dp: the per-user delta (default 1e-5)"},
-    "secagg_degree": {"type": int, "help": "SecAgg+ neighbours (default: complete graph)"},
-    "protocol_dropout": {"type": float, "help": "with --secagg: dropout during the protocol"},
-    "batch_policy": {"help": "with --secagg: atomic, round or partial"},
-    "eval_every": {"type": int, "help": "evaluate every this many rounds"},
-    "checkpoint_every": {"type": int, "help": "checkpoint every this many rounds"},
-    "trainer": {"help": "auto (default: loop for CNNs on CPU), vectorised or loop"},
-    "chunk_size": {"type": int, "help": "most clients per vectorised call"},
-    "metrics": {"help": "T_weak: exact, bounds or none"},
-    "metrics_time_limit": {"type": float, "help": "seconds for the T_weak curve"},
-    "encoding": {"help": "fixed-point (default; what SecAgg sums) or float (plaintext only)"},
-    "device": {"help": "cpu (default), cuda or cuda:N"},
-    # a string here; cmd_train reads the rounds
-    "local_lr_milestones": {"flag": "--lr-milestones", "help": "comma-separated decay rounds"},
-}
+#: the TrainConfig fields that ``train`` takes as options, each set to its value as given
+_FIELDS = (
+    "dataset",
+    "model",
+    "partition",
+    "scheme",
+    "target_privacy",
+    "users",
+    "per_round",
+    "rounds",
+    "seed",
+    "dropout",
+    "local_epochs",
+    "batch_size",
+    "local_lr",
+    "local_lr_decay",
+    "momentum",
+    "beta",
+    "shared",
+    "update_clip",
+    "bits",
+    "dp",
+    "noise_multiplier",
+    "clip",
+    "delta",
+    "secagg_degree",
+    "protocol_dropout",
+    "batch_policy",
+    "eval_every",
+    "checkpoint_every",
+    "trainer",
+    "chunk_size",
+    "metrics",
+    "metrics_time_limit",
+    "encoding",
+    "device",
+)
 
-
-def _flag(name: str) -> str:
-    """The ``train`` flag of the ``TrainConfig`` field ``name`` (``local_lr``: ``--lr``)."""
-    flag: str = _OPTIONS.get(name, {}).get("flag", f"--{name.replace('_', '-')}")
-    return flag
+#: ``train``'s options, in the order ``--help`` lists them
+_TRAIN_OPTIONS = (
+    Use("config", help="a TOML file of TrainConfig keys"),
+    Use("dataset", help="digits (bundled, default), mnist, cifar10, cifar100"),
+    *_FIELDS[1:9],
+    Use("dropout", help=FLAGS["dropout"].help + " (default 0)"),
+    *_FIELDS[10:19],
+    Use(
+        "dp",
+        help="differential privacy: none (default), central (server-added Gaussian) or "
+        "distributed (each party's discrete Gaussian inside --secagg)",
+    ),
+    Use("noise_multiplier", help="with --dp: noise std >= z * clip on the sum of the updates"),
+    Use("clip", help="with --dp: L2 bound of each update (default 1)"),
+    Use("delta", help="with --dp: the per-user delta (default 1e-5)"),
+    *_FIELDS[23:],
+    "local_lr_milestones",
+    "fairness",
+    "secagg",
+    "data_dir",
+    "out",
+    "resume",
+    "stop_after",
+    "json",
+    "quiet",
+)
 
 
 def parse_settings(items: list[str] | None) -> dict[str, Any]:
@@ -141,27 +150,26 @@ def cmd_train(
     from fedprivacy.experiments.training_config import TrainConfig
     from fedprivacy.experiments.training_run import resume_config, run_training
 
-    overrides = {name: getattr(args, name) for name in _OPTIONS}
+    overrides = {name: getattr(args, name) for name in _FIELDS}
     overrides["local_lr_milestones"] = (
         None
         if args.local_lr_milestones is None
-        else tuple(int_list("--lr-milestones", args.local_lr_milestones))
+        else tuple(int_list("--local-lr-milestones", args.local_lr_milestones))
     )
     for flag in ("fairness", "secagg"):
         if getattr(args, flag):
             overrides[flag] = True
     if args.fairness is not None:  # --fairness [RULE]: a bare flag is the paper's rule
         overrides["fairness_rule"] = args.fairness
-    if isinstance(overrides["dropout"], str) and overrides["dropout"] != "heterogeneous":
-        try:
-            overrides["dropout"] = float(overrides["dropout"])
-        except ValueError:
-            raise ParameterError("dropout", "must be 'heterogeneous' or a number") from None
     out = args.out
     if args.resume is not None:
         if args.config is not None:
             raise ParameterError("resume", "takes the configuration from the run directory")
-        changed = [_flag(k) for k, v in overrides.items() if v is not None and k != "rounds"]
+        changed = [
+            FLAGS["fairness" if k == "fairness_rule" else k].long
+            for k, v in overrides.items()
+            if v is not None and k != "rounds"
+        ]
         if changed:
             raise ParameterError(
                 "resume", f"only --rounds may change on resume, not {', '.join(changed)}"
@@ -340,9 +348,49 @@ def cmd_reproduce(
             print(run.config.to_toml())
         return 0
     seeds = seed_list(args.seeds) or [0]
+    _refuse_options_of_the_other_kind(args, experiment.kind, seeds)
     if experiment.kind == "attack":
         return _reproduce_attack(args, experiment, seeds, progress_factory)
     return _reproduce_table(args, experiment, seeds, progress_factory)
+
+
+def _refuse_options_of_the_other_kind(
+    args: argparse.Namespace, kind: str, seeds: list[int]
+) -> None:
+    """An attack experiment runs one seed over its window; a table experiment has no window."""
+    if kind == "attack":
+        if args.rounds is not None:
+            raise ParameterError("--rounds", "an attack experiment's rounds are --t0 and --window")
+        if len(seeds) > 1:
+            raise ParameterError("--seeds", f"an attack experiment runs one seed, got {seeds}")
+        return
+    for flag, value in (("--t0", args.t0), ("--window", args.window)):
+        if value is not None:
+            raise ParameterError(flag, f"applies to attack experiments, not {args.name!r}")
+
+
+#: ``reproduce``'s options, in the order ``--help`` lists them
+_REPRODUCE_OPTIONS = (
+    Use("out", default=Path("results/reproduce"), help="output folder (results/reproduce)"),
+    "seeds",
+    Use("rounds", help="override the rounds (fewer than the paper)"),
+    Use(
+        "only",
+        help="comma-separated run names (ULDP figures: panel letters, or PANEL:METHOD for one "
+        "curve, e.g. e:ULDP-AVG; finished curves in --out are reused)",
+    ),
+    "t0",
+    "window",
+    "data_dir",
+    Use(
+        "set",
+        help="override a configuration key of every run (repeatable), e.g. --set local_lr=0.03 "
+        "--set device=cuda; ULDP figures accept device, max_rows and eval_every",
+    ),
+    "print_config",
+    Use("json", help="print one JSON list"),
+    "quiet",
+)
 
 
 def add_train_parsers(
@@ -358,39 +406,7 @@ def add_train_parsers(
         "Options override the --config file; the defaults train a small MLP on scikit-learn's "
         "bundled digits (no download).",
     )
-    train.add_argument("--config", type=Path, default=None, help="a TOML file of TrainConfig keys")
-    for name, spec in _OPTIONS.items():
-        flag = _flag(name)
-        train.add_argument(
-            flag,
-            *spec.get("flags", ()),
-            dest=name,
-            metavar=flag[2:].replace("-", "_").upper(),
-            type=spec.get("type", str),
-            default=None,
-            help=spec.get("help"),
-        )
-    train.add_argument(
-        "--fairness",
-        nargs="?",
-        const=DEFAULT_FAIRNESS_RULE,
-        default=None,
-        metavar="RULE",
-        help="fairness-aware multiround, by RULE: paper (default) or authors",
-    )
-    train.add_argument(
-        "--secagg", action="store_true", help="aggregate with the real SecAgg protocol"
-    )
-    train.add_argument("--data-dir", default=None, help="data folder (else $FEDPRIVACY_DATA)")
-    train.add_argument("--out", type=run_directory, default=None, help="run directory")
-    train.add_argument(
-        "--resume", type=Path, default=None, help="continue the run in this directory"
-    )
-    train.add_argument(
-        "--stop-after", type=int, default=None, help="stop after this many rounds (checkpointed)"
-    )
-    train.add_argument("--json", action="store_true", help="print one JSON object")
-    train.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+    add_options(train, "train", _TRAIN_OPTIONS)
     train.set_defaults(func=lambda a: cmd_train(a, progress_factory))
 
     rep = sub.add_parser(
@@ -401,30 +417,5 @@ def add_train_parsers(
         "checkpointed runs resumed.",
     )
     rep.add_argument("name", help="experiment name, 'list', or a path to an experiment .toml")
-    rep.add_argument(
-        "--out", type=run_directory, default=Path("results/reproduce"), help="output folder"
-    )
-    rep.add_argument("--seeds", default=None, help="comma-separated seeds (default 0)")
-    rep.add_argument(
-        "--rounds", type=int, default=None, help="override the rounds (fewer than the paper)"
-    )
-    rep.add_argument(
-        "--only",
-        default=None,
-        help="comma-separated run names (ULDP figures: panel letters, or PANEL:METHOD for one "
-        "curve, e.g. e:ULDP-AVG; finished curves in --out are reused)",
-    )
-    rep.add_argument("--t0", type=int, default=None, help="attack experiments: first round")
-    rep.add_argument("--window", type=int, default=None, help="attack experiments: rounds")
-    rep.add_argument("--data-dir", default=None, help="data folder (else $FEDPRIVACY_DATA)")
-    rep.add_argument(
-        "--set",
-        action="append",
-        metavar="KEY=VALUE",
-        help="override a configuration key of every run (repeatable), e.g. --set local_lr=0.03 "
-        "--set device=cuda; ULDP figures accept device, max_rows and eval_every",
-    )
-    rep.add_argument("--print-config", action="store_true", help="print the runs' TOML and exit")
-    rep.add_argument("--json", action="store_true", help="print one JSON list")
-    rep.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+    add_options(rep, "reproduce", _REPRODUCE_OPTIONS)
     rep.set_defaults(func=lambda a: cmd_reproduce(a, progress_factory))

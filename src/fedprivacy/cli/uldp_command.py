@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedprivacy.cli.flags import add_sigma, run_directory
+from fedprivacy.cli.flag_table import FLAGS
+from fedprivacy.cli.vocabulary import Use, add_options
 from fedprivacy.errors import ParameterError
 
 if TYPE_CHECKING:
@@ -82,11 +83,11 @@ def build_config(args: argparse.Namespace) -> Any:
         return _resumed_config(args, given)
     keys = [k for k in ("secure_key_bits", "insecure_test_keys") if k in given]
     if keys and not given.get("secure_weighting"):
-        flag = "--" + keys[0].replace("_", "-")
+        flag = FLAGS[keys[0]].long
         raise ParameterError(flag, "sets the Paillier key of --secure-weighting; give it too")
     base = UldpConfig.from_toml(args.config) if args.config else None
     if base is None:
-        missing = [f"--{n.replace('_', '-')}" for n in _REQUIRED if n not in given]
+        missing = [FLAGS[n].long for n in _REQUIRED if n not in given]
         if missing:
             raise ParameterError(
                 missing[0], f"is required (missing: {', '.join(missing)}), or give --config FILE"
@@ -96,9 +97,6 @@ def build_config(args: argparse.Namespace) -> Any:
         config = base.with_overrides(**given)
     return config.validate()
 
-
-#: The options whose flag is not the field's name (the flag vocabulary is unchanged).
-_FLAGS = {"noise_multiplier": "--sigma"}
 
 #: What ``--resume`` may change: how many rounds, where the data are, how it computes.
 _RESUME_OPTIONS = ("rounds", "data_dir", "device", "max_rows")
@@ -113,7 +111,7 @@ def _resumed_config(args: argparse.Namespace, given: dict[str, Any]) -> Any:
         raise ParameterError("resume", "takes the configuration from the run's folder")
     changed = sorted(k for k in given if k not in _RESUME_OPTIONS)
     if changed:
-        flags = ", ".join(_FLAGS.get(k, f"--{k.replace('_', '-')}") for k in changed)
+        flags = ", ".join(FLAGS[k].long for k in changed)
         raise ParameterError(
             "resume", f"only --rounds, --data-dir, --device and --max-rows may change, not {flags}"
         )
@@ -213,16 +211,16 @@ def _print_privacy(result: UldpResult) -> None:
     from fedprivacy.uldp.results import EPSILON_ADVERSARIES
 
     c, name = result.config, result.metric_name
-    eps = result.final.epsilon
+    eps, largest = result.final.epsilon, result.privacy_report().epsilon
     privacy = (
-        f"user-level epsilon {_fmt(eps)} at delta {c.delta:g}"
+        f"user-level epsilon {_fmt(largest)} at delta {c.delta:g} (the largest per user)"
         if math.isfinite(eps)
         else "not private (DEFAULT)"
     )
     print(f"final {name} {_fmt(result.final.metric)}; {privacy}; {result.seconds:.1f} s")
     if math.isfinite(eps):
         if c.scheme == "poisson":
-            print(f"  epsilon {_fmt(eps)} is against {EPSILON_ADVERSARIES['epsilon']}")
+            print(f"  epsilon {_fmt(eps)} is against {EPSILON_ADVERSARIES['epsilon_released']}")
         else:
             print(
                 f"  epsilon {_fmt(eps)} is against anyone: the server ran the {c.scheme!r} "
@@ -254,192 +252,87 @@ def _print_privacy(result: UldpResult) -> None:
         )
 
 
-def _add_population_options(p: argparse.ArgumentParser) -> None:
-    """``uldp``: the dataset, the method, the users and silos, the rounds."""
+def _options() -> tuple[str | Use, ...]:
+    """``uldp``'s options, in the order ``--help`` lists them."""
     from fedprivacy.uldp.method_names import METHODS
 
-    p.add_argument(
-        "--dataset",
-        choices=["heart_disease", "tcga_brca", "mnist", "creditcard", "creditcard-synthetic"],
-        default=None,
-        help="dataset (required unless --config)",
+    datasets = ("heart_disease", "tcga_brca", "mnist", "creditcard", "creditcard-synthetic")
+    return (
+        Use("dataset", choices=datasets, help="dataset (required unless --config)"),
+        Use(
+            "method", choices=tuple(METHODS), metavar="METHOD", help=f"one of {', '.join(METHODS)}"
+        ),
+        Use("users", help="number of users |U|"),
+        Use("silos", help="silos of MNIST / Creditcard (default 5; fixed for the FLamby datasets)"),
+        "distribution",
+        "rounds",
+        Use("sampling_rate", help="user-level sampling rate of the -s / -ws methods (default 0.1)"),
+        Use(
+            "scheme",
+            choices=("poisson", *(FLAGS["scheme"].choices or ())),
+            help="-s / -ws methods: how users are chosen each round: poisson (the paper, rate "
+            "--sampling-rate) or a selection scheme choosing K users (multiround: batch "
+            "partitioning with -T); a scheme the server runs gets no amplification by sampling",
+        ),
+        Use("per_round", help="users per round K of --scheme (default round(q |U|))"),
+        "target_privacy",
+        "seed",
+        Use(
+            "secagg",
+            default=None,
+            help="sum the silos' noised contributions with the real SecAgg protocol (needs "
+            "--update-clip), so the server sees only their sum",
+        ),
+        Use(
+            "update_clip", help="entry-wise bound of a silo's contribution (the range of --secagg)"
+        ),
+        "secagg_degree",
+        Use("bits", help="fixed-point modulus 2^bits of --secagg"),
+        Use(
+            "secure_weighting",
+            default=None,
+            help=FLAGS["secure_weighting"].help + "; --json adds secure_weighting (deviation "
+            "from the plaintext aggregate, seconds per phase)",
+        ),
+        Use(
+            "secure_key_bits",
+            help="Paillier modulus of --secure-weighting (default 3072; 2048 "
+            "warns; smaller only with --insecure-test-keys)",
+        ),
+        Use("insecure_test_keys", default=None),
+        Use("noise_multiplier", help="noise multiplier sigma (default 5)"),
+        Use(
+            "dp",
+            choices=("distributed", "central"),
+            help="ULDP-AVG/SGD: who adds the noise: distributed (default: the silos) or central "
+            "(the server; no guarantee against it)",
+        ),
+        "delta",
+        "clip",
+        Use("local_epochs", help="local epochs Q"),
+        Use("local_lr", help="local learning rate eta_l"),
+        "global_lr",
+        "batch_size",
+        "max_labels_per_user",
+        "naive_noise",
+        "eval_every",
+        "max_rows",
+        "device",
+        "data_dir",
+        "creditcard_path",
+        Use("config", help="TOML file with UldpConfig keys; command-line options override it"),
+        "json",
+        Use(
+            "out",
+            help="folder for rounds.csv, summary.json, uldp.png and, after every round, "
+            "checkpoint.pt",
+        ),
+        Use(
+            "resume", help="continue the run in this --out folder, bit for bit (--rounds may grow)"
+        ),
+        "stop_after",
+        Use("quiet", help="no progress bar"),
     )
-    p.add_argument(
-        "--method",
-        choices=list(METHODS),
-        default=None,
-        metavar="METHOD",
-        help=f"one of {', '.join(METHODS)}",
-    )
-    p.add_argument("--users", "-U", type=int, default=None, help="number of users |U|")
-    p.add_argument(
-        "--silos",
-        "-S",
-        type=int,
-        default=None,
-        help="silos of MNIST / Creditcard (default 5; fixed for the FLamby datasets)",
-    )
-    p.add_argument(
-        "--distribution",
-        choices=["uniform", "zipf"],
-        default=None,
-        help="records per user (default uniform)",
-    )
-    p.add_argument("--rounds", "-R", type=int, default=None, help="number of rounds")
-
-
-def _add_sampling_options(p: argparse.ArgumentParser) -> None:
-    """``uldp``: how users are chosen each round, and the seed."""
-    p.add_argument(
-        "--sampling-rate",
-        type=float,
-        default=None,
-        help="user-level sampling rate of the -s / -ws methods (default 0.1)",
-    )
-    p.add_argument(
-        "--scheme",
-        choices=["poisson", "random", "weighted-random", "partition", "multiround"],
-        default=None,
-        help="-s / -ws methods: how users are chosen each round: poisson (the paper, rate "
-        "--sampling-rate) or a selection scheme choosing K users (multiround: batch "
-        "partitioning with -T); a scheme the server runs gets no amplification by sampling",
-    )
-    p.add_argument(
-        "--per-round",
-        "-K",
-        type=int,
-        default=None,
-        help="users per round K of --scheme (default round(q |U|))",
-    )
-    p.add_argument(
-        "--target-privacy",
-        "-T",
-        type=int,
-        default=None,
-        help="T of --scheme multiround (must divide K and |U|)",
-    )
-    p.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
-
-
-def _add_secure_weighting_options(p: argparse.ArgumentParser) -> None:
-    """``uldp``: how the server sums the silos: SecAgg, or Protocol 1 (Paillier) for -w."""
-    p.add_argument(
-        "--secagg",
-        action="store_true",
-        default=None,
-        help="sum the silos' noised contributions with the real SecAgg protocol (needs "
-        "--update-clip), so the server sees only their sum",
-    )
-    p.add_argument(
-        "--update-clip",
-        dest="update_clip",
-        type=float,
-        default=None,
-        help="entry-wise bound of a silo's contribution (the fixed-point range of --secagg)",
-    )
-    p.add_argument(
-        "--secagg-degree",
-        dest="secagg_degree",
-        type=int,
-        default=None,
-        help="SecAgg+ neighbours of each silo (default: complete graph)",
-    )
-    p.add_argument("--bits", type=int, default=None, help="fixed-point modulus 2^bits of --secagg")
-    p.add_argument(
-        "--secure-weighting",
-        action="store_true",
-        default=None,
-        help="-w methods: aggregate through the private weighting protocol (Paillier, "
-        "Protocol 1); --json adds secure_weighting (deviation from the plaintext aggregate, "
-        "seconds per phase)",
-    )
-    p.add_argument(
-        "--secure-key-bits",
-        "--key-bits",
-        dest="secure_key_bits",
-        type=int,
-        default=None,
-        help="Paillier modulus of --secure-weighting (default 3072; 2048 warns; smaller only "
-        "with --insecure-test-keys)",
-    )
-    p.add_argument(
-        "--insecure-test-keys",
-        dest="insecure_test_keys",
-        action="store_true",
-        default=None,
-        help="allow --secure-key-bits below 2048 (factorable keys: tests only)",
-    )
-
-
-def _add_dp_training_options(p: argparse.ArgumentParser) -> None:
-    """``uldp``: the DP noise and clipping, local and global training, non-IID data."""
-    add_sigma(p)
-    p.add_argument(
-        "--dp",
-        default=None,
-        help="ULDP-AVG/SGD: who adds the noise: distributed (default: the silos) or central "
-        "(the server; no guarantee against it)",
-    )
-    p.add_argument("--delta", type=float, default=None, help="delta of epsilon (default 1e-5)")
-    p.add_argument("--clip", "-C", type=float, default=None, help="clipping bound C")
-    p.add_argument("--local-epochs", "-Q", type=int, default=None, help="local epochs Q")
-    p.add_argument("--local-lr", type=float, default=None, help="local learning rate eta_l")
-    p.add_argument("--global-lr", type=float, default=None, help="global learning rate eta_g")
-    p.add_argument("--batch-size", "-B", type=int, default=None, help="local batch size B")
-    p.add_argument(
-        "--max-labels-per-user",
-        type=int,
-        default=None,
-        help="non-IID MNIST: at most this many labels per user (paper: 2)",
-    )
-    p.add_argument(
-        "--naive-noise",
-        choices=["corrected", "paper"],
-        default=None,
-        help="ULDP-NAIVE noise: sensitivity 2|S|C (default) or the paper's |S|C",
-    )
-
-
-def _add_runtime_options(p: argparse.ArgumentParser) -> None:
-    """``uldp``: evaluation, memory, device, data and configuration files."""
-    p.add_argument("--eval-every", type=int, default=None, help="evaluate every this many rounds")
-    p.add_argument(
-        "--max-rows",
-        type=int,
-        default=None,
-        help="rows per vectorised per-user training call (memory bound; default 1024 on a "
-        "CPU, 4096 on a GPU)",
-    )
-    p.add_argument("--device", default=None, help="cpu (default) or cuda[:N]")
-    p.add_argument(
-        "--data-dir", type=Path, default=None, help="data folder (else $FEDPRIVACY_DATA)"
-    )
-    p.add_argument("--creditcard-path", type=Path, default=None, help="the Kaggle creditcard.csv")
-    p.add_argument(
-        "--config",
-        type=Path,
-        default=None,
-        help="TOML file with UldpConfig keys; command-line options override it",
-    )
-
-
-def _add_output_options(p: argparse.ArgumentParser) -> None:
-    """``uldp``: output, checkpoints and resumption, progress."""
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument(
-        "--out",
-        type=run_directory,
-        default=None,
-        help="folder for rounds.csv, summary.json, uldp.png and, after every round, checkpoint.pt",
-    )
-    p.add_argument(
-        "--resume",
-        type=Path,
-        default=None,
-        help="continue the run in this --out folder, bit for bit (--rounds may grow)",
-    )
-    p.add_argument("--stop-after", type=int, default=None, help="stop once this many rounds exist")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
 
 def add_uldp_parser(sub: Any) -> None:
@@ -454,10 +347,5 @@ def add_uldp_parser(sub: Any) -> None:
         "--creditcard-path or <data-dir>/creditcard/creditcard.csv, and creditcard-synthetic "
         "is a generated stand-in (marked as such in every output).",
     )
-    _add_population_options(p)
-    _add_sampling_options(p)
-    _add_secure_weighting_options(p)
-    _add_dp_training_options(p)
-    _add_runtime_options(p)
-    _add_output_options(p)
+    add_options(p, "uldp", _options())
     p.set_defaults(func=cmd_uldp)

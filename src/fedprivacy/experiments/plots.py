@@ -215,14 +215,16 @@ def plot_fig4(
     ax.plot(ts, cs, "k--", marker="o", mfc="none", label="batch partitioning, exact C(T)")
     markers = ("s", "o", "^", "D", "v", "P", "X", "*")
     for i, (label, lo, hi, c) in enumerate(points):
-        # points that coincide stay visible: distinct markers, later ones smaller and on top
+        # points that coincide stay visible: hollow, distinct markers nested inside each other
+        # (later ones smaller and on top), so every ring shows
         ax.errorbar(
             [hi],
             [c],
             xerr=np.array([[hi - lo], [0.0]]),
             fmt=markers[i % len(markers)],
-            markersize=max(4.0, 11.0 - 1.4 * i),
-            alpha=0.85,
+            markersize=max(5.0, 15.0 - 1.1 * i),
+            mfc="none",
+            mew=2.0,
             capsize=3,
             zorder=3 + i,
             label=label,

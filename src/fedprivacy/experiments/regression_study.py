@@ -93,7 +93,9 @@ def _figure_rows(
     rows: list[dict[str, Any]] = []
     per = 1 if spec.panel == "epsilon" else len(spec.values)
     bar = _bar(progress, label, len(sizes) * per * replications)
-    base = RegressionConfig(replications=replications, estimators=spec.estimators, **spec.base)
+    base = RegressionConfig(
+        replications=replications, estimators=spec.estimators, calibration="paper", **spec.base
+    )
     if dimension is not None:
         base = base.with_overrides(p=dimension)
     for n in sizes:
@@ -185,7 +187,9 @@ def _run_real(
     bar = _bar(progress, "regression-real", 2 * replications)
     for name, clients in (("california", 5), ("diabetes", 5)):
         silos = load_regression_dataset(name, data_dir, clients=clients)
-        cfg = RegressionConfig(dataset=name, clients=clients, replications=replications)
+        cfg = RegressionConfig(
+            dataset=name, clients=clients, replications=replications, calibration="paper"
+        )
         results = run_regression_grid(cfg, EPSILONS, silos=silos, progress=bar)
         for eps, res in zip(EPSILONS, results, strict=True):
             row = _row("regression-real", "epsilon", eps, name, int(sum(res.sizes)), res)

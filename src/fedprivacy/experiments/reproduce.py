@@ -98,7 +98,7 @@ def load_experiment(name: str) -> Experiment:
     """A bundled experiment by name, or a path to an experiment TOML file."""
     path = Path(name)
     if path.suffix == ".toml" and path.is_file():
-        return parse_experiment(path.stem, path.read_text())
+        return parse_experiment(str(path), path.read_text())
     if name not in experiment_names():
         raise ParameterError(
             "experiment", f"unknown experiment {name!r}; known: {', '.join(experiment_names())}"
@@ -257,7 +257,10 @@ def run_experiment(
     )
     plot_accuracy_comparison(curves, folder / "accuracy.png", experiment.title)
     if privacy_curves:
-        plot_privacy_comparison(curves, privacy_curves, folder / "privacy.png", experiment.title)
+        delta = experiment.runs[0].config.target_delta
+        plot_privacy_comparison(
+            curves, privacy_curves, folder / "privacy.png", experiment.title, delta=delta
+        )
     return rows
 
 

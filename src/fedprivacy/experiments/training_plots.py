@@ -11,6 +11,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from fedprivacy.fl.engine import RoundRecord  # noqa: E402
 
@@ -27,8 +29,28 @@ def accuracy_points(records: Sequence[RoundRecord]) -> tuple[np.ndarray, np.ndar
     return np.asarray(x), np.asarray(y)
 
 
+def dp_title(result: TrainingResult) -> str:
+    """What a DP run's plots state: epsilon at delta, mechanism, noise ('' without DP)."""
+    report = result.report
+    if report.epsilon is None:
+        return ""
+    return (
+        f"; epsilon {report.epsilon:.3g} at delta {report.delta:g} (largest per user), "
+        f"{report.mechanism} DP, noise multiplier {report.noise_multiplier:g}"
+    )
+
+
+def _integer_axes(*axes: Axes, y: bool = False) -> None:
+    """Rounds (and, with ``y``, an integer quantity such as T_weak) get integer ticks."""
+    for ax in axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if y:  # from 0, so that even a constant curve has integer ticks around it
+            ax.set_ylim(0, max(ax.get_ylim()[1], 1.0) + 0.5)
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def plot_training_run(result: TrainingResult, out: Path) -> list[Path]:
-    """``accuracy.png`` (test accuracy and loss) and ``participation.png`` (C, F, T_weak)."""
+    """``accuracy.png``, ``participation.png`` (C, F, T_weak) and, under DP, ``privacy.png``."""
     tr = result.training
     x, acc = accuracy_points(tr.records)
     loss = np.asarray([r.test_loss for r in tr.records if not np.isnan(r.test_accuracy)])
@@ -39,7 +61,8 @@ def plot_training_run(result: TrainingResult, out: Path) -> list[Path]:
     axes[1].set(xlabel="round", ylabel="test loss")
     for ax in axes:
         ax.grid(alpha=0.3)
-    fig.suptitle(f"{result.config.model_name} on {tr.dataset.source}", fontsize=9)
+    _integer_axes(*axes)
+    fig.suptitle(f"{result.config.model_name} on {tr.dataset.source}{dp_title(result)}", fontsize=9)
     fig.tight_layout()
     paths = [out / "accuracy.png"]
     fig.savefig(paths[0], dpi=120)
@@ -61,11 +84,41 @@ def plot_training_run(result: TrainingResult, out: Path) -> list[Path]:
     axes[2].set(xlabel="round", ylabel="T_weak")
     for ax in axes:
         ax.grid(alpha=0.3)
+    _integer_axes(axes[0], axes[1])
+    _integer_axes(axes[2], y=True)
+    fig.suptitle(
+        f"{result.config.label}: what the server's view reveals over the rounds", fontsize=9
+    )
     fig.tight_layout()
     paths.append(out / "participation.png")
     fig.savefig(paths[1], dpi=120)
     plt.close(fig)
+    if result.report.epsilon is not None:
+        paths.append(_plot_privacy(result, x, acc, out / "privacy.png"))
     return paths
+
+
+def _plot_privacy(result: TrainingResult, x: np.ndarray, acc: np.ndarray, path: Path) -> Path:
+    """A DP run's ``privacy.png``: accuracy, the per-user epsilons and T_weak per round."""
+    from fedprivacy.dp.per_user import per_user_epsilons_by_round
+
+    tr = result.training
+    noise = np.array([r.noise_multiplier for r in tr.records], dtype=np.float64)
+    delta = result.config.target_delta
+    eps = per_user_epsilons_by_round(tr.ledger.matrix().astype(bool), noise, delta)
+    t_weak = (
+        np.full(tr.ledger.rounds, np.nan)
+        if result.curve is None
+        else np.asarray(result.curve.upper, dtype=np.float64)
+    )
+    label = result.config.label
+    return plot_privacy_comparison(
+        {label: (x, acc)},
+        {label: (eps, t_weak)},
+        path,
+        f"{label}{dp_title(result)}",
+        delta=delta,
+    )
 
 
 def plot_accuracy_comparison(
@@ -89,8 +142,10 @@ def plot_privacy_comparison(
     privacy: dict[str, tuple[np.ndarray, np.ndarray]],
     path: Path,
     title: str,
+    *,
+    delta: float,
 ) -> Path:
-    """Accuracy, per-user epsilon and T_weak of several DP runs, side by side.
+    """Accuracy, per-user epsilon at ``delta`` and T_weak of several DP runs, side by side.
 
     ``privacy`` maps each label to (per-user epsilons, T_weak upper bound per round).
     """
@@ -105,13 +160,19 @@ def plot_privacy_comparison(
         rounds = np.arange(1, t_weak.size + 1)[known]
         axes[2].plot(rounds, t_weak[known], ".-", drawstyle="steps-post", label=label)
     axes[0].set(xlabel="round", ylabel="test accuracy (%)", title="released model")
-    axes[1].set(xlabel="per-user epsilon", ylabel="fraction of users", title="per-user epsilon")
+    axes[1].set(
+        xlabel=f"per-user epsilon at delta {delta:g}",
+        ylabel="fraction of users",
+        title="per-user epsilon",
+    )
     axes[2].set(
         xlabel="round", ylabel="T_weak (attained upper bound)", title="server's multi-round view"
     )
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
+    _integer_axes(axes[0])
+    _integer_axes(axes[2], y=True)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -421,6 +421,8 @@ def summary_markdown(result: TrainingResult) -> str:
     lines = [
         f"# {c.label}: {c.model_name} on {c.dataset} ({c.partition})",
         "",
+        *_privacy_sentences(result),
+        "",
         f"- data: {s['data_source']}",
         f"- N = {c.users}, K = {c.per_round}, rounds = {s['rounds']}, seed = {c.seed}, "
         f"dropout = {c.dropout}, E = {c.local_epochs}, batch = {c.batch_size}, lr = {c.local_lr}",
@@ -445,6 +447,24 @@ def summary_markdown(result: TrainingResult) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _privacy_sentences(result: TrainingResult) -> list[str]:
+    """What the server could learn and what the released model reveals, in sentences."""
+    from fedprivacy.report import epsilon_sentence, server_view_sentences
+
+    report = result.report
+    released = (
+        ["No differential privacy: the released model carries no formal guarantee."]
+        if report.epsilon is None or report.delta is None
+        else [epsilon_sentence(report.epsilon, report.delta, str(report.epsilon_adversary))]
+    )
+    return [
+        "What the server could learn: "
+        + " ".join(server_view_sentences(report.t_weak, report.t_strong, report.exposed_users)),
+        "",
+        "What the released model reveals: " + " ".join(released) + " (privacy.md has the details.)",
+    ]
 
 
 def _epsilon_text(privacy: dict[str, Any]) -> str:

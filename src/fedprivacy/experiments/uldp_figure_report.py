@@ -247,7 +247,7 @@ def figure_markdown(
             else "."
         )
     )
-    lines += ["", f"User-level epsilon is against {EPSILON_ADVERSARIES['epsilon']}."]
+    lines += ["", f"User-level epsilon is against {EPSILON_ADVERSARIES['epsilon_released']}."]
     if any(r.curve.sampling_rate is not None for r in results):
         lines.append(
             "Rows with user sub-sampling also give the epsilon against "

@@ -3,7 +3,8 @@
 :class:`LocalDeployment` starts real processes (``flower-superlink``, ``flower-supernode``; each
 SuperNode starts its SuperExec and a ClientApp process per message) in their own process groups,
 and stops every one of them when it leaves its ``with`` block: after the run, on an error, on
-Ctrl-C. :func:`deploy` is ``fedprivacy flower deploy``: TLS material into the run directory
+Ctrl-C or SIGTERM; if the command is SIGKILLed, its :class:`~fedprivacy.flower.watchdog.Watchdog`
+stops them. :func:`deploy` is ``fedprivacy flower deploy``: TLS material into the run directory
 (:mod:`fedprivacy.flower.tls`), the app directory and Flower's configuration, the run with
 ``flwr run``, progress from the ServerApp's event log, optional fault injection (kill a SuperNode
 before a stage), then the comparison with the in-process pipeline
@@ -42,6 +43,7 @@ from fedprivacy.flower.node_auth import NodeKeys
 from fedprivacy.flower.runtime_auth import supernode_command, write_runtime_secret
 from fedprivacy.flower.stragglers import Stragglers
 from fedprivacy.flower.tls import TlsMaterials, generate_tls_materials
+from fedprivacy.flower.watchdog import Watchdog
 from fedprivacy.policy import POLICY_DIR_ENV, POLICY_KEY
 from fedprivacy.uldp.config import UldpConfig
 
@@ -94,6 +96,7 @@ class LocalDeployment:
             self.tls = generate_tls_materials(run_dir / "tls")
         self.port = free_port()
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._watchdog = Watchdog()
         self._logs: list[IO[bytes]] = []
         (run_dir / "logs").mkdir(parents=True, exist_ok=True)
         self.env = dict(os.environ)
@@ -123,6 +126,7 @@ class LocalDeployment:
             args, stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
         )
         self.processes[name] = proc
+        self._watchdog.watch(proc.pid)  # its group: a SIGKILLed command leaves nothing behind
         return proc
 
     def start_superlink(
@@ -231,6 +235,7 @@ class LocalDeployment:
                 os.killpg(proc.pid, signal.SIGKILL)  # the group's stragglers too
             proc.wait()
         self._stragglers.stop()
+        self._watchdog.close()
         for f in self._logs:
             f.close()
 

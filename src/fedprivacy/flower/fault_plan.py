@@ -1,7 +1,7 @@
 """Faults a local deployment injects: a SuperNode killed, nodes that replay or send wrong shares.
 
-:class:`FaultPlan` is what ``fedprivacy flower deploy`` (``--kill-supernode``, ``--replay``,
-``--bad-share``, ``--forge``) and ``flower cross-silo`` (``--kill-silo``, ``--replay``,
+:class:`FaultPlan` is what ``fedprivacy flower deploy`` (``--kill``, ``--replay``,
+``--bad-share``, ``--forge``) and ``flower cross-silo`` (``--kill``, ``--replay``,
 ``--forge``) ask of :func:`fedprivacy.flower.deploy.deploy`; :func:`node_fault` is the
 ``fedprivacy-fault`` node configuration it gives each node.
 
@@ -46,7 +46,7 @@ class FaultPlan:
     badshare: dict[int, int] = field(default_factory=dict)
     forge: str = ""
 
-    def check(self, users: int, rounds: range, kill_option: str = "--kill-supernode") -> None:
+    def check(self, users: int, rounds: range) -> None:
         """Refuse a fault for a user or a kill in a round the run does not have.
 
         Called before any process starts. ``rounds`` are the run's round numbers as the
@@ -63,15 +63,15 @@ class FaultPlan:
         >>> FaultPlan(kill=(9, 0, Stage.MASK)).check(6, range(3))
         Traceback (most recent call last):
         ...
-        fedprivacy.errors.ParameterError: --kill-supernode: user 9 is not one of the run's 0..5
+        fedprivacy.errors.ParameterError: --kill: user 9 is not one of the run's 0..5
         """
         faulty: list[tuple[str, int | None]] = [("--replay", u) for u in self.replay]
         faulty += [("--bad-share", u) for u in self.badshare]
         if self.kill is not None:
-            faulty.append((kill_option, self.kill[0]))
+            faulty.append(("--kill", self.kill[0]))
             if self.kill[1] not in rounds:
                 raise ParameterError(
-                    kill_option,
+                    "--kill",
                     f"round {self.kill[1]} is not one of the run's "
                     f"{rounds.start}..{rounds.stop - 1}",
                 )
@@ -80,12 +80,10 @@ class FaultPlan:
                 raise ParameterError(option, f"user {user} is not one of the run's 0..{users - 1}")
 
     @classmethod
-    def parse_kill(
-        cls, text: str, option: str = "--kill-supernode"
-    ) -> tuple[int | None, int, Stage]:
-        """``"U@R:STAGE"`` -> ``(U, R, Stage)`` (``U`` may be ``*``); :class:`ParameterError`.
+    def parse_kill(cls, text: str) -> tuple[int | None, int, Stage]:
+        """``--kill``'s ``"U@R:STAGE"`` -> ``(U, R, Stage)`` (``U`` may be ``*``).
 
-        ``option`` is the flag the text came from, named in the error.
+        A malformed text raises :class:`ParameterError` naming ``--kill``.
 
         Examples
         --------
@@ -98,7 +96,7 @@ class FaultPlan:
             return None if user == "*" else int(user), int(r), Stage(stage)
         except ValueError:
             raise ParameterError(
-                option, f"must be USER@ROUND:STAGE (e.g. 3@1:mask), got {text!r}"
+                "--kill", f"must be USER@ROUND:STAGE (e.g. 3@1:mask), got {text!r}"
             ) from None
 
 

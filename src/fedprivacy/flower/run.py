@@ -41,7 +41,7 @@ __all__ = ["StagePause", "run_deployed"]
 class StagePause:
     """Holds the server before one stage until a file appears (fault injection, demonstrations).
 
-    ``fedprivacy flower deploy --kill-supernode U@R:STAGE`` pauses round ``R`` before ``STAGE``,
+    ``fedprivacy flower deploy --kill U@R:STAGE`` pauses round ``R`` before ``STAGE``,
     kills user ``U``'s SuperNode (``*``: the last user asked in that stage), then creates the
     file; the stage then runs without that node.
 

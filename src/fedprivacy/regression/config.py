@@ -64,8 +64,10 @@ class RegressionConfig(Config, DataSection):
         True parameter (:func:`~fedprivacy.regression.data.true_parameter`).
     replications : int
         ``B`` (>= 2, for standard errors).
-    calibration : {"paper", "accountant"}
-        Noise calibration.
+    calibration : {"accountant", "paper"}
+        Noise calibration of NA-FGD / ANA-FGD and NbAFL: the RDP accountant's, which delivers
+        ``epsilon`` (default), or the paper's formulas (the paper's study uses them; the
+        accountant then reports a different epsilon).
     seed : int
         Base seed.
     mechanism : {"gaussian", "laplace"}
@@ -113,7 +115,7 @@ class RegressionConfig(Config, DataSection):
     delta: float = 1e-5
     truth: str = "sparse"
     replications: int = 100
-    calibration: str = "paper"
+    calibration: str = "accountant"
     seed: int = 0
     mechanism: str = "gaussian"
     lr: float | None = None

@@ -93,8 +93,8 @@ class RoundRecord:
 
 #: Who each reported epsilon protects against (every output names them).
 EPSILON_ADVERSARIES = {
-    "epsilon": "anyone who sees the released models (every round's aggregate) but not which "
-    "users were sampled; amplified by user-level sub-sampling (-s methods)",
+    "epsilon_released": "anyone who sees the released models (every round's aggregate) but not "
+    "which users were sampled; amplified by user-level sub-sampling (-s methods)",
     "epsilon_server": "the aggregation server, which chooses and knows the user sample: no "
     "amplification by sub-sampling (the most-sampled user's rounds, unsampled Gaussian); "
     "like the paper, it assumes the server sees only the sum over silos of each round",
@@ -188,7 +188,7 @@ class UldpResult:
         private = c.method != "DEFAULT" and math.isfinite(last.epsilon)
         server = last.epsilon_server
         against = (
-            EPSILON_ADVERSARIES["epsilon"]
+            EPSILON_ADVERSARIES["epsilon_released"]
             if c.scheme == "poisson"
             else ULDP_SERVER_CHOSEN.format(c.scheme)
         )
@@ -218,12 +218,14 @@ class UldpResult:
         """JSON-ready summary: ``metric``, ``metric_name``, ``epsilon``, ``method``, ... ."""
         c = self.config
         last = self.final
+        privacy = self.privacy_report()
         return {
             "metric": _finite(last.metric),
             "metric_name": self.metric_name,
-            "epsilon": _finite(last.epsilon),
+            "epsilon": privacy.epsilon,
+            "epsilon_released": _finite(last.epsilon),
             "epsilon_server": _finite(last.epsilon_server),
-            "epsilon_adversaries": dict(EPSILON_ADVERSARIES),
+            "epsilon_adversaries": {"epsilon": privacy.epsilon_adversary, **EPSILON_ADVERSARIES},
             "delta": c.delta,
             "private": c.method != "DEFAULT",
             "method": c.method,
@@ -258,7 +260,7 @@ class UldpResult:
             ),
             "noise_source": self.noise_source,
             "caveats": list(self.caveats),
-            "privacy": self.privacy_report().to_dict(),
+            "privacy": privacy.to_dict(),
             **(
                 {}
                 if self.epsilon_at is None
