@@ -337,7 +337,7 @@ def test_an_old_spelling_is_refused_naming_the_new_one(
     assert err.value.name == old
     path = tmp_path / "old.toml"
     path.write_text(f"{old} = {json.dumps(value)}\n")
-    with pytest.raises(ParameterError, match=message):
+    with pytest.raises(ParameterError, match=f"^{path}: {message[1:]}"):  # a file: named
         cls.from_toml(path)
 
 

@@ -29,7 +29,7 @@ def test_bad_options_are_refused_with_the_flag(
     code = main(["flower", "deploy", "--out", str(tmp_path / "run"), *argv])
     err = capsys.readouterr().err
     assert code == 2, err
-    assert f"fedprivacy flower: error: {message}" in err
+    assert f"fedprivacy flower deploy: error: {message}" in err
     assert not (tmp_path / "run" / "logs").exists()  # nothing was started
 
 

@@ -53,7 +53,7 @@ def test_train_invalid_config_is_a_clear_error(capsys, tmp_path):
     assert "unknown key 'userz'" in capsys.readouterr().err
     bad.write_text("lr = 0.1\n")  # an old spelling
     assert main(["train", "--config", str(bad)]) == 2
-    assert "error: lr: is now spelled local_lr" in capsys.readouterr().err
+    assert f"error: {bad}: lr: is now spelled local_lr" in capsys.readouterr().err
     for flag, value in (("--local-lr", "-1"), ("--epochs", "0"), ("--local-lr-decay", "0")):
         assert main(["train", flag, value, "-q"]) == 2
         assert f"error: {flag}: must be" in capsys.readouterr().err  # the flag typed

@@ -193,4 +193,5 @@ def test_a_node_reads_its_policy_from_its_own_configuration(tmp_path: Path) -> N
     assert answer_request(config, {"stage": "hello"}, {}) == {"user": 2}
     path.write_text("noise_multiplier = 1.0\n")  # a floor without a clip: invalid
     reply = answer_request(config, {"stage": "hello"}, {})
-    assert reply["error"] == "ParameterError" and reply["detail"].startswith("clip:")
+    assert reply["error"] == "ParameterError"
+    assert reply["detail"].startswith(f"{path}: clip:")  # the operator's file, named

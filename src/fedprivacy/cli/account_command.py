@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-from fedprivacy.cli.vocabulary import Use, add_options
+from fedprivacy.cli.options import Use, add_options
 from fedprivacy.errors import ParameterError
 
 

@@ -1,6 +1,6 @@
 """The flag table: every concept of the ``fedprivacy`` command line, spelled once.
 
-A command's parser is generated from it (:func:`fedprivacy.cli.vocabulary.add_options`), and
+A command's parser is generated from it (:func:`fedprivacy.cli.options.add_options`), and
 ``docs/cli.md``'s flag table is generated from it too, so the two cannot drift.
 ``tests/cli/test_vocabulary.py`` walks every parser: a short letter means one concept, a concept
 has one spelling, and every option a command accepts is read.

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fedprivacy.cli.flags import run_directory
-from fedprivacy.cli.vocabulary import Use, add_options
+from fedprivacy.cli.options import Use, add_options
 from fedprivacy.errors import ParameterError
 
 

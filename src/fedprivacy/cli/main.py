@@ -16,7 +16,7 @@ from typing import Any, TextIO
 from fedprivacy import __version__
 from fedprivacy.cli.flags import flag_names, with_flag
 from fedprivacy.cli.memory import check_memory
-from fedprivacy.cli.vocabulary import Use, add_options
+from fedprivacy.cli.options import Use, add_options
 from fedprivacy.errors import FedPrivacyError, ParameterError, WeakKeyWarning
 
 

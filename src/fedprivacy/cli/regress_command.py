@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from fedprivacy.cli.vocabulary import Use, add_options
+from fedprivacy.cli.options import Use, add_options
 from fedprivacy.errors import ParameterError
 
 #: Options of the simulated data only (refused with a real ``--dataset``).

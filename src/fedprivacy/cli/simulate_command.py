@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from fedprivacy.cli.flag_table import FLAGS
 from fedprivacy.cli.flags import DEFAULT_FAIRNESS_RULE
 from fedprivacy.cli.memory import check_memory
-from fedprivacy.cli.vocabulary import Use, add_options
+from fedprivacy.cli.options import Use, add_options
 
 if TYPE_CHECKING:
     from fedprivacy.experiments.selection_run import SelectionConfig

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fedprivacy.cli.flag_table import FLAGS
-from fedprivacy.cli.vocabulary import Use, add_options
+from fedprivacy.cli.options import Use, add_options
 from fedprivacy.errors import ParameterError
 
 if TYPE_CHECKING:

@@ -1,20 +1,16 @@
-"""One flag per concept: how the flag table becomes every command's parser.
+"""The words of the command line: a concept's :class:`Flag`, and its older spellings.
 
 Each concept of the command line (the users, the noise multiplier, the output folder...) is one
 :class:`Flag` in :data:`fedprivacy.cli.flag_table.FLAGS`: one long flag, at most one short
-letter, the same in every command that has it. A command lists the concepts it takes
-(:func:`add_options`), changing only what differs there: the help, the default, the choices.
-Spellings that older releases used are accepted for one release with a warning naming the new
-flag (:data:`fedprivacy.cli.flag_table.RENAMED`).
+letter, the same in every command that has it. Spellings that older releases used
+(:class:`Renamed`) are accepted for one release with a warning naming the new flag
+(:func:`accept_old_spelling`, :class:`OldSwitch`). :func:`fedprivacy.cli.options.add_options`
+builds a command's parser from them.
 
 Examples
 --------
->>> import argparse
->>> parser = argparse.ArgumentParser(prog="fedprivacy simulate")
->>> add_options(parser, "simulate", ["users", Use("rounds", default=3)])
->>> args = parser.parse_args(["-N", "9"])
->>> args.users, args.rounds
-(9, 3)
+>>> Flag("--users", "number of users N", short="-N", type=int).spellings()
+('--users', '-N')
 """
 
 from __future__ import annotations
@@ -22,11 +18,11 @@ from __future__ import annotations
 import argparse
 import builtins
 import sys
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TAKES_VALUE", "Flag", "Renamed", "Use", "add_options"]
+__all__ = ["TAKES_VALUE", "Flag", "Renamed", "OldSwitch", "accept_old_spelling"]
 
 #: :attr:`Renamed.value` of an old spelling that takes the new flag's value
 TAKES_VALUE: Any = object()
@@ -88,24 +84,6 @@ class Flag:
 
 
 @dataclass(frozen=True)
-class Use:
-    """A command's use of a concept: its name and what differs in this command.
-
-    ``required`` makes the option mandatory; every other keyword replaces the
-    :class:`Flag`'s field (``help``, ``default``, ``choices``, ``type``, ``metavar``).
-    """
-
-    name: str
-    required: bool = False
-    changes: dict[str, Any] = field(default_factory=dict)
-
-    def __init__(self, name: str, required: bool = False, **changes: Any) -> None:
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "required", required)
-        object.__setattr__(self, "changes", changes)
-
-
-@dataclass(frozen=True)
 class Renamed:
     """An older spelling, accepted for one release with a warning naming the new flag.
 
@@ -153,7 +131,7 @@ class _OldSpellings(argparse.Action):
         super().__call__(parser, namespace, values, option_string)
 
 
-def _accept(
+def accept_old_spelling(
     parser: argparse.ArgumentParser, action: argparse.Action, old: str, new: str, command: str
 ) -> None:
     """Let ``parser`` read ``old`` as ``action``'s option, with a deprecation warning."""
@@ -166,7 +144,7 @@ def _accept(
     action.old_spellings[old] = new
 
 
-class _OldSwitch(argparse.Action):
+class OldSwitch(argparse.Action):
     """An older switch that stores a constant in a newer option (``--insecure``: no TLS)."""
 
     def __init__(self, *args: Any, new: str, command: str, value: Any, **kwargs: Any) -> None:
@@ -181,52 +159,6 @@ class _OldSwitch(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
+        """Warn that the old switch is deprecated, then store its value."""
         _warn(self.command, str(option_string), self.new)
         setattr(namespace, self.dest, self.value)
-
-
-def _flag_of(use: str | Use) -> tuple[Flag, Use]:
-    from fedprivacy.cli.flag_table import FLAGS
-
-    use = Use(use) if isinstance(use, str) else use
-    flag = FLAGS[use.name]
-    return replace(flag, **use.changes), use
-
-
-def add_options(parser: argparse.ArgumentParser, command: str, uses: Iterable[str | Use]) -> None:
-    """Add the concepts ``uses`` to ``parser``, and the old spellings ``command`` accepted.
-
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser
-        The command's parser.
-    command : str
-        The command as typed after ``fedprivacy`` (``"flower deploy"``): it picks the old
-        spellings of :data:`~fedprivacy.cli.flag_table.RENAMED`.
-    uses : iterable of str or Use
-        The concepts, by name, in the order ``--help`` lists them.
-    """
-    from fedprivacy.cli.flag_table import RENAMED
-
-    added: dict[str, tuple[Flag, argparse.Action]] = {}
-    for use in uses:
-        flag, spec = _flag_of(use)
-        kwargs = flag.arguments()
-        if spec.required:
-            kwargs["required"] = True
-        added[flag.name] = (flag, parser.add_argument(*flag.spellings(), **kwargs))
-    for renamed in RENAMED.get(command, ()):
-        new, action = added[renamed.concept]
-        if renamed.value is TAKES_VALUE:
-            _accept(parser, action, renamed.old, renamed.replacement(new), command)
-            continue
-        parser.add_argument(
-            renamed.old,
-            dest=new.name,
-            action=_OldSwitch,
-            new=renamed.replacement(new),
-            command=command,
-            value=renamed.value,
-            default=argparse.SUPPRESS,
-            help=argparse.SUPPRESS,
-        )

@@ -98,7 +98,10 @@ def load_experiment(name: str) -> Experiment:
     """A bundled experiment by name, or a path to an experiment TOML file."""
     path = Path(name)
     if path.suffix == ".toml" and path.is_file():
-        return parse_experiment(str(path), path.read_text())
+        try:
+            return parse_experiment(path.stem, path.read_text())
+        except ParameterError as exc:  # the message names the file, not only its stem
+            raise ParameterError(exc.name, f"{path}: {str(exc)[len(exc.name) + 2 :]}") from None
     if name not in experiment_names():
         raise ParameterError(
             "experiment", f"unknown experiment {name!r}; known: {', '.join(experiment_names())}"

@@ -325,6 +325,7 @@ def _plot(result: UldpResult, path: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     from fedprivacy.files import save_figure
 
@@ -339,7 +340,11 @@ def _plot(result: UldpResult, path: Path) -> Path:
     ax1.set_ylabel(f"test {result.metric_name.replace('_', '-')}")
     ax1.grid(alpha=0.3)
     if all(math.isfinite(e) for e in eps):
-        ax2.plot(rounds, eps, marker="o", ms=3, color="tab:red")
+        ax2.plot(rounds, eps, marker="o", ms=3, color="tab:red", label="released models")
+        server = [0.0] + [r.epsilon_server for r in result.records]
+        if all(math.isfinite(e) for e in server) and server != eps:
+            ax2.plot(rounds, server, "--", color="tab:purple", label="against the server")
+        ax2.legend(fontsize=7)
         ax2.set_ylabel(f"user-level epsilon (delta={c.delta:g})")
     else:
         ax2.text(0.5, 0.5, "not private (epsilon = inf)", ha="center", va="center")
@@ -347,7 +352,15 @@ def _plot(result: UldpResult, path: Path) -> Path:
         ax2.set_yticks([])
     ax2.set_xlabel("round")
     ax2.grid(alpha=0.3)
+    for ax in (ax1, ax2):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     title = f"{c.method} on {c.dataset} ({c.users} users, {c.distribution})"
+    largest = result.privacy_report().epsilon
+    if largest is not None:
+        title += (
+            f"\nepsilon {largest:.3g} at delta {c.delta:g} (largest per user), noise "
+            f"multiplier {c.noise_multiplier:g}"
+        )
     if "synthetic" in result.data_source:
         title += " [synthetic stand-in data]"
     fig.suptitle(title, fontsize=10)
