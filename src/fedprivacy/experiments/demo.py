@@ -221,6 +221,14 @@ def summary_markdown(cfg: DemoConfig, rows: list[dict[str, object]]) -> str:
         f"K={cfg.per_round}, "
         f"{cfg.rounds} rounds, heterogeneous dropout, seed {cfg.seed})",
         "",
+        "How to read it. T_weak: the fewest users in any combination of the aggregates the server "
+        "saw over all rounds (1: it can isolate one user's update; the larger, the better). "
+        "T_strong: the smallest group of users that always participated together. Exposed users: "
+        "those whose individual update the server can compute exactly. C: users aggregated per "
+        "round on average (the larger, the better the model). F: the fairness gap between the "
+        "most and the least selected user, per round. LS error: how far the least-squares attack "
+        "is from the true updates (0: reconstructed).",
+        "",
         "| scheme | family size R (paper) | T_weak after last round | paper-code RREF bound | "
         "first round with T_weak = 1 | T_strong | exposed users | C simulated | C exact | "
         "F final | LS error (last "

@@ -21,7 +21,10 @@ import numpy as np  # noqa: E402
 
 from fedprivacy.experiments.regression_study_specs import FigureSpec, _panel_label  # noqa: E402
 from fedprivacy.files import atomic_write_json, atomic_write_text, save_figure  # noqa: E402
-from fedprivacy.regression.config import ESTIMATORS  # noqa: E402
+from fedprivacy.regression.config import (
+    ESTIMATORS,  # noqa: E402
+    RegressionConfig,
+)
 from fedprivacy.regression.simulation import RegressionResult  # noqa: E402
 from fedprivacy.regression.theory import TheoryCheck  # noqa: E402
 
@@ -242,7 +245,12 @@ def _plot_figure(spec: FigureSpec, rows: Sequence[Mapping[str, Any]], path: Path
             if j == 0:
                 ax.set_ylabel("MSE")
     axes[0][0].legend(fontsize=7)
-    fig.suptitle(spec.title, fontsize=10)
+    delta = RegressionConfig().delta  # the study's delta: the configuration's default
+    fig.suptitle(
+        f"{spec.title}\ndelta {delta:g}; the paper's noise calibration (its epsilon per "
+        "estimator in the table)",
+        fontsize=10,
+    )
     return save_figure(fig, path, tight=True)
 
 

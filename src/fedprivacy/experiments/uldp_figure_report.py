@@ -356,14 +356,14 @@ def _plot(spec: FigureSpec, results: list[CurveResult], path: Path) -> None:
         ax_m.set_title(f"({panel.key}) {panel.label}", fontsize=8)
         if ax_l is not None:
             ax_l.set_ylabel("test loss")
-        ax_e.set_ylabel("user-level epsilon")
+        ax_e.set_ylabel(f"user-level epsilon (delta {DELTA:g})")
         ax_e.set_yscale("log")
         for ax in axes[i]:
             ax.set_xlabel("round")
             ax.grid(alpha=0.3)
         if i == 0:
             ax_m.legend(fontsize=6)
-    title = spec.title
+    title = f"{spec.title}\nnoise multiplier {SIGMA:g}; epsilon at delta {DELTA:g}, released models"
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     save_figure(fig, path, dpi=100)
