@@ -184,6 +184,11 @@ def test_json_privacy_object_like_train(capsys: pytest.CaptureFixture[str], data
     # the sample; the released models' (amplified by sub-sampling) is under its own key
     assert privacy["epsilon"] == privacy["per_user_epsilon"]["max"] == data["epsilon_server"]
     assert privacy["epsilon_released"] == data["epsilon_released"] < data["epsilon"]
+    last = data["records"][-1]  # the per-round records say the same
+    assert (last["epsilon"], last["epsilon_released"]) == (
+        data["epsilon"],
+        data["epsilon_released"],
+    )
     assert "server" in privacy["epsilon_adversary"]
     # per user against the server, from the ledger of samples: the most-sampled user is the max
     spread = privacy["per_user_epsilon"]

@@ -78,12 +78,19 @@ class RoundRecord:
     epsilon_server: float = math.nan
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (non-finite numbers become ``None``)."""
+        """JSON-ready dict (non-finite numbers become ``None``).
+
+        ``epsilon`` means what it means in every output: the largest per-user epsilon, against
+        the server where there is a guarantee against it (``epsilon_server``), else against
+        the released models; the released models' own is ``epsilon_released``.
+        """
+        largest = self.epsilon_server if math.isfinite(self.epsilon_server) else self.epsilon
         return {
             "round": self.round,
             "metric": _finite(self.metric),
             "loss": _finite(self.loss),
-            "epsilon": _finite(self.epsilon),
+            "epsilon": _finite(largest),
+            "epsilon_released": _finite(self.epsilon),
             "seconds": self.seconds,
             "roc_auc": _finite(self.roc_auc),
             "clipped_fraction": _finite(self.clipped_fraction),
@@ -283,6 +290,7 @@ class UldpResult:
             "metric",
             "loss",
             "epsilon",
+            "epsilon_released",
             "epsilon_server",
             "seconds",
             "roc_auc",
