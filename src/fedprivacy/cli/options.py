@@ -25,7 +25,7 @@ from typing import Any
 from fedprivacy.cli.flag_table import FLAGS, RENAMED
 from fedprivacy.cli.vocabulary import TAKES_VALUE, Flag, OldSwitch, accept_old_spelling
 
-__all__ = ["Use", "add_options"]
+__all__ = ["Use", "add_options", "concept_names"]
 
 
 @dataclass(frozen=True)
@@ -87,3 +87,16 @@ def add_options(parser: argparse.ArgumentParser, command: str, uses: Iterable[st
             default=argparse.SUPPRESS,
             help=argparse.SUPPRESS,
         )
+
+
+def concept_names(uses: Iterable[str | Use], *, without: Iterable[str] = ()) -> tuple[str, ...]:
+    """The concepts of ``uses`` by name (a command's configuration fields: ``without`` the rest).
+
+    Examples
+    --------
+    >>> concept_names(["users", Use("rounds", default=3), "json"], without=("json",))
+    ('users', 'rounds')
+    """
+    skip = set(without)
+    names = (u if isinstance(u, str) else u.name for u in uses)
+    return tuple(n for n in names if n not in skip)

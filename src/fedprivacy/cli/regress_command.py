@@ -7,45 +7,11 @@ import json
 import sys
 from typing import Any
 
-from fedprivacy.cli.options import Use, add_options
+from fedprivacy.cli.options import Use, add_options, concept_names
 from fedprivacy.errors import ParameterError
 
 #: Options of the simulated data only (refused with a real ``--dataset``).
 _SIMULATION_ONLY = ("n", "p", "truth", "spread", "noise_sd", "rho", "theta_norm")
-
-_OPTIONS = (
-    "clients",
-    "n",
-    "p",
-    "epsilon",
-    "delta",
-    "truth",
-    "replications",
-    "calibration",
-    "seed",
-    "mechanism",
-    "lr",
-    "c",
-    "iterations",
-    "gamma",
-    "lr0",
-    "spread",
-    "noise_sd",
-    "rho",
-    "theta_norm",
-    "clip",
-    "neighbouring",
-    "dp_sgd_epochs",
-    "dp_sgd_rate",
-    "nbafl_rounds",
-    "nbafl_local_steps",
-    "nbafl_clip",
-    "baseline_lr",
-    "dataset",
-    "data_dir",
-    "missing",
-    "chunk",
-)
 
 #: ``regress``'s options, in the order ``--help`` lists them
 _PARSER_OPTIONS = (
@@ -90,6 +56,9 @@ _PARSER_OPTIONS = (
     "chunk",
 )
 
+#: the options that are RegressionConfig fields as given (``--estimators`` is split first)
+_FIELDS = concept_names(_PARSER_OPTIONS, without=("config", "json", "quiet", "estimators"))
+
 _LABELS = {
     "ols": "OLS (pooled)",
     "fgd": "FGD",
@@ -104,7 +73,7 @@ def _config(args: argparse.Namespace) -> Any:
     from fedprivacy.regression.config import RegressionConfig
 
     base = RegressionConfig.from_toml(args.config) if args.config else RegressionConfig()
-    changes = {name: getattr(args, name) for name in _OPTIONS}
+    changes = {name: getattr(args, name) for name in _FIELDS}
     if (changes["dataset"] or base.dataset) is not None:
         given = [f"--{n.replace('_', '-')}" for n in _SIMULATION_ONLY if changes[n] is not None]
         if given:

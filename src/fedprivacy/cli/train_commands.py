@@ -10,16 +10,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fedprivacy.cli.flag_table import FLAGS
-from fedprivacy.cli.options import Use, add_options
+from fedprivacy.cli.options import Use, add_options, concept_names
 from fedprivacy.errors import ParameterError
 
 if TYPE_CHECKING:
     from fedprivacy.experiments.catalogue import ProgramExperiment
     from fedprivacy.experiments.reproduce import Experiment
 
-#: the TrainConfig fields that ``train`` takes as options, each set to its value as given
-_FIELDS = (
-    "dataset",
+#: ``train``'s options, in the order ``--help`` lists them
+_TRAIN_OPTIONS = (
+    Use("config", help="a TOML file of TrainConfig keys"),
+    Use("dataset", help="digits (bundled, default), mnist, cifar10, cifar100"),
     "model",
     "partition",
     "scheme",
@@ -28,7 +29,7 @@ _FIELDS = (
     "per_round",
     "rounds",
     "seed",
-    "dropout",
+    Use("dropout", help=FLAGS["dropout"].help + " (default 0)"),
     "local_epochs",
     "batch_size",
     "local_lr",
@@ -38,10 +39,14 @@ _FIELDS = (
     "shared",
     "update_clip",
     "bits",
-    "dp",
-    "noise_multiplier",
-    "clip",
-    "delta",
+    Use(
+        "dp",
+        help="differential privacy: none (default), central (server-added Gaussian) or "
+        "distributed (each party's discrete Gaussian inside --secagg)",
+    ),
+    Use("noise_multiplier", help="with --dp: noise std >= z * clip on the sum of the updates"),
+    Use("clip", help="with --dp: L2 bound of each update (default 1)"),
+    Use("delta", help="with --dp: the per-user delta (default 1e-5)"),
     "secagg_degree",
     "protocol_dropout",
     "batch_policy",
@@ -53,24 +58,6 @@ _FIELDS = (
     "metrics_time_limit",
     "encoding",
     "device",
-)
-
-#: ``train``'s options, in the order ``--help`` lists them
-_TRAIN_OPTIONS = (
-    Use("config", help="a TOML file of TrainConfig keys"),
-    Use("dataset", help="digits (bundled, default), mnist, cifar10, cifar100"),
-    *_FIELDS[1:9],
-    Use("dropout", help=FLAGS["dropout"].help + " (default 0)"),
-    *_FIELDS[10:19],
-    Use(
-        "dp",
-        help="differential privacy: none (default), central (server-added Gaussian) or "
-        "distributed (each party's discrete Gaussian inside --secagg)",
-    ),
-    Use("noise_multiplier", help="with --dp: noise std >= z * clip on the sum of the updates"),
-    Use("clip", help="with --dp: L2 bound of each update (default 1)"),
-    Use("delta", help="with --dp: the per-user delta (default 1e-5)"),
-    *_FIELDS[23:],
     "local_lr_milestones",
     "fairness",
     "secagg",
@@ -80,6 +67,16 @@ _TRAIN_OPTIONS = (
     "stop_after",
     "json",
     "quiet",
+)
+
+#: the TrainConfig fields that ``train`` sets to the option's value as given (the rest are
+#: read apart: the milestones are parsed, the switches set only when given, the files)
+_FIELDS = concept_names(
+    _TRAIN_OPTIONS,
+    without=(
+        *("config", "local_lr_milestones", "fairness", "secagg", "data_dir"),
+        *("out", "resume", "stop_after", "json", "quiet"),
+    ),
 )
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fedprivacy.cli.flag_table import FLAGS
-from fedprivacy.cli.options import Use, add_options
+from fedprivacy.cli.options import Use, add_options, concept_names
 from fedprivacy.errors import ParameterError
 
 if TYPE_CHECKING:
@@ -18,42 +18,8 @@ if TYPE_CHECKING:
 
 _REQUIRED = ("dataset", "method", "users", "rounds")
 
-# CLI option -> UldpConfig field (the options whose value goes into the config as is)
-_OPTIONS = (
-    "dataset",
-    "method",
-    "users",
-    "silos",
-    "distribution",
-    "rounds",
-    "sampling_rate",
-    "scheme",
-    "per_round",
-    "target_privacy",
-    "seed",
-    "noise_multiplier",
-    "dp",
-    "delta",
-    "clip",
-    "local_epochs",
-    "local_lr",
-    "global_lr",
-    "batch_size",
-    "max_labels_per_user",
-    "naive_noise",
-    "eval_every",
-    "max_rows",
-    "device",
-    "secagg",
-    "update_clip",
-    "secagg_degree",
-    "bits",
-    "secure_weighting",
-    "secure_key_bits",
-    "insecure_test_keys",
-    "data_dir",
-    "creditcard_path",
-)
+#: the options that are not UldpConfig fields
+_NOT_FIELDS = ("config", "json", "out", "resume", "stop_after", "quiet")
 
 
 def _fmt(value: float | None, digits: int = 4) -> str:
@@ -76,7 +42,7 @@ def build_config(args: argparse.Namespace) -> Any:
 
     given: dict[str, Any] = {
         name: (str(v) if name in ("data_dir", "creditcard_path") else v)
-        for name in _OPTIONS
+        for name in concept_names(_options(), without=_NOT_FIELDS)
         if (v := getattr(args, name)) is not None
     }
     if args.resume is not None:
