@@ -126,3 +126,14 @@ def test_an_out_folder_the_run_would_mix_into_is_refused_before_work(
     assert {p.name: p.stat().st_mtime_ns for p in run.iterdir()} == before
     assert main([*SIM, "--out", str(tmp_path / "sim"), "--json"]) == 0
     assert main([*SIM, "--out", str(tmp_path / "sim"), "--json"]) == 0  # a simulation's: replaced
+
+
+def test_reading_a_log_stops_at_the_time_limit_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log too large to read within --time-limit is refused when the time is up, not after."""
+    log = tmp_path / "log.csv"
+    log.write_text("\n".join(",".join("01"[(r + u) % 2] for u in range(50)) for r in range(600)))
+    err = _refusal(["audit", str(log), "--time-limit", "1e-9"], capsys)
+    assert err.startswith("fedprivacy audit: error: --time-limit: reading ")
+    assert "stopped at row" in err  # inside the parse, not after it

@@ -106,7 +106,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from fedprivacy.run_directory import write_run_directory
 
     started = time.perf_counter()
-    ledger = ParticipationLedger.from_csv(args.file)
+    ledger = ParticipationLedger.from_csv(args.file, time_limit=args.metrics_time_limit)
     budget = args.metrics_time_limit - (time.perf_counter() - started)
     if budget <= 0:
         raise FedPrivacyError(

@@ -45,6 +45,7 @@ DEFAULT_FAIRNESS_RULE = "paper"
 #: command -> internal parameter name -> flag, for names that no option's ``dest`` spells
 ALIASES: dict[str, dict[str, str]] = {
     "simulate": {"point_time_limit": "--time-limit", "fairness_rule": "--fairness"},
+    "audit": {"time_limit": "--time-limit"},
     "uldp": {"num_users": "--users", "num_silos": "--silos", "key_bits": "--secure-key-bits"},
     "train": {"milestones": "--local-lr-milestones", "fairness_rule": "--fairness"},
     "regress": {"learning_rate": "--lr", "estimator": "--estimators"},

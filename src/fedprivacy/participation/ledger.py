@@ -138,7 +138,9 @@ class ParticipationLedger:
         return ledger
 
     @classmethod
-    def from_csv(cls, path: str | os.PathLike[str]) -> ParticipationLedger:
+    def from_csv(
+        cls, path: str | os.PathLike[str], *, time_limit: float | None = None
+    ) -> ParticipationLedger:
         """Read a participation log in any format of :mod:`fedprivacy.participation.log_formats`.
 
         Wide CSV (one row per round, one 0/1 column per user, optional header of user ids) or long
@@ -148,9 +150,10 @@ class ParticipationLedger:
         ------
         ParameterError
             If the file is empty, binary, a directory, ragged, or holds a value other than 0 and 1
-            (the message names the row and column).
+            (the message names the row and column), or reading takes longer than
+            ``time_limit`` seconds (named ``time_limit``).
         """
-        log = parse_log(path)
+        log = parse_log(path, time_limit=time_limit)
         ledger = cls(log.num_users, log.user_ids)
         for s in log.sets:
             ledger.record(s)

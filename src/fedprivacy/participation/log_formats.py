@@ -19,6 +19,7 @@ import gzip
 import io
 import os
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ from numpy.typing import NDArray
 from fedprivacy._registry import Registry
 from fedprivacy.errors import ParameterError
 
-__all__ = ["FORMATS", "ParsedLog", "is_number", "parse_log", "read_log_text"]
+__all__ = ["FORMATS", "Deadline", "ParsedLog", "is_number", "parse_log", "read_log_text"]
 
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(nan|inf|infinity)$", re.I)
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -75,7 +76,38 @@ def is_number(cell: str) -> bool:
     return bool(_NUMBER.match(cell.strip()))
 
 
-def _parse_wide(rows: list[list[str]], path: str) -> ParsedLog:
+class Deadline:
+    """When reading must stop: :meth:`check` raises once the time is up (the CLI's --time-limit).
+
+    Examples
+    --------
+    >>> Deadline(None).check(0)  # no limit
+    >>> Deadline(0.0, "log.csv").check(0)
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: time_limit: reading log.csv took more than 0 s (stopped at \
+row 0); raise the time limit, or give the log in long form (round,user lines)
+    """
+
+    def __init__(self, seconds: float | None, path: str = "") -> None:
+        self.seconds, self.path = seconds, path
+        self.end = None if seconds is None else time.monotonic() + seconds
+
+    def check(self, row: int, every: int = 256) -> None:
+        """Raise :class:`ParameterError` (``time_limit``) if the time is up.
+
+        The clock is read every ``every`` rows only.
+        """
+        if self.end is None or row % every or time.monotonic() <= self.end:
+            return
+        raise ParameterError(
+            "time_limit",
+            f"reading {self.path} took more than {self.seconds:g} s (stopped at row {row}); "
+            "raise the time limit, or give the log in long form (round,user lines)",
+        )
+
+
+def _parse_wide(rows: list[list[str]], path: str, deadline: Deadline) -> ParsedLog:
     header: list[str] | None = None
     if any(not is_number(c) for c in rows[0]):
         header = [c.strip() for c in rows[0]]
@@ -84,6 +116,7 @@ def _parse_wide(rows: list[list[str]], path: str) -> ParsedLog:
     offset = 1 if header is not None else 0
     sets: list[NDArray[np.intp]] = []
     for r, row in enumerate(rows):
+        deadline.check(r)
         if len(row) != width:
             raise ParameterError(
                 "file", f"{path}: round {r} has {len(row)} columns, expected {width}"
@@ -118,11 +151,12 @@ def _is_long(rows: list[list[str]]) -> bool:
     )
 
 
-def _parse_long(rows: list[list[str]], path: str) -> ParsedLog:
+def _parse_long(rows: list[list[str]], path: str, deadline: Deadline) -> ParsedLog:
     if [c.strip().lower() for c in rows[0]] == ["round", "user"]:
         rows = rows[1:]
     pairs: list[tuple[int, str]] = []
     for line, row in enumerate(rows, start=1):
+        deadline.check(line)
         if len(row) != 2:
             raise ParameterError("file", f"{path}: line {line} needs 'round,user'")
         rnd, user = row[0].strip(), row[1].strip()
@@ -155,7 +189,7 @@ def _parse_long(rows: list[list[str]], path: str) -> ParsedLog:
 
 
 _Detector = Callable[[list[list[str]]], bool]
-_Parser = Callable[[list[list[str]], str], ParsedLog]
+_Parser = Callable[[list[list[str]], str, Deadline], ParsedLog]
 
 #: Formats tried in order: name -> (detector, parser). The last one accepts everything.
 FORMATS: Registry[tuple[_Detector, _Parser]] = Registry("format")
@@ -163,13 +197,14 @@ FORMATS.register("long", (_is_long, _parse_long))
 FORMATS.register("wide", (lambda rows: True, _parse_wide))
 
 
-def parse_log(path: str | os.PathLike[str]) -> ParsedLog:
-    r"""Read a participation log in any registered format.
+def parse_log(path: str | os.PathLike[str], *, time_limit: float | None = None) -> ParsedLog:
+    r"""Read a participation log in any registered format, in at most ``time_limit`` seconds.
 
     Raises
     ------
     ParameterError
-        If the file is empty, binary, a directory, or malformed (the message names the line).
+        If the file is empty, binary, a directory, or malformed (the message names the line), or
+        (named ``time_limit``) if reading it takes longer than ``time_limit``.
 
     Examples
     --------
@@ -180,11 +215,16 @@ def parse_log(path: str | os.PathLike[str]) -> ParsedLog:
     >>> log.user_ids, [s.tolist() for s in log.sets]
     (['alice', 'bob'], [[0, 1], [], [1]])
     """
+    deadline = Deadline(time_limit, str(path))
     text = read_log_text(path)
-    rows = [r for r in csv.reader(io.StringIO(text)) if r and any(c.strip() for c in r)]
+    rows = []
+    for i, r in enumerate(csv.reader(io.StringIO(text))):
+        deadline.check(i, every=4096)
+        if r and any(c.strip() for c in r):
+            rows.append(r)
     if not rows:
         raise ParameterError("file", f"{path} holds no rows")
     for detect, parse in FORMATS.values():
         if detect(rows):
-            return parse(rows, str(path))
+            return parse(rows, str(path), deadline)
     raise ParameterError("file", f"{path}: unknown log format")  # pragma: no cover
