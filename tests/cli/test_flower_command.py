@@ -19,6 +19,10 @@ from fedprivacy.cli.main import main
         (["--replay", "3"], "--replay: must be USER@ROUND"),
         (["--simulation", "--replay", "1@0"], "--simulation: fault injection needs a real"),
         (["--simulation", "--node-auth"], "--node-auth: SuperNode authentication needs a real"),
+        (
+            ["--node-auth", "--no-tls"],
+            "--node-auth: SuperNode authentication needs TLS (drop --no-tls)",
+        ),
         (["--per-round", "9"], "--per-round:"),
         (["--scheme", "multiround"], "--target-privacy: is required"),
     ],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -46,3 +47,23 @@ def test_a_file_as_out_is_refused_when_the_command_line_is_parsed(
     err = capsys.readouterr().err
     assert err.strip().endswith(f"argument --out: {tmp_path / 'f'} exists and is not a folder")
     assert "Traceback" not in err
+
+
+def test_audit_writes_its_report_to_out_and_quiet_prints_the_findings_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "log.csv"
+    log.write_text("alice,bob,carol\n1,1,0\n0,1,1\n1,0,1\n")
+    out = tmp_path / "audit"
+    assert main(["audit", str(log), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert sorted(p.name for p in out.iterdir()) == ["audit.json", "audit.md"]
+    assert json.loads((out / "audit.json").read_text())["exposed_users"] == [
+        "alice",
+        "bob",
+        "carol",
+    ]
+    assert (out / "audit.md").read_text() in printed  # the file holds what was printed
+    assert main(["audit", str(log), "-q"]) == 0
+    quiet = capsys.readouterr().out.splitlines()
+    assert [line.split(" ")[0] for line in quiet] == ["T_weak", "T_strong", "EXPOSED:"]

@@ -93,7 +93,7 @@ def check_deploy_options(
         raise ParameterError("--node-auth", "SuperNode authentication needs a real deployment")
     node_auth = (tls and not simulation) if node_auth is None else node_auth
     if node_auth and not tls:
-        raise ParameterError("--node-auth", "SuperNode authentication needs TLS (drop --insecure)")
+        raise ParameterError("--node-auth", "SuperNode authentication needs TLS (drop --no-tls)")
     tls = tls and not simulation
     parse_forge(faults.forge, task.forges)
     return faults, node_auth, tls
