@@ -66,6 +66,8 @@ def test_train_with_central_dp_reports_per_user_epsilon_from_the_ledger(capsys, 
     text = (run / "privacy.md").read_text()
     assert "per user: min" in text and "(largest per user)" not in text
     assert f"Epsilon {privacy['epsilon']:.3g} at delta" in text  # the plain-words sentence
+    assert (run / "privacy.png").is_file()  # every DP run plots its privacy
+    assert "noise multiplier of the released aggregates: 1.2\n" in text  # once, not "1.2 to 1.2"
 
 
 def test_dp_flags_without_a_mechanism_name_the_flag(capsys) -> None:  # type: ignore[no-untyped-def]
@@ -173,3 +175,5 @@ def test_train_with_distributed_dp_accounts_the_noise_really_aggregated(capsys, 
     assert privacy["epsilon_server"] == privacy["epsilon"]  # the noise is in all it can compute
     text = (run / "privacy.md").read_text()
     assert "Distributed DP" in text and "wrapped around the modulus" in text
+    assert max(released) > 0.9  # over-provisioned, and explained where it appears:
+    assert "above the 0.9 requested: each party adds enough noise" in text
