@@ -451,7 +451,7 @@ def summary_markdown(result: TrainingResult) -> str:
 
 def _privacy_sentences(result: TrainingResult) -> list[str]:
     """What the server could learn and what the released model reveals, in sentences."""
-    from fedprivacy.report import epsilon_sentence, server_view_sentences
+    from fedprivacy.report_sentences import epsilon_sentence, server_view_sentences
 
     report = result.report
     released = (
