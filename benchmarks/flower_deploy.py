@@ -11,6 +11,11 @@ deployment (``fedprivacy.flower.deploy.LocalDeployment``: a SuperLink and K Supe
 * (b') **our SecAgg with the consistency check** (``ours-secagg+check``): node authentication on
   (the default of ``fedprivacy flower deploy``), so every round adds a fifth exchange, each node
   signing the aggregated set and verifying a majority's signatures;
+* (app) **the example Flower app** (``examples/digits-fedavg``, Flower's ``FedAvg``) and **the
+  same app with fedprivacy** (``examples/digits-private``: the mod and ``PrivateFedAvg``, SecAgg
+  and distributed DP), arms ``app-fedavg`` and ``app-private``; their own CNN (2,410
+  parameters, ``--d`` does not apply), half the nodes a round; seconds a round end to end (a
+  run of R rounds minus a run of one);
 * (c) **Flower's SecAgg+**: ``SecAggPlusWorkflow`` inside ``DefaultWorkflow`` (legacy
   ``LegacyContext`` + ``FedAvg``), clients a ``NumPyClient`` behind ``secaggplus_mod`` whose
   ``fit`` runs fedprivacy's own local training of that user (the same model, data and code as
@@ -28,6 +33,8 @@ Run::
     .venv/bin/python benchmarks/flower_deploy.py --k 10 --d 1e4,1e6 --rounds 2
     .venv/bin/python benchmarks/flower_deploy.py --quick        # K = 10, d = 1e4, one round
     .venv/bin/python benchmarks/flower_deploy.py --k 10 --d 1e4 --arms ours-secagg,ours-secagg+check
+    .venv/bin/python benchmarks/flower_deploy.py --k 6,10 --d 1e4 --rounds 3 \
+        --arms app-fedavg,app-private
 """
 
 from __future__ import annotations
@@ -246,7 +253,57 @@ def flower_secaggplus(k: int, d: int, rounds: int, work: Path) -> dict[str, Any]
     }
 
 
-ARMS = ("plaintext", "ours-secagg", "ours-secagg+check", "flower-secagg+")
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def _until(path: Path, started: float, limit: float, dep: LocalDeployment) -> float:
+    """Seconds from ``started`` until ``path`` exists (the app saved its final model)."""
+    while not path.exists():
+        if time.monotonic() - started > limit:
+            raise RuntimeError(f"no {path.name} after {limit:.0f} s: see {dep.run_dir / 'logs'}")
+        dep.track(2.0)
+        time.sleep(0.2)
+    return time.monotonic() - started
+
+
+def example_app(app: str, k: int, rounds: int, work: Path) -> dict[str, Any]:
+    """An example Flower app (``examples/APP``) on K SuperNodes: seconds a round, end to end.
+
+    Each app trains on half the nodes a round (Flower's ``FedAvg(fraction_train=0.5)``; the
+    private app ``per-round = K // 2``, batches of T = 1, SecAgg and distributed DP as its
+    defaults). A round's cost is the difference between a run of ``rounds`` rounds and a run
+    of one, over ``rounds - 1`` (process start-up and the node wait cancel out).
+    """
+    times = {}
+    for r in sorted({1, rounds}):
+        out = work / f"out-{r}"
+        overrides = {"out": str(out.resolve()), "num-server-rounds": r}
+        if app == "digits-private":
+            overrides.update({"users": k, "per-round": k // 2, "target-privacy": 1})
+        config = work / f"run-config-{r}.toml"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(tomli_w.dumps(overrides))
+        with LocalDeployment(work / f"deployment-{r}") as dep:
+            dep.start_superlink()
+            for u in range(k):
+                dep.start_supernode(u, node_config=f"partition-id={u} num-partitions={k}")
+            dep.write_flower_config()
+            started = time.monotonic()
+            dep.flwr_run(EXAMPLES / app, config)
+            times[r] = _until(out / "final_model.pt", started, 1800.0, dep)
+    per_round = (times[rounds] - times[1]) / max(1, rounds - 1)
+    return {"seconds_per_round": per_round, "seconds_one_round_run": times[1],
+            "loopback_bytes_per_round": float("nan")}  # fmt: skip
+
+
+ARMS = (
+    "plaintext",
+    "ours-secagg",
+    "ours-secagg+check",
+    "flower-secagg+",
+    "app-fedavg",
+    "app-private",
+)
 
 
 def main() -> None:
@@ -284,6 +341,9 @@ def run() -> None:
                     started = time.monotonic()
                     if arm == "flower-secagg+":
                         row = flower_secaggplus(k, d, rounds, work)
+                    elif arm.startswith("app-"):
+                        name = "digits-fedavg" if arm == "app-fedavg" else "digits-private"
+                        row = example_app(name, k, rounds, work)
                     else:
                         check = arm == "ours-secagg+check"
                         row = ours(k, d, rounds, arm != "plaintext", work, check=check)
@@ -318,6 +378,17 @@ def run() -> None:
                     f"{_ratio(by, 'ours-secagg+check', 'ours-secagg', 'loopback_bytes_per_round')}"
                     " (bytes on loopback)"
                 )
+    for k in ks:
+        by = {r["arm"]: r for r in rows if r["k"] == k and r["arm"].startswith("app-")}
+        if {"app-fedavg", "app-private"} <= set(by):
+            ratio = by["app-private"]["seconds_per_round"] / by["app-fedavg"]["seconds_per_round"]
+            print(
+                f"\nK={k}: the example app with fedprivacy takes {ratio:.2f}x the time a round of "
+                f"the same app with Flower's FedAvg (goal <= 1.5: "
+                f"{'met' if ratio <= 1.5 else 'not met'}); one-round runs end to end: "
+                f"{by['app-private']['seconds_one_round_run']:.1f} s and "
+                f"{by['app-fedavg']['seconds_one_round_run']:.1f} s"
+            )
     print("\nSeconds a round in each exchange of our app (ServerApp's stage events):\n")
     stages = ["train", "advertise", "share", "mask", "consistency", "unmask"]
     print("| K | d | arm | " + " | ".join(stages) + " |")

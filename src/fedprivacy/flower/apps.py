@@ -52,6 +52,7 @@ from fedprivacy.errors import FedPrivacyError
 from fedprivacy.files import atomic_write_json
 from fedprivacy.flower.grid import RECORD, GridTransport, discover_roster, to_record
 from fedprivacy.flower.node import Node, StageHandler
+from fedprivacy.flower.private_result import RosterError
 from fedprivacy.flower.stages import Record, error_reply
 from fedprivacy.policy import PartyPolicy
 
@@ -180,11 +181,11 @@ def main(grid: Grid, context: Context) -> None:
     run_dir = Path(str(cfg["run-dir"]))
     timeout = float(cfg["stage-timeout"])
     keys = Roster.from_file(str(cfg["roster"])) if str(cfg.get("roster", "")) else None
-    roster, refused = discover_roster(
-        grid, int(cfg["supernodes"]), wait=float(cfg["node-wait"]), timeout=timeout, keys=keys
-    )
+    expect, wait = int(cfg["supernodes"]), float(cfg["node-wait"])
+    roster, refused = discover_roster(grid, expect, wait=wait, timeout=timeout, keys=keys)
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(run_dir / "identity.json", {"admitted": roster, "refused": refused})
+    RosterError.check(roster, expect, wait, refused)  # never a run on part of the federation
     from fedprivacy.flower.run import StagePause
 
     pause = StagePause(str(cfg.get("pause-at", "")), run_dir / "resume")

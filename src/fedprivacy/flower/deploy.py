@@ -104,6 +104,7 @@ class LocalDeployment:
         self.env["FLWR_HOME"] = str(run_dir / "flwr-home")
         self.env["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"] = "0.25"
         self.env["FLWR_DISABLE_UPDATE_CHECK"] = "1"
+        self.env["FLWR_TELEMETRY_ENABLED"] = "0"  # no event at start and exit of every ClientApp
         self._stragglers = Stragglers(f"FLWR_HOME={self.env['FLWR_HOME']}".encode(), str(run_dir))
         self.runtime_ports: dict[int, int] = {}
         """User -> the port of its SuperNode's runtime API on 127.0.0.1."""

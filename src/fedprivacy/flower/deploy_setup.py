@@ -153,7 +153,7 @@ def prepare_run_dir(
                 "run-dir": str(run_dir.resolve()),
                 "supernodes": supernodes,
                 "stage-timeout": float(stage_timeout),
-                "node-wait": 120.0,
+                "node-wait": 120.0 + 2.0 * supernodes,  # each SuperNode's start-up, on 2 cores
                 "pause-at": pause,
                 "forge": faults.forge,
                 "roster": "" if roster is None else str(roster.resolve()),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from flwr.app import ConfigRecord, Message, RecordDict
@@ -21,7 +22,15 @@ from fedprivacy.flower.identity import admit, new_nonce
 from fedprivacy.flower.stages import Record, Stage
 from fedprivacy.flower.transport import Transport
 
-__all__ = ["MESSAGE_TYPE", "RECORD", "GridTransport", "discover_roster", "to_record"]
+__all__ = [
+    "MESSAGE_TYPE",
+    "QUERY_WIRE",
+    "RECORD",
+    "GridTransport",
+    "Wire",
+    "discover_roster",
+    "to_record",
+]
 
 MESSAGE_TYPE = "query.fedprivacy"
 RECORD = "fedprivacy"
@@ -38,6 +47,30 @@ def _fields(message: Message) -> Record | None:
     return dict(message.content.config_records[RECORD])
 
 
+@dataclass(frozen=True)
+class Wire:
+    """How requests and replies travel as Flower messages.
+
+    Attributes
+    ----------
+    message_type : str
+        The messages' type (``query.fedprivacy`` for fedprivacy's own ClientApp, ``train`` for
+        the mod inside any app, :mod:`fedprivacy.flower.mod`).
+    content : callable
+        A request -> the message's content.
+    fields : callable
+        A reply -> its fields (``None`` for an error or a reply without them).
+    """
+
+    message_type: str
+    content: Callable[[Record], RecordDict]
+    fields: Callable[[Message], Record | None]
+
+
+#: fedprivacy's own ClientApp (:mod:`fedprivacy.flower.apps`): one ``ConfigRecord``.
+QUERY_WIRE = Wire(MESSAGE_TYPE, to_record, _fields)
+
+
 class GridTransport(Transport):
     """Sends each stage's requests as Flower messages and waits at most ``timeout`` seconds.
 
@@ -49,11 +82,16 @@ class GridTransport(Transport):
         User -> node id.
     timeout : float
         Seconds to wait for a stage's replies.
+    wire : Wire
+        The messages' type and content (default: fedprivacy's own ClientApp).
     """
 
-    def __init__(self, grid: Grid, roster: Mapping[int, int], timeout: float) -> None:
+    def __init__(
+        self, grid: Grid, roster: Mapping[int, int], timeout: float, wire: Wire = QUERY_WIRE
+    ) -> None:
         super().__init__()
         self.grid = grid
+        self.wire = wire
         self.roster = dict(roster)
         self.timeout = float(timeout)
         self._user_of = {node: user for user, node in self.roster.items()}
@@ -68,9 +106,9 @@ class GridTransport(Transport):
     ) -> dict[int, Record]:
         messages = [
             Message(
-                to_record(request),
+                self.wire.content(request),
                 dst_node_id=self.roster[u],
-                message_type=MESSAGE_TYPE,
+                message_type=self.wire.message_type,
                 group_id=str(round_index),
             )
             for u, request in requests.items()
@@ -79,7 +117,7 @@ class GridTransport(Transport):
         out: dict[int, Record] = {}
         for reply in self.grid.send_and_receive(messages, timeout=self.timeout):
             user = self._user_of.get(reply.metadata.src_node_id)
-            fields = _fields(reply)
+            fields = self.wire.fields(reply)
             if user is not None and user in requests and fields is not None:
                 out[user] = fields
         return out
@@ -93,6 +131,7 @@ def discover_roster(
     timeout: float,
     on_wait: Callable[[int], None] | None = None,
     keys: Roster | None = None,
+    wire: Wire = QUERY_WIRE,
 ) -> tuple[dict[int, int], list[dict[str, Any]]]:
     """Wait for ``expect`` nodes (at most ``wait`` seconds) and ask each which user it is.
 
@@ -114,11 +153,13 @@ def discover_roster(
         time.sleep(0.5)
         nodes = list(grid.get_node_ids())
     nonce = new_nonce()
-    request = to_record({"stage": Stage.HELLO.value, "nonce": nonce})
-    hello = [Message(request, dst_node_id=n, message_type=MESSAGE_TYPE) for n in nodes]
+    request = {"stage": Stage.HELLO.value, "nonce": nonce}
+    hello = [
+        Message(wire.content(request), dst_node_id=n, message_type=wire.message_type) for n in nodes
+    ]
     replies: dict[int, Record] = {}
     for reply in grid.send_and_receive(hello, timeout=timeout):
-        fields = _fields(reply)
+        fields = wire.fields(reply)
         if fields is not None:
             replies[reply.metadata.src_node_id] = fields
     return admit(replies, nonce, keys)

@@ -50,6 +50,7 @@ from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg.client import SecAggClient
 from fedprivacy.secagg.errors import MalformedMessageError, OutOfOrderError
 from fedprivacy.secagg.messages import encode_message
+from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.secagg.params_wire import decode_params, encode_params
 from fedprivacy.secagg.state import dump_client, load_client
 
@@ -212,13 +213,35 @@ class Node(StageHandler):
         return {"update": encode_array(delta), "weight": float(weight)}
 
     def _advertise(self, request: Record, state: dict[str, bytes]) -> Record:
+        params, noise = self._check_round(request, state)
+        training, delta, weight, _ = self._local_update(request, state)
+        values, _ = training.aggregator.clip_update(delta, weight)
+        return self._begin_secure_round(params, noise, values, weight, training.seed, state)
+
+    def _check_round(
+        self, request: Record, state: dict[str, bytes]
+    ) -> tuple[SecAggParameters, str]:
+        """A secure round's parameters, checked against the policy, and the noise to add."""
         params = decode_params(field(request, "params", bytes))
         r = field(request, "round", int)
         if params.round_index != r:
             raise OutOfOrderError(f"parameters of round {params.round_index} in round {r}")
-        noise = check_secure_round(self.policy, params, field(request, "noise", str), state)
-        training, delta, weight, r = self._local_update(request, state)
-        values, _ = training.aggregator.clip_update(delta, weight)
+        return params, check_secure_round(self.policy, params, field(request, "noise", str), state)
+
+    def _begin_secure_round(
+        self,
+        params: SecAggParameters,
+        noise: str,
+        values: np.ndarray,
+        weight: float,
+        seed: int,
+        state: dict[str, bytes],
+    ) -> Record:
+        """Keep the clipped update and the protocol state on the node; publish the keys.
+
+        ``seed`` seeds the stochastic rounding of the encoding (:func:`~fedprivacy.fl.
+        aggregation.rounding_rng`).
+        """
         client = SecAggClient(params, self.user, consistency=consistency_check(self.policy))
         message = encode_message(client.advertise_keys())
         keep = {k: state[k] for k in PERSISTENT if k in state}
@@ -230,7 +253,7 @@ class Node(StageHandler):
             values=_compact(values),
             weight=encode_array(np.array([weight], dtype=np.float64)),
             noise=noise.encode(),
-            seed=str(training.seed).encode(),
+            seed=str(seed).encode(),
             last=message,
         )
         return {"message": message}

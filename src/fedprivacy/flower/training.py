@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -30,15 +30,13 @@ from fedprivacy.fl.aggregation import AggregateOutcome
 from fedprivacy.fl.engine import FederatedTraining
 from fedprivacy.fl.secure_aggregation import SecureAggregator, SecureRoundPlan
 from fedprivacy.flower.exchange import BeforeStage, StageExchange
-from fedprivacy.flower.lying_server import forge_config, forge_params, forge_policy
+from fedprivacy.flower.lying_server import forge_config, forge_params
+from fedprivacy.flower.secure_round import SecureRound
 from fedprivacy.flower.stages import Record, Stage, decode_array, encode_array
 from fedprivacy.flower.transport import Transport
 from fedprivacy.participation.availability import AvailabilityModel
-from fedprivacy.secagg.errors import ProtocolViolationError, SecAggError, UnknownSenderError
-from fedprivacy.secagg.messages import Message, decode_message, encode_message
 from fedprivacy.secagg.params import MIN_PARTICIPANTS
 from fedprivacy.secagg.params_wire import encode_params
-from fedprivacy.secagg.server import SecAggServer
 
 __all__ = ["DeployedTraining", "LiveNodes"]
 
@@ -167,23 +165,6 @@ class DeployedTraining(FederatedTraining):
     def _reject(self, r: int, stage: Stage, user: int, exc: Exception) -> None:
         self._wire().reject(r, stage, user, exc)
 
-    def _receive(
-        self, server: SecAggServer, r: int, stage: Stage, replies: dict[int, Record]
-    ) -> None:
-        for u, reply in sorted(replies.items()):
-            try:
-                data = reply.get("message")
-                if not isinstance(data, bytes):
-                    raise UnknownSenderError("the reply carries no protocol message")
-                message: Message = decode_message(data)
-                if message.header.sender != u:
-                    raise UnknownSenderError(
-                        f"the node of user {u} sent a message from {message.header.sender}"
-                    )
-                server.receive(message)
-            except SecAggError as exc:
-                self._reject(r, stage, u, exc)
-
     def _secure_round(
         self, r: int, selected: NDArray[np.intp], agg: SecureAggregator
     ) -> AggregateOutcome:
@@ -196,63 +177,14 @@ class DeployedTraining(FederatedTraining):
             r, users, int(self.global_flat.numel()), self.batch_size_t
         )
         forge = self._forge(r)
-        params = forge_params(plan.params, forge)
-        server = SecAggServer(params)
+        plan = replace(plan, params=forge_params(plan.params, forge))
         first = {
             **self._requests(r, selected),
-            "params": encode_params(params),
+            "params": encode_params(plan.params),
             "noise": "" if plan.noise is None else str(plan.noise.variance),
         }
         first["noise"] = forge.get("noise", first["noise"])
         if "plaintext" in forge:  # a lying server asks for the update in the clear
             self._exchange(Stage.TRAIN, r, dict.fromkeys(users, self._requests(r, selected)))
-
-        def run(stage: Stage, messages: Mapping[int, Message]) -> None:
-            requests = {u: {"round": r, "message": encode_message(m)} for u, m in messages.items()}
-            self._receive(server, r, stage, self._exchange(stage, r, requests))
-
-        try:
-            self._receive(
-                server,
-                r,
-                Stage.ADVERTISE,
-                self._exchange(Stage.ADVERTISE, r, dict.fromkeys(users, first)),
-            )
-            if "repeat" in forge:  # a lying server asks the round again
-                self._exchange(Stage.ADVERTISE, r, dict.fromkeys(users, first))
-            run(Stage.SHARE, server.finish_keys())
-            run(Stage.MASK, server.finish_shares())
-            unmask = server.finish_inputs(forge_policy(plan.policy, forge, self.batch_size_t))
-            if self.signers is not None:  # every node signs S; only a quorum's S is unmasked
-                run(Stage.CONSISTENCY, server.start_consistency(self.signers))
-                unmask = server.finish_consistency()
-            run(Stage.UNMASK, unmask)
-            result = server.finish_unmask()
-        except SecAggError as exc:  # a malicious or broken party ends this round, never the run
-            self._log_misbehaviour(r, server, exc)
-            return agg.finish_round(plan, exc, 0)
-        finally:
-            if agg.observer is not None:
-                agg.observer(r, server)
-        self._log_misbehaviour(r, server, None)
-        return agg.finish_round(plan, result, 0, server_seconds=sum(server.seconds.values()))
-
-    def _log_misbehaviour(self, r: int, server: SecAggServer, error: SecAggError | None) -> None:
-        """Log each wrong unmasking share the server left out, and the error that ended the round.
-
-        A ``bad_share`` event names the user who sent the share (``user``) and the owner of the
-        secret; its own input stays aggregated (its seed came from the others' shares). A
-        ``round_aborted`` event names the typed error that ended the round.
-        """
-        for bad in server.bad_shares:
-            self._log(
-                round=r,
-                stage=Stage.UNMASK.value,
-                user=bad.holder,
-                event="bad_share",
-                owner=bad.owner,
-                error=ProtocolViolationError.__name__,
-                detail=bad.describe(),
-            )
-        if error is not None:
-            self._log(round=r, event="round_aborted", error=type(error).__name__, detail=str(error))
+        secure = SecureRound(self._wire(), agg, plan, self.batch_size_t, self.signers, forge)
+        return secure.run(dict.fromkeys(users, first))

@@ -33,13 +33,15 @@ _ORDER = [Stage.ADVERTISE, Stage.SHARE, Stage.MASK, Stage.CONSISTENCY, Stage.UNM
 
 
 def payload_bytes(record: Record) -> int:
-    """Bytes of a record's values (its ``bytes`` and ``str`` fields, 8 per number)."""
+    """Bytes of a record's values (``bytes``, ``str`` and Flower records; 8 per number)."""
     total = 0
     for value in record.values():
         if isinstance(value, bytes | bytearray):
             total += len(value)
         elif isinstance(value, str):
             total += len(value.encode())
+        elif hasattr(value, "count_bytes"):  # a Flower record (a model's ArrayRecord)
+            total += int(value.count_bytes())
         else:
             total += 8
     return total
