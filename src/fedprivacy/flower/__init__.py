@@ -4,7 +4,8 @@
 ``@app.train`` function (:mod:`fedprivacy.flower.mod`), and :class:`PrivateFedAvg` the server
 workflow its ``@app.main()`` runs in place of Flower's ``FedAvg`` (:mod:`fedprivacy.flower.
 private_fedavg`, configured by :class:`PrivateFedAvgConfig`): selection, SecAgg, DP, the ledger
-and the per-user privacy report for the app's own model.
+and the per-user privacy report for the app's own model. :func:`run_private_fedavg` runs the same
+on a PyTorch model and per-user datasets in this process (:mod:`fedprivacy.flower.in_process`).
 
 **fedprivacy's own jobs on Flower**: the server runs the pipeline's round loop
 (:class:`fedprivacy.flower.training.DeployedTraining`: selection, availability, ledger, privacy
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING
 from fedprivacy._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from fedprivacy.flower.in_process import run_private_fedavg
     from fedprivacy.flower.mod import fedprivacy_mod
     from fedprivacy.flower.private_config import PrivateFedAvgConfig
     from fedprivacy.flower.private_fedavg import PrivateFedAvg
@@ -32,9 +34,16 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "fedprivacy_mod": "fedprivacy.flower.mod",
+    "run_private_fedavg": "fedprivacy.flower.in_process",
     "PrivateFedAvg": "fedprivacy.flower.private_fedavg",
     "PrivateFedAvgConfig": "fedprivacy.flower.private_config",
     "PrivateFedAvgResult": "fedprivacy.flower.private_result",
 }
-__all__ = ["PrivateFedAvg", "PrivateFedAvgConfig", "PrivateFedAvgResult", "fedprivacy_mod"]
+__all__ = [
+    "PrivateFedAvg",
+    "PrivateFedAvgConfig",
+    "PrivateFedAvgResult",
+    "fedprivacy_mod",
+    "run_private_fedavg",
+]
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -100,7 +100,7 @@ class ArrayLayout:
             start += n
         return ArrayRecord(
             array_dict={
-                name: Array.from_numpy_ndarray(np.ascontiguousarray(a))
+                name: Array.from_numpy_ndarray(np.array(a, order="C", copy=True))
                 for name, a in zip(self.names, arrays, strict=True)
             }
         )

@@ -1,0 +1,101 @@
+"""run_private_fedavg on a model class defined only here, with per-user datasets and policies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from fedprivacy.errors import ParameterError
+from fedprivacy.flower import PrivateFedAvgConfig, run_private_fedavg
+
+
+class TwoHeads(nn.Module):
+    """A model with a buffer that is not a float (kept from the server, never aggregated)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Linear(5, 6)
+        self.norm = nn.BatchNorm1d(6)
+        self.head = nn.Linear(6, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.relu(self.norm(self.body(x))))
+
+
+def _datasets(n: int = 6) -> list[TensorDataset]:
+    g = torch.Generator().manual_seed(3)
+    out = []
+    for _ in range(n):
+        x = torch.randn(30, 5, generator=g)
+        out.append(TensorDataset(x, (x[:, 0] > 0).long()))
+    return out
+
+
+def _config(**changes: object) -> PrivateFedAvgConfig:
+    settings: dict[str, object] = {"users": 6, "per_round": 4, "rounds": 2, **changes}
+    return PrivateFedAvgConfig(**settings)  # type: ignore[arg-type]
+
+
+def test_the_model_ends_with_the_aggregated_parameters() -> None:
+    torch.manual_seed(0)
+    model = TwoHeads()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    result = run_private_fedavg(model, _datasets(), _config(), lr=0.2, local_epochs=2)
+    after = model.state_dict()
+    final = result.arrays.to_torch_state_dict()
+    assert all(torch.equal(after[k], final[k]) for k in after)
+    assert not torch.equal(after["body.weight"], before["body.weight"])  # it trained
+    # a counter is not an update: the server's value stays
+    assert torch.equal(after["norm.num_batches_tracked"], before["norm.num_batches_tracked"])
+    assert [len(r.aggregated) for r in result.rounds] == [4, 4]
+
+
+def test_a_users_own_policy_file_is_enforced_on_its_node(tmp_path: Path) -> None:
+    policy = tmp_path / "strict.toml"
+    policy.write_text("noise_multiplier = 2.0\nclip = 0.5\n")
+    torch.manual_seed(0)
+    result = run_private_fedavg(
+        TwoHeads(),
+        _datasets(),
+        _config(rounds=1, per_round=6, dp="distributed", noise_multiplier=1.0, clip=1.0),
+        policy_files={0: policy},
+    )
+    refused = [e for e in result.events if e["event"] == "node_refused"]
+    assert [e["user"] for e in refused] == [0]  # asked for less noise than its floor
+    assert "noise_multiplier" in refused[0]["detail"]
+    assert result.rounds[0].aggregated == [1, 2, 3, 4, 5]  # the others' round goes on
+
+
+def test_one_dataset_per_user_is_required() -> None:
+    with pytest.raises(ParameterError, match="one dataset per user: 5 given, users = 6"):
+        run_private_fedavg(TwoHeads(), _datasets(5), _config())
+
+
+def test_the_clip_is_the_nodes_own_whatever_the_server_asks(tmp_path: Path) -> None:
+    """A node with clip 0.01 in its policy clips to it; a server asking a larger clip is refused."""
+    policy = tmp_path / "tight.toml"
+    policy.write_text("clip = 0.01\nnoise_multiplier = 1.0\n")
+    torch.manual_seed(0)
+    result = run_private_fedavg(
+        TwoHeads(),
+        _datasets(),
+        _config(rounds=1, dp="distributed", noise_multiplier=1.0, clip=0.01),
+        policy_files=dict.fromkeys(range(6), policy),
+    )
+    assert len(result.rounds[0].aggregated) == 4
+    torch.manual_seed(0)
+    loose = run_private_fedavg(
+        TwoHeads(),
+        _datasets(),
+        _config(rounds=1, dp="distributed", noise_multiplier=1.0, clip=1.0),
+        policy_files=dict.fromkeys(range(6), policy),
+    )
+    refused = {e["user"] for e in loose.events if e["event"] == "node_refused"}
+    asked = set(loose.rounds[0].selected)
+    assert len(asked) == 4 and refused == asked and loose.rounds[0].aggregated == []
+    assert np.isnan(loose.rounds[0].noise_multiplier)
