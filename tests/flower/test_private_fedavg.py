@@ -224,3 +224,19 @@ def test_deployments_turn_flower_telemetry_off(tmp_path: Path) -> None:
         assert deployment.env["FLWR_TELEMETRY_ENABLED"] == "0"
     finally:
         deployment.stop()
+
+
+def test_the_nodes_protocol_stages_import_no_torch_scipy_or_experiments() -> None:
+    """What a node imports for the mod and its stages (the app's own training aside)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import fedprivacy.flower.mod, fedprivacy.secagg.client, fedprivacy.dp.party_noise\n"
+        "import fedprivacy.fl.aggregation, fedprivacy.flower.node_policy\n"
+        "heavy = ('torch', 'scipy', 'sklearn', 'matplotlib', 'fedprivacy.experiments')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -41,7 +41,7 @@ from fedprivacy.flower.arrays import ArrayLayout
 from fedprivacy.flower.grid import RECORD, Wire
 from fedprivacy.flower.node import Node
 from fedprivacy.flower.node_policy import answer_once
-from fedprivacy.flower.stages import Record, decode_array, error_reply, field
+from fedprivacy.flower.stages import Record, Stage, decode_array, error_reply, field
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg.errors import MalformedMessageError
 from fedprivacy.secagg.params import SecAggParameters
@@ -187,8 +187,11 @@ class ModNode(Node):
         return self._begin_secure_round(params, noise, values, 1.0, seed, state)
 
 
-ModNode.handlers = {**Node.handlers}
-ModNode.handlers.update({k: getattr(ModNode, v.__name__) for k, v in Node.handlers.items()})
+ModNode.handlers = {
+    **Node.handlers,
+    Stage.TRAIN: ModNode._train,
+    Stage.ADVERTISE: ModNode._advertise,
+}
 
 
 def _user(node_config: Any) -> int:
