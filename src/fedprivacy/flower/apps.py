@@ -3,7 +3,7 @@
 Both are on Flower's Message API. The ServerApp (``server_app``, ``@server_app.main()``) waits for
 the SuperNodes, asks each which user it is (the roster), and runs
 :func:`fedprivacy.flower.run.run_deployed` with :class:`~fedprivacy.flower.grid.GridTransport`:
-every stage of every round is one ``grid.send_and_receive``. The ClientApp (``client_app``,
+every stage of every round is one push and pull of messages. The ClientApp (``client_app``,
 ``@client_app.query("fedprivacy")``) answers each message with
 :meth:`fedprivacy.flower.node.Node.handle`, keeping the node's protocol state in
 ``context.state`` (a ``ConfigRecord`` of bytes that the SuperNode keeps on the node's machine).
