@@ -199,7 +199,9 @@ class LocalDeployment:
         port = free_port()
         secret = write_runtime_secret(self.run_dir / "runtime-secrets" / f"supernode-{user}.secret")
         self.runtime_ports[user], self.runtime_secrets[user] = port, secret
-        args = [_bin("flower-supernode"), "--superlink", self.address]
+        # flower-supernode, its 3 s idle pull shortened (fedprivacy.flower.supernode_launch)
+        launch = [sys.executable, "-m", "fedprivacy.flower.supernode_launch"]
+        args = [*launch, "--superlink", self.address]
         args += ["--node-config", node_config]
         if self.tls is None:
             args += ["--insecure"]
