@@ -1,7 +1,9 @@
 """A local Flower deployment: a SuperLink and N SuperNodes on 127.0.0.1, TLS, ``flwr run``.
 
 :class:`LocalDeployment` starts real processes (``flower-superlink``, ``flower-supernode``; each
-SuperNode starts its SuperExec and a ClientApp process per message) in their own process groups,
+SuperNode starts its SuperExec and a ClientApp process per message, forked from a warm one,
+:mod:`fedprivacy.flower.warm_clientapp`; its idle pull is shortened,
+:mod:`fedprivacy.flower.supernode_launch`) in their own process groups,
 and stops every one of them when it leaves its ``with`` block: after the run, on an error, on
 Ctrl-C or SIGTERM; if the command is SIGKILLed, its :class:`~fedprivacy.flower.watchdog.Watchdog`
 stops them. :func:`deploy` is ``fedprivacy flower deploy``: TLS material into the run directory
@@ -210,7 +212,9 @@ class LocalDeployment:
         if keys is not None:
             args += ["--auth-supernode-private-key", str(keys.private)]
             args += ["--auth-supernode-public-key", str(keys.public)]
-        command = supernode_command(args, _bin("flower-superexec"), port, secret)
+        # flower-superexec whose ClientApps fork from a warm process (warm_clientapp)
+        superexec = [sys.executable, "-m", "fedprivacy.flower.warm_clientapp"]
+        command = supernode_command(args, superexec, port, secret)
         return self._start(f"supernode-{user}", command)
 
     def kill(self, name: str) -> None:

@@ -47,15 +47,17 @@ def write_runtime_secret(path: Path) -> Path:
     return path
 
 
-def supernode_command(supernode: list[str], superexec: str, port: int, secret: Path) -> list[str]:
+def supernode_command(
+    supernode: list[str], superexec: str | list[str], port: int, secret: Path
+) -> list[str]:
     """The command that runs ``supernode`` with its SuperExec, both holding ``secret``.
 
     Parameters
     ----------
     supernode : list of str
         ``flower-supernode`` and its arguments, without ``--port``, ``--isolation`` or a secret.
-    superexec : str
-        The ``flower-superexec`` executable.
+    superexec : str or list of str
+        The ``flower-superexec`` executable (or a command that runs it).
     port : int
         The runtime API's port on 127.0.0.1.
     secret : pathlib.Path
@@ -77,6 +79,7 @@ def supernode_command(supernode: list[str], superexec: str, port: int, secret: P
     """
     auth = ["--superexec-auth-secret-file", str(secret)]
     node = [*supernode, "--port", str(port), "--isolation", "process", *auth]
-    executor = [superexec, "--runtime-api-address", f"127.0.0.1:{port}", "--insecure", *auth]
+    launcher = [superexec] if isinstance(superexec, str) else list(superexec)
+    executor = [*launcher, "--runtime-api-address", f"127.0.0.1:{port}", "--insecure", *auth]
     script = f"{shlex.join(executor)} --parent-pid $$ & exec {shlex.join(node)}"
     return ["/bin/sh", "-c", script]
