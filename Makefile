@@ -25,8 +25,8 @@ docs: install
 	$(BIN)/mkdocs build --strict --site-dir build/site
 
 lint: install
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
 
 typecheck: install
 	$(BIN)/mypy
