@@ -292,8 +292,11 @@ def example_app(app: str, k: int, rounds: int, work: Path) -> dict[str, Any]:
             dep.flwr_run(EXAMPLES / app, config)
             times[r] = _until(out / "final_model.pt", started, 1800.0, dep)
     per_round = (times[rounds] - times[1]) / max(1, rounds - 1)
-    row = {"seconds_per_round": per_round, "seconds_one_round_run": times[1],
-           "loopback_bytes_per_round": float("nan")}  # fmt: skip
+    row = {
+        "seconds_per_round": per_round,
+        "seconds_one_round_run": times[1],
+        "loopback_bytes_per_round": float("nan"),
+    }
     events = work / f"out-{rounds}" / "events.jsonl"
     if events.exists():  # the private app's ServerApp logs each stage
         row["stage_seconds"] = stage_seconds(events, rounds)

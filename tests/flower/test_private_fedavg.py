@@ -240,3 +240,12 @@ def test_the_nodes_protocol_stages_import_no_torch_scipy_or_experiments() -> Non
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_options_that_would_be_ignored_on_flower_are_refused_before_any_node() -> None:
+    from fedprivacy.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="protocol_dropout: simulates dropouts"):
+        PrivateFedAvg(PrivateFedAvgConfig(protocol_dropout=0.1))
+    with pytest.raises(ParameterError, match="per_round: is spelled per-round"):
+        PrivateFedAvgConfig.from_run_config({"users": 6, "per_round": 4})

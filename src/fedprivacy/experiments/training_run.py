@@ -32,7 +32,7 @@ from fedprivacy.data.partition import make_partition
 from fedprivacy.errors import ParameterError
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.files import atomic_write_bytes, atomic_write_text
-from fedprivacy.fl.aggregators import make_aggregator
+from fedprivacy.fl.aggregators import section_aggregator
 from fedprivacy.fl.engine import (
     FederatedTraining,
     LearningRateSchedule,
@@ -107,17 +107,12 @@ def build_training(
             config.users, config.dropout, np.random.default_rng([config.seed, 12])
         )
     mechanism = config.mechanism()
-    aggregator = make_aggregator(
-        config.secagg,
-        clip=config.update_clip,
+    aggregator = section_aggregator(
+        config,
         per_round=config.per_round,
-        bits=config.bits,
         seed=config.seed,
-        degree=config.secagg_degree,
-        protocol_dropout=config.protocol_dropout,
-        batch_policy=config.batch_policy,
-        encoding=config.encoding,
         party_noise=mechanism.party_noise,
+        encoding=config.encoding,
     )
     if isinstance(aggregator, SecureAggregator):
         aggregator.check_dimension(count_parameters(model))

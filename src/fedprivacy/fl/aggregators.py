@@ -30,6 +30,8 @@ fedprivacy.errors.ParameterError: encoding: must be one of fixed-point, float; g
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fedprivacy._registry import Registry
 from fedprivacy.dp.party_noise import PartyNoise
 from fedprivacy.errors import ParameterError
@@ -42,12 +44,16 @@ from fedprivacy.fl.aggregation import (
 )
 from fedprivacy.fl.secure_aggregation import SecureAggregator
 
+if TYPE_CHECKING:
+    from fedprivacy.config_sections import SecureAggregationSection
+
 __all__ = [
     "AGGREGATORS",
     "AggregatorOptions",
     "aggregator_name",
     "build_aggregator",
     "make_aggregator",
+    "section_aggregator",
 ]
 
 #: The aggregator classes by name (each class's ``name``).
@@ -153,3 +159,39 @@ def make_aggregator(
         party_noise=party_noise,
     )
     return build_aggregator(aggregator_name(secure, encoding), options)
+
+
+def section_aggregator(
+    section: SecureAggregationSection,
+    *,
+    per_round: int,
+    seed: int,
+    party_noise: PartyNoise | None,
+    encoding: str = "fixed-point",
+) -> Aggregator:
+    """The aggregator a configuration's secure-aggregation section describes.
+
+    ``TrainConfig`` and ``PrivateFedAvgConfig`` build theirs here, so that every field of the
+    section reaches the aggregator.
+
+    Examples
+    --------
+    >>> from fedprivacy.config_sections import SecureAggregationSection
+    >>> section = SecureAggregationSection(secagg=True, secagg_degree=3, batch_policy="atomic")
+    >>> section_aggregator(section, per_round=6, seed=0, party_noise=None).degree
+    3
+    """
+    if section.batch_policy is None:
+        raise ParameterError("batch_policy", "must be set to build an aggregator")
+    return make_aggregator(
+        section.secagg,
+        clip=section.update_clip,
+        per_round=per_round,
+        bits=section.bits,
+        seed=seed,
+        degree=section.secagg_degree,
+        protocol_dropout=section.protocol_dropout,
+        batch_policy=section.batch_policy,
+        encoding=encoding,
+        party_noise=party_noise,
+    )

@@ -44,7 +44,6 @@ from fedprivacy.flower.node_policy import answer_once
 from fedprivacy.flower.stages import Record, Stage, decode_array, error_reply, field
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg.errors import MalformedMessageError
-from fedprivacy.secagg.params import SecAggParameters
 
 __all__ = [
     "ARRAYS",
@@ -140,7 +139,7 @@ class ModNode(Node):
         layout = ArrayLayout.of(sent)
         return layout.flatten(_returned_arrays(reply)) - layout.flatten(sent)
 
-    def _clip(self, request: Record, params: SecAggParameters) -> float | None:
+    def _clip(self, request: Record) -> float | None:
         """The L2 clip: the node's own; the server's ``clip`` only where the policy has none."""
         asked = request.get("clip", "")
         asked_clip = float(asked) if isinstance(asked, int | float) else None
@@ -169,7 +168,7 @@ class ModNode(Node):
             raise MalformedMessageError(
                 f"the model has {delta.size} parameters, the round's {params.dimension}"
             )
-        clip = self._clip(request, params)
+        clip = self._clip(request)
         values = l2_clip(delta, clip)
         bound = np.nextafter(np.nextafter(params.codec.clip, 0.0), 0.0)
         values = np.clip(values, -bound, bound)

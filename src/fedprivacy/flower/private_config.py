@@ -73,9 +73,17 @@ class PrivateFedAvgConfig(Config, DPSection, SecureAggregationSection, SchemeSec
         >>> c = PrivateFedAvgConfig.from_run_config(cfg)
         >>> c.rounds, c.per_round
         (2, 4)
+        >>> PrivateFedAvgConfig.from_run_config({"users": 6, "noise_multiplier": 1.0})
+        Traceback (most recent call last):
+        ...
+        fedprivacy.errors.ParameterError: noise_multiplier: is spelled noise-multiplier in a \
+run config
         """
         names = {f.name.replace("_", "-"): f.name for f in fields(cls)}
         names["num-server-rounds"] = "rounds"
+        for key in run_config:
+            if "_" in key and key.replace("_", "-") in names:
+                raise ParameterError(key, f"is spelled {key.replace('_', '-')} in a run config")
         values = {names[k]: v for k, v in run_config.items() if k in names}
         return cls.from_mapping(values).validate()
 
@@ -91,6 +99,11 @@ class PrivateFedAvgConfig(Config, DPSection, SecureAggregationSection, SchemeSec
         require_positive_number("update_clip", self.update_clip)
         require_positive_number("metrics_time_limit", self.metrics_time_limit)
         parse_batch_policy(self.batch_policy)
+        if self.protocol_dropout:
+            raise ParameterError(
+                "protocol_dropout",
+                "simulates dropouts in one process; on Flower the nodes' own dropouts count",
+            )
         self._check_target_privacy()
         if self.target_privacy is not None:
             validate_batch_parameters(users, self.per_round, self.target_privacy)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from numpy.typing import NDArray
 from fedprivacy.crypto.signing import Roster
 from fedprivacy.errors import FedPrivacyError
 from fedprivacy.fl.aggregation import AggregateOutcome, Aggregator
-from fedprivacy.fl.aggregators import make_aggregator
+from fedprivacy.fl.aggregators import section_aggregator
 from fedprivacy.fl.engine import round_rng
 from fedprivacy.fl.mechanism import Mechanism
 from fedprivacy.fl.secure_aggregation import SecureAggregator
@@ -71,6 +72,7 @@ class _RemoteFedAvg(Algorithm[PrivateRound]):
         exchange: StageExchange,
         train_config: ConfigRecord,
         signers: Roster | None,
+        batch_size: int,
     ) -> None:
         self.num_users = config.users
         self.config = config
@@ -81,19 +83,15 @@ class _RemoteFedAvg(Algorithm[PrivateRound]):
         self.train_config = train_config
         self.signers = signers
         self.mechanism: Mechanism = config.mechanism()
-        self.aggregator: Aggregator = make_aggregator(
-            config.secagg,
-            clip=config.update_clip,
+        self.aggregator: Aggregator = section_aggregator(
+            config,
             per_round=config.per_round,
-            bits=config.bits,
             seed=config.seed,
-            degree=config.secagg_degree,
-            batch_policy=config.batch_policy,
             party_noise=self.mechanism.party_noise,
         )
         if isinstance(self.aggregator, SecureAggregator):
             self.aggregator.check_dimension(self.layout.size)
-        self.batch_size = 1  # T of the batches (set by the run from its selector)
+        self.batch_size = batch_size  # T of the selector's batches (1 without batches)
         self.records: list[PrivateRound] = []
 
     def _request(self, r: int, users: list[int]) -> dict[str, Any]:
@@ -163,10 +161,7 @@ class _RemoteFedAvg(Algorithm[PrivateRound]):
             time.perf_counter() - started,
         )
         self.records.append(record)
-        self.exchange.log(
-            round=r, event="round", selected=users, aggregated=record.aggregated,
-            aborted=record.aborted, seconds=record.seconds,
-        )  # fmt: skip
+        self.exchange.log(event="round", **asdict(record))
         return RoundResult(np.asarray(outcome.aggregated, dtype=np.intp), record)
 
 
@@ -261,15 +256,14 @@ class PrivateFedAvg:
         config = self.config
         exchange = StageExchange(transport, self.on_event)
         settings = ConfigRecord(dict(train_config or {}))
-        algorithm = _RemoteFedAvg(config, initial_arrays, exchange, settings, self.signers)
-        live = LiveNodes(config.users, transport.users)
-        exchange.on_silent = lambda users: live.gone.update(users)
-        ledger = ParticipationLedger(config.users)
         selector = make_selector(
             config.scheme, config.users, config.per_round, target_privacy=config.target_privacy
         )
-        if isinstance(selector, BatchPartitionSelector):
-            algorithm.batch_size = selector.target_privacy
+        batch = selector.target_privacy if isinstance(selector, BatchPartitionSelector) else 1
+        algorithm = _RemoteFedAvg(config, initial_arrays, exchange, settings, self.signers, batch)
+        live = LiveNodes(config.users, transport.users)
+        exchange.on_silent = lambda users: live.gone.update(users)
+        ledger = ParticipationLedger(config.users)
         result = PrivateFedAvgResult(
             config, algorithm.arrays, algorithm.records, ledger, exchange.events, dict(roster or {})
         )

@@ -136,8 +136,11 @@ class PrivateFedAvgResult:
             "delta": report.delta,
         }
 
-    def to_dict(self) -> dict[str, Any]:
-        """``summary.json``: the configuration, the rounds, the roster and the report."""
+    def to_dict(self, report: PrivacyReport | None = None) -> dict[str, Any]:
+        """``summary.json``: the configuration, the rounds, the roster and the report.
+
+        ``report``: :meth:`report`, when the caller has it already (``T_weak`` is a search).
+        """
         return {
             "config": self.config.to_dict(),
             "rounds": [asdict(r) for r in self.rounds],
@@ -145,14 +148,14 @@ class PrivateFedAvgResult:
             "evaluate_metrics_serverapp": {
                 str(r): m for r, m in sorted(self.evaluate_metrics_serverapp.items())
             },
-            "privacy": self.report().to_dict(),
+            "privacy": (report or self.report()).to_dict(),
         }
 
     def write(self, out: Path) -> list[Path]:
         """Write the run directory ``out``; return the files written."""
         out.mkdir(parents=True, exist_ok=True)
-        summary = self.to_dict()
         report = self.report()
+        summary = self.to_dict(report)
         p = self.ledger.matrix()
         header = ",".join(f"user_{u}" for u in range(p.shape[1]))
         rows = "\n".join(",".join(str(int(v)) for v in row) for row in p)
