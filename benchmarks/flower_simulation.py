@@ -29,7 +29,8 @@ from typing import Any
 
 import tomli_w
 
-from fedprivacy.flower.deploy import LocalDeployment, terminate_as_interrupt
+from fedprivacy.flower.deploy import terminate_as_interrupt
+from fedprivacy.flower.local_deployment import LocalDeployment
 
 APP = Path(__file__).resolve().parents[1] / "examples" / "digits-private"
 

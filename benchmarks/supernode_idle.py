@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from fedprivacy.flower.deploy import LocalDeployment, terminate_as_interrupt
+from fedprivacy.flower.deploy import terminate_as_interrupt
+from fedprivacy.flower.local_deployment import LocalDeployment
 
 _TICK = os.sysconf("SC_CLK_TCK")
 

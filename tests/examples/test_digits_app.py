@@ -49,7 +49,7 @@ def _run_config(app: Path) -> dict[str, Any]:
 
 def _simulate(tmp_path: Path) -> dict[str, Any]:
     """``flwr run`` the private app on a simulation SuperLink with 6 virtual SuperNodes."""
-    from fedprivacy.flower.deploy import LocalDeployment
+    from fedprivacy.flower.local_deployment import LocalDeployment
 
     out = tmp_path / "out"
     overrides = tmp_path / "run-config.toml"

@@ -28,7 +28,7 @@ def _detached_sleeper(env: dict[str, str]) -> subprocess.Popen[bytes]:
 def test_a_straggler_that_appears_after_an_empty_scan_is_still_stopped(
     tmp_path: Path, processes_of: Callable[[Path], list[int]]
 ) -> None:
-    from fedprivacy.flower.deploy import LocalDeployment
+    from fedprivacy.flower.local_deployment import LocalDeployment
 
     dep = LocalDeployment(tmp_path, tls=False)
     late: list[subprocess.Popen[bytes]] = []
@@ -52,7 +52,7 @@ def test_a_session_member_without_our_environment_is_stopped_once_its_session_wa
     tmp_path: Path,
 ) -> None:
     """Like Ray's agents: ``FLWR_HOME`` vanishes from their environ, their session stays."""
-    from fedprivacy.flower.deploy import LocalDeployment
+    from fedprivacy.flower.local_deployment import LocalDeployment
 
     dep = LocalDeployment(tmp_path, tls=False)
     bare = {"PATH": os.environ.get("PATH", "")}
@@ -86,7 +86,7 @@ def test_a_session_member_without_our_environment_is_stopped_once_its_session_wa
 
 
 def test_stragglers_are_found_by_their_environment_only(tmp_path: Path) -> None:
-    from fedprivacy.flower.deploy import LocalDeployment
+    from fedprivacy.flower.local_deployment import LocalDeployment
 
     dep = LocalDeployment(tmp_path, tls=False)
     ours = _detached_sleeper(dep.env)

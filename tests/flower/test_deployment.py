@@ -202,7 +202,7 @@ def test_every_process_of_the_deployment_is_stopped(
 def test_a_supernode_with_a_certificate_of_another_ca_is_refused(
     tmp_path: Path, processes_of: Callable[[Path], list[int]]
 ) -> None:
-    from fedprivacy.flower.deploy import LocalDeployment
+    from fedprivacy.flower.local_deployment import LocalDeployment
     from fedprivacy.flower.tls import generate_tls_materials
 
     other = generate_tls_materials(tmp_path / "other-ca")
@@ -226,7 +226,7 @@ def test_a_supernode_with_a_certificate_of_another_ca_is_refused(
 def test_a_supernode_whose_key_was_not_registered_is_refused(
     tmp_path: Path, processes_of: Callable[[Path], list[int]]
 ) -> None:
-    from fedprivacy.flower.deploy import LocalDeployment
+    from fedprivacy.flower.local_deployment import LocalDeployment
     from fedprivacy.flower.node_auth import generate_node_keys
 
     keys = generate_node_keys(tmp_path / "keys", [0, 1])

@@ -217,7 +217,7 @@ def test_a_short_roster_is_refused_before_any_round() -> None:
 
 
 def test_deployments_turn_flower_telemetry_off(tmp_path: Path) -> None:
-    from fedprivacy.flower.deploy import LocalDeployment
+    from fedprivacy.flower.local_deployment import LocalDeployment
 
     deployment = LocalDeployment(tmp_path, tls=False)
     try:

@@ -65,7 +65,7 @@ def _acquire(port: int, secret: bytes | None) -> int:
 def test_the_runtime_api_answers_only_the_holder_of_the_nodes_fresh_secret(
     tmp_path: Path, processes_of: Callable[[Path], list[int]]
 ) -> None:
-    from fedprivacy.flower.deploy import LocalDeployment
+    from fedprivacy.flower.local_deployment import LocalDeployment
 
     run_dir = tmp_path / "run"
     with LocalDeployment(run_dir, tls=False) as dep:
