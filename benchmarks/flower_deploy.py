@@ -239,7 +239,7 @@ def flower_secaggplus(k: int, d: int, rounds: int, work: Path) -> dict[str, Any]
             }
         )
     )
-    with LocalDeployment(work / "deployment") as dep:
+    with LocalDeployment(work / "deployment", nodes=k) as dep:
         dep.start_superlink()
         for u in range(k):
             dep.start_supernode(u)
@@ -360,7 +360,7 @@ def example_app(app: str, k: int, rounds: int, work: Path) -> dict[str, Any]:
         config = work / f"run-config-{r}.toml"
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(tomli_w.dumps(overrides))
-        with LocalDeployment(work / f"deployment-{r}") as dep:
+        with LocalDeployment(work / f"deployment-{r}", nodes=k) as dep:
             dep.start_superlink()
             for u in range(k):
                 dep.start_supernode(u, node_config=f"partition-id={u} num-partitions={k}")

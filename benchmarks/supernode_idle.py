@@ -1,13 +1,15 @@
-"""Idle CPU of a local deployment's SuperNodes: Flower's 3 s idle pull against ours.
+"""Idle CPU of a local deployment's SuperNodes: Flower's polling, short polling, tuned polling.
 
 Starts a SuperLink and K SuperNodes (``LocalDeployment``, TLS, no run), waits for them to
 settle, and measures the CPU seconds that every process of the deployment uses in a window of
 idle time (``/proc/PID/stat``: user + system, children of the process groups included). The
-baseline in the same run is ``FEDPRIVACY_SUPERNODE_IDLE_PULL=3``, Flower's own pause.
+baseline in the same run is Flower's own polling (a 3 s idle pull, the SuperExec's 1 s task
+poll); then the short intervals at any size (0.5 s, 0.25 s), and ``polling(K)``, what
+``LocalDeployment`` uses (short up to 10 nodes, longer above).
 
 Run::
 
-    .venv/bin/python benchmarks/supernode_idle.py --k 6,10 --window 20
+    .venv/bin/python benchmarks/supernode_idle.py --k 6,10,50 --window 20 --settle 60
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import time
 from pathlib import Path
 
 from fedprivacy.flower.deploy import terminate_as_interrupt
-from fedprivacy.flower.local_deployment import LocalDeployment
+from fedprivacy.flower.local_deployment import LocalDeployment, polling
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -40,10 +42,20 @@ def _groups_cpu(groups: set[int]) -> float:
     return total
 
 
-def idle_cpu(k: int, pause: str, window: float, settle: float, work: Path) -> float:
+#: The arms: Flower's own intervals, the short ones at any size, and ``polling(K)``.
+SETTINGS = {
+    "Flower's": {"FEDPRIVACY_SUPERNODE_IDLE_PULL": "3", "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "1"},
+    "short": {"FEDPRIVACY_SUPERNODE_IDLE_PULL": "0.5", "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.25"},
+    "tuned": {},
+}
+
+
+def idle_cpu(k: int, setting: str, window: float, settle: float, work: Path) -> float:
     """CPU seconds a second of the whole deployment while idle."""
-    os.environ["FEDPRIVACY_SUPERNODE_IDLE_PULL"] = pause
-    with LocalDeployment(work) as dep:
+    for name in SETTINGS["short"]:
+        os.environ.pop(name, None)
+    os.environ.update(SETTINGS[setting])  # LocalDeployment keeps these; "tuned": polling(k)
+    with LocalDeployment(work, nodes=k) as dep:
         dep.start_superlink()
         for u in range(k):
             dep.start_supernode(u)
@@ -55,23 +67,28 @@ def idle_cpu(k: int, pause: str, window: float, settle: float, work: Path) -> fl
 
 
 def main() -> None:
-    """Measure each K with both pauses; print the table."""
+    """Measure each K with each setting; print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--k", default="6,10", help="SuperNodes, comma-separated (6,10)")
     parser.add_argument("--window", type=float, default=20.0, help="idle seconds measured (20)")
     parser.add_argument("--settle", type=float, default=15.0, help="seconds to start up (15)")
     args = parser.parse_args()
     print(f"SuperNode idle CPU, {platform.node()}, {time.strftime('%Y-%m-%d %H:%M')}\n")
-    print("| K | idle pull | CPU % of one core (whole deployment) | per SuperNode | vs 3 s |")
-    print("|---|---|---|---|---|")
+    print(
+        "| K | polling | idle pull / SuperExec poll (s) | CPU % of one core (whole deployment) "
+        "| per SuperNode | vs Flower's |"
+    )
+    print("|---|---|---|---|---|---|")
     with terminate_as_interrupt(), tempfile.TemporaryDirectory(prefix="idle-") as tmp:
         for k in [int(x) for x in args.k.split(",")]:
             base = None
-            for pause in ("3", "0.5"):
-                cpu = idle_cpu(k, pause, args.window, args.settle, Path(tmp) / f"{k}-{pause}")
+            for setting in SETTINGS:
+                cpu = idle_cpu(k, setting, args.window, args.settle, Path(tmp) / f"{k}-{setting}")
                 base = cpu if base is None else base
+                pulls = SETTINGS[setting] or polling(k)
+                intervals = " / ".join(pulls.values())
                 print(
-                    f"| {k} | {pause} s | {100 * cpu:.1f} | {100 * cpu / k:.2f} | "
+                    f"| {k} | {setting} | {intervals} | {100 * cpu:.1f} | {100 * cpu / k:.2f} | "
                     f"{cpu / base:.2f}x |",
                     flush=True,
                 )

@@ -192,7 +192,7 @@ def deploy(
         stage_timeout=stage_timeout,
         node_auth=node_auth,
     )
-    with LocalDeployment(run_dir, tls=tls) as dep:
+    with LocalDeployment(run_dir, tls=tls, nodes=supernodes) as dep:
         _start_nodes(
             dep,
             task,

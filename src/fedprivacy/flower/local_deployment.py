@@ -34,7 +34,7 @@ from fedprivacy.flower.tls import TlsMaterials, generate_tls_materials
 from fedprivacy.flower.warm_clientapp import ZYGOTE_ENV, wait_for_zygote, zygote_path
 from fedprivacy.flower.watchdog import Watchdog
 
-__all__ = ["DeploymentError", "LocalDeployment", "free_port"]
+__all__ = ["POLLING_NODES", "DeploymentError", "LocalDeployment", "free_port", "polling"]
 
 
 class DeploymentError(FedPrivacyError):
@@ -58,6 +58,35 @@ def _bin(name: str) -> str:
     return str(path)
 
 
+#: Nodes up to which the shortest polling is kept (:func:`polling`).
+POLLING_NODES = 10
+
+
+def polling(nodes: int) -> dict[str, str]:
+    """The polling intervals of ``nodes`` SuperNodes on one machine, as environment variables.
+
+    Each idle SuperNode pulls the SuperLink every ``FEDPRIVACY_SUPERNODE_IDLE_PULL`` seconds
+    (:mod:`fedprivacy.flower.supernode_launch`; Flower's is 3 s) and its SuperExec polls it
+    every ``FLWR_SUPEREXEC_TASK_POLL_INTERVAL`` seconds (Flower's default 1 s). Up to
+    :data:`POLLING_NODES` nodes they are 0.5 s and 0.25 s; above, both grow in proportion to
+    the nodes (up to 3 s), so the machine's idle requests a second stay about what 10 nodes
+    make (60). At 50 nodes the short intervals would keep 1.6 of this VM's 2 cores busy while
+    idle, and Flower's own about one (``benchmarks/supernode_idle.py``).
+
+    Examples
+    --------
+    >>> polling(6)
+    {'FEDPRIVACY_SUPERNODE_IDLE_PULL': '0.5', 'FLWR_SUPEREXEC_TASK_POLL_INTERVAL': '0.25'}
+    >>> polling(50)
+    {'FEDPRIVACY_SUPERNODE_IDLE_PULL': '2.5', 'FLWR_SUPEREXEC_TASK_POLL_INTERVAL': '1.25'}
+    """
+    scale = max(1.0, nodes / POLLING_NODES)
+    return {
+        "FEDPRIVACY_SUPERNODE_IDLE_PULL": f"{min(3.0, 0.5 * scale):g}",
+        "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": f"{min(3.0, 0.25 * scale):g}",
+    }
+
+
 class LocalDeployment:
     """Processes of a local deployment, all stopped on exit (see the module docstring).
 
@@ -67,9 +96,12 @@ class LocalDeployment:
         Logs (``logs/``), Flower's home (``flwr-home/``) and TLS material (``tls/``) go here.
     tls : bool
         Serve the SuperLink over TLS (a fresh CA); ``False`` runs ``--insecure``.
+    nodes : int
+        How many SuperNodes will run: their polling is tuned to it (:func:`polling`); a
+        variable already in the environment is kept.
     """
 
-    def __init__(self, run_dir: Path, *, tls: bool = True) -> None:
+    def __init__(self, run_dir: Path, *, tls: bool = True, nodes: int = POLLING_NODES) -> None:
         self.run_dir = run_dir
         self.tls: TlsMaterials | None = None
         if tls:
@@ -82,7 +114,8 @@ class LocalDeployment:
         self.env = dict(os.environ)
         self.env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{self.env.get('PATH', '')}"
         self.env["FLWR_HOME"] = str(run_dir / "flwr-home")
-        self.env["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"] = "0.25"
+        for name, value in polling(nodes).items():
+            self.env.setdefault(name, value)
         self.env["FLWR_DISABLE_UPDATE_CHECK"] = "1"
         self.env["FLWR_TELEMETRY_ENABLED"] = "0"  # no event at start and exit of every ClientApp
         self.env.pop(ZYGOTE_ENV, None)

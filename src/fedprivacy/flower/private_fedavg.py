@@ -172,8 +172,9 @@ class PrivateFedAvg:
     ----------
     config : PrivateFedAvgConfig
         Selection, secure aggregation and DP.
-    stage_timeout : float
-        Seconds a stage waits for the nodes' replies (a node that does not answer dropped out).
+    stage_timeout : float, optional
+        Seconds a stage waits for the nodes' replies (a node that does not answer dropped out;
+        default: 60 s plus 2 s a node selected a round).
     node_wait : float, optional
         Seconds to wait for ``config.users`` nodes (default: 60 s plus 0.5 s a node).
     on_event : callable, optional
@@ -187,13 +188,14 @@ class PrivateFedAvg:
         self,
         config: PrivateFedAvgConfig,
         *,
-        stage_timeout: float = 60.0,
+        stage_timeout: float | None = None,
         node_wait: float | None = None,
         on_event: Callable[[dict[str, Any]], None] | None = None,
         signers: Roster | None = None,
     ) -> None:
         self.config = config.validate()
-        self.stage_timeout = float(stage_timeout)
+        default = 60.0 + 2.0 * self.config.per_round
+        self.stage_timeout = default if stage_timeout is None else float(stage_timeout)
         self.node_wait = 60.0 + 0.5 * config.users if node_wait is None else float(node_wait)
         self.on_event = on_event
         self.signers = signers
