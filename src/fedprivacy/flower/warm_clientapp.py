@@ -50,7 +50,8 @@ __all__ = [
 WARM_IMPORTS = tuple(
     m
     for m in os.environ.get(
-        "FEDPRIVACY_WARM_IMPORTS", "numpy,torch,sklearn,fedprivacy.flower.mod"
+        "FEDPRIVACY_WARM_IMPORTS",
+        "numpy,torch,sklearn,fedprivacy.flower.mod,fedprivacy.flower.apps",
     ).split(",")
     if m
 )
