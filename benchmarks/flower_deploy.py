@@ -40,6 +40,7 @@ Run::
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import platform
@@ -282,13 +283,15 @@ def clientapp_startup(repeats: int = 5) -> dict[str, float]:
     :mod:`fedprivacy.flower.warm_clientapp`'s: a fork of a process that imported them, to the
     child's exit. Measured on this otherwise idle machine, before the arms.
     """
-    imports = "import flwr.supernode.cli, numpy, torch, sklearn, fedprivacy.flower.mod"
+    modules = ("flwr.supernode.cli", "numpy", "torch", "sklearn", "fedprivacy.flower.mod")
+    imports = "import " + ", ".join(modules)
     cold = []
     for _ in range(repeats):
         start = time.perf_counter()
         subprocess.run([sys.executable, "-c", imports], check=True)
         cold.append(time.perf_counter() - start)
-    exec(imports)  # noqa: S102 (a fixed string: warm this process as the zygote is)
+    for name in modules:  # warm this process as the zygote is
+        importlib.import_module(name)
     warm = []
     for _ in range(repeats * 4):
         start = time.perf_counter()

@@ -159,18 +159,23 @@ def _zygote(listener: socket.socket | None, conns: list[socket.socket]) -> None:
     until killed); ``conns``: requesters already connected (a SuperExec's own zygote).
     """
     _import_warm()
-    socks = [s for s in (listener, *conns) if s is not None]
+    socks = {s.fileno(): s for s in (listener, *conns) if s is not None}
+    poller = select.poll()  # no FD_SETSIZE limit, unlike select.select
+    for fd in socks:
+        poller.register(fd, select.POLLIN)
     while socks:
-        ready, _, _ = select.select(socks, [], [])
-        for sock in ready:
+        for fd, _ in poller.poll():
+            sock = socks[fd]
             if sock is listener:
                 conn, _ = sock.accept()
                 if _same_user(conn):
-                    socks.append(conn)
+                    socks[conn.fileno()] = conn
+                    poller.register(conn, select.POLLIN)
                 else:
                     conn.close()
-            elif not _fork_clientapp(sock, socks):
-                socks.remove(sock)
+            elif not _fork_clientapp(sock, list(socks.values())):
+                poller.unregister(fd)
+                del socks[fd]
                 sock.close()
 
 
