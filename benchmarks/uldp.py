@@ -23,8 +23,12 @@ global model on its records; the deltas are clipped, weighted and summed):
 
 Part 2, the whole round (:meth:`fedprivacy.uldp.methods.MethodRunner.run_round`, noise and
 update included), which trains every user of every silo in one vectorised pass (chunks of
-``--max-rows`` rows; a list compares several), against the ``per-silo`` engine (the same
-trainer called silo after silo with 1024 rows per call, as before the round was batched).
+``--max-rows`` rows; a list compares several) and differentiates the users' copies either way of
+:data:`fedprivacy.fl.gradients.GRADIENTS` (``--gradients``: ``vmap``, whose convolutions become
+grouped convolutions, and ``bmm``, the layers as batched matrix products), against the
+``per-silo`` engine (the ``vmap`` trainer called silo after silo with 1024 rows per call, as
+before the round was batched). ``--profile`` prints the device kernels of one round of the
+last engine (``torch.profiler``), where its time goes.
 Each is timed ``--repeats`` times after one warm-up round (median printed), with the FLOPs of
 the real records (``torch.utils.flop_counter`` of one forward and backward per record, times
 ``Q`` epochs of every record) and of the padded rows the vectorised calls differentiate, the
@@ -32,8 +36,8 @@ achieved TFLOP/s and, with ``--peak-tflops``, the fraction of the device's peak.
 
 Usage: python benchmarks/uldp.py [--users 10000] [--silos 5] [--distribution zipf]
        [--subset 300] [--threads 1] [--device cpu] [--epochs 5] [--baseline loop|authors]
-       [--silo-rows 1024] [--max-rows 1024[,65536...]] [--repeats 3] [--peak-tflops X]
-       [--skip-silos] [--data-dir DIR]
+       [--silo-rows 1024] [--max-rows 1024[,65536...]] [--gradients vmap,bmm] [--repeats 3]
+       [--peak-tflops X] [--profile] [--skip-silos] [--data-dir DIR]
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from numpy.typing import NDArray
 from torch.utils.flop_counter import FlopCounterMode
 
 from fedprivacy.data.tabular import load_silo_dataset
+from fedprivacy.errors import ParameterError
 from fedprivacy.fl.local_training import LocalTrainingSpec, VectorisedTrainer
 from fedprivacy.fl.minibatches import epoch_orders
 from fedprivacy.fl.params import flatten_parameters
@@ -129,6 +134,8 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--baseline", choices=("loop", "authors"), default="loop")
     ap.add_argument("--silo-rows", type=int, default=1024, help="rows per call in part 1")
     ap.add_argument("--max-rows", default="1024", help="rows per call of the batched round")
+    ap.add_argument("--gradients", default="vmap,bmm", help="ways to differentiate, part 2")
+    ap.add_argument("--profile", action="store_true", help="kernels of the last engine's round")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--peak-tflops", type=float, default=None, help="the device's peak")
     ap.add_argument("--skip-silos", action="store_true", help="part 2 only")
@@ -301,11 +308,22 @@ def round_table(b: Bench) -> None:
     base_s, base, gb = median_seconds(b, lambda: per_silo_round(b, trainer))
     assert isinstance(base, torch.Tensor)
     rows = [("per-silo (1024 rows)", base_s, trainer, base, gb)]
-    for max_rows in [int(v) for v in str(b.args.max_rows).split(",")]:
-        runner = MethodRunner("ULDP-AVG", fed, b.hyper, model=b.model, max_rows=max_rows)
-        sec, out, gb = median_seconds(b, functools.partial(one_round, runner, b.flat))
+    engines = [
+        (gradient, int(max_rows))
+        for gradient in str(b.args.gradients).split(",")
+        for max_rows in str(b.args.max_rows).split(",")
+    ]
+    for gradient, max_rows in engines:
+        runner = MethodRunner(
+            "ULDP-AVG", fed, b.hyper, model=b.model, max_rows=max_rows, gradient=gradient
+        )
+        try:
+            sec, out, gb = median_seconds(b, functools.partial(one_round, runner, b.flat))
+        except (RuntimeError, ParameterError) as exc:  # e.g. out of device memory: report, go on
+            print(f"{gradient} ({max_rows} rows): failed: {exc}".splitlines()[0])
+            continue
         assert isinstance(out, RoundOutput)
-        rows.append((f"batched ({max_rows} rows)", sec, runner.trainer, out.presum, gb))
+        rows.append((f"{gradient} ({max_rows} rows)", sec, runner.trainer, out.presum, gb))
     for name, sec, tr, presum, gb in rows:
         calls = tr.calls // (max(1, b.args.repeats) + 1)
         padded = tr.rows / (max(1, b.args.repeats) + 1) / (b.spec.epochs * fed.num_records)
@@ -320,6 +338,22 @@ def round_table(b: Bench) -> None:
         "rows/real: rows differentiated (records and padding) over real record passes; "
         "TFLOP/s from the real records only; max |diff|: pre-noise sum against per-silo."
     )
+    if b.args.profile:
+        profile_round(b, runner)
+
+
+def profile_round(b: Bench, runner: MethodRunner) -> None:
+    """The 20 most expensive device (or CPU) operators of one round of ``runner``."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    cuda = b.fed.device.type == "cuda"
+    if cuda:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as prof:
+        one_round(runner, b.flat)
+        b.sync()
+    key = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    print(f"\nprofile of one round, {runner.trainer.gradient} ({runner.trainer.max_rows} rows):")
+    print(prof.key_averages().table(sort_by=key, row_limit=20, max_name_column_width=50))
 
 
 def main() -> None:

@@ -272,3 +272,21 @@ def test_secagg_sums_the_silos_and_says_so(capsys: pytest.CaptureFixture[str]) -
     assert "sum over silos: SecAgg between the 3 silos" in capsys.readouterr().out
     assert main(argv) == 0
     assert "sum over silos: in the clear" in capsys.readouterr().out
+
+
+def test_gradient_flag_chooses_how_users_are_differentiated(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ("uldp", "--dataset", "creditcard-synthetic", "--method", "ULDP-AVG-w", "--users")
+    args += ("30", "--silos", "3", "--epochs", "1", "--rounds", "2", "--json")
+    records = {}
+    for gradient in ("vmap", "bmm"):
+        code, out, _ = run(capsys, *args, "--gradient", gradient)
+        assert code == 0
+        records[gradient] = json.loads(out)["records"]
+    for a, b in zip(records["vmap"], records["bmm"], strict=True):
+        assert a["epsilon"] == b["epsilon"]  # the same mechanism, the same accounting
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-4)  # the same model, to rounding
+    with pytest.raises(SystemExit) as stop:  # argparse's own choice check
+        run(capsys, *args, "--gradient", "loop")
+    assert stop.value.code == 2 and "--gradient: invalid choice" in capsys.readouterr().err

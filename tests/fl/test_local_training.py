@@ -116,9 +116,10 @@ def fedavg_setup(
     return model, flatten_parameters(model), features, labels, offsets, orders
 
 
+@pytest.mark.parametrize("gradient", ["vmap", "bmm"])
 @pytest.mark.parametrize("spec_name", sorted(SPECS))
 @pytest.mark.parametrize("model_name", ["mlp", "lenet", "mnist-cnn", "vgg11"])
-def test_vectorised_matches_loop(model_name: str, spec_name: str) -> None:
+def test_vectorised_matches_loop(model_name: str, spec_name: str, gradient: str) -> None:
     spec = SPECS[spec_name]
     # different sizes: partial last batches (11 % 4, 6 % 4) and padded steps (6 vs 4 vs 2)
     sizes = [11, 6, 3]
@@ -135,7 +136,8 @@ def test_vectorised_matches_loop(model_name: str, spec_name: str) -> None:
     model, flat, features, labels, off, orders = fedavg_setup(model_name, sizes, spec)
     data = (flat, features, labels, off, orders, spec)
     expected = train_groups_loop(model, cross_entropy_loss, *data)
-    got = VectorisedTrainer(model, cross_entropy_loss, max_rows=None).train(*data)
+    trainer = VectorisedTrainer(model, cross_entropy_loss, max_rows=None, gradient=gradient)
+    got = trainer.train(*data)
     assert got.shape == (len(sizes), flat.numel()) and got.dtype == torch.float32
     # the clients really moved, and differently
     assert expected.abs().max() > 1e-3
@@ -194,9 +196,10 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("gradient", ["vmap", "bmm"])
 @pytest.mark.parametrize(("name", "counts", "epochs", "batch"), CASES)
 def test_vectorised_equals_per_user_loop(
-    name: str, counts: list[int], epochs: int, batch: int
+    name: str, counts: list[int], epochs: int, batch: int, gradient: str
 ) -> None:
     x, y, off, loss = uldp_data(name, counts)
     model = build_model(name, seed=1)
@@ -206,7 +209,7 @@ def test_vectorised_equals_per_user_loop(
     expected = train_groups_loop(model, loss, flat, x, y, off, orders, spec)
     assert float(expected.abs().max()) > 1e-3  # the users did move
     for max_rows in (7, 4096):  # chunked and all at once
-        trainer = VectorisedTrainer(model, loss, max_rows=max_rows)
+        trainer = VectorisedTrainer(model, loss, max_rows=max_rows, gradient=gradient)
         got = trainer.train(flat, x, y, off, orders, spec)
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
     empty = np.flatnonzero(np.diff(off) == 0)

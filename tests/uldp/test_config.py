@@ -52,6 +52,8 @@ def test_unknown_method_lists_the_names() -> None:
         ({"naive_noise": "half"}, "naive_noise"),
         ({"max_labels_per_user": 2}, "max_labels_per_user"),  # MNIST only
         ({"device": "tpu"}, "device"),
+        ({"gradient": "loop"}, "gradient"),
+        ({"max_rows": 0}, "max_rows"),
         ({"user_alpha": -0.5}, "user_alpha"),
         ({"main_silo_share": 1.5}, "main_silo_share"),
         ({"dp": "laplace"}, "dp"),

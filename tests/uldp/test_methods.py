@@ -95,14 +95,18 @@ def test_sgd_ws_descends(heart_fed: Federation) -> None:
 @pytest.mark.parametrize(
     "method", ["ULDP-AVG", "ULDP-AVG-w", "ULDP-AVG-ws", "ULDP-SGD", "ULDP-SGD-ws"]
 )
+@pytest.mark.parametrize("gradient", ["vmap", "bmm"])
 def test_vectorised_round_equals_per_user_loop(
-    heart_fed: Federation, method: str, presum_oracle: Callable[..., torch.Tensor]
+    heart_fed: Federation,
+    method: str,
+    gradient: str,
+    presum_oracle: Callable[..., torch.Tensor],
 ) -> None:
     fed = heart_fed
     hp = hyper_for(method, clip=0.3)
     hp = RoundHyper(LocalTrainingSpec(2, 4, 0.2), hp.global_lr, hp.clip, hp.noise_multiplier, 0.5)
     flat = flatten_parameters(fed.task.build_model(3))
-    runner = MethodRunner(method, fed, hp)
+    runner = MethodRunner(method, fed, hp, gradient=gradient)
     got = runner.presum(flat, np.random.default_rng(7))
     expected = presum_oracle(method, fed, flat, hp, np.random.default_rng(7))
     assert float(expected.norm()) > 0.1

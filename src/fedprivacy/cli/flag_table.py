@@ -169,8 +169,14 @@ _TRAINING = (
     Flag(
         "--max-rows",
         "rows per vectorised per-user training call (memory bound; default 1024 on a CPU, "
-        "4096 on a GPU)",
+        "16384 on a GPU)",
         type=int,
+    ),
+    Flag(
+        "--gradient",
+        "how per-user training differentiates its users: vmap (default on a CPU) or bmm "
+        "(batched matrix products; default on a GPU)",
+        choices=("vmap", "bmm"),
     ),
 )
 

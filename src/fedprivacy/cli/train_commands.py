@@ -382,7 +382,7 @@ _REPRODUCE_OPTIONS = (
     Use(
         "set",
         help="override a configuration key of every run (repeatable), e.g. --set local_lr=0.03 "
-        "--set device=cuda; ULDP figures accept device, max_rows and eval_every",
+        "--set device=cuda; ULDP figures accept device, max_rows, gradient and eval_every",
     ),
     "print_config",
     Use("json", help="print one JSON list"),

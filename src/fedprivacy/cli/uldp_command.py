@@ -65,7 +65,7 @@ def build_config(args: argparse.Namespace) -> Any:
 
 
 #: What ``--resume`` may change: how many rounds, where the data are, how it computes.
-_RESUME_OPTIONS = ("rounds", "data_dir", "device", "max_rows")
+_RESUME_OPTIONS = ("rounds", "data_dir", "device", "max_rows", "gradient")
 
 
 def _resumed_config(args: argparse.Namespace, given: dict[str, Any]) -> Any:
@@ -79,7 +79,9 @@ def _resumed_config(args: argparse.Namespace, given: dict[str, Any]) -> Any:
     if changed:
         flags = ", ".join(FLAGS[k].long for k in changed)
         raise ParameterError(
-            "resume", f"only --rounds, --data-dir, --device and --max-rows may change, not {flags}"
+            "resume",
+            "only --rounds, --data-dir, --device, --max-rows and --gradient may change, "
+            f"not {flags}",
         )
     path = Path(args.resume) / CONFIG
     if not path.is_file():
@@ -283,6 +285,7 @@ def _options() -> tuple[str | Use, ...]:
         "naive_noise",
         "eval_every",
         "max_rows",
+        "gradient",
         "device",
         "data_dir",
         "creditcard_path",

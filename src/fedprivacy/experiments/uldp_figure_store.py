@@ -46,7 +46,7 @@ VERSION: Final = 1
 #: :class:`UldpConfig` fields that change where (and how fast) a run computes, never what: they
 #: are left out of :func:`computed_key`, so a curve trained on a GPU is reused on a CPU.
 #: ``eval_every`` is not among them: it decides which rounds have a test metric.
-WHERE_FIELDS: Final = ("device", "max_rows", "data_dir", "creditcard_path")
+WHERE_FIELDS: Final = ("device", "max_rows", "gradient", "data_dir", "creditcard_path")
 
 
 class StoredCurve(NamedTuple):

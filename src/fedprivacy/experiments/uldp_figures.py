@@ -163,9 +163,10 @@ def _hyper_of(config: UldpConfig, method: str) -> dict[str, float | int | None]:
 
 
 #: Settings ``run_figure`` accepts (``reproduce uldp-figN --set KEY=VALUE``): where and how the
-#: runs compute, never what they compute. ``device`` and ``max_rows`` do not keep a finished
-#: curve from being reused; ``eval_every`` does (it decides which rounds have a test metric).
-FIGURE_SETTINGS: Final = ("device", "max_rows", "eval_every")
+#: runs compute, never what they compute. ``device``, ``max_rows`` and ``gradient`` do not keep
+#: a finished curve from being reused; ``eval_every`` does (it decides which rounds have a test
+#: metric).
+FIGURE_SETTINGS: Final = ("device", "max_rows", "gradient", "eval_every")
 
 #: The selected curves of each selected panel, in the spec's order.
 Selection = tuple[tuple[Panel, tuple[Curve, ...]], ...]

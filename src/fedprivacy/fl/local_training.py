@@ -10,10 +10,11 @@ once:
   minibatch of every active group with one indexing operation into a padded
   ``(k, b, *input_shape)`` tensor with a 0/1 mask, and :func:`torch.func.vmap` over
   :func:`torch.func.grad` of :func:`torch.func.functional_call`
-  (:func:`~fedprivacy.fl.stacked_grad.stacked_gradient`) gives all the groups' gradients of
-  their *masked mean* loss (the mean over the real rows of the batch, exactly the loss of the
-  smaller batch); one SGD update (momentum and weight decay as :class:`torch.optim.SGD`) then
-  moves the whole stack;
+  (:func:`~fedprivacy.fl.stacked_grad.stacked_gradient`), or on a GPU the model's layers as
+  batched matrix products (:func:`~fedprivacy.fl.stacked_layers.bmm_gradient`,
+  ``gradient="bmm"``), gives all the groups' gradients of their *masked mean* loss (the mean
+  over the real rows of the batch, exactly the loss of the smaller batch); one SGD update
+  (momentum and weight decay as :class:`torch.optim.SGD`) then moves the whole stack;
 * groups are sorted by their number of steps, so the groups still training at a step are a
   prefix of the stack (a view: no gather, no scatter), and processed in chunks of at most
   ``max_rows`` rows per call, which bounds memory and keeps padding small (neighbouring groups
@@ -42,9 +43,9 @@ from torch import nn
 
 from fedprivacy._validation import require_int, require_number
 from fedprivacy.errors import ParameterError
+from fedprivacy.fl.gradients import gradient_function
 from fedprivacy.fl.losses import MaskedLoss
 from fedprivacy.fl.minibatches import check_offsets
-from fedprivacy.fl.stacked_grad import stacked_gradient
 
 __all__ = [
     "DEFAULT_MAX_ROWS",
@@ -61,10 +62,11 @@ _I64 = NDArray[np.int64]
 #: one silo of MNIST (7,322 users, 12,000 records) trained fastest with 512-1,024 (cache-sized
 #: chunks; 4,096 was 1.5-2x slower).
 DEFAULT_MAX_ROWS = 1024
-#: The same on a GPU: a whole ULDP-AVG round of MNIST (10,000 users, 5 silos, zipf) on one
-#: H100 took 1.92 s with 4,096 rows, 1.97 s with 16,384 (twice the memory) and 4.08 s with
-#: 65,536 (more padding), against 3.83 s silo by silo with 1,024 (benchmarks/RESULTS.md).
-GPU_MAX_ROWS = 4096
+#: The same on a GPU: a whole ULDP-AVG round of MNIST (10,000 users, 5 silos, zipf) with the
+#: GPU's ``bmm`` gradient took 0.61 s with 16,384 rows (6.0 GB) and 0.77 s with 4,096 (2.5 GB)
+#: on one H200; with ``vmap``, 2.09 / 2.11 s; 65,536 rows pad too much (4.08 s with ``vmap`` on an
+#: H100); silo by silo with 1,024 rows, 3.55 s (benchmarks/RESULTS.md, 2026-11-27).
+GPU_MAX_ROWS = 16384
 
 
 def default_max_rows(device: str | torch.device) -> int:
@@ -73,7 +75,7 @@ def default_max_rows(device: str | torch.device) -> int:
     Examples
     --------
     >>> default_max_rows("cpu"), default_max_rows("cuda:0")
-    (1024, 4096)
+    (1024, 16384)
     """
     return GPU_MAX_ROWS if torch.device(device).type == "cuda" else DEFAULT_MAX_ROWS
 
@@ -195,6 +197,10 @@ class VectorisedTrainer:
         Largest number of groups per ``vmap`` call within a step (:func:`torch.func.vmap`'s
         ``chunk_size``), which bounds the memory of the activations; ``None``: all at once.
         Any value gives the same result up to float rounding.
+    gradient : {"vmap", "bmm"}
+        How the stack is differentiated (:data:`~fedprivacy.fl.gradients.GRADIENTS`):
+        ``vmap`` (any model; the CPU's default) or ``bmm`` (batched matrix products; the GPU's,
+        :func:`~fedprivacy.fl.gradients.default_gradient`). The same result to float rounding.
 
     Attributes
     ----------
@@ -222,6 +228,7 @@ class VectorisedTrainer:
         *,
         max_rows: int | None = DEFAULT_MAX_ROWS,
         chunk_size: int | None = None,
+        gradient: str = "vmap",
     ) -> None:
         if max_rows is not None:
             max_rows = require_int("max_rows", max_rows, minimum=1)
@@ -231,7 +238,8 @@ class VectorisedTrainer:
         self.loss = loss
         self.max_rows = max_rows
         self.chunk_size = chunk_size
-        self._grad, self.num_params = stacked_gradient(model, loss, chunk_size=chunk_size)
+        self.gradient = gradient
+        self._grad, self.num_params = gradient_function(gradient, model, loss, chunk_size)
         self.calls = 0
         self.rows = 0
 

@@ -36,7 +36,7 @@ CHECKPOINT = "checkpoint.pt"
 #: The run's resolved configuration, beside the checkpoint.
 CONFIG = "config.toml"
 #: Fields a resumed run may change besides ``rounds``: where the data are and how it computes.
-RESUMABLE_ACROSS = frozenset({"data_dir", "device", "max_rows"})
+RESUMABLE_ACROSS = frozenset({"data_dir", "device", "max_rows", "gradient"})
 _FORMAT = 1
 
 

@@ -30,6 +30,7 @@ from fedprivacy.crypto.key_size import check_key_bits
 from fedprivacy.data.allocators import DISTRIBUTIONS
 from fedprivacy.data.tabular import SILO_DATASETS
 from fedprivacy.errors import ParameterError
+from fedprivacy.fl.gradients import GRADIENTS
 from fedprivacy.fl.mechanism import MECHANISMS, Mechanism, make_mechanism
 from fedprivacy.participation.selectors import SCHEMES, validate_batch_parameters
 from fedprivacy.secagg.params import MIN_PARTICIPANTS
@@ -188,7 +189,12 @@ class UldpConfig(
         Non-IID MNIST: at most this many labels per user (paper: 2).
     max_rows : int or None
         Rows per vectorised call of the per-user trainer (memory bound); ``None``: 1,024 on a
-        CPU, 4,096 on a GPU (:func:`~fedprivacy.fl.local_training.default_max_rows`).
+        CPU, 16,384 on a GPU (:func:`~fedprivacy.fl.local_training.default_max_rows`).
+    gradient : {"vmap", "bmm"} or None
+        How the per-user trainer differentiates its users
+        (:data:`~fedprivacy.fl.gradients.GRADIENTS`); ``None``: ``vmap`` on a CPU, ``bmm`` on a
+        GPU (:func:`~fedprivacy.fl.gradients.default_gradient`). The same result to float
+        rounding.
     secure_weighting : bool
         Aggregate through the private weighting protocol (Protocol 1; the ``-w`` methods only):
         the server learns only the weighted, noised sum, never the per-user histograms.
@@ -218,6 +224,7 @@ class UldpConfig(
     main_silo_share: float = 0.8
     max_labels_per_user: int | None = None
     max_rows: int | None = None
+    gradient: str | None = None
     update_clip: float | None = None  # type: ignore[assignment]
     secure_weighting: bool = False
     secure_key_bits: int = 3072
@@ -299,6 +306,8 @@ class UldpConfig(
         require_int("eval_every", self.eval_every, minimum=1)
         if self.max_rows is not None:
             require_int("max_rows", self.max_rows, minimum=1)
+        if self.gradient is not None:
+            require_one_of("gradient", self.gradient, tuple(GRADIENTS))
         if not isinstance(self.secure_weighting, bool):
             raise ParameterError(
                 "secure_weighting", f"must be true or false, got {self.secure_weighting!r}"

@@ -106,6 +106,9 @@ class MethodRunner:
         Architecture (default: the task's model).
     max_rows : int
         Rows per vectorised call of the per-user trainer.
+    gradient : {"vmap", "bmm"}
+        How the per-user trainer differentiates its users
+        (:data:`~fedprivacy.fl.gradients.GRADIENTS`); the same result to float rounding.
     secure : SecureWeighting, optional
         Aggregate the ``-w`` methods through the private weighting protocol (Protocol 1):
         each silo hands its clipped per-user deltas to the protocol instead of weighting them in
@@ -158,6 +161,7 @@ class MethodRunner:
     delta: float = 1e-5
     model: nn.Module | None = None
     max_rows: int = DEFAULT_MAX_ROWS
+    gradient: str = "vmap"
     spec: MethodSpec = field(init=False)
     family: MethodFamily = field(init=False, repr=False)
     trainer: VectorisedTrainer = field(init=False)
@@ -200,7 +204,9 @@ class MethodRunner:
             self.effective_noise_multiplier  # noqa: B018 - fails early if tau is not negligible
         if self.model is None:
             self.model = self.fed.task.build_model()
-        self.trainer = VectorisedTrainer(self.model, self.fed.task.loss, max_rows=self.max_rows)
+        self.trainer = VectorisedTrainer(
+            self.model, self.fed.task.loss, max_rows=self.max_rows, gradient=self.gradient
+        )
         self.family.setup(self)
         self.accounting = self.family.accounting(self)
 

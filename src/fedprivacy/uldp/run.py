@@ -36,6 +36,7 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_text
 from fedprivacy.fl.aggregators import make_aggregator
 from fedprivacy.fl.clients import resolve_device
+from fedprivacy.fl.gradients import default_gradient
 from fedprivacy.fl.local_training import default_max_rows
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.models.registry import count_parameters
@@ -182,6 +183,7 @@ def _runner(
         delta=cfg.delta,
         model=model,
         max_rows=cfg.max_rows or default_max_rows(cfg.device),
+        gradient=cfg.gradient or default_gradient(cfg.device),
         secure=secure,
         mechanism=cfg.mechanism(),
         amplified=cfg.scheme == "poisson",
