@@ -8,7 +8,11 @@ exact, T_weak certified). Baseline, named ``old``: the per-user exact rank of
 where it finishes (at most ``--baseline-limit`` users and 500,000 cells); there its answer is
 the independent check of the exposed users and the ratio is printed.
 
-Usage: python benchmarks/audit.py [--quick] [--time-limit S]
+``--fixed-batches``: the logs Multi-RoundSecAgg produces, 800 fixed batches of 2, 3 or 5 users,
+8 whole batches a round, 800 rounds (and the same log with one column per batch), where the
+audit must report T_weak exactly (the batch size; 1 when batches are single columns).
+
+Usage: python benchmarks/audit.py [--quick | --fixed-batches] [--time-limit S]
 """
 
 from __future__ import annotations
@@ -51,6 +55,32 @@ def batch_log(users: int, rounds: int, q: float, seed: int, batch: int = 10) -> 
     return ledger
 
 
+def fixed_batch_log(batch: int, seed: int = 0) -> ParticipationLedger:
+    """800 fixed batches of ``batch`` users, 8 whole batches a round, 800 rounds, no dropout."""
+    rng = np.random.default_rng(seed)
+    ledger = ParticipationLedger(800 * batch)
+    for _ in range(800):
+        chosen = rng.choice(800, size=8, replace=False)
+        ledger.record((chosen[:, None] * batch + np.arange(batch)[None, :]).ravel())
+    return ledger
+
+
+def fixed_batches(time_limit: float) -> None:
+    """Audit the fixed-batch logs; T_weak must be exact."""
+    print("# batch  users  rounds     time   path    T_strong  T_weak  exposed")
+    for batch in (1, 2, 3, 5):
+        ledger = fixed_batch_log(batch)
+        t0 = time.perf_counter()
+        res = audit_ledger(ledger, time_limit=time_limit)
+        tw, path = res.t_weak, "bounds" if res.fast_t_weak else "search"
+        print(
+            f"{batch:7d} {ledger.num_users:6d} {ledger.rounds:7d} {time.perf_counter() - t0:7.2f}s "
+            f"{path:>7s} {res.exposure.t_strong:9d}  [{tw.lower},{tw.upper}]  "
+            f"{res.exposure.exposed.size}",
+            flush=True,
+        )
+
+
 def peak_rss_mib() -> float:
     """Peak resident memory of this process so far (ru_maxrss, KiB on Linux)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -89,7 +119,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes only (about a minute)")
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--baseline-limit", type=int, default=1000, help="max users for old")
+    parser.add_argument("--fixed-batches", action="store_true", help="the fixed-batch logs only")
     args = parser.parse_args()
+    if args.fixed_batches:
+        fixed_batches(args.time_limit)
+        return
     if args.quick:
         args.baseline_limit = min(args.baseline_limit, 500)
     print(

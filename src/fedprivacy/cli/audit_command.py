@@ -48,7 +48,7 @@ def _t_weak_line(audit: AuditResult, time_limit: float) -> str:
     if audit.fast_t_weak:
         return (
             f"T_weak in [{result.lower}, {result.upper}] (certified bounds; the log is too large "
-            "for the exact T_weak search)."
+            f"for the exact T_weak search within --time-limit {time_limit}s)."
         )
     return (
         f"T_weak in [{result.lower}, {result.upper}] (time limit {time_limit}s; raise "
@@ -89,6 +89,13 @@ def _text(report: dict[str, Any], audit: AuditResult, findings: list[str]) -> li
         *findings,
     ]
     if audit.t_weak.upper is None:
+        return lines
+    if not report["witness"]["z"]:
+        user = report["witness"]["support_users"][0]
+        lines.append(
+            f"Witness: the exposure analysis certifies that user {user}'s update alone is a "
+            "combination of the aggregates (no explicit z within the time limit)."
+        )
         return lines
     nonzero = [(r, c) for r, c in enumerate(report["witness"]["z"]) if c != 0]
     shown = ", ".join(f"{c:+d} x round {r}" for r, c in nonzero[:8])
@@ -147,7 +154,9 @@ def add_audit_parser(sub: Any) -> None:
                 "metrics_time_limit",
                 default=30.0,
                 help="seconds for the whole audit (default 30); exposed users and T_strong are "
-                "always exact, T_weak is a certified interval when the budget runs out",
+                "always exact; the exact T_weak search takes logs of up to 200,000 cells (rounds "
+                "x classes of users always aggregated together) per 30 s left, larger logs get "
+                "certified bounds; T_weak is an interval when the budget runs out",
             ),
             "json",
             Use("out", help="folder for audit.json and audit.md"),

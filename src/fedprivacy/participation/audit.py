@@ -1,19 +1,28 @@
 """The whole audit of a participation log under one time budget.
 
 Exposed users and ``T_strong`` are always exact (:mod:`fedprivacy.participation.exposure`).
-``T_weak`` gets what is left of the budget: the exact search of
-:func:`fedprivacy.participation.privacy.t_weak` when the log is small enough for its dense
-reductions, otherwise a certified interval from facts that cost nothing more:
+``T_weak`` gets what is left of the budget. Everything works on the *quotient* of the log: users
+who always participated together form one class (a column of the quotient, weighted by the
+class's size), because every vector of the row space is constant on a class. Then:
 
-* ``T_weak = 1`` exactly when some user is exposed, and ``T_weak >= 2`` otherwise; the upper
-  bound 1 is reported only with a witness ``z`` (searched on at most 200 rounds around the first
-  exposed user, checked exactly), else the interval is ``[1, lightest round]``;
-* every round is a row-space vector, so the lightest nonempty round is an upper bound (witness
-  ``z = e_r``).
+* ``T_weak >= T_strong`` always (a row-space vector's support is a union of whole classes), and
+  ``T_weak >= 2`` unless somebody is exposed;
+* ``T_weak = 1`` exactly when some user is exposed (the exposure analysis certifies ``e_k`` in the
+  row space; an explicit ``z`` is searched for the witness, on at most :data:`WITNESS_ROWS`
+  rounds);
+* a class whose indicator lies in the row space (the server can compute the sum of a batch)
+  gives ``T_weak <=`` its size, with an exact witness ``z``; with equal batches and one batch so
+  exposed, the interval closes at the batch size;
+* every round is a row-space vector, so the lightest nonempty round is an upper bound;
+* the exact search of :func:`fedprivacy.participation.privacy.t_weak` runs when these bounds
+  leave an interval and the quotient (rounds x classes) is small enough for the budget:
+  :data:`SEARCH_CELLS` cells for every :data:`SEARCH_SECONDS` seconds of ``time_limit`` left,
+  so a larger ``--time-limit`` searches larger logs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -21,13 +30,27 @@ import numpy as np
 from scipy import sparse
 
 from fedprivacy.errors import ParameterError
-from fedprivacy.participation.exposure import ExposureReport, analyse_exposure, exposure_witness
+from fedprivacy.participation.exposure import (
+    ExposureReport,
+    analyse_exposure,
+    column_classes,
+    exposure_witness,
+)
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.privacy import TWeakResult, t_weak
 
-__all__ = ["AuditResult", "audit_ledger"]
+__all__ = ["SEARCH_CELLS", "SEARCH_SECONDS", "WITNESS_ROWS", "AuditResult", "audit_ledger"]
 
-_DENSE_TWEAK_CELLS = 200_000  # rounds x users above which the dense T_weak search is skipped
+#: Quotient cells (rounds x classes) the exact ``T_weak`` search takes on per
+#: :data:`SEARCH_SECONDS` seconds of budget left.
+SEARCH_CELLS = 200_000
+SEARCH_SECONDS = 30.0
+#: Largest dense 0/1 matrix (rounds x users, bytes) the exact search starts from.
+_DENSE_CELLS = 50_000_000
+#: Rounds a witness solve may use (exact rationals; about 0.6 s at 800 rounds).
+WITNESS_ROWS = 1_000
+#: Classes of the smallest multi-user size tried for a batch witness.
+_CLASS_TRIES = 4
 
 
 @dataclass(frozen=True)
@@ -38,9 +61,11 @@ class AuditResult:
     ----------
     exposure : ExposureReport
     t_weak : TWeakResult
-        ``rank`` is 0 when the fast path was taken (the rank was not computed).
+        ``rank`` is 0 when the fast path was taken (the rank was not computed). ``witness`` is
+        empty only when ``upper == 1`` rests on the exposure analysis's certificate alone.
     fast_t_weak : bool
-        Whether ``T_weak`` came from the fast bounds only (the log was too large for the search).
+        Whether ``T_weak`` came from the bounds above only (they were already exact, or the
+        quotient was too large for the exact search within the budget).
     seconds : float
     """
 
@@ -62,24 +87,73 @@ def _sparse(ledger: ParticipationLedger) -> sparse.csr_array:
     return sparse.csr_array((data, indices, indptr), shape=(ledger.rounds, ledger.num_users))
 
 
-def _fast_t_weak(
-    mat: sparse.csr_array, exposure: ExposureReport, started: float, time_limit: float
-) -> TWeakResult:
+@dataclass(frozen=True)
+class _Bound:
+    """An upper bound on ``T_weak`` with its witness: ``|supp(zᵀP)| == size``."""
+
+    size: int
+    z: tuple[int, ...]
+    support: tuple[int, ...]
+
+
+def _checked(mat: sparse.csr_array, z: list[int] | None) -> _Bound | None:
+    """``z`` as a bound, its support computed exactly; ``None`` for no ``z`` or a zero vector."""
+    if z is None:
+        return None
+    support = _support(mat, z)
+    return _Bound(len(support), tuple(z), support) if support else None
+
+
+def _lightest_round(mat: sparse.csr_array) -> _Bound:
     sizes = np.diff(mat.indptr)
-    if not sizes.any():
-        return TWeakResult(None, None, seconds=time.perf_counter() - started)
-    within = time.perf_counter() - started < time_limit
-    for user in exposure.exposed[: 1 if within else 0].tolist():
-        z = exposure_witness(mat, user)
-        if z is not None:
-            support = _support(mat, z)
-            if len(support) == 1:
-                return TWeakResult(1, 1, tuple(z), support, seconds=time.perf_counter() - started)
     r = int(np.argmin(np.where(sizes > 0, sizes, np.iinfo(np.int64).max)))
-    witness = tuple(int(i == r) for i in range(mat.shape[0]))
     support = tuple(int(u) for u in np.sort(mat.indices[mat.indptr[r] : mat.indptr[r + 1]]))
-    lower = 1 if exposure.exposed.size else min(2, len(support))
-    return TWeakResult(lower, len(support), witness, support, seconds=time.perf_counter() - started)
+    return _Bound(len(support), tuple(int(i == r) for i in range(mat.shape[0])), support)
+
+
+def _class_bound(mat: sparse.csr_array, deadline: float) -> _Bound | None:
+    """A smallest multi-user class whose sum lies in the row space, with its witness."""
+    classes = column_classes(sparse.csc_array(mat))
+    sizes = np.asarray([len(c) for c in classes])
+    multi = np.flatnonzero(sizes > 1)
+    if not multi.size:
+        return None
+    quotient = sparse.csc_array(mat)[:, [c[0] for c in classes]]
+    rows = min(mat.shape[0], WITNESS_ROWS)
+    smallest = multi[sizes[multi] == sizes[multi].min()]
+    for column in smallest[:_CLASS_TRIES].tolist():
+        if time.perf_counter() > deadline:
+            break
+        bound = _checked(mat, exposure_witness(quotient, column, rows))
+        if bound is not None:
+            return bound
+    return None
+
+
+def _fast_t_weak(mat: sparse.csr_array, exposure: ExposureReport, deadline: float) -> TWeakResult:
+    """``T_weak`` from the bounds of the module docstring (no search)."""
+    if exposure.t_strong is None:
+        return TWeakResult(None, None)
+    if exposure.exposed.size:  # certified: e_k lies in the row space
+        user = int(exposure.exposed[0])
+        rows = min(mat.shape[0], WITNESS_ROWS)
+        within = time.perf_counter() < deadline
+        bound = _checked(mat, exposure_witness(mat, user, rows) if within else None)
+        if bound is not None and bound.size == 1:
+            return TWeakResult(1, 1, bound.z, bound.support)
+        return TWeakResult(1, 1, (), (user,))
+    found = [_lightest_round(mat), _class_bound(mat, deadline)]
+    best = min((b for b in found if b is not None), key=lambda b: b.size)
+    lower = min(max(2, exposure.t_strong), best.size)
+    return TWeakResult(lower, best.size, best.z, best.support)
+
+
+def _with_t_strong(result: TWeakResult, exposure: ExposureReport) -> TWeakResult:
+    """The search's interval raised to ``T_strong`` (never above its upper bound)."""
+    if result.lower is None or result.upper is None or exposure.t_strong is None:
+        return result
+    lower = min(max(result.lower, exposure.t_strong), result.upper)
+    return dataclasses.replace(result, lower=lower)
 
 
 def _support(mat: sparse.csr_array, z: list[int]) -> tuple[int, ...]:
@@ -115,12 +189,20 @@ def audit_ledger(ledger: ParticipationLedger, *, time_limit: float = 30.0) -> Au
     if not (time_limit > 0):
         raise ParameterError("time_limit", f"must be positive, got {time_limit!r}")
     started = time.perf_counter()
+    deadline = started + time_limit
     mat = _sparse(ledger)
     exposure = analyse_exposure(mat, time_limit=time_limit)
-    remaining = time_limit - (time.perf_counter() - started)
-    fast = ledger.rounds * ledger.num_users > _DENSE_TWEAK_CELLS or remaining <= 0.05
-    if fast:
-        result = _fast_t_weak(mat, exposure, started, time_limit)
-    else:
-        result = t_weak(mat.toarray().astype(np.uint8), time_limit=remaining)
-    return AuditResult(exposure, result, fast, time.perf_counter() - started)
+    result = _fast_t_weak(mat, exposure, deadline)
+    remaining = deadline - time.perf_counter()
+    cells = SEARCH_CELLS * max(1.0, remaining / SEARCH_SECONDS)
+    fast = (
+        result.exact
+        or exposure.classes * ledger.rounds > cells
+        or ledger.rounds * ledger.num_users > _DENSE_CELLS
+        or remaining <= 0.05
+    )
+    if not fast:
+        searched = t_weak(mat.toarray().astype(np.uint8), time_limit=remaining)
+        result = _with_t_strong(searched, exposure)
+    seconds = time.perf_counter() - started
+    return AuditResult(exposure, dataclasses.replace(result, seconds=seconds), fast, seconds)

@@ -46,7 +46,13 @@ from fedprivacy.errors import FedPrivacyError
 from fedprivacy.linalg import exact_rank
 from fedprivacy.participation.modular import _nmod_from, full_column_rank, random_null_vectors
 
-__all__ = ["CertificationError", "ExposureReport", "analyse_exposure", "exposure_witness"]
+__all__ = [
+    "CertificationError",
+    "ExposureReport",
+    "analyse_exposure",
+    "column_classes",
+    "exposure_witness",
+]
 
 _PRIME = 1048573  # 20 bits: FLINT eliminates fastest; every answer is certified anyway
 _EXACT_RANK_CELLS = 400_000
@@ -96,8 +102,14 @@ def _as_csc(participation: ArrayLike | sparse.sparray | sparse.spmatrix) -> spar
     return sparse.csc_array((np.ones(mat.nnz, np.int8), mat.indices, mat.indptr), mat.shape)
 
 
-def _column_classes(mat: sparse.csc_array) -> list[list[int]]:
-    """Classes of identical nonzero columns, in order of their first user."""
+def column_classes(mat: sparse.csc_array) -> list[list[int]]:
+    """Classes of identical nonzero columns (users always aggregated together), by first user.
+
+    Examples
+    --------
+    >>> column_classes(sparse.csc_array(np.array([[1, 1, 0, 1], [0, 0, 0, 1]])))
+    [[0, 1], [3]]
+    """
     groups: dict[bytes, list[int]] = {}
     ind, ptr = mat.indices, mat.indptr
     for j in range(mat.shape[1]):
@@ -322,7 +334,7 @@ def analyse_exposure(
     rng = random.Random(seed)
     deadline = math.inf if time_limit is None else time.perf_counter() + time_limit
     mat = _as_csc(participation)
-    classes = _column_classes(mat)
+    classes = column_classes(mat)
     if not classes:
         return ExposureReport(np.empty(0, np.intp), None, 0, 0, (0, 0))
     reps = np.asarray([c[0] for c in classes], dtype=np.intp)
