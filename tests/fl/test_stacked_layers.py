@@ -111,3 +111,5 @@ def test_registry_names_and_device_defaults() -> None:
     assert default_gradient("cpu") == "vmap" and default_gradient("cuda:1") == "bmm"
     with pytest.raises(ParameterError, match="gradient: must be one of vmap, bmm"):
         gradient_function("loop", nn.Linear(3, 2), cross_entropy_loss)
+    with pytest.raises(ParameterError, match="chunk_size: applies to the vmap gradient only"):
+        gradient_function("bmm", nn.Linear(3, 2), cross_entropy_loss, chunk_size=4)

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from fedprivacy._validation import require_one_of
+from fedprivacy.errors import ParameterError
 from fedprivacy.fl.losses import MaskedLoss
 from fedprivacy.fl.stacked_grad import GradFn, stacked_gradient
 from fedprivacy.fl.stacked_layers import bmm_gradient
@@ -44,6 +45,8 @@ def _vmap(model: nn.Module, loss: MaskedLoss, chunk_size: int | None) -> tuple[G
 
 
 def _bmm(model: nn.Module, loss: MaskedLoss, chunk_size: int | None) -> tuple[GradFn, int]:
+    if chunk_size is not None:
+        raise ParameterError("chunk_size", "applies to the vmap gradient only")
     return bmm_gradient(model, loss)
 
 
@@ -75,7 +78,8 @@ def gradient_function(
     Raises
     ------
     ParameterError
-        If ``name`` is unknown (listing the names) or the model does not suit it.
+        If ``name`` is unknown (listing the names), the model does not suit it, or a
+        ``chunk_size`` is given to ``"bmm"``.
     """
     require_one_of("gradient", name, tuple(GRADIENTS))
     return GRADIENTS[name](model, loss, chunk_size)
