@@ -196,17 +196,31 @@ class _Search:
         return False
 
 
-def _smallest_dependent_sets(red: _Reduced, search: _Search, max_size: int) -> int:
+def _offer_all(search: _Search, supports: Sequence[ArrayLike], deadline: float) -> bool:
+    """Offer each support in turn (each an exact solve); ``False`` if the deadline cut it short."""
+    for support in supports:
+        if time.perf_counter() > deadline:
+            return False
+        search.offer_support(support)
+    return True
+
+
+def _smallest_dependent_sets(
+    red: _Reduced, search: _Search, max_size: int, deadline: float = math.inf
+) -> int:
     """Exhaustively test supports of at most ``max_size`` distinct columns.
 
-    Returns the largest ``s`` such that every set of at most ``s`` columns was tested.
+    Only candidates lighter than the best so far are solved exactly (lightest first), and none
+    after ``deadline``. Returns the largest ``s`` such that every set of at most ``s`` columns
+    was tested.
     """
     nproj = red.null_projector()
     d = red.num_columns
     diag = np.clip(np.diag(nproj).copy(), 0.0, None)
     # size 1: coloops (e_j in the row space)
-    for j in np.flatnonzero(diag <= _SINGULAR_TOL):
-        search.offer_support([j])
+    coloops = np.flatnonzero(diag <= _SINGULAR_TOL)
+    if not _offer_all(search, [[j] for j in _cheapest(coloops, red.weights, search)], deadline):
+        return 0
     if max_size < 2 or d < 2:
         return min(max_size, d)
     # size 2: det N[{i,j}] = N_ii N_jj - N_ij^2 relative to N_ii N_jj
@@ -214,8 +228,9 @@ def _smallest_dependent_sets(red: _Reduced, search: _Search, max_size: int) -> i
     prod = diag[iu] * diag[ju]
     det2 = prod - nproj[iu, ju] ** 2
     hits = np.flatnonzero((det2 <= _SINGULAR_TOL * np.maximum(prod, 1e-300)) & (prod > 0))
-    for h in _cheapest(hits, red.weights[iu] + red.weights[ju], search):
-        search.offer_support([iu[h], ju[h]])
+    pairs = _cheapest(hits, red.weights[iu] + red.weights[ju], search)
+    if not _offer_all(search, [[iu[h], ju[h]] for h in pairs], deadline):
+        return 1
     if max_size < 3 or d < 3 or math.comb(d, 3) > _MAX_TRIPLES:
         return 2
     trip = _triples(d)
@@ -228,8 +243,8 @@ def _smallest_dependent_sets(red: _Reduced, search: _Search, max_size: int) -> i
     scale = naa * nbb * ncc
     hits = np.flatnonzero((det3 <= _SINGULAR_TOL * np.maximum(scale, 1e-300)) & (scale > 0))
     weights3 = red.weights[a] + red.weights[b] + red.weights[c]
-    for h in _cheapest(hits, weights3, search):
-        search.offer_support(trip[h])
+    if not _offer_all(search, [trip[h] for h in _cheapest(hits, weights3, search)], deadline):
+        return 2
     return 3
 
 
@@ -350,7 +365,7 @@ def _solve(
     search.official = int(red.weights[supports[0]].sum())
     search.offer_support(supports[0])  # rows of rref(P) are row-space vectors
     _nullity_candidate(red, search)
-    tested = _smallest_dependent_sets(red, search, 3)
+    tested = _smallest_dependent_sets(red, search, 3, deadline)
     assert search.upper is not None  # the rref rows always give a candidate
     # every set of more than `tested` columns weighs at least the `tested + 1` lightest weights
     lower = int(weights_sorted[: tested + 1].sum()) if tested < red.num_columns else search.upper
