@@ -158,13 +158,7 @@ class _Stacked(torch.fx.Interpreter):
 
 
 def _trace(model: nn.Module) -> torch.fx.GraphModule:
-    """Trace ``model`` and check every layer and attribute the graph reads.
-
-    A model that is itself one layer (``nn.Linear(3, 2)``) is traced inside a
-    :class:`~torch.nn.Sequential`, so that its parameters are named ``0.weight``, ``0.bias``.
-    """
-    if type(model) in STACKED_LAYERS:
-        model = nn.Sequential(model)
+    """Trace ``model`` and check every layer and attribute the graph reads."""
     try:
         graph = torch.fx.symbolic_trace(model)
     except Exception as exc:  # torch.fx raises many types for untraceable code
@@ -200,12 +194,6 @@ def stacked_forward(graph: torch.fx.GraphModule, weights: Weights, x: torch.Tens
     return out.reshape(copies, batch, *out.shape[1:])
 
 
-def _named(model: nn.Module, flat: torch.Tensor, shapes: list[tuple[str, torch.Size]]) -> Weights:
-    """The copies' parameters by the names the traced graph uses (see :func:`_trace`)."""
-    named = unflatten(flat, shapes)
-    return {f"0.{k}": v for k, v in named.items()} if type(model) in STACKED_LAYERS else named
-
-
 def _probe(
     model: nn.Module, graph: torch.fx.GraphModule, input_shape: torch.Size, device: torch.device
 ) -> None:
@@ -217,7 +205,7 @@ def _probe(
     spread = 0.01 * float(flat.abs().mean()) + 1e-3  # copies close to the model, yet distinct
     params = (flat + spread * torch.randn(2, flat.numel(), generator=gen)).to(device)
     with torch.no_grad():
-        got = stacked_forward(graph, _named(model, params, shapes), x)
+        got = stacked_forward(graph, unflatten(params, shapes), x)
         want = [
             torch.func.functional_call(model, unflatten(params[c], shapes), (x[c],))
             for c in range(2)
@@ -258,6 +246,8 @@ def bmm_gradient(
     """
     if any(True for _ in model.buffers()):
         raise ParameterError("model", "must have no buffers (no BatchNorm)")
+    if type(model) in STACKED_LAYERS:  # one layer (nn.Linear(3, 2)): traced as a call of it
+        model = nn.Sequential(model)  # same parameters, in the same order, named 0.weight ...
     graph = _trace(model)
     shapes = parameter_shapes(model)
     per_copy_loss = vmap(loss)
@@ -277,7 +267,7 @@ def bmm_gradient(
         check(x.shape[2:], x.device)
         with torch.enable_grad():
             flat = params.detach().requires_grad_(True)
-            out = stacked_forward(graph, _named(model, flat, shapes), x)
+            out = stacked_forward(graph, unflatten(flat, shapes), x)
             (grads,) = torch.autograd.grad(per_copy_loss(out, y, mask).sum(), flat)
         return grads
 

@@ -111,14 +111,19 @@ def _lightest_round(mat: sparse.csr_array) -> _Bound:
     return _Bound(len(support), tuple(int(i == r) for i in range(mat.shape[0])), support)
 
 
-def _class_bound(mat: sparse.csr_array, deadline: float) -> _Bound | None:
-    """A smallest multi-user class whose sum lies in the row space, with its witness."""
-    classes = column_classes(sparse.csc_array(mat))
-    sizes = np.asarray([len(c) for c in classes])
-    multi = np.flatnonzero(sizes > 1)
-    if not multi.size:
+def _class_bound(mat: sparse.csr_array, classes: int, deadline: float) -> _Bound | None:
+    """A smallest multi-user class whose sum lies in the row space, with its witness.
+
+    ``classes`` is the exposure analysis's count: as many classes as aggregated users means every
+    class is one user, and the classes are not formed again.
+    """
+    if classes == np.unique(mat.indices).size:
         return None
-    quotient = sparse.csc_array(mat)[:, [c[0] for c in classes]]
+    csc = sparse.csc_array(mat)
+    members = column_classes(csc)
+    sizes = np.asarray([len(c) for c in members])
+    multi = np.flatnonzero(sizes > 1)
+    quotient = csc[:, [c[0] for c in members]]
     rows = min(mat.shape[0], WITNESS_ROWS)
     smallest = multi[sizes[multi] == sizes[multi].min()]
     for column in smallest[:_CLASS_TRIES].tolist():
@@ -142,7 +147,7 @@ def _fast_t_weak(mat: sparse.csr_array, exposure: ExposureReport, deadline: floa
         if bound is not None and bound.size == 1:
             return TWeakResult(1, 1, bound.z, bound.support)
         return TWeakResult(1, 1, (), (user,))
-    found = [_lightest_round(mat), _class_bound(mat, deadline)]
+    found = [_lightest_round(mat), _class_bound(mat, exposure.classes, deadline)]
     best = min((b for b in found if b is not None), key=lambda b: b.size)
     lower = min(max(2, exposure.t_strong), best.size)
     return TWeakResult(lower, best.size, best.z, best.support)
