@@ -14,35 +14,7 @@ from fedprivacy.participation.audit import audit_ledger
 from fedprivacy.participation.ledger import ParticipationLedger
 
 BruteForce = Callable[[np.ndarray], int | None]
-
-
-def batch_log(
-    batches: int, size: int, per_round: int, rounds: int, seed: int, *, alone: int | None = None
-) -> np.ndarray:
-    """Rounds of ``per_round`` random whole batches of ``size`` users (Multi-RoundSecAgg's shape);
-    with ``alone``, one more round aggregates batch ``alone`` by itself (its sum is exposed)."""
-    rng = np.random.default_rng(seed)
-    p = np.zeros((rounds + (alone is not None), batches * size), dtype=np.uint8)
-    for r in range(rounds):
-        for b in rng.choice(batches, per_round, replace=False).tolist():
-            p[r, b * size : (b + 1) * size] = 1
-    if alone is not None:
-        p[rounds, alone * size : (alone + 1) * size] = 1
-    return p
-
-
-@st.composite
-def small_logs(draw: st.DrawFn) -> np.ndarray:
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    if draw(st.booleans()):  # batch-structured: whole batches of equal size
-        size = draw(st.integers(1, 3))
-        batches = draw(st.integers(2, max(2, 9 // size)))
-        per_round = draw(st.integers(1, batches))
-        rounds = draw(st.integers(1, 8))
-        alone = draw(st.one_of(st.none(), st.integers(0, batches - 1)))
-        return batch_log(batches, size, per_round, rounds, int(rng.integers(2**31)), alone=alone)
-    rounds, users = draw(st.integers(1, 8)), draw(st.integers(1, 9))
-    return (rng.random((rounds, users)) < draw(st.sampled_from([0.2, 0.5, 0.8]))).astype(np.uint8)
+BatchLog = Callable[..., np.ndarray]
 
 
 def check(p: np.ndarray, brute: BruteForce) -> audit.AuditResult:
@@ -66,26 +38,26 @@ def check(p: np.ndarray, brute: BruteForce) -> audit.AuditResult:
 
 
 @settings(max_examples=120, deadline=None)
-@given(p=small_logs())
+@given(data=st.data())
 def test_search_interval_holds_the_brute_force_answer(
-    p: np.ndarray, brute_force_t_weak: BruteForce
+    data: st.DataObject, small_logs: st.SearchStrategy[np.ndarray], brute_force_t_weak: BruteForce
 ) -> None:
-    check(p, brute_force_t_weak)
+    check(data.draw(small_logs), brute_force_t_weak)
 
 
 @settings(max_examples=120, deadline=None)
-@given(p=small_logs())
+@given(data=st.data())
 def test_bounds_alone_hold_the_brute_force_answer(
-    p: np.ndarray, brute_force_t_weak: BruteForce
+    data: st.DataObject, small_logs: st.SearchStrategy[np.ndarray], brute_force_t_weak: BruteForce
 ) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(audit, "SEARCH_CELLS", 0)  # the bounds of a log too large to search
-        res = check(p, brute_force_t_weak)
+        res = check(data.draw(small_logs), brute_force_t_weak)
     assert res.fast_t_weak or res.t_weak.upper is None
 
 
 @pytest.mark.parametrize("size", [2, 3, 5])
-def test_batch_logs_get_the_exact_batch_size(size: int) -> None:
+def test_batch_logs_get_the_exact_batch_size(size: int, batch_log: BatchLog) -> None:
     # 800 batches, 8 a round, 800 rounds: the issue's log, too large for the search at 30 s
     p = batch_log(800, size, 8, 800, seed=size)
     res = audit_ledger(ParticipationLedger.from_matrix(p), time_limit=30)
@@ -95,7 +67,7 @@ def test_batch_logs_get_the_exact_batch_size(size: int) -> None:
     assert np.flatnonzero(combo != 0).tolist() == list(res.t_weak.support)
 
 
-def test_one_column_per_batch_exposed_means_t_weak_one() -> None:
+def test_one_column_per_batch_exposed_means_t_weak_one(batch_log: BatchLog) -> None:
     p = batch_log(800, 1, 8, 800, seed=0)  # the same log with one column per batch
     res = audit_ledger(ParticipationLedger.from_matrix(p), time_limit=30)
     assert res.exposure.exposed.size == 800

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fedprivacy.cli.options import Use, add_options
-from fedprivacy.errors import FedPrivacyError
+from fedprivacy.errors import FedPrivacyError, ParameterError
 
 if TYPE_CHECKING:
     from fedprivacy.participation.audit import AuditResult
@@ -112,6 +112,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from fedprivacy.participation.ledger import ParticipationLedger
     from fedprivacy.run_directory import write_run_directory
 
+    if args.follow:
+        from fedprivacy.cli.audit_follow import follow_log
+
+        return follow_log(args)
+    if args.idle is not None:
+        raise ParameterError("idle", "applies only with --follow")
     started = time.perf_counter()
     ledger = ParticipationLedger.from_csv(args.file, time_limit=args.metrics_time_limit)
     budget = args.metrics_time_limit - (time.perf_counter() - started)
@@ -143,7 +149,9 @@ def add_audit_parser(sub: Any) -> None:
         description="FILE: a participation log, as a wide CSV (one row per round and one 0/1 "
         "column per user; a header row of user ids is optional) or a long CSV (one 'round,user' "
         "line per participation), optionally gzip-compressed. Reports T_weak with a witness, "
-        "T_strong and the users whose individual update the server can compute.",
+        "T_strong and the users whose individual update the server can compute. With "
+        "--follow, FILE may still be growing (a run in progress): a line per round as it "
+        "completes (a long log should start with its 'round,user' header).",
     )
     aud.add_argument("file", type=Path, help="participation log (CSV)")
     add_options(
@@ -158,8 +166,18 @@ def add_audit_parser(sub: Any) -> None:
                 "x classes of users always aggregated together) per 30 s left, larger logs get "
                 "certified bounds; T_weak is an interval when the budget runs out",
             ),
+            "follow",
+            Use(
+                "idle",
+                help="with --follow: stop once the log has not grown for this long (default 60; "
+                "Ctrl-C also stops)",
+            ),
             "json",
-            Use("out", help="folder for audit.json and audit.md"),
+            Use(
+                "out",
+                help="folder for audit.json and audit.md (with --follow: audit.json "
+                "and audit_rounds.csv)",
+            ),
             Use("quiet", help="print only T_weak, T_strong and the exposed users"),
         ),
     )

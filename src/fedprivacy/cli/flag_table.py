@@ -54,6 +54,17 @@ _POPULATION = (
         const=DEFAULT_FAIRNESS_RULE,
         metavar="RULE",
     ),
+    Flag(
+        "--guard",
+        "refuse (skip) or shrink (by whole users or batches) every round that would expose a "
+        "user or take the certified T_weak below --guard-target",
+        choices=("refuse", "shrink"),
+    ),
+    Flag(
+        "--guard-target",
+        "with --guard: the certified T_weak every round keeps (default 2: nobody exposed)",
+        type=int,
+    ),
     Flag("--seed", "random seed (default 0)", type=int),
     Flag("--silos", "number of silos", short="-S", type=int),
     Flag("--distribution", "records per user (default uniform)", choices=("uniform", "zipf")),
@@ -81,6 +92,17 @@ _METRICS = (
         "--time-limit",
         "seconds for the privacy metric T_weak",
         dest="metrics_time_limit",
+        type=positive_seconds,
+        metavar="SECONDS",
+    ),
+    Flag(
+        "--follow",
+        "read a log that is still being written: the server's view after every round",
+        action="store_true",
+    ),
+    Flag(
+        "--idle",
+        "with --follow: stop once the log has not grown for this long",
         type=positive_seconds,
         metavar="SECONDS",
     ),

@@ -46,6 +46,8 @@ def _simulate_config(args: argparse.Namespace) -> SelectionConfig:
         protocol_dropout=args.protocol_dropout,
         batch_policy=args.batch_policy,
         secagg_degree=args.secagg_degree,
+        guard=args.guard,
+        guard_target=args.guard_target,
     )
     config.validate()
     check_memory("simulate", config)
@@ -69,6 +71,18 @@ def _print_privacy(config: SelectionConfig, summary: dict[str, object]) -> None:
     exposed = summary["exposed_users"]
     assert isinstance(exposed, list)
     print(f"  exposed users             {len(exposed)}")
+
+
+def _print_guard(summary: dict[str, object]) -> None:
+    """The guard's line of the report (with ``--guard``)."""
+    guard = summary.get("guard")
+    if isinstance(guard, dict):
+        first = guard["first_round_changed"]
+        print(
+            f"  guard ({guard['mode']}, T_weak >= {guard['target']})  "
+            f"{guard['rounds_changed']} rounds changed, {guard['rounds_refused']} refused"
+            + ("" if first is None else f", the first at round {first}")
+        )
 
 
 def _print_secagg(summary: dict[str, object]) -> None:
@@ -96,6 +110,7 @@ def _print_report(config: SelectionConfig, summary: dict[str, object], out: Path
     print(f"  average cardinality C     {summary['average_cardinality']:.4f}")
     print(f"  fairness gap F            {summary['fairness_gap']:.4f}")
     _print_privacy(config, summary)
+    _print_guard(summary)
     _print_secagg(summary)
     seconds = summary["seconds"]
     assert isinstance(seconds, dict)
@@ -154,6 +169,8 @@ _OPTIONS = (
     Use("dropout", default=0.0, help=FLAGS["dropout"].help + "; default 0"),
     "fairness",
     Use("rounds", required=True),
+    "guard",
+    "guard_target",
     Use("seed", default=0),
     Use("metrics", default="exact"),
     Use("metrics_time_limit", default=60.0, help="seconds for the T_weak curve (default 60)"),

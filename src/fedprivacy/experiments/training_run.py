@@ -44,6 +44,7 @@ from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.models.registry import build_model, count_parameters
 from fedprivacy.participation.availability import AvailabilityModel, make_availability
 from fedprivacy.participation.curve import TWeakCurve, t_weak_curve
+from fedprivacy.participation.incremental import exposed_counts
 from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.selectors import make_selector
 from fedprivacy.pipeline.algorithm import RoundResult
@@ -347,7 +348,10 @@ def finished(
 
 
 def metrics_csv(training: FederatedTraining, curve: TWeakCurve | None) -> str:
-    """Per-round metrics: accuracy, loss, sizes, C^(t), F^(t), T_weak bounds, seconds, noise.
+    """Per-round metrics: accuracy, loss, sizes, C^(t), F^(t), T_weak, exposure, seconds, noise.
+
+    ``exposed_users``: users whose update the server could compute after the round
+    (:func:`~fedprivacy.participation.incremental.exposed_counts`).
 
     ``noise_multiplier`` is that of the round's released aggregate (empty without DP or when
     nothing was aggregated), written exactly (``repr``) so the accounting can be redone.
@@ -367,6 +371,7 @@ def metrics_csv(training: FederatedTraining, curve: TWeakCurve | None) -> str:
             "fairness_gap",
             "t_weak_lower",
             "t_weak_upper",
+            "exposed_users",
             "clipped_entries",
             "train_seconds",
             "aggregate_seconds",
@@ -375,6 +380,7 @@ def metrics_csv(training: FederatedTraining, curve: TWeakCurve | None) -> str:
         ]
     )
     counts = np.zeros(training.ledger.num_users, dtype=np.int64)
+    exposed = exposed_counts(training.ledger)
     total = 0
     for t, r in enumerate(training.records):
         counts[training.ledger.selected(t)] += 1
@@ -396,6 +402,7 @@ def metrics_csv(training: FederatedTraining, curve: TWeakCurve | None) -> str:
                 f"{gap:.6g}",
                 lo,
                 hi,
+                int(exposed[t]),
                 r.clipped_entries,
                 f"{r.train_seconds:.4f}",
                 f"{r.aggregate_seconds:.4f}",

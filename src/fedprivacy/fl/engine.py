@@ -182,6 +182,7 @@ class FederatedTraining(Algorithm[RoundRecord]):
             self,
             selection_rng=lambda t: round_rng(self.seed, t, _SELECTION),
             ledger=self.ledger,
+            live_audit=True,
         )
         self.records: list[RoundRecord] = []
         # the unit the secure path aggregates atomically: a batch of T users, or a whole group

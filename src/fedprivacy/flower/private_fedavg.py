@@ -273,7 +273,8 @@ class PrivateFedAvg:
         def after_round(_: RoundResult[PrivateRound]) -> None:
             result.arrays = algorithm.arrays
             r = ledger.rounds - 1
-            exchange.log(round=r, event="privacy", **result.live_privacy())
+            assert loop.view is not None  # the loop's live audit, updated before the callbacks
+            exchange.log(round=r, event="privacy", **result.live_privacy(loop.view))
             metrics = None if evaluate_fn is None else evaluate_fn(r + 1, algorithm.arrays)
             if metrics is not None:
                 result.evaluate_metrics_serverapp[r + 1] = dict(metrics)
@@ -286,6 +287,7 @@ class PrivateFedAvg:
             selection_rng=lambda t: round_rng(config.seed, t, _SELECTION),
             ledger=ledger,
             callbacks=(after_round,),
+            live_audit=True,
         )
         loop.run(config.rounds)
         if run_dir is not None:

@@ -20,6 +20,7 @@ from flwr.app import ArrayRecord
 from fedprivacy.errors import FedPrivacyError
 from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.flower.private_config import PrivateFedAvgConfig
+from fedprivacy.participation.incremental import AuditView
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.privacy import t_weak
@@ -103,13 +104,19 @@ class PrivateFedAvgResult:
     evaluate_metrics_serverapp: dict[int, dict[str, Any]] = field(default_factory=dict)
     """The app's ``evaluate_fn`` after each round (rounds from 1), as in Flower's ``Result``."""
 
-    def report(self, time_limit: float | None = None) -> PrivacyReport:
-        """The per-user privacy report of the rounds so far (``T_weak`` within ``time_limit``)."""
+    def report(
+        self, time_limit: float | None = None, *, view: AuditView | None = None
+    ) -> PrivacyReport:
+        """The per-user privacy report of the rounds so far.
+
+        ``T_weak`` from a search within ``time_limit`` (certified over the rationals), or from
+        ``view``, the round loop's live audit (certified bounds, no search).
+        """
         p = self.ledger.matrix()
         limit = self.config.metrics_time_limit if time_limit is None else time_limit
-        view = None
-        if self.ledger.rounds:
-            view = {
+        server_view: dict[str, Any] | None = None if view is None else view.server_view()
+        if server_view is None and self.ledger.rounds:
+            server_view = {
                 "t_weak": t_weak(p, time_limit=limit),
                 "t_strong": t_strong(p),
                 "exposed_users": len(exposed_users(p)),
@@ -123,14 +130,15 @@ class PrivateFedAvgResult:
                 p.astype(bool), round_noise=column[:, 0], wrap_log_probability=column[:, 1]
             ),
             aggregation="secagg" if self.config.secagg else "plaintext",
-            server_view=view,
+            server_view=server_view,
         )
 
-    def live_privacy(self) -> dict[str, Any]:
-        """The ``privacy`` event after a round: ``T_weak`` so far and the largest epsilon."""
-        report = self.report()
+    def live_privacy(self, view: AuditView) -> dict[str, Any]:
+        """The ``privacy`` event after a round: the live audit's view and the largest epsilon."""
+        report = self.report(view=view)
         return {
             "t_weak": report.t_weak,
+            "t_strong": report.t_strong,
             "exposed_users": report.exposed_users,
             "epsilon": report.epsilon,
             "delta": report.delta,

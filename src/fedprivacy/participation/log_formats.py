@@ -30,7 +30,18 @@ from numpy.typing import NDArray
 from fedprivacy._registry import Registry
 from fedprivacy.errors import ParameterError
 
-__all__ = ["FORMATS", "Deadline", "ParsedLog", "is_number", "parse_log", "read_log_text"]
+__all__ = [
+    "FORMATS",
+    "Deadline",
+    "ParsedLog",
+    "is_long_header",
+    "is_number",
+    "long_pair",
+    "parse_log",
+    "read_log_text",
+    "wide_header",
+    "wide_round",
+]
 
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(nan|inf|infinity)$", re.I)
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -107,42 +118,53 @@ row 0); raise the time limit, or give the log in long form (round,user lines)
         )
 
 
+def wide_round(row: list[str], r: int, line: int, width: int, path: str) -> NDArray[np.intp]:
+    """The users of one wide row (round ``r``, on ``line`` of the file).
+
+    Raises
+    ------
+    ParameterError
+        If the row has the wrong number of columns or a value other than 0 and 1.
+    """
+    if len(row) != width:
+        raise ParameterError("file", f"{path}: round {r} has {len(row)} columns, expected {width}")
+    arr = np.asarray(row)
+    ones = arr == "1"
+    if not np.all(ones | (arr == "0")):  # slow path: spaces around the digits, or an error
+        arr = np.char.strip(arr)
+        ones = arr == "1"
+        bad = np.flatnonzero(~(ones | (arr == "0")))
+        if bad.size:
+            c = int(bad[0])
+            raise ParameterError(
+                "file",
+                f"{path}: round {r} (line {line}), column {c} is {row[c]!r}; expected 0 or 1",
+            )
+    return np.flatnonzero(ones).astype(np.intp)
+
+
+def wide_header(row: list[str]) -> list[str] | None:
+    """The user ids of a header row, or None when the row is a round (all numbers)."""
+    return [c.strip() for c in row] if any(not is_number(c) for c in row) else None
+
+
 def _parse_wide(rows: list[list[str]], path: str, deadline: Deadline) -> ParsedLog:
-    header: list[str] | None = None
-    if any(not is_number(c) for c in rows[0]):
-        header = [c.strip() for c in rows[0]]
+    header = wide_header(rows[0])
+    if header is not None:
         rows = rows[1:]
     width = len(header) if header is not None else len(rows[0])
     offset = 1 if header is not None else 0
     sets: list[NDArray[np.intp]] = []
     for r, row in enumerate(rows):
         deadline.check(r)
-        if len(row) != width:
-            raise ParameterError(
-                "file", f"{path}: round {r} has {len(row)} columns, expected {width}"
-            )
-        arr = np.asarray(row)
-        ones = arr == "1"
-        if not np.all(ones | (arr == "0")):  # slow path: spaces around the digits, or an error
-            arr = np.char.strip(arr)
-            ones = arr == "1"
-            bad = np.flatnonzero(~(ones | (arr == "0")))
-            if bad.size:
-                c = int(bad[0])
-                raise ParameterError(
-                    "file",
-                    f"{path}: round {r} (line {r + 1 + offset}), column {c} is {row[c]!r}; "
-                    "expected 0 or 1",
-                )
-        sets.append(np.flatnonzero(ones).astype(np.intp))
+        sets.append(wide_round(row, r, r + 1 + offset, width, path))
     if width == 0:
         raise ParameterError("file", f"{path} has no user columns")
     return ParsedLog(header, width, sets)
 
 
 def _is_long(rows: list[list[str]]) -> bool:
-    first = [c.strip().lower() for c in rows[0]]
-    if first == ["round", "user"]:
+    if is_long_header(rows[0]):
         return True
     if any(len(r) != 2 for r in rows):
         return False
@@ -151,24 +173,40 @@ def _is_long(rows: list[list[str]]) -> bool:
     )
 
 
+def is_long_header(row: list[str]) -> bool:
+    """Whether ``row`` is the ``round,user`` header of a long log."""
+    return [c.strip().lower() for c in row] == ["round", "user"]
+
+
+def long_pair(row: list[str], line: int, path: str) -> tuple[int, str]:
+    """The ``(round, user)`` of one long-form line.
+
+    Raises
+    ------
+    ParameterError
+        If the line is not ``round,user`` with a round counted from 0 and a nonempty user.
+    """
+    if len(row) != 2:
+        raise ParameterError("file", f"{path}: line {line} needs 'round,user'")
+    rnd, user = row[0].strip(), row[1].strip()
+    if rnd.startswith("-") and rnd[1:].isdigit():
+        raise ParameterError(
+            "file", f"{path}: line {line}: round {rnd} is negative (rounds count from 0)"
+        )
+    if not rnd.isdigit():
+        raise ParameterError("file", f"{path}: line {line}: round {rnd!r} is not an integer")
+    if not user:
+        raise ParameterError("file", f"{path}: line {line}: empty user")
+    return int(rnd), user
+
+
 def _parse_long(rows: list[list[str]], path: str, deadline: Deadline) -> ParsedLog:
-    if [c.strip().lower() for c in rows[0]] == ["round", "user"]:
+    if is_long_header(rows[0]):
         rows = rows[1:]
     pairs: list[tuple[int, str]] = []
     for line, row in enumerate(rows, start=1):
         deadline.check(line)
-        if len(row) != 2:
-            raise ParameterError("file", f"{path}: line {line} needs 'round,user'")
-        rnd, user = row[0].strip(), row[1].strip()
-        if rnd.startswith("-") and rnd[1:].isdigit():
-            raise ParameterError(
-                "file", f"{path}: line {line}: round {rnd} is negative (rounds count from 0)"
-            )
-        if not rnd.isdigit():
-            raise ParameterError("file", f"{path}: line {line}: round {rnd!r} is not an integer")
-        if not user:
-            raise ParameterError("file", f"{path}: line {line}: empty user")
-        pairs.append((int(rnd), user))
+        pairs.append(long_pair(row, line, path))
     if not pairs:
         raise ParameterError("file", f"{path} lists no aggregated user")
     names = list(dict.fromkeys(u for _, u in pairs))

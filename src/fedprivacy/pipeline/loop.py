@@ -11,11 +11,16 @@ methods (:func:`fedprivacy.uldp.run.run_uldp`). Per round::
     selected  = selector.select(available, ledger frequency, rng(t))
     result    = algorithm.run_round(RoundContext(t, available, selected, final))
     ledger.record(result.aggregated)          # what the server observed
+    view = audit.add_round(result.aggregated) # what it can derive from it so far
     callback(result) for each callback        # progress, CSV, checkpoints, ...
 
 The ledger is what every privacy figure of the run is computed from: the server-view metrics
 (:mod:`fedprivacy.participation.metrics`) and the per-user epsilons
 (:mod:`fedprivacy.dp.per_user`), which compose only the rounds in which a user was aggregated.
+The live audit (:class:`~fedprivacy.participation.incremental.IncrementalAudit`) follows the
+ledger round by round: :attr:`FederatedRun.view` is what the server can derive after the last
+round (exposed users, ``T_strong``, certified ``T_weak`` bounds), for the callbacks' events, CSV
+rows and progress lines; the run's final report still certifies over the rationals.
 
 Examples
 --------
@@ -25,10 +30,12 @@ Examples
 >>> from fedprivacy.pipeline.algorithm import SelectionOnly
 >>> rng = np.random.default_rng(0)
 >>> run = FederatedRun(RandomSelector(6, 2), AlwaysAvailable(6), SelectionOnly(6),
-...                    selection_rng=lambda t: rng)
+...                    selection_rng=lambda t: rng, live_audit=True)
 >>> results = run.run(3)
 >>> run.ledger.rounds, int(run.ledger.frequency.sum())
 (3, 6)
+>>> run.view.rounds, run.view.t_weak[1] <= 2
+(3, True)
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from numpy.typing import NDArray
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.availability import AvailabilityModel
+from fedprivacy.participation.incremental import AuditView, IncrementalAudit
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
 
@@ -90,6 +98,17 @@ class FederatedRun(Generic[R]):
         from its number of rounds.
     callbacks : sequence of callable
         Each called as ``callback(result)`` after every round.
+    live_audit : bool
+        Keep :attr:`view` up to date after every round. Its cost grows as ``rank x classes`` a
+        round (:mod:`fedprivacy.participation.incremental`): runs that train (or deploy) turn it
+        on, where a round costs far more; selection-only simulation leaves it off and audits
+        the whole ledger once at the end.
+
+    Attributes
+    ----------
+    view : AuditView or None
+        The server's view after the last round (None before the first, or without the live
+        audit).
 
     Raises
     ------
@@ -107,6 +126,7 @@ class FederatedRun(Generic[R]):
         selection_rng: Callable[[int], np.random.Generator],
         ledger: ParticipationLedger | None = None,
         callbacks: Sequence[Callable[[RoundResult[R]], None]] = (),
+        live_audit: bool = False,
     ) -> None:
         n = selector.num_users
         if availability.num_users != n:
@@ -128,6 +148,9 @@ class FederatedRun(Generic[R]):
         self.ledger = ledger
         self.callbacks = tuple(callbacks)
         self._frequency = ledger.frequency_view  # live: record() updates it in place
+        self.audit = IncrementalAudit(n) if live_audit else None
+        self.view: AuditView | None = None
+        self._catch_up()
 
     @property
     def round(self) -> int:
@@ -142,9 +165,17 @@ class FederatedRun(Generic[R]):
         selected = self.selector.select(available, self._frequency, rng)
         result = self.algorithm.run_round(RoundContext(t, available, selected, final))
         self.ledger.record(np.asarray(result.aggregated, dtype=np.intp))
+        self._catch_up()
         for callback in self.callbacks:
             callback(result)
         return result
+
+    def _catch_up(self) -> None:
+        """Bring the live audit up to the ledger (also rounds a resumed run loaded into it)."""
+        if self.audit is None:
+            return
+        while self.audit.rounds < self.ledger.rounds:
+            self.view = self.audit.add_round(self.ledger.selected(self.audit.rounds))
 
     def run(
         self, rounds: int, *, progress: Callable[[int], None] | None = None

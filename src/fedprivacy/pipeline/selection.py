@@ -13,15 +13,14 @@ import numpy as np
 from fedprivacy._validation import require_int
 from fedprivacy.participation.availability import AvailabilityModel
 from fedprivacy.participation.ledger import ParticipationLedger
-from fedprivacy.participation.selectors import Selector
 from fedprivacy.pipeline.algorithm import Aggregation, SelectionOnly
-from fedprivacy.pipeline.loop import FederatedRun
+from fedprivacy.pipeline.loop import FederatedRun, UserSampler
 
 __all__ = ["Aggregation", "run_selection"]
 
 
 def run_selection(
-    selector: Selector,
+    selector: UserSampler,
     availability: AvailabilityModel,
     rounds: int,
     rng: np.random.Generator,
@@ -37,7 +36,7 @@ def run_selection(
 
     Parameters
     ----------
-    selector : Selector
+    selector : UserSampler
         The user selection strategy.
     availability : AvailabilityModel
         Source of the availability vector of each round. Round indices continue from the number of
