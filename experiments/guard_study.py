@@ -3,13 +3,15 @@
 Usage: python experiments/guard_study.py [--rounds 500] [--search-seconds 0.25]
                                         [--out docs/results/guard]
 
-Writes ``table.md`` and ``guard_study.png`` into ``--out`` and prints the table; one line per
+Writes ``table.md``, ``rows.json`` and ``guard_study.png`` into ``--out`` and prints the table; one line per
 finished run on stderr while it works.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import sys
 import time
 from pathlib import Path
@@ -34,6 +36,8 @@ def main() -> None:
     cfg = GuardStudyConfig(rounds=args.rounds, seed=args.seed, search_seconds=args.search_seconds)
     rows = run_guard_study(cfg, progress=lambda row: print(row, file=sys.stderr, flush=True))
     args.out.mkdir(parents=True, exist_ok=True)
+    rows_json = json.dumps([dataclasses.asdict(r) for r in rows], indent=1)
+    (args.out / "rows.json").write_text(rows_json + "\n")
     header = (
         f"N = {cfg.users}, K = {cfg.per_round}, heterogeneous dropout, {cfg.rounds} rounds, "
         f"seed {cfg.seed}, exact search up to {cfg.search_seconds:g} s a round; "

@@ -115,3 +115,14 @@ def test_a_deployment_refuses_before_any_process_starts(
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_the_progress_line_of_the_server_view(capsys: pytest.CaptureFixture[str]) -> None:
+    from fedprivacy.cli.flower_command import _progress
+
+    view = {"t_strong": 2, "exposed_users": 0, "rank": 3}
+    _progress({"round": 3, "event": "server_view", "t_weak_lower": 2, "t_weak_upper": 4, **view})
+    _progress({"round": 4, "event": "server_view", "t_weak_lower": 1, "t_weak_upper": 1, **view})
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "round 3: the server's view: T_weak in [2, 4], T_strong 2, 0 exposed"
+    assert err[1].startswith("round 4: the server's view: T_weak = 1,")

@@ -21,6 +21,8 @@ from fedprivacy.flower.node_policy import training_policy
 from fedprivacy.flower.reference import max_abs_error, simulate
 from fedprivacy.flower.run import run_deployed
 from fedprivacy.flower.transport import InProcessTransport
+from fedprivacy.participation.audit import audit_ledger
+from fedprivacy.participation.ledger import ParticipationLedger
 
 USERS = 6
 CONFIG = TrainConfig(
@@ -72,6 +74,13 @@ def test_signed_rounds_aggregate_what_the_pipeline_aggregates(tmp_path: Path) ->
         deployed = {int(k.removeprefix("round_")): z[k] for k in z.files}
     means = simulate(CONFIG, list(np.load(run_dir / "availability.npy")), {})
     assert max_abs_error(deployed, means) == 0.0
+    views = [e for e in _events(run_dir) if e["event"] == "server_view"]  # the live audit
+    assert [e["round"] for e in views] == [0, 1]
+    audit = audit_ledger(ParticipationLedger.from_csv(run_dir / "participation.csv"), time_limit=9)
+    assert views[-1]["exposed_users"] == audit.exposure.exposed.size
+    assert views[-1]["t_strong"] == audit.exposure.t_strong
+    assert views[-1]["t_weak_lower"] <= audit.t_weak.upper
+    assert audit.t_weak.lower <= views[-1]["t_weak_upper"]
 
 
 def test_nodes_with_the_check_refuse_a_server_that_skips_it(tmp_path: Path) -> None:

@@ -29,6 +29,14 @@ def _progress(event: dict[str, Any]) -> None:
             f"round {r}: selected {sel} -> {agg} ({status})",
             file=sys.stderr,
         )
+    elif kind == "server_view":
+        lower, upper = event["t_weak_lower"], event["t_weak_upper"]
+        t_weak = f"T_weak = {lower}" if lower == upper else f"T_weak in [{lower}, {upper}]"
+        print(
+            f"round {r}: the server's view: {t_weak}, T_strong {event['t_strong']}, "
+            f"{event['exposed_users']} exposed",
+            file=sys.stderr,
+        )
     elif kind in ("no_reply", "rejected", "node_refused", "paused", "killed", "bad_share"):
         extra = f" {event['error']}: {event['detail']}" if "error" in event else ""
         who = f" user {event['user']}" if "user" in event else ""

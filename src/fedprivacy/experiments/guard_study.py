@@ -171,15 +171,14 @@ def plot_guard_study(rows: list[GuardRow], path: Path) -> Path:
         )
     left.set(
         xlabel="guarded target T_weak >=",
-        ylabel="rounds before the first refusal",
-        yscale="symlog",
+        ylabel=f"rounds before the first refusal (of {rows[0].rounds})",
         title="refuse",
     )
     right.set(xlabel="guarded target T_weak >=", ylabel="users aggregated a round", title="shrink")
     for axis in (left, right):
         axis.set_xticks(sorted({r.target for r in rows}))
-    right.legend(fontsize=8, loc="center right")
-    fig.tight_layout()
+    fig.legend(*left.get_legend_handles_labels(), loc="lower center", ncol=5, fontsize=8)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path

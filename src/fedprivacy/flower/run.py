@@ -6,7 +6,8 @@ run on the in-process transport. It writes into the run directory::
     config.toml         the training configuration the nodes received
     roster.json         user -> node id (who is who in the Multi-RoundSecAgg batches)
     events.jsonl        one line per event as it happens (stages, dropouts, rejections, wrong
-                        unmasking shares left out, rounds aborted by a protocol error, rounds)
+                        unmasking shares left out, rounds aborted by a protocol error, rounds,
+                        the server's view after each round from the live audit: server_view)
     availability.npy    the users reachable in each round, as the server saw them
     aggregates.npz      each aggregated round's mean update (``round_<t>``)
 
@@ -126,10 +127,24 @@ def _train(
         )
         if pause is not None:
             training.before_stage = pause
+        training.loop.callbacks = (*training.loop.callbacks, _server_view_event(training, event))
         training.run(config.rounds)
     finally:
         log_file.close()
     return training, time.perf_counter() - started
+
+
+def _server_view_event(
+    training: DeployedTraining, event: Callable[[dict[str, Any]], None]
+) -> Callable[[object], None]:
+    """A callback of the round loop: the live audit's view after each round, as an event."""
+
+    def log(_: object) -> None:
+        view = training.loop.view
+        if view is not None:
+            event({"round": view.rounds - 1, "event": "server_view", **view.to_dict()})
+
+    return log
 
 
 def _write_round_outputs(training: DeployedTraining, run_dir: Path) -> None:
