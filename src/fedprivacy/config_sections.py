@@ -58,6 +58,7 @@ from typing import Final
 from fedprivacy.errors import ParameterError
 
 __all__ = [
+    "GUARD_MODES",
     "RENAMED_KEYS",
     "DPSection",
     "DataSection",
@@ -67,6 +68,10 @@ __all__ = [
     "SecureAggregationSection",
     "SelectionSection",
 ]
+
+#: What a guard does with a round that fails its check
+#: (:mod:`fedprivacy.participation.guard`, which takes them from here).
+GUARD_MODES: Final = ("refuse", "shrink")
 
 #: Old spelling -> the field's spelling now. A configuration that has the new field and not the
 #: old one refuses the old key with a :class:`~fedprivacy.errors.ParameterError` naming the new
@@ -164,11 +169,31 @@ class SelectionSection(SchemeSection):
         With ``fairness``: ``paper`` (Algorithm 2 as printed, a row with the least-served user)
         or ``authors`` (the authors' code, the row of least total participation); see
         :data:`~fedprivacy.participation.fairness.FAIRNESS_RULES`.
+    guard : str or None
+        ``refuse`` or ``shrink`` (:data:`GUARD_MODES`): the scheme runs under
+        :class:`~fedprivacy.participation.guard.PrivacyGuard`; None: unguarded.
+    guard_target : int or None
+        The certified ``T_weak`` the guard keeps (None: 2, nobody exposed).
     """
 
     dropout: str | float = "heterogeneous"
     fairness: bool = False
     fairness_rule: str = DEFAULT_FAIRNESS_RULE
+    guard: str | None = None
+    guard_target: int | None = None
+
+    def _check_guard(self) -> None:
+        """``guard`` is a mode or None; ``guard_target`` an integer >= 2, only with a guard."""
+        if self.guard is not None and self.guard not in GUARD_MODES:
+            raise ParameterError("guard", f"must be one of {', '.join(GUARD_MODES)}")
+        if self.guard_target is None:
+            return
+        if isinstance(self.guard_target, bool) or not isinstance(self.guard_target, int):
+            raise ParameterError("guard_target", f"must be an integer, got {self.guard_target!r}")
+        if self.guard_target < 2:
+            raise ParameterError("guard_target", f"must be at least 2, got {self.guard_target}")
+        if self.guard is None:
+            raise ParameterError("guard_target", "is the target of --guard; give --guard")
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,8 @@ _TRAIN_OPTIONS = (
     "device",
     "local_lr_milestones",
     "fairness",
+    "guard",
+    "guard_target",
     "secagg",
     "data_dir",
     "out",

@@ -25,7 +25,7 @@ from fedprivacy.fl.secure_selection import (
 from fedprivacy.participation.availability import AvailabilityModel, make_availability
 from fedprivacy.participation.curve import TWeakCurve, t_weak_curve
 from fedprivacy.participation.fairness import DEFAULT_FAIRNESS_RULE, check_fairness_rule
-from fedprivacy.participation.guard import GUARD_MODES, PrivacyGuard, guard_summary
+from fedprivacy.participation.guard import PrivacyGuard, guard_summary
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.selectors import SCHEMES, Selector, make_selector
@@ -59,11 +59,6 @@ class SelectionConfig(Config, SecureAggregationSection, SelectionSection):
         Seconds for the whole ``T_weak`` curve and for each of its points.
     dimension : int
         Length of the synthetic updates the protocol sums (with ``secagg``).
-    guard : str or None
-        ``refuse`` or ``shrink``: the scheme runs under
-        :class:`~fedprivacy.participation.guard.PrivacyGuard`; None: unguarded.
-    guard_target : int or None
-        The certified ``T_weak`` the guard keeps (None: 2, nobody exposed).
     """
 
     # required: field() without a default (a bare annotation would keep the section's default)
@@ -75,8 +70,6 @@ class SelectionConfig(Config, SecureAggregationSection, SelectionSection):
     metrics_time_limit: float = 60.0
     point_time_limit: float = 2.0
     dimension: int = DEFAULT_DIMENSION
-    guard: str | None = None
-    guard_target: int | None = None
 
     def secure_config(self) -> SecureSelectionConfig:
         """Protocol settings of a ``--secagg`` run (batch-atomic by default for multiround)."""
@@ -133,15 +126,6 @@ class SelectionConfig(Config, SecureAggregationSection, SelectionSection):
             )
         elif self.dimension != DEFAULT_DIMENSION:
             raise ParameterError("dimension", "is the update length of --secagg; give --secagg")
-
-    def _check_guard(self) -> None:
-        if self.guard is not None and self.guard not in GUARD_MODES:
-            raise ParameterError("guard", f"must be one of {', '.join(GUARD_MODES)}")
-        if self.guard_target is None:
-            return
-        require_int("guard_target", self.guard_target, minimum=2)
-        if self.guard is None:
-            raise ParameterError("guard_target", "is the target of --guard; give --guard")
 
     @property
     def label(self) -> str:

@@ -159,6 +159,7 @@ class TrainConfig(
                 "per_round", f"secure aggregation needs at least {MIN_PARTICIPANTS} users a round"
             )
         self._check_target_privacy()
+        self._check_guard()
         if self.target_privacy is not None:  # what the batch partitioning needs, before work
             validate_batch_parameters(users, self.per_round, self.target_privacy)
         for name in ("local_lr", "update_clip", "beta", "metrics_time_limit"):

@@ -44,6 +44,7 @@ from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.models.registry import build_model, count_parameters
 from fedprivacy.participation.availability import AvailabilityModel, make_availability
 from fedprivacy.participation.curve import TWeakCurve, t_weak_curve
+from fedprivacy.participation.guard import PrivacyGuard, guard_summary
 from fedprivacy.participation.incremental import exposed_counts
 from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.selectors import make_selector
@@ -117,7 +118,7 @@ def build_training(
     )
     if isinstance(aggregator, SecureAggregator):
         aggregator.check_dimension(count_parameters(model))
-    return training_class(
+    training = training_class(
         model=model,
         spec=LocalTrainingSpec(
             epochs=config.local_epochs,
@@ -142,6 +143,9 @@ def build_training(
         mechanism=mechanism,
         **hooks,
     )
+    if config.guard is not None:
+        training.guard_selection(config.guard, config.guard_target or 2)
+    return training
 
 
 @dataclass
@@ -221,11 +225,17 @@ class TrainingResult:
             "mean_train_seconds": base["mean_train_seconds"],
             "mean_aggregate_seconds": base["mean_aggregate_seconds"],
             "seconds": self.seconds,
+            **self._guard(),
             "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
             "torch": torch.__version__,
             "threads": torch.get_num_threads(),
         }
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
+
+    def _guard(self) -> dict[str, Any]:
+        """``{"guard": ...}`` of a guarded run (its decisions since this process started)."""
+        selector = self.training.selector
+        return {"guard": guard_summary(selector)} if isinstance(selector, PrivacyGuard) else {}
 
 
 def _save_checkpoint(path: Path, config: TrainConfig, training: FederatedTraining) -> None:

@@ -35,6 +35,7 @@ from fedprivacy.fl.local_training import LocalTrainingSpec
 from fedprivacy.fl.mechanism import Mechanism, NoMechanism
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.participation.availability import AvailabilityModel
+from fedprivacy.participation.guard import PrivacyGuard
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.selectors import (
     BatchPartitionSelector,
@@ -191,6 +192,17 @@ class FederatedTraining(Algorithm[RoundRecord]):
             self.batch_size_t = self.selector.target_privacy
         elif isinstance(self.selector, UserPartitionSelector):
             self.batch_size_t = self.selector.per_round
+
+    def guard_selection(self, mode: str, target: int) -> PrivacyGuard:
+        """Run the selection under :class:`~fedprivacy.participation.guard.PrivacyGuard`.
+
+        The guard reads this run's ledger; call it before the first round.
+        """
+        if self.ledger.rounds:
+            raise ParameterError("guard", "must be set before the first round")
+        guard = PrivacyGuard(self.selector, self.ledger, target=target, mode=mode)
+        self.selector = self.loop.selector = guard
+        return guard
 
     @property
     def device_name(self) -> str:

@@ -42,6 +42,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy._validation import require_int
+from fedprivacy.config_sections import GUARD_MODES
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.audit import audit_ledger
 from fedprivacy.participation.exposure import CertificationError
@@ -55,8 +56,6 @@ from fedprivacy.participation.selectors import (
 
 __all__ = ["GUARD_MODES", "GuardDecision", "PrivacyGuard", "guard_summary"]
 
-#: What the guard does with a round that fails its check.
-GUARD_MODES = ("refuse", "shrink")
 #: Below this many seconds left, no search is started.
 _MIN_SEARCH_SECONDS = 0.01
 

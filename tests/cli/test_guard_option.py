@@ -1,4 +1,4 @@
-"""``fedprivacy simulate --guard``: the rounds that would expose a user never happen."""
+"""``--guard`` on ``simulate`` and ``train``: the rounds that would expose a user never happen."""
 
 from __future__ import annotations
 
@@ -38,3 +38,15 @@ def test_a_guard_target_needs_the_guard(capsys: pytest.CaptureFixture[str]) -> N
     assert "--guard-target: is the target of --guard" in capsys.readouterr().err
     assert main([*BASE, "--guard", "refuse", "--guard-target", "1"]) == 2
     assert "--guard-target" in capsys.readouterr().err
+
+
+def test_guarded_training_exposes_nobody(capsys: pytest.CaptureFixture[str]) -> None:
+    train = ["train", "-R", "12", "-N", "12", "-K", "4", "--scheme", "random", "--json"]
+    assert main([*train, "--metrics", "bounds"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert plain["exposed_users"] > 0 and "guard" not in plain
+    assert main([*train, "--metrics", "bounds", "--guard", "refuse"]) == 0
+    guarded = json.loads(capsys.readouterr().out)
+    assert guarded["exposed_users"] == 0 and guarded["t_weak_lower"] >= 2
+    assert guarded["guard"]["rounds_refused"] == guarded["guard"]["rounds_changed"] > 0
+    assert guarded["skipped_rounds"] >= guarded["guard"]["rounds_refused"]
