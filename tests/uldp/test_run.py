@@ -39,6 +39,7 @@ def test_run_records_and_determinism(data_dir: Path, tmp_path: Path) -> None:
     assert [f.name for f in files] == ["rounds.csv", "summary.json", "privacy.md", "uldp.png"]
     rows = list(csv.DictReader((tmp_path / "out" / "rounds.csv").open()))
     assert len(rows) == 3 and float(rows[-1]["epsilon"]) == pytest.approx(res.final.epsilon)
+    assert [int(r["exposed_users"]) for r in rows] == [0, 0, 0]  # every user, every round
     data = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert len(data["records"]) == 3 and data["metric"] == s["metric"]
     assert (tmp_path / "out" / "uldp.png").stat().st_size > 1000
@@ -122,3 +123,21 @@ def test_sub_sampled_run_reports_both_adversaries(data_dir: Path) -> None:
         PrivacyAccountant().compose_gaussian(5.0, 200, 1.0).epsilon(1e-5)
     )
     assert at["epsilon_server"] > 3 * at["epsilon"]
+
+
+def test_rounds_csv_counts_the_users_the_ledger_exposes(data_dir: Path, tmp_path: Path) -> None:
+    cfg = UldpConfig(
+        dataset="heart_disease",
+        method="ULDP-AVG-s",
+        users=20,
+        rounds=30,
+        scheme="random",
+        per_round=4,
+        data_dir=str(data_dir),
+    )
+    res = run_uldp(cfg)
+    write_outputs(res, tmp_path)
+    rows = list(csv.DictReader((tmp_path / "rounds.csv").open()))
+    exposed = [int(r["exposed_users"]) for r in rows]
+    assert exposed == sorted(exposed) and exposed[0] == 0  # exposure never goes away
+    assert res.server_view is not None and exposed[-1] == res.server_view["exposed_users"] > 0

@@ -23,6 +23,7 @@ import torch
 
 from fedprivacy.flower.silo_rounds import Aggregates
 from fedprivacy.flower.transport import Transport
+from fedprivacy.participation.incremental import exposed_counts
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.uldp.algorithm import ledger_view
 from fedprivacy.uldp.config import UldpConfig
@@ -109,6 +110,7 @@ def _result(
         noise_source=NOISE_OS,
         server_view=ledger_view(outcome.ledger, outcome.noise_multiplier, cfg.delta),
         sample_counts=outcome.ledger.frequency.copy(),
+        exposed_after_round=exposed_counts(outcome.ledger),
     )
 
 

@@ -152,6 +152,10 @@ class UldpResult:
         (:func:`fedprivacy.uldp.algorithm.server_view`).
     sample_counts : numpy.ndarray or None
         The ledger's participation counts: in how many rounds each user was aggregated.
+    exposed_after_round : numpy.ndarray or None
+        Users the server could isolate after each round, under the same view
+        (:func:`~fedprivacy.participation.incremental.exposed_counts` of the ledger); the
+        ``exposed_users`` column of ``rounds.csv``.
     noise_source : str
         Where the noise comes from (:func:`fedprivacy.uldp.run.noise_source`): seeded noise
         is reproducible by whoever holds the seed, the protocol's silos draw theirs from OS
@@ -173,6 +177,7 @@ class UldpResult:
     noise_source: str = ""
     server_view: dict[str, Any] | None = None
     sample_counts: NDArray[np.int64] | None = None
+    exposed_after_round: NDArray[np.int64] | None = None
 
     @property
     def final(self) -> RoundRecord:
@@ -282,7 +287,7 @@ class UldpResult:
         }
 
     def to_csv(self) -> str:
-        """Per-round CSV: ``round, metric, loss, epsilon, epsilon_server, seconds, ...``."""
+        """Per-round CSV: ``round, metric, loss, epsilon, ..., exposed_users``."""
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         cols = [
@@ -296,10 +301,12 @@ class UldpResult:
             "roc_auc",
             "clipped_fraction",
         ]
-        writer.writerow(cols)
-        for r in self.records:
+        writer.writerow([*cols, "exposed_users"])
+        exposed = [] if self.exposed_after_round is None else self.exposed_after_round.tolist()
+        for i, r in enumerate(self.records):
             d = r.to_dict()
-            writer.writerow(["" if d[k] is None else d[k] for k in cols])
+            row = ["" if d[k] is None else d[k] for k in cols]
+            writer.writerow([*row, exposed[i] if i < len(exposed) else ""])
         return buf.getvalue()
 
 
