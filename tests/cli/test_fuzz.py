@@ -39,6 +39,7 @@ RUNNERS = {
     "fedprivacy.regression.simulation": "run_regression",
     "fedprivacy.dp.accounting": "PrivacyAccountant",
     "fedprivacy.flower.deploy": "deploy",
+    "fedprivacy.cli.audit_follow": "follow_log",  # follows a log until it is idle
 }
 
 

@@ -159,6 +159,7 @@ RUNNERS = {
     "fedprivacy.experiments.reproduce": "run_experiment",
     "fedprivacy.uldp.run": "run_uldp",
     "fedprivacy.flower.deploy": "deploy",
+    "fedprivacy.cli.audit_follow": "follow_log",  # follows a log until it is idle
 }
 
 
