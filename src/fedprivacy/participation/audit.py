@@ -111,22 +111,26 @@ def _lightest_round(mat: sparse.csr_array) -> _Bound:
     return _Bound(len(support), tuple(int(i == r) for i in range(mat.shape[0])), support)
 
 
-def _class_bound(mat: sparse.csr_array, classes: int, deadline: float) -> _Bound | None:
+def _class_bound(mat: sparse.csr_array, exposure: ExposureReport, deadline: float) -> _Bound | None:
     """A smallest multi-user class whose sum lies in the row space, with its witness.
 
-    ``classes`` is the exposure analysis's count: as many classes as aggregated users means every
-    class is one user, and the classes are not formed again.
+    Only the exposure analysis's ``batch_candidates`` are tried (every other class was proved
+    not to be in the row space, modulo p), smallest first, :data:`_CLASS_TRIES` of the smallest
+    size; the witness is an exact integer ``z`` on the quotient.
     """
-    if classes == np.unique(mat.indices).size:
+    if not exposure.batch_candidates.size:
         return None
     csc = sparse.csc_array(mat)
     members = column_classes(csc)
-    sizes = np.asarray([len(c) for c in members])
-    multi = np.flatnonzero(sizes > 1)
+    candidates = set(exposure.batch_candidates.tolist())
+    tried = [i for i, c in enumerate(members) if len(c) > 1 and c[0] in candidates]
+    if not tried:
+        return None
+    sizes = {i: len(members[i]) for i in tried}
+    smallest = min(sizes.values())
     quotient = csc[:, [c[0] for c in members]]
     rows = min(mat.shape[0], WITNESS_ROWS)
-    smallest = multi[sizes[multi] == sizes[multi].min()]
-    for column in smallest[:_CLASS_TRIES].tolist():
+    for column in [i for i in tried if sizes[i] == smallest][:_CLASS_TRIES]:
         if time.perf_counter() > deadline:
             break
         bound = _checked(mat, exposure_witness(quotient, column, rows))
@@ -147,7 +151,7 @@ def _fast_t_weak(mat: sparse.csr_array, exposure: ExposureReport, deadline: floa
         if bound is not None and bound.size == 1:
             return TWeakResult(1, 1, bound.z, bound.support)
         return TWeakResult(1, 1, (), (user,))
-    found = [_lightest_round(mat), _class_bound(mat, exposure.classes, deadline)]
+    found = [_lightest_round(mat), _class_bound(mat, exposure, deadline)]
     best = min((b for b in found if b is not None), key=lambda b: b.size)
     lower = min(max(2, exposure.t_strong), best.size)
     return TWeakResult(lower, best.size, best.z, best.support)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import flint
 import numpy as np
@@ -44,7 +44,12 @@ from scipy.sparse.csgraph import connected_components
 from fedprivacy._validation import require_binary_matrix
 from fedprivacy.errors import FedPrivacyError
 from fedprivacy.linalg import exact_rank
-from fedprivacy.participation.modular import _nmod_from, full_column_rank, random_null_vectors
+from fedprivacy.participation.modular import (
+    BLAS_ROWS,
+    _nmod_from,
+    full_column_rank,
+    random_null_vectors,
+)
 
 __all__ = [
     "CertificationError",
@@ -58,6 +63,7 @@ _PRIME = 1048573  # 20 bits: FLINT eliminates fastest; every answer is certified
 _EXACT_RANK_CELLS = 400_000
 _LOCAL_ROWS = 600
 _SOLVE_SECONDS = 1.2e-10  # FLINT square solve mod a 20-bit prime, 2 cores: per min(m, n)**3
+_BLAS_SOLVE_SECONDS = 2.5e-11  # the float64 BLAS elimination (blas_solve.py), 2 cores
 _NULLSPACE_SECONDS = 2.5e-10  # FLINT nullspace, per m * n * min(m, n)
 
 
@@ -81,6 +87,11 @@ class ExposureReport:
         Number of connected blocks after the reductions.
     largest_block : tuple of int
         Shape (rows, columns) of the largest block that needed a modular elimination.
+    batch_candidates : ndarray of intp
+        First users of the classes of two or more users whose sum may lie in the row space:
+        every other class was proved not to (a random null vector nonzero on it, modulo p).
+        A candidate still needs an exact witness
+        (:func:`fedprivacy.participation.audit.audit_ledger` looks for one).
     """
 
     exposed: NDArray[np.intp]
@@ -88,6 +99,7 @@ class ExposureReport:
     classes: int
     blocks: int
     largest_block: tuple[int, int]
+    batch_candidates: NDArray[np.intp] = field(default_factory=lambda: np.empty(0, np.intp))
 
 
 def _as_csc(participation: ArrayLike | sparse.sparray | sparse.spmatrix) -> sparse.csc_array:
@@ -249,24 +261,55 @@ def _verify(block: sparse.csr_array, z: list[tuple[int, flint.fmpq]], k: int) ->
     return all((v == 1) if j == k else (v == 0) for j, v in acc.items()) and acc.get(k) == 1
 
 
+@dataclass
+class _BlockColoops:
+    """What one block's analysis found.
+
+    The exact coloops among the wanted columns, the columns that may be coloops (all others
+    proved not to be, modulo p) and the shape eliminated.
+    """
+
+    exact: list[int]
+    possible: list[int]
+    shape: tuple[int, int] = (0, 0)
+
+
 def _block_coloops(
     block: sparse.csr_array, wanted: NDArray[np.bool_], rng: random.Random, deadline: float
-) -> tuple[list[int], tuple[int, int]]:
+) -> _BlockColoops:
     """Exact coloops of ``block`` among the columns flagged in ``wanted``."""
     peeled, rest = _peel(block)
-    out = [k for k in peeled if wanted[k]]
+    found = _BlockColoops([k for k in peeled if wanted[k]], list(peeled))
     if rest.size == 0:
-        return out, (0, 0)
+        return found
     sub = sparse.csr_array(block[:, rest])
     sub = _unique_rows(sub)
-    shape = (int(sub.shape[0]), int(sub.shape[1]))
+    found.shape = (int(sub.shape[0]), int(sub.shape[1]))
     if sub.shape[0] == 0:
-        return out, shape
-    m, n = shape
-    _check_budget(_SOLVE_SECONDS * min(m, n) ** 3, shape, deadline)
+        return found
+    small = min(found.shape)
+    blas = found.shape[0] < found.shape[1] and small >= BLAS_ROWS  # the square solve's path
+    per_cube = _BLAS_SOLVE_SECONDS if blas else _SOLVE_SECONDS
+    _check_budget(per_cube * small**3, found.shape, deadline)
     candidates, rank_p = _modular_coloops(sub, rng, deadline)
+    found.possible += [int(rest[c]) for c in candidates]
+    wanted_here = [c for c in candidates if wanted[rest[c]]]
+    found.exact += _certified(sub, rest, wanted_here, rank_p, deadline)
+    return found
+
+
+def _certified(
+    sub: sparse.csr_array,
+    rest: NDArray[np.intp],
+    candidates: list[int],
+    rank_p: int,
+    deadline: float,
+) -> list[int]:
+    """The candidates (columns of ``sub``, modular coloops) that are coloops over Q."""
+    shape = (int(sub.shape[0]), int(sub.shape[1]))
+    out: list[int] = []
     if rank_p == sub.shape[1]:
-        return out + [int(rest[c]) for c in candidates if wanted[rest[c]]], shape
+        return [int(rest[c]) for c in candidates]
     if rank_p < sub.shape[0]:
         if sub.shape[0] * sub.shape[1] > _EXACT_RANK_CELLS:
             raise CertificationError(
@@ -276,8 +319,6 @@ def _block_coloops(
         if exact_rank(sub.toarray()) != rank_p:  # pragma: no cover - needs an unlucky prime
             raise CertificationError("the modular rank differs from the rational rank")
     for c in candidates:
-        if not wanted[rest[c]]:
-            continue
         if time.perf_counter() > deadline:
             raise CertificationError(
                 f"certifying the exposed users of a {shape} block exceeded the time limit"
@@ -292,7 +333,7 @@ def _block_coloops(
             if exact_rank(without) == rank_p:
                 continue
         out.append(int(rest[c]))
-    return out, shape
+    return out
 
 
 def analyse_exposure(
@@ -346,22 +387,27 @@ def analyse_exposure(
     col_labels = labels[m:]
     row_labels = labels[:m]
     exposed: list[int] = []
+    possible: list[int] = []  # columns of ``collapsed`` that may be coloops
     largest = (0, 0)
     for b in np.unique(col_labels).tolist():
         cols = np.flatnonzero(col_labels == b)
         if not single[cols].any():
+            possible.extend(cols.tolist())  # not analysed: nothing ruled out
             continue
         rows = np.flatnonzero(row_labels == b)
         block = sparse.csr_array(collapsed[rows][:, cols])
-        found, shape = _block_coloops(block, single[cols], rng, deadline)
-        largest = max(largest, shape, key=lambda s: s[0] * s[1])
-        exposed.extend(int(reps[cols[k]]) for k in found)
+        found = _block_coloops(block, single[cols], rng, deadline)
+        largest = max(largest, found.shape, key=lambda s: s[0] * s[1])
+        exposed.extend(int(reps[cols[k]]) for k in found.exact)
+        possible.extend(int(cols[k]) for k in found.possible)
+    batches = [int(reps[c]) for c in possible if not single[c]]
     return ExposureReport(
         np.sort(np.asarray(exposed, dtype=np.intp)),
         min(len(c) for c in classes),
         len(classes),
         int(np.unique(col_labels).size),
         largest,
+        np.sort(np.asarray(batches, dtype=np.intp)),
     )
 
 
