@@ -112,3 +112,22 @@ def test_disagreeing_user_counts_are_refused() -> None:
     )
     with pytest.raises(ParameterError, match="rounds"):
         run.run(-1)
+
+
+def test_a_progress_with_a_status_gets_the_server_view_after_every_round() -> None:
+    seen: list[str] = []
+    ticks: list[int] = []
+
+    def progress(n: int) -> None:
+        ticks.append(n)
+
+    progress.status = seen.append  # type: ignore[attr-defined]
+    rng = np.random.default_rng(0)
+    users = (RandomSelector(6, 2), AlwaysAvailable(6), SelectionOnly(6))
+    run = FederatedRun(*users, selection_rng=lambda t: rng, live_audit=True)
+    run.run(4, progress=progress)
+    assert ticks == [1, 1, 1, 1] and len(seen) == 4
+    assert run.view is not None and seen[-1] == run.view.describe() and "T_weak" in seen[0]
+    quiet = FederatedRun(*users, selection_rng=lambda t: rng)
+    quiet.run(1, progress=progress)  # no live audit: no status, the tick only
+    assert len(seen) == 4 and ticks == [1] * 5

@@ -27,18 +27,8 @@ POLL_SECONDS = 0.2
 IDLE_SECONDS = 60.0
 
 
-def _bounds(view: AuditView) -> str:
-    lower, upper = view.t_weak
-    if lower is None:
-        return "nobody aggregated yet"
-    return f"T_weak = {lower}" if lower == upper else f"T_weak in [{lower}, {upper}]"
-
-
 def _line(view: AuditView, newly: list[str]) -> str:
-    text = (
-        f"round {view.rounds - 1}: rank {view.rank}, {_bounds(view)}, T_strong {view.t_strong}, "
-        f"{len(view.exposed)} exposed"
-    )
+    text = f"round {view.rounds - 1}: rank {view.rank}, {view.describe()}"
     if newly:
         shown = ", ".join(newly[:20]) + (" ..." if len(newly) > 20 else "")
         text += f"; EXPOSED now: {shown}"

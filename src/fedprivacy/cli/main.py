@@ -38,7 +38,7 @@ def _progress_factory(enabled: bool) -> Callable[[str, int], Callable[[int], Non
 
     def factory(desc: str, total: int) -> Callable[[int], None]:
         # the bar opens at its first update and closes the previous one, so bars never stack
-        state: dict[str, Any] = {}
+        state: dict[str, Any] = {"status": ""}
 
         def update(n: int) -> None:
             if "bar" not in state:
@@ -49,7 +49,14 @@ def _progress_factory(enabled: bool) -> Callable[[str, int], Callable[[int], Non
                 )
                 open_bars.append(state["bar"])
             state["bar"].update(n)
+            if state["status"] != state.get("shown"):  # a new view: shown at once
+                state["shown"] = state["status"]
+                state["bar"].set_postfix_str(state["status"])
 
+        def status(text: str) -> None:  # the server's view after the round (FederatedRun.run)
+            state["status"] = text
+
+        update.status = status  # type: ignore[attr-defined]
         return update
 
     return factory

@@ -112,6 +112,20 @@ class AuditView:
             "exposed_users": len(self.exposed),
         }
 
+    def describe(self) -> str:
+        """The view in a few words, for a progress line.
+
+        Examples
+        --------
+        >>> AuditView(3, 2, (), 2, (2, 4), 5).describe()
+        'T_weak in [2, 4], T_strong 2, 0 exposed'
+        """
+        lower, upper = self.t_weak
+        if lower is None:
+            return "nobody aggregated yet"
+        t_weak = f"T_weak = {lower}" if lower == upper else f"T_weak in [{lower}, {upper}]"
+        return f"{t_weak}, T_strong {self.t_strong}, {len(self.exposed)} exposed"
+
     def to_dict(self) -> dict[str, object]:
         """The flat fields a per-round CSV or an event carries.
 

@@ -180,11 +180,22 @@ class FederatedRun(Generic[R]):
     def run(
         self, rounds: int, *, progress: Callable[[int], None] | None = None
     ) -> list[RoundResult[R]]:
-        """Run ``rounds`` more rounds (at least 0); ``progress(1)`` after each."""
+        """Run ``rounds`` more rounds (at least 0); ``progress(1)`` after each.
+
+        A ``progress`` with a ``status`` attribute (the command line's bars) is also given the
+        live audit's view after each round, ``progress.status(view.describe())``.
+        """
         count = require_int("rounds", rounds, minimum=0)
         results = []
         for i in range(count):
             results.append(self.step(final=i == count - 1))
             if progress is not None:
-                progress(1)
+                self.tell(progress)
         return results
+
+    def tell(self, progress: Callable[[int], None]) -> None:
+        """``progress(1)``, after ``progress.status(view.describe())`` where both exist."""
+        status = getattr(progress, "status", None)
+        if status is not None and self.view is not None:
+            status(self.view.describe())
+        progress(1)

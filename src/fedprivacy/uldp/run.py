@@ -134,6 +134,7 @@ def run_uldp(
         AlwaysAvailable(fed.num_users),
         algorithm,
         selection_rng=lambda _t: train_rng,  # the sample is the first draw of a round
+        live_audit=True,
     )
     folder = None if checkpoint_dir is None else Path(checkpoint_dir)
     records, initial = _run_rounds(
@@ -363,7 +364,7 @@ def _run_rounds(
                 lambda _: checkpoint.save(path, cfg, loop, algorithm, records, initial)
             )
     if progress is not None:
-        callbacks.append(lambda _: progress(1))
+        callbacks.append(lambda _: loop.tell(progress))
     loop.callbacks = (*loop.callbacks, *callbacks)
     target = cfg.rounds if stop_after_rounds is None else min(cfg.rounds, stop_after_rounds)
     with quiet_accounting():
