@@ -172,7 +172,7 @@ def add_audit_parser(sub: Any) -> None:
                 help="with --follow: stop once the log has not grown for this long (default 60; "
                 "Ctrl-C also stops)",
             ),
-            "json",
+            Use("json", help="print one JSON object (with --follow: one per round)"),
             Use(
                 "out",
                 help="folder for audit.json and audit.md (with --follow: audit.json "
