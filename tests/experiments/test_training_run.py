@@ -62,6 +62,9 @@ def test_resume_continues_bit_for_bit(tmp_path):
     assert (tmp_path / "whole" / "participation.csv").read_text() == (
         part / "participation.csv"
     ).read_text()
+    finished_rows = _rows(tmp_path / "whole" / "metrics.csv")
+    run_training(_config(), tmp_path / "whole", resume=True, dataset=DIGITS)  # no round left
+    assert _rows(tmp_path / "whole" / "metrics.csv") == finished_rows
 
 
 def test_resume_can_extend_rounds_but_not_change_the_run(tmp_path):

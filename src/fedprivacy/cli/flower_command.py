@@ -30,13 +30,11 @@ def _progress(event: dict[str, Any]) -> None:
             file=sys.stderr,
         )
     elif kind == "server_view":
-        lower, upper = event["t_weak_lower"], event["t_weak_upper"]
-        t_weak = f"T_weak = {lower}" if lower == upper else f"T_weak in [{lower}, {upper}]"
-        print(
-            f"round {r}: the server's view: {t_weak}, T_strong {event['t_strong']}, "
-            f"{event['exposed_users']} exposed",
-            file=sys.stderr,
-        )
+        from fedprivacy.participation.incremental import describe_view
+
+        fields = ("t_weak_lower", "t_weak_upper", "t_strong", "exposed_users")
+        view = describe_view(*(event[f] for f in fields))
+        print(f"round {r}: the server's view: {view}", file=sys.stderr)
     elif kind in ("no_reply", "rejected", "node_refused", "paused", "killed", "bad_share"):
         extra = f" {event['error']}: {event['detail']}" if "error" in event else ""
         who = f" user {event['user']}" if "user" in event else ""

@@ -12,7 +12,6 @@ A run directory holds::
 
 from __future__ import annotations
 
-import csv
 import functools
 import io
 import math
@@ -31,6 +30,7 @@ from fedprivacy.data.images import ImageDataset, load_dataset
 from fedprivacy.data.partition import make_partition
 from fedprivacy.errors import ParameterError
 from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.experiments.training_csv import metrics_csv
 from fedprivacy.files import atomic_write_bytes, atomic_write_text
 from fedprivacy.fl.aggregators import section_aggregator
 from fedprivacy.fl.engine import (
@@ -45,7 +45,6 @@ from fedprivacy.models.registry import build_model, count_parameters
 from fedprivacy.participation.availability import AvailabilityModel, make_availability
 from fedprivacy.participation.curve import TWeakCurve, t_weak_curve
 from fedprivacy.participation.guard import PrivacyGuard, guard_summary
-from fedprivacy.participation.incremental import exposed_counts
 from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.selectors import make_selector
 from fedprivacy.pipeline.algorithm import RoundResult
@@ -355,72 +354,6 @@ def finished(
         )
         exposed = [int(u) for u in exposed_users(p)]
     return TrainingResult(config, training, curve, time.perf_counter() - started, exposed)
-
-
-def metrics_csv(training: FederatedTraining, curve: TWeakCurve | None) -> str:
-    """Per-round metrics: accuracy, loss, sizes, C^(t), F^(t), T_weak, exposure, seconds, noise.
-
-    ``exposed_users``: users whose update the server could compute after the round
-    (:func:`~fedprivacy.participation.incremental.exposed_counts`).
-
-    ``noise_multiplier`` is that of the round's released aggregate (empty without DP or when
-    nothing was aggregated), written exactly (``repr``) so the accounting can be redone.
-    """
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(
-        [
-            "round",
-            "available",
-            "selected",
-            "aggregated",
-            "lr",
-            "test_accuracy",
-            "test_loss",
-            "average_cardinality",
-            "fairness_gap",
-            "t_weak_lower",
-            "t_weak_upper",
-            "exposed_users",
-            "clipped_entries",
-            "train_seconds",
-            "aggregate_seconds",
-            "aborted",
-            "noise_multiplier",
-        ]
-    )
-    counts = np.zeros(training.ledger.num_users, dtype=np.int64)
-    exposed = exposed_counts(training.ledger)
-    total = 0
-    for t, r in enumerate(training.records):
-        counts[training.ledger.selected(t)] += 1
-        total += r.aggregated
-        gap = (counts.max() - counts.min()) / (t + 1)
-        lo = hi = ""
-        if curve is not None and not math.isnan(curve.lower[t]):
-            lo, hi = str(int(curve.lower[t])), str(int(curve.upper[t]))
-        w.writerow(
-            [
-                t,
-                r.available,
-                r.selected,
-                r.aggregated,
-                f"{r.lr:.6g}",
-                "" if math.isnan(r.test_accuracy) else f"{r.test_accuracy:.6f}",
-                "" if math.isnan(r.test_loss) else f"{r.test_loss:.6f}",
-                f"{total / (t + 1):.6g}",
-                f"{gap:.6g}",
-                lo,
-                hi,
-                int(exposed[t]),
-                r.clipped_entries,
-                f"{r.train_seconds:.4f}",
-                f"{r.aggregate_seconds:.4f}",
-                r.aborted,
-                "" if math.isnan(r.noise_multiplier) else repr(r.noise_multiplier),
-            ]
-        )
-    return buf.getvalue()
 
 
 def summary_markdown(result: TrainingResult) -> str:

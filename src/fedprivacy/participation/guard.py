@@ -156,11 +156,6 @@ class PrivacyGuard(Selector):
         self.audit = IncrementalAudit(selector.num_users, prime=prime)
         self.decisions: list[GuardDecision] = []
 
-    def _sync(self) -> None:
-        """Bring the audit up to the ledger (what was really aggregated, dropouts included)."""
-        while self.audit.rounds < self.ledger.rounds:
-            self.audit.add_round(self.ledger.selected(self.audit.rounds))
-
     def _failure(self, users: ArrayLike) -> str | None:
         """Why aggregating ``users`` next breaks the guarantee, or None when it keeps it."""
         view = self.audit.peek(users)
@@ -196,7 +191,7 @@ class PrivacyGuard(Selector):
 
     def check(self, users: ArrayLike) -> bool:
         """Whether aggregating ``users`` next keeps the guarantee."""
-        self._sync()
+        self.audit.catch_up(self.ledger)  # what was really aggregated
         self._deadline = time.perf_counter() + self.search_seconds
         return self._failure(users) is None
 
@@ -219,7 +214,7 @@ class PrivacyGuard(Selector):
         self, avail: NDArray[np.bool_], freq: NDArray[np.int64], rng: np.random.Generator
     ) -> NDArray[np.intp]:
         """The selector's proposal if it passes, else refused or shrunk (see the module)."""
-        self._sync()
+        self.audit.catch_up(self.ledger)  # what was really aggregated
         self._deadline = time.perf_counter() + self.search_seconds
         proposed = self.selector.select(avail, freq, rng)
         reason = self._failure(proposed) if proposed.size else None

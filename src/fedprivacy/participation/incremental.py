@@ -69,6 +69,20 @@ def random_prime(bits: int = _PRIME_BITS) -> int:
             return p
 
 
+def describe_view(lower: int | None, upper: int | None, t_strong: int | None, exposed: int) -> str:
+    """The server's view in a few words (a progress line; also from an event's fields).
+
+    Examples
+    --------
+    >>> describe_view(1, 1, 1, 3)
+    'T_weak = 1, T_strong 1, 3 exposed'
+    """
+    if lower is None:
+        return "nobody aggregated yet"
+    t_weak = f"T_weak = {lower}" if lower == upper else f"T_weak in [{lower}, {upper}]"
+    return f"{t_weak}, T_strong {t_strong}, {exposed} exposed"
+
+
 @dataclass(frozen=True)
 class AuditView:
     """What the server can derive after a number of rounds.
@@ -120,11 +134,7 @@ class AuditView:
         >>> AuditView(3, 2, (), 2, (2, 4), 5).describe()
         'T_weak in [2, 4], T_strong 2, 0 exposed'
         """
-        lower, upper = self.t_weak
-        if lower is None:
-            return "nobody aggregated yet"
-        t_weak = f"T_weak = {lower}" if lower == upper else f"T_weak in [{lower}, {upper}]"
-        return f"{t_weak}, T_strong {self.t_strong}, {len(self.exposed)} exposed"
+        return describe_view(*self.t_weak, self.t_strong, len(self.exposed))
 
     def to_dict(self) -> dict[str, object]:
         """The flat fields a per-round CSV or an event carries.
@@ -189,9 +199,19 @@ class IncrementalAudit:
         (2, 2)
         """
         audit = cls(ledger.num_users, prime=prime)
-        for r in range(ledger.rounds):
-            audit.add_round(ledger.selected(r))
+        audit.catch_up(ledger)
         return audit
+
+    def catch_up(self, ledger: ParticipationLedger) -> list[AuditView]:
+        """Add the rounds of ``ledger`` not seen yet; the view after each of them.
+
+        Examples
+        --------
+        >>> ledger = ParticipationLedger.from_matrix([[1, 1, 0], [0, 1, 0]])
+        >>> [len(v.exposed) for v in IncrementalAudit(3).catch_up(ledger)]
+        [0, 2]
+        """
+        return [self.add_round(ledger.selected(r)) for r in range(self.rounds, ledger.rounds)]
 
     @property
     def rounds(self) -> int:
@@ -356,6 +376,5 @@ def exposed_counts(ledger: ParticipationLedger) -> NDArray[np.int64]:
     >>> exposed_counts(ledger).tolist()
     [0, 0, 3]
     """
-    audit = IncrementalAudit(ledger.num_users)
-    counts = [len(audit.add_round(ledger.selected(r)).exposed) for r in range(ledger.rounds)]
-    return np.asarray(counts, dtype=np.int64)
+    views = IncrementalAudit(ledger.num_users).catch_up(ledger)
+    return np.asarray([len(v.exposed) for v in views], dtype=np.int64)

@@ -109,6 +109,8 @@ class FederatedRun(Generic[R]):
     view : AuditView or None
         The server's view after the last round (None before the first, or without the live
         audit).
+    exposed_after_round : list of int
+        Users exposed after each round of the ledger (empty without the live audit).
 
     Raises
     ------
@@ -150,7 +152,8 @@ class FederatedRun(Generic[R]):
         self._frequency = ledger.frequency_view  # live: record() updates it in place
         self.audit = IncrementalAudit(n) if live_audit else None
         self.view: AuditView | None = None
-        self._catch_up()
+        self.exposed_after_round: list[int] = []
+        self.catch_up()
 
     @property
     def round(self) -> int:
@@ -165,17 +168,19 @@ class FederatedRun(Generic[R]):
         selected = self.selector.select(available, self._frequency, rng)
         result = self.algorithm.run_round(RoundContext(t, available, selected, final))
         self.ledger.record(np.asarray(result.aggregated, dtype=np.intp))
-        self._catch_up()
+        self.catch_up()
         for callback in self.callbacks:
             callback(result)
         return result
 
-    def _catch_up(self) -> None:
+    def catch_up(self) -> None:
         """Bring the live audit up to the ledger (also rounds a resumed run loaded into it)."""
         if self.audit is None:
             return
-        while self.audit.rounds < self.ledger.rounds:
-            self.view = self.audit.add_round(self.ledger.selected(self.audit.rounds))
+        views = self.audit.catch_up(self.ledger)
+        self.exposed_after_round += [len(v.exposed) for v in views]
+        if views:
+            self.view = views[-1]
 
     def run(
         self, rounds: int, *, progress: Callable[[int], None] | None = None

@@ -41,7 +41,6 @@ from fedprivacy.fl.local_training import default_max_rows
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.models.registry import count_parameters
 from fedprivacy.participation.availability import AlwaysAvailable
-from fedprivacy.participation.incremental import exposed_counts
 from fedprivacy.pipeline.algorithm import RoundResult
 from fedprivacy.pipeline.loop import FederatedRun
 from fedprivacy.secagg.private_weighting import SecureWeighting
@@ -161,7 +160,7 @@ def run_uldp(
         caveats=privacy_caveats(cfg.method, fed.task.task),
         server_view=server_view(loop.ledger, runner),
         sample_counts=loop.ledger.frequency.copy(),
-        exposed_after_round=exposed_counts(loop.ledger),
+        exposed_after_round=np.asarray(loop.exposed_after_round, dtype=np.int64),
         noise_source=noise_source(
             cfg.method, cfg.secure_weighting, runner.noise_hidden_from_server
         ),
