@@ -64,3 +64,11 @@ def test_follow_a_long_log_that_does_not_exist_yet(
     assert code == 0
     assert "round 2: rank 2, T_weak = 1, T_strong 1, 2 exposed; EXPOSED now: alice, bob" in out
     assert "followed 3 round(s): 2 exposed" in out
+
+
+def test_a_log_that_cannot_be_followed_is_refused_before_any_output(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["audit", str(tmp_path), "--follow", "--idle", "1"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "is a directory" in err

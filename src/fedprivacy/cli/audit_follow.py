@@ -98,13 +98,13 @@ def follow_log(args: argparse.Namespace) -> int:
 
     follow, printer = LogFollower(args.file), _Printer(args)
     idle = IDLE_SECONDS if args.idle is None else args.idle
+    rounds = follow.poll()  # a directory, a gzip or a malformed first line: refused before output
     audit: IncrementalAudit | None = None
     if not (args.json or args.quiet):
         print(f"following {args.file} (stops after {idle:g} s without a new line)")
     last = time.monotonic()
     try:
         while True:
-            rounds = follow.poll()
             if rounds:
                 last = time.monotonic()
             elif time.monotonic() - last >= idle:
@@ -112,6 +112,7 @@ def follow_log(args: argparse.Namespace) -> int:
                 break
             audit = _feed(audit, follow, rounds, printer)
             time.sleep(POLL_SECONDS)
+            rounds = follow.poll()
     except KeyboardInterrupt:
         audit = _feed(audit, follow, follow.finish(), printer)
     summary = _summary(args, audit, follow.user_ids)
