@@ -18,12 +18,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fedprivacy.flower.local_deployment import DeploymentError
 from fedprivacy.uldp.config import UldpConfig
 
 pytestmark = pytest.mark.skipif(
@@ -36,11 +38,20 @@ def _deploy(run_dir: Path, data_dir: str, config: UldpConfig, **kw: Any) -> dict
     """Deploy ``config`` on 4 silo SuperNodes; the summary, the run directory and the events."""
     from fedprivacy.flower.deploy import deploy
 
-    events: list[dict[str, Any]] = []
-    summary = deploy(
-        config, 4, run_dir, data_dir=data_dir, timeout=600.0, on_event=events.append, **kw
-    )
-    return {"summary": summary, "run_dir": run_dir, "events": events}
+    for attempt in (1, 2):  # a run that ends without a summary is tried once more
+        events: list[dict[str, Any]] = []
+        where = run_dir / f"try-{attempt}"
+        try:
+            summary = deploy(
+                config, 4, where, data_dir=data_dir, timeout=600.0, on_event=events.append, **kw
+            )
+        except DeploymentError as e:
+            if attempt == 2 or "without a summary" not in str(e):
+                raise
+            warnings.warn(f"deployment retried: {e}", stacklevel=2)
+            continue
+        return {"summary": summary, "run_dir": where, "events": events}
+    raise AssertionError("unreachable")
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +92,7 @@ def test_a_replayed_reply_over_the_network_is_refused_with_the_typed_error(
 def test_every_process_of_the_cross_silo_deployment_is_stopped(
     run: dict[str, Any], processes_of: Callable[[Path], list[int]]
 ) -> None:
-    assert processes_of(run["run_dir"]) == []
+    assert processes_of(run["run_dir"].parent) == []  # every try
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +142,7 @@ def test_the_aborted_round_is_not_charged_to_the_users(killed: dict[str, Any]) -
 def test_every_process_of_the_killed_deployment_is_stopped(
     killed: dict[str, Any], processes_of: Callable[[Path], list[int]]
 ) -> None:
-    assert processes_of(killed["run_dir"]) == []
+    assert processes_of(killed["run_dir"].parent) == []  # every try
 
 
 @pytest.fixture(scope="module")
@@ -175,4 +186,4 @@ def test_the_lied_to_run_ends_with_its_report_and_charges_nobody(lied_to: dict[s
 def test_every_process_of_the_lied_to_deployment_is_stopped(
     lied_to: dict[str, Any], processes_of: Callable[[Path], list[int]]
 ) -> None:
-    assert processes_of(lied_to["run_dir"]) == []
+    assert processes_of(lied_to["run_dir"].parent) == []  # every try

@@ -98,26 +98,45 @@ def _watch(
     timeout: float,
     on_event: Callable[[dict[str, Any]], None] | None,
 ) -> None:
-    """Follow the run's event log until ``summary.json`` appears (or ``flwr run`` ends)."""
+    """Follow the run's event log until ``summary.json`` appears.
+
+    ``flwr run --stream`` may end before the ServerApp does (its log stream can drop under
+    load): the events are then followed for :data:`GRACE_SECONDS` more after the last one.
+    """
     run_dir = dep.run_dir
-    offset, deadline = 0, time.monotonic() + timeout
-    while True:
+    offset, deadline, quiet_since = 0, time.monotonic() + timeout, None
+    while not (run_dir / "summary.json").exists():
         dep.track(every=1.0)  # the sessions of Ray's agents, while they can be seen
         events, offset = _follow(run_dir / "events.jsonl", offset)
         for e in events:
             _on_event(dep, e, faults, on_event)
-        if (run_dir / "summary.json").exists() or runner.poll() is not None:
-            break
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if runner.poll() is not None:
+            quiet_since = now if events or quiet_since is None else quiet_since
+            if now - quiet_since > GRACE_SECONDS:
+                raise DeploymentError(
+                    "the run ended without a summary:\n"
+                    + _log_tail(dep, "flwr-run")
+                    + _log_tail(dep, "superlink")
+                )
+        if now > deadline:
             raise DeploymentError(f"the run did not finish within {timeout:.0f} s")
         time.sleep(0.2)
-    if not (run_dir / "summary.json").exists():
-        runner.wait(30)
-        if not (run_dir / "summary.json").exists():
-            raise DeploymentError(
-                f"the run ended without a summary: see {dep.log_path('flwr-run')} and "
-                f"{dep.log_path('superlink')}"
-            )
+    events, _ = _follow(run_dir / "events.jsonl", offset)
+    for e in events:
+        _on_event(dep, e, faults, on_event)
+
+
+#: How long events are followed after ``flwr run`` ends without a summary.
+GRACE_SECONDS = 60.0
+
+
+def _log_tail(dep: LocalDeployment, name: str, lines: int = 15) -> str:
+    """The last ``lines`` lines of process ``name``'s log, headed by its path."""
+    path = dep.log_path(name)
+    text = path.read_text(errors="replace") if path.exists() else "(no log)"
+    tail = "\n".join("  " + line for line in text.splitlines()[-lines:])
+    return f"{path} ends with:\n{tail}\n"
 
 
 def deploy(
