@@ -59,11 +59,16 @@ def test_train_with_central_dp_reports_per_user_epsilon_from_the_ledger(capsys, 
     assert privacy["epsilon_server"] is None  # the server adds the noise: no guarantee against it
     assert set(privacy["t_weak"]) == {"lower", "upper", "exact"}
     counts = np.loadtxt(run / "participation.csv", delimiter=",", skiprows=1).sum(axis=0)
-    eps = per_user_epsilons(counts.astype(np.int64), 1.2, 1e-5)
+    eps = per_user_epsilons(counts.astype(np.int64), 1.2, 1e-5, "pld")
+    rdp = per_user_epsilons(counts.astype(np.int64), 1.2, 1e-5, "rdp")
+    assert privacy["accountant"] == "pld"  # central noise is a continuous Gaussian: exact PLD
     assert privacy["per_user_epsilon"]["max"] == privacy["epsilon"]
-    assert privacy["epsilon"] == float(eps.max())
-    assert privacy["per_user_epsilon"]["median"] == float(np.median(eps))
+    assert privacy["epsilon"] == pytest.approx(float(eps.max()), rel=1e-12)
+    assert privacy["epsilon"] < float(rdp.max())
+    assert privacy["per_user_epsilon"]["median"] == pytest.approx(np.median(eps), rel=1e-12)
+    assert privacy["per_user_epsilon_rdp"]["max"] == pytest.approx(rdp.max(), rel=1e-12)
     text = (run / "privacy.md").read_text()
+    assert f"by RDP instead of the exact PLD: min 0, median {np.median(rdp):.3g}" in text
     assert "per user: min" in text and "(largest per user)" not in text
     assert f"Epsilon {privacy['epsilon']:.3g} at delta" in text  # the plain-words sentence
     assert (run / "privacy.png").is_file()  # every DP run plots its privacy
@@ -89,7 +94,7 @@ def test_central_report_against_secure_aggregation_states_who_sees_what() -> Non
         server_view={"t_weak": TWeakResult(lower=2, upper=3), "t_strong": 2, "exposed_users": 0},
     )
     assert r.per_user_epsilon is not None and r.per_user_epsilon["min"] == r.epsilon
-    assert r.epsilon == float(per_user_epsilons([3], 2.0, 1e-6)[0])
+    assert r.epsilon == float(per_user_epsilons([3], 2.0, 1e-6, "pld")[0])
     assert r.caveats == (*VIEW_CAVEATS["secagg"], PER_USER_EPSILON, mechanism.who_sees_what)
     text = " ".join(r.caveats)
     assert "one round" in text and "noise-free sum" in text

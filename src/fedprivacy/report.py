@@ -26,7 +26,8 @@ from typing import Any, Final, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from fedprivacy.dp.per_user import per_user_epsilons, per_user_epsilons_by_round, spread
+from fedprivacy.dp.accountants import AccountantKind
+from fedprivacy.dp.per_user import per_user_epsilons_by_round, spread
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.mechanism import MECHANISMS, Mechanism
 from fedprivacy.participation.privacy import TWeakResult
@@ -47,7 +48,11 @@ __all__ = [
     "privacy_report",
 ]
 
-ACCOUNTANT: Final = "rdp"
+#: How the report names an accountant.
+ACCOUNTANT_TEXT: Final[Mapping[str, str]] = {
+    "rdp": "rdp (dp-accounting)",
+    "pld": "pld (the composed Gaussian's exact privacy-loss distribution, in closed form)",
+}
 
 #: What the server received each round: secure aggregation of the updates, the updates in
 #: plaintext, or (ULDP-FL) only the sum over silos of their noisy contributions.
@@ -120,6 +125,8 @@ class Method:
         A caveat under DP (empty: none).
     adds_noise_in_aggregation : bool
         Whether the parties add the noise inside secure aggregation.
+    accountant : str
+        The accountant of its epsilons.
 
     Examples
     --------
@@ -132,6 +139,7 @@ class Method:
     clip: float | None
     who_sees_what: str = ""
     adds_noise_in_aggregation: bool = False
+    accountant: AccountantKind = "rdp"
 
 
 @dataclass(frozen=True)
@@ -220,7 +228,11 @@ class PrivacyReport:
         The largest per-user epsilon against the server, from everything it received (None: no
         guarantee against it, e.g. central DP, where it adds the noise itself).
     per_user_epsilon : dict or None
-        ``{"min", "median", "max"}`` over the users (never-aggregated users count as 0).
+        ``{"min", "median", "max"}`` over the users (never-aggregated users count as 0), by
+        :attr:`accountant`.
+    per_user_epsilon_rdp : dict or None
+        The same by RDP, side by side, when :attr:`accountant` is the tighter ``"pld"`` (None
+        otherwise).
     accounted_noise_multiplier : dict or None
         ``{"min", "max"}`` over the released aggregates of the noise multiplier the accountant
         used (distributed DP: the noise really present, at least ``noise_multiplier``).
@@ -244,6 +256,7 @@ class PrivacyReport:
     epsilon_released: float | None
     epsilon_server: float | None
     per_user_epsilon: dict[str, float] | None
+    per_user_epsilon_rdp: dict[str, float] | None
     accounted_noise_multiplier: dict[str, float] | None
     wrap_around_log10_bound: float | None
     caveats: tuple[str, ...]
@@ -280,6 +293,12 @@ class PrivacyReport:
             f"- per user: min {pu['min']:.3g}, median {pu['median']:.3g}, max {pu['max']:.3g} "
             "(each user composes only the rounds it was aggregated in)",
         ]
+        rdp = self.per_user_epsilon_rdp
+        if rdp is not None:
+            lines.append(
+                f"- by RDP instead of the exact PLD: min {rdp['min']:.3g}, median "
+                f"{rdp['median']:.3g}, max {rdp['max']:.3g} (the report uses the tighter PLD)"
+            )
         if self.epsilon_released is not None and self.epsilon_released != self.epsilon:
             lines.append(
                 f"- against anyone who sees only the released models: epsilon "
@@ -292,7 +311,7 @@ class PrivacyReport:
         lines += [
             f"- mechanism: {_mechanism_text(self.mechanism)}; noise multiplier "
             f"{self.noise_multiplier:g} requested, clip {self.clip:g} (L2), accountant "
-            f"{self.accountant} (dp-accounting)",
+            f"{ACCOUNTANT_TEXT.get(str(self.accountant), str(self.accountant))}",
             *self._noise_lines(),
         ]
         return lines
@@ -349,6 +368,7 @@ class _Released:
     per_user: dict[str, float] | None = None
     accounted: dict[str, float] | None = None
     wrap: float | None = None
+    per_user_rdp: dict[str, float] | None = None
 
 
 def _from_ledger(
@@ -367,14 +387,16 @@ def _from_ledger(
             raise ParameterError(
                 "round_noise", f"the {mechanism.name} mechanism is accounted round by round"
             )
-        eps = per_user_epsilons_by_round(
-            ledger.participation, ledger.round_noise, delta, ACCOUNTANT
-        )
-        released = ledger.round_noise[np.isfinite(ledger.round_noise)]
+        noise_of_round = ledger.round_noise
+        released = noise_of_round[np.isfinite(noise_of_round)]
     else:
-        frequency = ledger.participation.sum(axis=0)
-        eps = per_user_epsilons(frequency, noise, delta, accountant=ACCOUNTANT)
-        released = np.full(1, noise) if np.any(frequency > 0) else np.empty(0)
+        used = ledger.participation.any(axis=1)
+        noise_of_round = np.where(used, noise, np.nan)
+        released = np.full(1, noise) if np.any(used) else np.empty(0)
+    eps, rdp = (
+        per_user_epsilons_by_round(ledger.participation, noise_of_round, delta, kind)
+        for kind in (mechanism.accountant, "rdp")
+    )
     per_user = spread(eps)
     accounted = None
     if released.size:
@@ -384,7 +406,12 @@ def _from_ledger(
     if logs is not None and np.any(np.isfinite(logs)):
         wrap = float(np.logaddexp.reduce(logs[np.isfinite(logs)]) / np.log(10.0))
     return _Released(
-        per_user["max"], per_user["max"] if by_round else None, per_user, accounted, wrap
+        per_user["max"],
+        per_user["max"] if by_round else None,
+        per_user,
+        accounted,
+        wrap,
+        None if mechanism.accountant == "rdp" else spread(rdp),
     )
 
 
@@ -471,7 +498,7 @@ def privacy_report(
         t_strong=view.get("t_strong"),
         exposed_users=view.get("exposed_users"),
         mechanism=mechanism.name,
-        accountant=None if noise is None else ACCOUNTANT,
+        accountant=None if noise is None else mechanism.accountant,
         noise_multiplier=noise,
         clip=mechanism.clip,
         delta=None if noise is None else delta,
@@ -480,6 +507,7 @@ def privacy_report(
         epsilon_released=figures.epsilon,
         epsilon_server=figures.epsilon_server,
         per_user_epsilon=figures.per_user,
+        per_user_epsilon_rdp=figures.per_user_rdp,
         accounted_noise_multiplier=figures.accounted,
         wrap_around_log10_bound=figures.wrap,
         caveats=tuple(notes) + tuple(caveats),

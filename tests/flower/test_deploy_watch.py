@@ -1,4 +1,4 @@
-"""How ``deploy`` follows a run: a summary after ``flwr run`` ended, and a clear error without one."""
+"""How ``deploy`` follows a run: a summary after ``flwr run`` ended, a clear error without."""
 
 from __future__ import annotations
 

@@ -11,18 +11,75 @@ really aggregated), :func:`per_user_epsilons_by_round` composes each user's roun
 Gaussian mechanisms of noise multipliers ``z_1 .. z_k`` compose to one Gaussian mechanism of
 noise multiplier ``(sum_i z_i^-2)^(-1/2)`` (their Renyi divergences add up order by order, and
 so do their Gaussian-DP parameters ``mu_i^2 = z_i^-2``; Dong, Roth and Su 2019).
+
+Both functions reduce every user to ``sum z_t^-2`` over its rounds and convert it by the
+``accountant`` of :data:`PER_USER_ACCOUNTANTS`: ``"rdp"`` (dp-accounting's RDP, Lemma 2 of the
+ULDP-FL paper) or ``"pld"``, the exact privacy profile of the composed Gaussian
+(:mod:`fedprivacy.dp.gaussian_pld`: the closed form of its privacy-loss distribution, which
+dp-accounting's PLD accountant approximates on a grid), never above the RDP value. ``"pld"`` is
+exact only for continuous Gaussian noise; a sum of discrete Gaussians (distributed DP) is
+bounded in RDP only (Kairouz et al. 2021, Prop. 14).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Mapping
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy.dp._checks import require_delta, require_positive
 from fedprivacy.dp.accounting import AccountantKind, epsilon_for
+from fedprivacy.dp.gaussian_pld import gaussian_epsilon
 from fedprivacy.errors import ParameterError
 
-__all__ = ["per_user_epsilons", "per_user_epsilons_by_round", "spread"]
+__all__ = [
+    "PER_USER_ACCOUNTANTS",
+    "epsilons_of_mu2",
+    "per_user_epsilons",
+    "per_user_epsilons_by_round",
+    "spread",
+]
+
+
+def _rdp(mu2: NDArray[np.float64], delta: float) -> NDArray[np.float64]:
+    out = np.zeros(mu2.size, dtype=np.float64)
+    for value in np.unique(mu2[mu2 > 0]):
+        out[mu2 == value] = epsilon_for(float(value) ** -0.5, 1, delta, accountant="rdp")
+    return out
+
+
+def _pld(mu2: NDArray[np.float64], delta: float) -> NDArray[np.float64]:
+    return gaussian_epsilon(np.sqrt(mu2), delta)
+
+
+#: How a user's ``sum z_t^-2`` becomes its epsilon, by accountant kind.
+PER_USER_ACCOUNTANTS: Mapping[str, Callable[[NDArray[np.float64], float], NDArray[np.float64]]] = {
+    "rdp": _rdp,
+    "pld": _pld,
+}
+
+
+def epsilons_of_mu2(
+    mu2: ArrayLike, delta: float, accountant: AccountantKind = "rdp"
+) -> NDArray[np.float64]:
+    """Epsilon at ``delta`` of users whose rounds sum to ``mu2 = sum z_t^-2`` (0: none).
+
+    Examples
+    --------
+    >>> e = epsilons_of_mu2([0.0, 0.25, 0.25], 1e-5, "pld")
+    >>> bool(e[0] == 0.0 and e[1] == e[2] < epsilons_of_mu2([0.25], 1e-5, "rdp")[0])
+    True
+    """
+    m = np.asarray(mu2, dtype=np.float64).ravel()
+    if np.any(~np.isfinite(m)) or np.any(m < 0):
+        raise ParameterError("mu2", "must be finite and >= 0")
+    convert = PER_USER_ACCOUNTANTS.get(accountant)
+    if convert is None:
+        raise ParameterError(
+            "accountant", f"must be one of {', '.join(PER_USER_ACCOUNTANTS)}, got {accountant!r}"
+        )
+    return convert(m, require_delta("delta", delta))
 
 
 def per_user_epsilons(
@@ -59,10 +116,12 @@ def per_user_epsilons(
     if n.ndim != 1 or not np.issubdtype(n.dtype, np.integer) or np.any(n < 0):
         raise ParameterError("counts", "must be a 1-D array of non-negative integers")
     z = require_positive("noise_multiplier", noise_multiplier)
+    if accountant != "rdp":
+        return epsilons_of_mu2(n / z**2, delta, accountant)
     d = require_delta("delta", delta)
     out = np.zeros(n.size, dtype=np.float64)
-    for count in np.unique(n[n > 0]):
-        out[n == count] = epsilon_for(z, int(count), d, accountant=accountant)
+    for count in np.unique(n[n > 0]):  # as a run's own accountant composes them: bit for bit
+        out[n == count] = epsilon_for(z, int(count), d, accountant="rdp")
     return out
 
 
@@ -109,13 +168,8 @@ def per_user_epsilons_by_round(
         raise ParameterError(
             "noise_multipliers", "every round with aggregated users needs a positive noise"
         )
-    d = require_delta("delta", delta)
     inverse = np.where(used, 1.0 / np.where(used, z, 1.0) ** 2, 0.0)
-    total = inverse @ m  # sum over each user's rounds of z_t^-2
-    out = np.zeros(m.shape[1], dtype=np.float64)
-    for value in np.unique(total[total > 0]):
-        out[total == value] = epsilon_for(float(value) ** -0.5, 1, d, accountant=accountant)
-    return out
+    return epsilons_of_mu2(inverse @ m, delta, accountant)  # sum of each user's z_t^-2
 
 
 def spread(values: NDArray[np.float64]) -> dict[str, float]:

@@ -47,6 +47,8 @@ from fedprivacy.fl.aggregation import AggregateOutcome
 if TYPE_CHECKING:
     import torch
 
+    from fedprivacy.dp.accountants import AccountantKind
+
 __all__ = [
     "MECHANISMS",
     "CentralGaussian",
@@ -92,6 +94,10 @@ class Mechanism(ABC):
     description: ClassVar[str] = ""
     #: What the privacy report says about who sees the noise-free aggregate.
     who_sees_what: ClassVar[str] = ""
+    #: How the report converts each user's composed rounds (a key of
+    #: :data:`~fedprivacy.dp.per_user.PER_USER_ACCOUNTANTS`): ``"pld"``, exact, for
+    #: continuous Gaussian noise; ``"rdp"`` where only a Renyi bound is known.
+    accountant: ClassVar[AccountantKind] = "rdp"
 
     @property
     def party_noise(self) -> PartyNoise | None:
@@ -229,6 +235,7 @@ class CentralGaussian(_ClippedGaussian):
 
     name: ClassVar[str] = "central"
     description: ClassVar[str] = "central Gaussian (added by the server)"
+    accountant: ClassVar[AccountantKind] = "pld"
     who_sees_what: ClassVar[str] = (
         "Central DP: the server adds the noise, so it sees the noise-free sum; the epsilon "
         "holds against everyone who sees only the released models."

@@ -48,11 +48,7 @@ from fedprivacy.participation.audit import audit_ledger
 from fedprivacy.participation.exposure import CertificationError
 from fedprivacy.participation.incremental import IncrementalAudit
 from fedprivacy.participation.ledger import ParticipationLedger
-from fedprivacy.participation.selectors import (
-    BatchPartitionSelector,
-    Selector,
-    UserPartitionSelector,
-)
+from fedprivacy.participation.selectors import Selector, unit_size
 
 __all__ = ["GUARD_MODES", "GuardDecision", "PrivacyGuard", "guard_summary"]
 
@@ -90,15 +86,6 @@ class GuardDecision:
             "aggregated": self.aggregated,
             "reason": self.reason,
         }
-
-
-def _unit_size(selector: Selector) -> int:
-    """Users that leave a round together: a batch, a partition group, or one user."""
-    if isinstance(selector, BatchPartitionSelector):
-        return selector.target_privacy
-    if isinstance(selector, UserPartitionSelector):
-        return selector.per_round
-    return 1
 
 
 class PrivacyGuard(Selector):
@@ -152,7 +139,7 @@ class PrivacyGuard(Selector):
             raise ParameterError("search_seconds", f"must be >= 0, got {search_seconds!r}")
         self.search_seconds = float(search_seconds)
         self._deadline = 0.0
-        self.unit = _unit_size(selector)
+        self.unit = unit_size(selector)
         self.audit = IncrementalAudit(selector.num_users, prime=prime)
         self.decisions: list[GuardDecision] = []
 

@@ -428,3 +428,18 @@ def make_selector(
     build = SELECTORS.lookup(scheme)
     rule = get_fairness_rule(fairness_rule).name
     return build(num_users, per_round, target_privacy, fairness, rule)
+
+
+def unit_size(selector: Selector) -> int:
+    """Users that leave (or retire from) a round together: a batch, a partition group, or one.
+
+    Examples
+    --------
+    >>> unit_size(BatchPartitionSelector(6, 4, 2)), unit_size(RandomSelector(6, 4))
+    (2, 1)
+    """
+    if isinstance(selector, BatchPartitionSelector):
+        return selector.target_privacy
+    if isinstance(selector, UserPartitionSelector):
+        return selector.per_round
+    return 1
