@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from fedprivacy.dp.per_user import per_user_epsilons
+from fedprivacy.dp.per_user import per_user_epsilons, per_user_epsilons_by_round
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.audit import audit_ledger
 from fedprivacy.participation.ledger import ParticipationLedger
@@ -37,6 +37,8 @@ def _runs(draw: st.DrawFn) -> dict[str, object]:
 
 def _run(spec: dict[str, object]) -> tuple[PrivacyFilter, ParticipationLedger]:
     n, k, t = spec["sizes"]  # type: ignore[misc]
+    z, budget = float(spec["z"]), float(spec["budget"])  # type: ignore[arg-type]
+    assume(max_rounds(budget, z, DELTA, spec["accountant"]) >= 1)  # type: ignore[arg-type]
     ledger = ParticipationLedger(n)
     f = PrivacyFilter(
         make_selector(str(spec["scheme"]), n, k, t),
@@ -69,6 +71,29 @@ def test_no_user_ever_passes_the_budget_under_any_scheme(spec: dict[str, object]
         later = ledger.matrix()[retirement.round_index :, list(retirement.users)]
         assert not later.any()
         assert ledger.frequency[list(retirement.users)].max() == f.max_rounds or f.unit > 1
+
+
+def test_the_filter_charges_the_noise_really_released() -> None:
+    ledger, released = ParticipationLedger(4), [4.0, 4.0, 4.0, 4.0, 2.0, 2.0, 2.0, 2.0]
+    f = PrivacyFilter(
+        RandomSelector(4, 4),
+        ledger,
+        budget=3.0,
+        noise_multiplier=2.0,
+        delta=DELTA,
+        accountant="pld",
+        round_noise=lambda: released[: ledger.rounds],
+    )
+    rng = np.random.default_rng(0)
+    for _ in range(8):
+        ledger.record(f.select(np.ones(4, dtype=bool), ledger.frequency, rng))
+    # at z = 2 alone the budget holds f.max_rounds rounds; the rounds at z = 4 cost a quarter
+    # each, so more go ahead, and the epsilon of what was really released stays within
+    assert ledger.frequency.min() > f.max_rounds
+    eps = per_user_epsilons_by_round(
+        ledger.matrix().astype(bool), np.array(released[: ledger.rounds]), DELTA, "pld"
+    )
+    assert eps.max() <= 3.0
 
 
 @settings(max_examples=30, deadline=None)
@@ -116,6 +141,15 @@ def test_bad_budgets_are_refused_by_name() -> None:
         max_rounds(0.0, 1.0, DELTA, "rdp")
     with pytest.raises(ParameterError, match="epsilon_budget"):
         max_rounds(10.0, 1e6, DELTA, "rdp")  # ~4e12 rounds
+    with pytest.raises(ParameterError, match="holds not even one round"):
+        PrivacyFilter(
+            RandomSelector(4, 2),
+            ParticipationLedger(4),
+            budget=2.0,
+            noise_multiplier=2.0,
+            delta=DELTA,
+            accountant="rdp",
+        )
     with pytest.raises(ParameterError, match="ledger"):
         PrivacyFilter(
             RandomSelector(4, 2),

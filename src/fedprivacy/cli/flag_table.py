@@ -65,6 +65,12 @@ _POPULATION = (
         "with --guard: the certified T_weak every round keeps (default 2: nobody exposed)",
         type=int,
     ),
+    Flag(
+        "--epsilon-budget",
+        "with --dp: retire a user (a whole batch under multiround) before the round that would "
+        "take its epsilon past this budget",
+        type=float,
+    ),
     Flag("--seed", "random seed (default 0)", type=int),
     Flag("--silos", "number of silos", short="-S", type=int),
     Flag("--distribution", "records per user (default uniform)", choices=("uniform", "zipf")),

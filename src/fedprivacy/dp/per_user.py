@@ -36,6 +36,7 @@ from fedprivacy.errors import ParameterError
 __all__ = [
     "PER_USER_ACCOUNTANTS",
     "epsilons_of_mu2",
+    "mu2_budget",
     "per_user_epsilons",
     "per_user_epsilons_by_round",
     "spread",
@@ -80,6 +81,34 @@ def epsilons_of_mu2(
             "accountant", f"must be one of {', '.join(PER_USER_ACCOUNTANTS)}, got {accountant!r}"
         )
     return convert(m, require_delta("delta", delta))
+
+
+def mu2_budget(budget: float, delta: float, accountant: AccountantKind = "rdp") -> float:
+    """The largest ``sum z_t^-2`` whose epsilon at ``delta`` stays within ``budget``.
+
+    Rounded down by a relative 1e-9, so that sums of the same rounds in another order stay within.
+
+    Examples
+    --------
+    >>> m = mu2_budget(2.0, 1e-5, "pld")
+    >>> e = epsilons_of_mu2([m, m * 1.001], 1e-5, "pld")
+    >>> bool(e[0] <= 2.0 < e[1])
+    True
+    """
+    e = require_positive("epsilon_budget", budget)
+
+    def within(mu2: float) -> bool:
+        return bool(epsilons_of_mu2([mu2], delta, accountant)[0] <= e)
+
+    lo, hi = 0.0, 1.0
+    while within(hi):
+        if hi > 1e200:
+            raise ParameterError("epsilon_budget", f"{e:g} is beyond any finite noise's epsilon")
+        lo, hi = hi, hi * 2.0
+    for _ in range(80):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if within(mid) else (lo, mid)
+    return lo * (1.0 - 1e-9)
 
 
 def per_user_epsilons(

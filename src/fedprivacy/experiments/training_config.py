@@ -79,6 +79,9 @@ class TrainConfig(
         Seconds for the ``T_weak`` curve.
     encoding : str
         ``fixed-point`` (what SecAgg sums) or ``float`` (plaintext only).
+    epsilon_budget : float or None
+        With DP: no user's epsilon may pass it; a user (a whole batch under ``multiround``) is
+        retired before the round that would (:mod:`fedprivacy.participation.privacy_filter`).
     """
 
     dataset: str = "digits"
@@ -103,6 +106,7 @@ class TrainConfig(
     metrics: str = "exact"
     metrics_time_limit: float = 60.0
     encoding: str = "fixed-point"
+    epsilon_budget: float | None = None
 
     @property
     def model_name(self) -> str:
@@ -117,9 +121,12 @@ class TrainConfig(
             "weighted-random": "Weighted random selection",
             "partition": "User partition",
         }
+        label = names.get(self.scheme, self.scheme)
         if self.scheme == "multiround":
-            return f"Multi-RoundSecAgg, T={self.target_privacy}"
-        return names.get(self.scheme, self.scheme)
+            label = f"Multi-RoundSecAgg, T={self.target_privacy}"
+        if self.epsilon_budget is not None:
+            label += f", epsilon budget {self.epsilon_budget:g}"
+        return label
 
     def validate(self) -> TrainConfig:
         """Check every field; return ``self``. :class:`ParameterError` names the first bad one."""
@@ -187,6 +194,10 @@ class TrainConfig(
             if self.dp == "none":
                 raise ParameterError("delta", "needs a DP mechanism (--dp central or distributed)")
             require_delta("delta", self.delta)
+        if self.epsilon_budget is not None:
+            if self.dp == "none":
+                raise ParameterError("epsilon_budget", "needs a DP mechanism (--dp)")
+            require_positive_number("epsilon_budget", self.epsilon_budget)
         return self
 
     def _require_combinations(self) -> None:

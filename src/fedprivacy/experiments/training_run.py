@@ -46,6 +46,7 @@ from fedprivacy.participation.availability import AvailabilityModel, make_availa
 from fedprivacy.participation.curve import TWeakCurve, t_weak_curve
 from fedprivacy.participation.guard import PrivacyGuard, guard_summary
 from fedprivacy.participation.metrics import exposed_users, t_strong
+from fedprivacy.participation.privacy_filter import PrivacyFilter, budget_markdown, filter_summary
 from fedprivacy.participation.selectors import make_selector
 from fedprivacy.pipeline.algorithm import RoundResult
 from fedprivacy.report import LedgerEpsilons, PrivacyReport, privacy_report
@@ -142,6 +143,8 @@ def build_training(
         mechanism=mechanism,
         **hooks,
     )
+    if config.epsilon_budget is not None:
+        training.budget_selection(config.epsilon_budget, config.target_delta)
     if config.guard is not None:
         training.guard_selection(config.guard, config.guard_target or 2)
     return training
@@ -232,9 +235,27 @@ class TrainingResult:
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
 
     def _guard(self) -> dict[str, Any]:
-        """``{"guard": ...}`` of a guarded run (its decisions since this process started)."""
-        selector = self.training.selector
-        return {"guard": guard_summary(selector)} if isinstance(selector, PrivacyGuard) else {}
+        """``{"guard": ...}`` and ``{"privacy_filter": ...}`` of a run with them.
+
+        The guard's decisions are those since this process started.
+        """
+        out: dict[str, Any] = {}
+        selector: object = self.training.selector
+        while selector is not None:
+            if isinstance(selector, PrivacyGuard):
+                out["guard"] = guard_summary(selector)
+            if isinstance(selector, PrivacyFilter):
+                out["privacy_filter"] = filter_summary(selector)
+            selector = getattr(selector, "selector", None)
+        return out
+
+    @property
+    def privacy_filter(self) -> PrivacyFilter | None:
+        """The run's privacy filter (``epsilon_budget``), if any."""
+        selector: object = self.training.selector
+        while selector is not None and not isinstance(selector, PrivacyFilter):
+            selector = getattr(selector, "selector", None)
+        return selector if isinstance(selector, PrivacyFilter) else None
 
 
 def _save_checkpoint(path: Path, config: TrainConfig, training: FederatedTraining) -> None:
@@ -431,7 +452,7 @@ def write_outputs(
         "metrics.csv": metrics_csv(result.training, result.curve),
         "summary.json": {**result.summary(), **(extra or {})},
         "summary.md": summary_markdown(result),
-        "privacy.md": result.report.to_markdown(),
+        "privacy.md": result.report.to_markdown() + budget_markdown(result.privacy_filter),
     }
 
     def ledger_and_plots(folder: Path) -> list[Path]:

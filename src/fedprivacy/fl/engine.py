@@ -37,6 +37,7 @@ from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.participation.availability import AvailabilityModel
 from fedprivacy.participation.guard import PrivacyGuard
 from fedprivacy.participation.ledger import ParticipationLedger
+from fedprivacy.participation.privacy_filter import PrivacyFilter
 from fedprivacy.participation.selectors import (
     BatchPartitionSelector,
     Selector,
@@ -203,6 +204,30 @@ class FederatedTraining(Algorithm[RoundRecord]):
         guard = PrivacyGuard(self.selector, self.ledger, target=target, mode=mode)
         self.selector = self.loop.selector = guard
         return guard
+
+    def budget_selection(self, budget: float, delta: float) -> PrivacyFilter:
+        """Retire users before their epsilon passes ``budget`` (a :class:`PrivacyFilter`).
+
+        Each past round is charged at the noise it really released, the next one at the
+        mechanism's requested noise (the least any round releases), by the mechanism's per-user
+        accountant; call it before the first round, and before :meth:`guard_selection`.
+        """
+        z = self.mechanism.noise_multiplier
+        if z is None:
+            raise ParameterError("epsilon_budget", "needs a DP mechanism (--dp)")
+        if self.ledger.rounds:
+            raise ParameterError("epsilon_budget", "must be set before the first round")
+        budgeted = PrivacyFilter(
+            self.selector,
+            self.ledger,
+            budget=budget,
+            noise_multiplier=z,
+            delta=delta,
+            accountant=self.mechanism.accountant,
+            round_noise=lambda: [r.noise_multiplier for r in self.records],
+        )
+        self.selector = self.loop.selector = budgeted
+        return budgeted
 
     @property
     def device_name(self) -> str:

@@ -2,13 +2,15 @@
 
 :class:`PrivacyFilter` wraps a selector. Every round's release is a Gaussian mechanism with
 noise multiplier at least ``z`` (central DP: exactly ``z``; distributed DP: each party's noise is
-provisioned for the protocol's threshold, so the sum holds at least ``z``). A user aggregated in
-``n`` rounds therefore has ``sum z_t^-2 <= n / z^2``, and its epsilon is at most that of ``n``
-releases at ``z`` (:func:`~fedprivacy.dp.per_user.per_user_epsilons`, by the run's accountant).
-:func:`max_rounds` is the largest ``n`` within the budget; before each round, every user already
-aggregated that many times is **retired**: it is marked unavailable, so the selector cannot pick
-it. A retirement is permanent and decided from the ledger alone (what was really aggregated,
-dropouts counted), never from the data or the model.
+provisioned for the protocol's threshold, so the sum holds at least ``z``). A user's epsilon is a
+function of ``mu^2 = sum z_t^-2`` over the rounds it was aggregated in, each with the noise really
+released (:mod:`fedprivacy.dp.per_user`, by the run's accountant), and the budget is a bound on
+it (:func:`~fedprivacy.dp.per_user.mu2_budget`). Before each round, every user whose ``mu^2``
+plus one more round at ``z`` (the least the next round can hold) would pass that bound is
+**retired**: it is marked unavailable, so the selector cannot pick it. A retirement is permanent
+and decided from the ledger and the released noise alone (what was really aggregated, dropouts
+counted), never from the data or the model. Rounds whose noise is not given count at ``z``,
+which only retires users earlier. :func:`max_rounds` is how many rounds at ``z`` the budget holds.
 
 Why the guarantee survives the adaptivity: the rounds a user takes part in are chosen adaptively,
 but each is a Gaussian mechanism of noise at least ``z``, and the filter stops the user before
@@ -39,6 +41,8 @@ Examples
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -47,12 +51,12 @@ from numpy.typing import NDArray
 
 from fedprivacy.dp._checks import require_delta, require_positive
 from fedprivacy.dp.accounting import AccountantKind
-from fedprivacy.dp.per_user import per_user_epsilons
+from fedprivacy.dp.per_user import mu2_budget
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.selectors import Selector, unit_size
 
-__all__ = ["PrivacyFilter", "Retirement", "filter_summary", "max_rounds"]
+__all__ = ["PrivacyFilter", "Retirement", "budget_markdown", "filter_summary", "max_rounds"]
 
 
 def max_rounds(
@@ -65,23 +69,13 @@ def max_rounds(
     >>> max_rounds(3.0, 5.0, 1e-5, "pld"), max_rounds(3.0, 5.0, 1e-5, "rdp")
     (12, 11)
     """
-    e = require_positive("epsilon_budget", budget)
     z = require_positive("noise_multiplier", noise_multiplier)
-    d = require_delta("delta", delta)
-
-    def within(n: int) -> bool:
-        return bool(per_user_epsilons([n], z, d, accountant)[0] <= e)
-
-    hi = 1
-    while within(hi):
-        if hi > 2**40:
-            raise ParameterError("epsilon_budget", f"{e:g} allows more than 2^40 rounds at z={z:g}")
-        hi *= 2
-    lo = hi // 2  # within(lo) (0 is within any budget), not within(hi)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if within(mid) else (lo, mid)
-    return lo
+    rounds = math.floor(mu2_budget(budget, require_delta("delta", delta), accountant) * z**2)
+    if rounds > 2**40:
+        raise ParameterError(
+            "epsilon_budget", f"{budget:g} allows more than 2^40 rounds at z={z:g}"
+        )
+    return rounds
 
 
 @dataclass(frozen=True)
@@ -123,11 +117,15 @@ class PrivacyFilter(Selector):
         The per-user delta of ``budget``.
     accountant : {"rdp", "pld"}
         The run's per-user accountant (the report's).
+    round_noise : callable, optional
+        The noise multiplier really released in each round so far (NaN or missing: counted at
+        ``noise_multiplier``).
 
     Raises
     ------
     ParameterError
-        For a bad parameter, or a ledger of another N than the selector's.
+        For a bad parameter (a budget that holds not even one round), or a ledger of another N
+        than the selector's.
     """
 
     name: ClassVar[str] = "privacy-filter"
@@ -141,20 +139,40 @@ class PrivacyFilter(Selector):
         noise_multiplier: float,
         delta: float,
         accountant: AccountantKind,
+        round_noise: Callable[[], Sequence[float]] | None = None,
     ) -> None:
         if ledger.num_users != selector.num_users:
             raise ParameterError("ledger", "has another number of users than the selector")
         super().__init__(selector.num_users, selector.per_round)
-        self.selector, self.ledger = selector, ledger
+        self.selector, self.ledger, self.round_noise = selector, ledger, round_noise
         self.budget, self.accountant = float(budget), accountant
         self.max_rounds = max_rounds(budget, noise_multiplier, delta, accountant)
+        if self.max_rounds < 1:
+            raise ParameterError(
+                "epsilon_budget",
+                f"{budget:g} holds not even one round at noise multiplier {noise_multiplier:g}",
+            )
+        self.mu2_budget = mu2_budget(budget, delta, accountant)
+        self.step = float(noise_multiplier) ** -2.0
         self.unit = unit_size(selector)
+        self.mu2 = np.zeros(selector.num_users)
+        self._charged = 0  # ledger rounds already in mu2
         self.retired = np.zeros(selector.num_users, dtype=bool)
         self.retirements: list[Retirement] = []
 
+    def _charge(self) -> None:
+        """Add the rounds recorded since the last call to every user's ``mu^2``."""
+        released = list(self.round_noise()) if self.round_noise is not None else []
+        for r in range(self._charged, self.ledger.rounds):
+            z = released[r] if r < len(released) else math.nan
+            z_t = float(z) if math.isfinite(z) and z > 0 else self.step**-0.5
+            self.mu2[self.ledger.selected(r)] += z_t**-2.0
+        self._charged = self.ledger.rounds
+
     def _retire(self) -> None:
-        """Retire every unit holding a user at :attr:`max_rounds` (recorded once)."""
-        spent = self.ledger.frequency >= self.max_rounds
+        """Retire every unit holding a user that one more round would take past the budget."""
+        self._charge()
+        spent = self.mu2 + self.step > self.mu2_budget
         units = np.unique(np.flatnonzero(spent) // self.unit)
         now = np.zeros_like(self.retired)
         for u in units.tolist():
@@ -178,7 +196,7 @@ def filter_summary(f: PrivacyFilter) -> dict[str, object]:
     Examples
     --------
     >>> from fedprivacy.participation.selectors import RandomSelector
-    >>> f = PrivacyFilter(RandomSelector(4, 2), ParticipationLedger(4), budget=2.0,
+    >>> f = PrivacyFilter(RandomSelector(4, 2), ParticipationLedger(4), budget=3.0,
     ...                   noise_multiplier=2.0, delta=1e-5, accountant="rdp")
     >>> filter_summary(f)["users_retired"]
     0
@@ -190,3 +208,32 @@ def filter_summary(f: PrivacyFilter) -> dict[str, object]:
         "users_retired": int(f.retired.sum()),
         "retired": [{"round": r.round_index, "users": list(r.users)} for r in f.retirements],
     }
+
+
+def budget_markdown(f: PrivacyFilter | None) -> str:
+    """The ``## Budget`` section of ``privacy.md``: the cap and the users retired by round.
+
+    Examples
+    --------
+    >>> print(budget_markdown(None), end="")
+    >>> from fedprivacy.participation.selectors import RandomSelector
+    >>> f = PrivacyFilter(RandomSelector(4, 2), ParticipationLedger(4), budget=3.0,
+    ...                   noise_multiplier=2.0, delta=1e-5, accountant="rdp")
+    >>> f.retirements.append(Retirement(3, (0, 1)))
+    >>> print(budget_markdown(f).splitlines()[-1])
+    - before round 4: users 0, 1
+    """
+    if f is None:
+        return ""
+    lines = [
+        "",
+        "## Budget",
+        "",
+        f"Epsilon budget {f.budget:g} per user ({f.accountant}): at most {f.max_rounds} "
+        f"aggregated round(s) each; {int(f.retired.sum())} user(s) retired.",
+    ]
+    if f.retirements:
+        lines.append("")
+    for r in f.retirements:
+        lines.append(f"- before round {r.round_index + 1}: users {', '.join(map(str, r.users))}")
+    return "\n".join(lines) + "\n"

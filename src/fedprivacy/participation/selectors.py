@@ -438,6 +438,9 @@ def unit_size(selector: Selector) -> int:
     >>> unit_size(BatchPartitionSelector(6, 4, 2)), unit_size(RandomSelector(6, 4))
     (2, 1)
     """
+    inner = getattr(selector, "selector", None)  # a wrapper: the guard, the privacy filter
+    if isinstance(inner, Selector):
+        return unit_size(inner)
     if isinstance(selector, BatchPartitionSelector):
         return selector.target_privacy
     if isinstance(selector, UserPartitionSelector):

@@ -1,0 +1,84 @@
+"""``train --epsilon-budget``: no reported epsilon passes the budget; batches retire whole."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedprivacy.cli.main import main
+from fedprivacy.dp.per_user import per_user_epsilons
+
+BASE = ["train", "-N", "12", "-K", "4", "-R", "30", "--dp", "central", "--json", "-q"]
+
+
+def _train(capsys: pytest.CaptureFixture[str], out: Path, *extra: str) -> dict[str, object]:
+    assert main([*BASE, "--out", str(out), *extra]) == 0
+    return dict(json.loads(capsys.readouterr().out))
+
+
+@pytest.mark.parametrize(
+    ("scheme", "accountant"),
+    [(("--scheme", "random"), "pld"), (("--scheme", "multiround", "-T", "2"), "pld")],
+)
+def test_no_user_is_reported_above_the_budget(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, scheme: tuple[str, ...], accountant: str
+) -> None:
+    budget = 4.0
+    out = _train(
+        capsys, tmp_path, "--noise-multiplier", "2", "--epsilon-budget", str(budget), *scheme
+    )
+    privacy, filt = out["privacy"], out["privacy_filter"]
+    assert isinstance(privacy, dict) and isinstance(filt, dict)
+    assert filt["accountant"] == privacy["accountant"] == accountant
+    assert privacy["epsilon"] <= budget < privacy["per_user_epsilon_rdp"]["max"]  # PLD: 3 rounds
+    counts = np.loadtxt(tmp_path / "participation.csv", delimiter=",", skiprows=1).sum(axis=0)
+    assert counts.max() == filt["max_rounds_per_user"] == 3
+    assert per_user_epsilons(counts.astype(np.int64), 2.0, 1e-5, "pld").max() <= budget
+    assert filt["users_retired"] == int((counts == 3).sum()) > 0
+    assert out["skipped_rounds"] > 0  # the rounds without enough users left are skipped
+    text = (tmp_path / "privacy.md").read_text()
+    assert "## Budget" in text and "- before round " in text
+    if "-T" in scheme:  # whole batches retire, so the server still isolates no fewer than T
+        assert all(len(r["users"]) % 2 == 0 for r in filt["retired"])
+        assert out["t_weak_lower"] >= 2
+
+
+def test_distributed_dp_is_budgeted_by_rdp(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = _train(
+        capsys,
+        tmp_path,
+        "--secagg",
+        "--dp",
+        "distributed",
+        "--noise-multiplier",
+        "2",
+        "--epsilon-budget",
+        "4",
+        "-R",
+        "12",
+    )
+    privacy, filt = out["privacy"], out["privacy_filter"]
+    assert isinstance(privacy, dict) and isinstance(filt, dict)
+    assert filt["accountant"] == privacy["accountant"] == "rdp"  # a sum of discrete Gaussians
+    assert privacy["per_user_epsilon_rdp"] is None and privacy["epsilon"] <= 4.0
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--dp", "none", "--epsilon-budget", "2"], "--epsilon-budget: needs a DP mechanism"),
+        (["--noise-multiplier", "1", "--epsilon-budget", "-1"], "--epsilon-budget"),
+        (["--noise-multiplier", "1", "--epsilon-budget", "nan"], "--epsilon-budget"),
+    ],
+)
+def test_a_bad_budget_is_refused_by_name(
+    capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert main([*BASE, *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
