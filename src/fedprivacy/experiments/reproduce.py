@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from fedprivacy.data.images import ImageDataset, load_dataset
+from fedprivacy.dp.accountants import AccountantKind
 from fedprivacy.dp.per_user import per_user_epsilons_by_round
 from fedprivacy.errors import ParameterError
 from fedprivacy.experiments.training_config import TrainConfig
@@ -230,7 +231,9 @@ def run_experiment(
             if seed == seeds[0]:
                 curves[config.label] = _curve(run_dir / "metrics.csv")
                 if config.dp != "none":
-                    privacy_curves[config.label] = _privacy_curves(run_dir, config.target_delta)
+                    privacy_curves[config.label] = _privacy_curves(
+                        run_dir, config.target_delta, config.mechanism().accountant
+                    )
         assert row is not None
         rows.append(row)
     folder = out / experiment.name
@@ -339,8 +342,14 @@ def _curve(metrics: Path) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(xs), np.asarray(ys)
 
 
-def _privacy_curves(run_dir: Path, delta: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per-user epsilons (redone from the ledger and each round's noise) and T_weak per round."""
+def _privacy_curves(
+    run_dir: Path, delta: float, accountant: AccountantKind
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-user epsilons and T_weak per round.
+
+    The epsilons are redone from the ledger and each round's noise by the accountant of the
+    run's mechanism, as its report does.
+    """
     participation = np.loadtxt(
         run_dir / "participation.csv", delimiter=",", skiprows=1, ndmin=2
     ).astype(bool)
@@ -349,7 +358,7 @@ def _privacy_curves(run_dir: Path, delta: float) -> tuple[np.ndarray, np.ndarray
         for rec in csv.DictReader(fh):
             noise.append(float(rec["noise_multiplier"] or "nan"))
             t_weak.append(float(rec["t_weak_upper"] or "nan"))
-    eps = per_user_epsilons_by_round(participation, np.asarray(noise), delta)
+    eps = per_user_epsilons_by_round(participation, np.asarray(noise), delta, accountant)
     return eps, np.asarray(t_weak)
 
 

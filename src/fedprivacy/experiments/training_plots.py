@@ -105,7 +105,9 @@ def _plot_privacy(result: TrainingResult, x: np.ndarray, acc: np.ndarray, path: 
     tr = result.training
     noise = np.array([r.noise_multiplier for r in tr.records], dtype=np.float64)
     delta = result.config.target_delta
-    eps = per_user_epsilons_by_round(tr.ledger.matrix().astype(bool), noise, delta)
+    eps = per_user_epsilons_by_round(
+        tr.ledger.matrix().astype(bool), noise, delta, tr.mechanism.accountant
+    )
     t_weak = (
         np.full(tr.ledger.rounds, np.nan)
         if result.curve is None
