@@ -82,3 +82,21 @@ def test_a_bad_budget_is_refused_by_name(
     assert main([*BASE, *extra]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_a_resumed_run_keeps_the_budget(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # the filter is rebuilt from the checkpoint's ledger and records: nobody passes the budget
+    # across the interruption, and the run ends as the uninterrupted one
+    common = ["--noise-multiplier", "2", "--epsilon-budget", "4", "--checkpoint-every", "5"]
+    whole = _train(capsys, tmp_path / "whole", *common)
+    assert main([*BASE, "--out", str(tmp_path / "cut"), *common, "--stop-after", "10"]) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", str(tmp_path / "cut"), "--json", "-q"]) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert resumed["privacy"]["epsilon"] <= 4.0
+    assert resumed["privacy"]["per_user_epsilon"] == whole["privacy"]["per_user_epsilon"]
+    both = [
+        np.loadtxt(d / "participation.csv", delimiter=",", skiprows=1)
+        for d in (tmp_path / "whole", tmp_path / "cut")
+    ]
+    np.testing.assert_array_equal(both[0], both[1])

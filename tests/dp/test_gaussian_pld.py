@@ -21,7 +21,11 @@ from fedprivacy.dp.gaussian_pld import (
     mu_for_epsilon,
     total_variation,
 )
-from fedprivacy.dp.per_user import per_user_epsilons, per_user_epsilons_by_round
+from fedprivacy.dp.per_user import (
+    epsilons_of_mu2,
+    per_user_epsilons,
+    per_user_epsilons_by_round,
+)
 from fedprivacy.errors import ParameterError
 
 
@@ -124,3 +128,11 @@ def test_flowers_accountant_gives_the_rdp_epsilon_of_a_user_in_every_round() -> 
     assert rdp == pytest.approx(flower, rel=0.01)  # one global RDP epsilon: the same number
     assert pld < 0.95 * flower  # the exact per-user value is tighter
     assert rdp == pytest.approx(epsilon_for(1.5, 20, 1e-5), rel=1e-9)
+
+
+def test_the_vectorised_rdp_conversion_is_dp_accountings_to_rounding() -> None:
+    rng = np.random.default_rng(3)
+    mu2 = np.concatenate([10 ** rng.uniform(-12, 3, 200), [0.0, 1e-250]])
+    ours = epsilons_of_mu2(mu2, 1e-5, "rdp")
+    theirs = [0.0 if m == 0 else epsilon_for(min(m**-0.5, 1e100), 1, 1e-5) for m in mu2]
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=0.0)
