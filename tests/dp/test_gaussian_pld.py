@@ -37,9 +37,9 @@ def _dp_accounting_pld(noises: list[float], delta: float) -> float:
     return float(acc.get_epsilon(delta)) if noises else 0.0
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(
-    rounds=st.integers(1, 12),
+    rounds=st.integers(1, 10),
     users=st.integers(1, 6),
     seed=st.integers(0, 2**32 - 1),
     delta=st.sampled_from([1e-3, 1e-5, 1e-7]),

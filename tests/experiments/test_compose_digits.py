@@ -22,7 +22,7 @@ def test_compose_digits_reports_accuracy_t_weak_and_per_user_epsilon_side_by_sid
     assert "per-user epsilon" in printed and "Multi-RoundSecAgg, T=2" in printed
     folder = tmp_path / "compose-digits"
     rows = {r["run"]: r for r in json.loads((folder / "comparison.json").read_text())}
-    assert set(rows) == {"multiround-t2", "random"}
+    assert set(rows) == {"multiround-t2", "random", "multiround-t2-budget"}
     for name, row in rows.items():
         privacy = row["privacy"][0]
         assert privacy["mechanism"] == "distributed" and privacy["noise_multiplier"] == 0.8
@@ -39,4 +39,8 @@ def test_compose_digits_reports_accuracy_t_weak_and_per_user_epsilon_side_by_sid
     # batches of two: the server never isolates fewer than two users' updates
     assert rows["multiround-t2"]["t_weak"][0] >= 2
     assert rows["multiround-t2"]["exposed_users"] == [0]
+    # the budget run: nobody above its budget, and its filter in the run's summary
+    assert rows["multiround-t2-budget"]["privacy"][0]["epsilon"] <= 15.0
+    budget_run = json.loads((folder / "multiround-t2-budget-seed0" / "summary.json").read_text())
+    assert budget_run["privacy_filter"]["epsilon_budget"] == 15.0
     assert (folder / "privacy.png").stat().st_size > 10_000

@@ -30,7 +30,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy.dp._checks import require_delta, require_positive
 from fedprivacy.dp.accounting import AccountantKind, epsilon_for
-from fedprivacy.dp.gaussian_pld import gaussian_epsilon
+from fedprivacy.dp.gaussian_pld import gaussian_epsilon, mu_for_epsilon
 from fedprivacy.dp.rdp import DEFAULT_ORDERS
 from fedprivacy.errors import ParameterError
 
@@ -100,10 +100,35 @@ def epsilons_of_mu2(
     return convert(m, require_delta("delta", delta))
 
 
+def _rdp_mu2_budget(budget: float, delta: float) -> float:
+    """The largest ``mu^2`` of RDP epsilon <= ``budget``: :func:`_rdp`'s minimum inverted per order.
+
+    Epsilon is at most ``budget`` exactly when some order's Lemma 2 value is, or when the KL bound
+    already gives ``delta`` (epsilon 0); each is a bound on ``mu^2``, solved in closed form.
+    """
+    orders = DEFAULT_ORDERS[DEFAULT_ORDERS > 1.01]
+    shift = np.log1p(-1.0 / orders) - np.log(delta * orders) / (orders - 1.0)
+    lemma2 = 2.0 * (budget - shift) / orders
+    kl = -2.0 * np.log1p(-(delta**2)) / orders  # delta^2 + expm1(-rho) > 0
+    return float(max(lemma2.max(), kl.max(), 0.0))
+
+
+def _pld_mu2_budget(budget: float, delta: float) -> float:
+    return mu_for_epsilon(budget, delta) ** 2
+
+
+#: The largest ``sum z_t^-2`` within an epsilon budget, by accountant kind.
+_MU2_BUDGETS: Mapping[str, Callable[[float, float], float]] = {
+    "rdp": _rdp_mu2_budget,
+    "pld": _pld_mu2_budget,
+}
+
+
 def mu2_budget(budget: float, delta: float, accountant: AccountantKind = "rdp") -> float:
     """The largest ``sum z_t^-2`` whose epsilon at ``delta`` stays within ``budget``.
 
-    Rounded down by a relative 1e-9, so that sums of the same rounds in another order stay within.
+    In closed form per accountant, rounded down by a relative 1e-9 (so that sums of the same
+    rounds in another order, and the conversion's own rounding, stay within).
 
     Examples
     --------
@@ -113,19 +138,13 @@ def mu2_budget(budget: float, delta: float, accountant: AccountantKind = "rdp") 
     True
     """
     e = require_positive("epsilon_budget", budget)
-
-    def within(mu2: float) -> bool:
-        return bool(epsilons_of_mu2([mu2], delta, accountant)[0] <= e)
-
-    lo, hi = 0.0, 1.0
-    while within(hi):
-        if hi > 1e200:
-            raise ParameterError("epsilon_budget", f"{e:g} is beyond any finite noise's epsilon")
-        lo, hi = hi, hi * 2.0
-    for _ in range(80):
-        mid = (lo + hi) / 2.0
-        lo, hi = (mid, hi) if within(mid) else (lo, mid)
-    return lo * (1.0 - 1e-9)
+    d = require_delta("delta", delta)
+    solve = _MU2_BUDGETS.get(accountant)
+    if solve is None:
+        raise ParameterError(
+            "accountant", f"must be one of {', '.join(_MU2_BUDGETS)}, got {accountant!r}"
+        )
+    return solve(e, d) * (1.0 - 1e-9)
 
 
 def per_user_epsilons(
