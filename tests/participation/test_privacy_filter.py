@@ -141,21 +141,16 @@ def test_bad_budgets_are_refused_by_name() -> None:
         max_rounds(0.0, 1.0, DELTA, "rdp")
     with pytest.raises(ParameterError, match="epsilon_budget"):
         max_rounds(10.0, 1e6, DELTA, "rdp")  # ~4e12 rounds
-    with pytest.raises(ParameterError, match="holds not even one round"):
-        PrivacyFilter(
-            RandomSelector(4, 2),
-            ParticipationLedger(4),
-            budget=2.0,
-            noise_multiplier=2.0,
-            delta=DELTA,
-            accountant="rdp",
-        )
-    with pytest.raises(ParameterError, match="ledger"):
-        PrivacyFilter(
-            RandomSelector(4, 2),
-            ParticipationLedger(5),
-            budget=1.0,
-            noise_multiplier=1.0,
-            delta=DELTA,
-            accountant="rdp",
-        )
+    for budget, z, users, message in (
+        (2.0, 2.0, 4, "holds not even one round"),
+        (1.0, 1.0, 5, "ledger"),
+    ):
+        with pytest.raises(ParameterError, match=message):
+            PrivacyFilter(
+                RandomSelector(4, 2),
+                ParticipationLedger(users),
+                budget=budget,
+                noise_multiplier=z,
+                delta=DELTA,
+                accountant="rdp",
+            )

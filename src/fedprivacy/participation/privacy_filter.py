@@ -70,7 +70,12 @@ def max_rounds(
     (12, 11)
     """
     z = require_positive("noise_multiplier", noise_multiplier)
-    rounds = math.floor(mu2_budget(budget, require_delta("delta", delta), accountant) * z**2)
+    return _rounds_within(mu2_budget(budget, require_delta("delta", delta), accountant), z, budget)
+
+
+def _rounds_within(mu2: float, z: float, budget: float) -> int:
+    """How many releases at ``z`` fit in ``mu2`` (the bound of ``budget``), at most 2^40."""
+    rounds = math.floor(mu2 * z**2)
     if rounds > 2**40:
         raise ParameterError(
             "epsilon_budget", f"{budget:g} allows more than 2^40 rounds at z={z:g}"
@@ -146,14 +151,15 @@ class PrivacyFilter(Selector):
         super().__init__(selector.num_users, selector.per_round)
         self.selector, self.ledger, self.round_noise = selector, ledger, round_noise
         self.budget, self.accountant = float(budget), accountant
-        self.max_rounds = max_rounds(budget, noise_multiplier, delta, accountant)
+        self.noise_multiplier = require_positive("noise_multiplier", noise_multiplier)
+        self.mu2_budget = mu2_budget(budget, require_delta("delta", delta), accountant)
+        self.max_rounds = _rounds_within(self.mu2_budget, self.noise_multiplier, budget)
         if self.max_rounds < 1:
             raise ParameterError(
                 "epsilon_budget",
                 f"{budget:g} holds not even one round at noise multiplier {noise_multiplier:g}",
             )
-        self.mu2_budget = mu2_budget(budget, delta, accountant)
-        self.step = float(noise_multiplier) ** -2.0
+        self.step = self.noise_multiplier**-2.0
         self.unit = unit_size(selector)
         self.mu2 = np.zeros(selector.num_users)
         self._charged = 0  # ledger rounds already in mu2
@@ -165,7 +171,7 @@ class PrivacyFilter(Selector):
         released = list(self.round_noise()) if self.round_noise is not None else []
         for r in range(self._charged, self.ledger.rounds):
             z = released[r] if r < len(released) else math.nan
-            z_t = float(z) if math.isfinite(z) and z > 0 else self.step**-0.5
+            z_t = float(z) if math.isfinite(z) and z > 0 else self.noise_multiplier
             self.mu2[self.ledger.selected(r)] += z_t**-2.0
         self._charged = self.ledger.rounds
 
