@@ -74,6 +74,7 @@ def test_distributed_dp_is_budgeted_by_rdp(
         (["--dp", "none", "--epsilon-budget", "2"], "--epsilon-budget: needs a DP mechanism"),
         (["--noise-multiplier", "1", "--epsilon-budget", "-1"], "--epsilon-budget"),
         (["--noise-multiplier", "1", "--epsilon-budget", "nan"], "--epsilon-budget"),
+        (["--noise-multiplier", "2", "--epsilon-budget", "0.5"], "holds not even one round"),
     ],
 )
 def test_a_bad_budget_is_refused_by_name(

@@ -198,7 +198,21 @@ class TrainConfig(
             if self.dp == "none":
                 raise ParameterError("epsilon_budget", "needs a DP mechanism (--dp)")
             require_positive_number("epsilon_budget", self.epsilon_budget)
+            self._check_budget_holds_a_round()
         return self
+
+    def _check_budget_holds_a_round(self) -> None:
+        """Refuse, before any work, a budget that one round at the requested noise passes."""
+        from fedprivacy.participation.privacy_filter import max_rounds
+
+        mechanism = self.mechanism()
+        z = mechanism.noise_multiplier
+        assert self.epsilon_budget is not None and z is not None
+        if max_rounds(self.epsilon_budget, z, self.target_delta, mechanism.accountant) < 1:
+            raise ParameterError(
+                "epsilon_budget",
+                f"{self.epsilon_budget:g} holds not even one round at noise multiplier {z:g}",
+            )
 
     def _require_combinations(self) -> None:
         """Options that only mean something with another one are errors without it."""
