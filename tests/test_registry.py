@@ -21,6 +21,7 @@ REGISTRIES = {
     "fedprivacy.data.regression_data": ("REGRESSION_LOADERS", "dataset"),
     "fedprivacy.data.tabular": ("SILO_LOADERS", "dataset"),
     "fedprivacy.dp.accountants": ("ACCOUNTANTS", "kind"),
+    "fedprivacy.dp.noise_modes": ("NOISE_MODES", "noise_mode"),
     "fedprivacy.experiments.catalogue": ("PROGRAMS", "experiment"),
     "fedprivacy.experiments.inversion_study": ("SETUPS", "datasets"),
     "fedprivacy.experiments.regression_study": ("RUNNERS", "name"),

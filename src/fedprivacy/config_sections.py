@@ -41,7 +41,7 @@ Examples
 ...     dataset: str = "digits"
 ...     momentum: float = 0.0
 >>> [f.name for f in fields(Run)]
-['dataset', 'data_dir', 'dp', 'noise_multiplier', 'clip', 'delta', 'momentum']
+['dataset', 'data_dir', 'dp', 'noise_multiplier', 'clip', 'delta', 'noise_mode', 'momentum']
 >>> Run.from_mapping({"noise_multiplier": 1}).noise_multiplier
 1.0
 >>> Run.from_mapping({"sigma": 1})
@@ -92,6 +92,10 @@ RENAMED_KEYS: Final[dict[str, str]] = {
 #: :data:`fedprivacy.participation.fairness.DEFAULT_FAIRNESS_RULE`, spelled here so that this
 #: module imports nothing).
 DEFAULT_FAIRNESS_RULE: Final = "paper"
+
+#: The noise mode of a configuration that names none (a name of
+#: :data:`fedprivacy.dp.noise_modes.NOISE_MODES`).
+DEFAULT_NOISE_MODE: Final = "over-provisioned"
 
 
 @dataclass(frozen=True)
@@ -280,9 +284,14 @@ class DPSection:
         L2 bound ``C`` of each (user's) update (``None``: the configuration's default).
     delta : float or None
         The delta of the reported epsilon (``None``: ``1e-5``).
+    noise_mode : str
+        Distributed DP under dropouts (:mod:`fedprivacy.dp.noise_modes`): ``over-provisioned``
+        (each party adds enough for the protocol's threshold) or ``exact`` (each adds removable
+        excess; the survivors remove what the sum does not need).
     """
 
     dp: str | None = None
     noise_multiplier: float | None = None
     clip: float | None = None
     delta: float | None = None
+    noise_mode: str = DEFAULT_NOISE_MODE

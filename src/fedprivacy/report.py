@@ -106,6 +106,21 @@ ULDP_EPSILON_SERVER: Final = "Epsilon against the server: {}."
 ULDP_NO_DP: Final = "No differential privacy: the released models carry no guarantee."
 
 
+#: Why the released noise exceeds the request, by noise mode (:mod:`fedprivacy.dp.noise_modes`).
+ABOVE_REQUEST: Final = {
+    "over-provisioned": (
+        "each party adds enough noise for the fewest parties the protocol may unmask (its "
+        "threshold), so when more are aggregated the sum holds more noise; the accountant uses "
+        "the noise really present"
+    ),
+    "exact": (
+        "the survivors remove the excess noise the sum does not need, but one that left before "
+        "the unmask stage leaves its excess in (and the grid rounds each party's variance up); "
+        "the accountant uses the noise really present"
+    ),
+}
+
+
 @dataclass(frozen=True)
 class PrivacyReport:
     """The ``privacy`` object of ``--json`` and ``privacy.md`` of a run directory.
@@ -121,6 +136,9 @@ class PrivacyReport:
     mechanism, accountant : str
         The DP mechanism (``none``, ``central``, ``distributed``, or a ULDP-FL method) and the
         accountant composing it.
+    noise_mode : str or None
+        Distributed DP: how the parties' noise survives dropouts
+        (:mod:`fedprivacy.dp.noise_modes`); None otherwise.
     noise_multiplier, clip, delta : float or None
         Its parameters (None without DP).
     epsilon : float or None
@@ -155,6 +173,7 @@ class PrivacyReport:
     exposed_users: int | None
     mechanism: str
     accountant: str | None
+    noise_mode: str | None
     noise_multiplier: float | None
     clip: float | None
     delta: float | None
@@ -217,8 +236,9 @@ class PrivacyReport:
             lines.append(f"- against the server: epsilon {self.epsilon_server:.3g}")
         lines += [
             f"- mechanism: {_mechanism_text(self.mechanism)}; noise multiplier "
-            f"{self.noise_multiplier:g} requested, clip {self.clip:g} (L2), accountant "
-            f"{ACCOUNTANT_TEXT.get(str(self.accountant), str(self.accountant))}",
+            f"{self.noise_multiplier:g} requested, clip {self.clip:g} (L2), "
+            + (f"noise mode {self.noise_mode}, " if self.noise_mode else "")
+            + f"accountant {ACCOUNTANT_TEXT.get(str(self.accountant), str(self.accountant))}",
             *self._noise_lines(),
         ]
         return lines
@@ -231,12 +251,8 @@ class PrivacyReport:
             released = low if low == high else f"{low} to {high}"
             line = f"- noise multiplier of the released aggregates: {released}"
             if nm["max"] > self.noise_multiplier * (1 + 1e-9):
-                line += (
-                    f", above the {self.noise_multiplier:g} requested: each party adds enough "
-                    "noise for the fewest parties the protocol may unmask (its threshold), so "
-                    "when more are aggregated the sum holds more noise; the accountant uses "
-                    "the noise really present"
-                )
+                why = ABOVE_REQUEST.get(str(self.noise_mode), ABOVE_REQUEST["over-provisioned"])
+                line += f", above the {self.noise_multiplier:g} requested: {why}"
             lines.append(line)
         if self.wrap_around_log10_bound is not None:
             lines.append(
@@ -406,6 +422,7 @@ def privacy_report(
         exposed_users=view.get("exposed_users"),
         mechanism=mechanism.name,
         accountant=None if noise is None else mechanism.accountant,
+        noise_mode=mechanism.noise_mode if mechanism.adds_noise_in_aggregation else None,
         noise_multiplier=noise,
         clip=mechanism.clip,
         delta=None if noise is None else delta,

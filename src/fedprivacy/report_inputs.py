@@ -39,6 +39,8 @@ class Method:
         Whether the parties add the noise inside secure aggregation.
     accountant : str
         The accountant of its epsilons.
+    noise_mode : str or None
+        How the parties' noise survives dropouts (None: the parties add none in aggregation).
 
     Examples
     --------
@@ -52,6 +54,7 @@ class Method:
     who_sees_what: str = ""
     adds_noise_in_aggregation: bool = False
     accountant: AccountantKind = "rdp"
+    noise_mode: str | None = None
 
 
 @dataclass(frozen=True)

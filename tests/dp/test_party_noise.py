@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from fedprivacy.crypto.fixed_point import FixedPointCodec
 from fedprivacy.dp.distributed_discrete import NonNegligibleTauError
+from fedprivacy.dp.noise_modes import NoiseDraw
 from fedprivacy.dp.party_noise import (
     HEADROOM_SIGMAS,
     MIN_PARTIES,
@@ -65,7 +66,7 @@ def test_a_grid_too_coarse_for_the_dimension_is_an_error_naming_bits() -> None:
 
 def test_tiny_noise_is_refused_when_the_sum_is_not_a_discrete_gaussian() -> None:
     rn = PartyNoise(1.0, 1.0).round_noise(FixedPointCodec(1.0, 2.0**20, 32), 1.0, 2, 1)
-    tiny = type(rn)(Fraction(1, 100), rn.sensitivity, 2, 10, rn.codec, rn.entry_magnitude)
+    tiny = type(rn)(NoiseDraw(Fraction(1)), rn.sensitivity, 2, 10, rn.codec, rn.entry_magnitude)
     with pytest.raises(NonNegligibleTauError):
         tiny.noise_multiplier(4)
 

@@ -22,11 +22,16 @@ def test_compose_digits_reports_accuracy_t_weak_and_per_user_epsilon_side_by_sid
     assert "per-user epsilon" in printed and "Multi-RoundSecAgg, T=2" in printed
     folder = tmp_path / "compose-digits"
     rows = {r["run"]: r for r in json.loads((folder / "comparison.json").read_text())}
-    assert set(rows) == {"multiround-t2", "random", "multiround-t2-budget"}
+    dropout = {f"multiround-t2-dropout{s}" for s in ("", "-exact", "-exact-matched")}
+    assert set(rows) == {"multiround-t2", "random", "multiround-t2-budget", *dropout}
     for name, row in rows.items():
         privacy = row["privacy"][0]
-        assert privacy["mechanism"] == "distributed" and privacy["noise_multiplier"] == 0.8
-        assert privacy["accounted_noise_multiplier"]["min"] >= 0.8
+        requested = 0.904 if name.endswith("matched") else 0.8
+        assert privacy["mechanism"] == "distributed"
+        assert privacy["noise_multiplier"] == requested
+        assert privacy["accounted_noise_multiplier"]["min"] >= requested
+        mode = "exact" if "exact" in name else "over-provisioned"
+        assert privacy["noise_mode"] == mode
         # the table's epsilon is the one the run's own files give
         run = folder / f"{name}-seed0"
         ledger = np.loadtxt(run / "participation.csv", delimiter=",", skiprows=1).astype(bool)
@@ -43,4 +48,7 @@ def test_compose_digits_reports_accuracy_t_weak_and_per_user_epsilon_side_by_sid
     assert rows["multiround-t2-budget"]["privacy"][0]["epsilon"] <= 15.0
     budget_run = json.loads((folder / "multiround-t2-budget-seed0" / "summary.json").read_text())
     assert budget_run["privacy_filter"]["epsilon_budget"] == 15.0
+    # the exact mode releases the target itself (rounded up on the grid), whoever dropped
+    exact = rows["multiround-t2-dropout-exact"]["privacy"][0]["accounted_noise_multiplier"]
+    assert exact["min"] == pytest.approx(0.8, rel=1e-6)
     assert (folder / "privacy.png").stat().st_size > 10_000

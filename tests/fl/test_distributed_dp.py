@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+import fedprivacy.dp.party_noise as party_noise_module
 import fedprivacy.fl.secure_aggregation as secure_aggregation
-import fedprivacy.secagg.client as client_module
 from fedprivacy.dp.party_noise import PartyNoise
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import rounding_rng
@@ -36,14 +36,14 @@ DROPS = {0: Stage.ADVERTISE_KEYS, 1: Stage.SHARE_KEYS, 2: Stage.MASKED_INPUT, 3:
 def recorded_noise(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[int]]]:
     """Every noise vector a party draws, in the order drawn (parties draw in user order)."""
     drawn: list[list[int]] = []
-    real = client_module.draw_party_noise
+    real = party_noise_module.draw_party_noise
 
     def record(variance, dimension):  # type: ignore[no-untyped-def]
         noise = real(variance, dimension)
         drawn.append(noise)
         return noise
 
-    monkeypatch.setattr(client_module, "draw_party_noise", record)
+    monkeypatch.setattr(party_noise_module, "draw_party_noise", record)
     yield drawn
 
 
@@ -100,7 +100,7 @@ def test_every_sum_the_server_can_compute_holds_the_target_noise() -> None:
         params,
         {u: np.zeros(50) for u in users},
         dropouts=dict(DROPS),
-        noise_variance=rn.variance,
+        noise=rn.draw,
         observer=servers.append,
     )
     view = servers[0].view()
@@ -115,7 +115,7 @@ def test_every_sum_the_server_can_compute_holds_the_target_noise() -> None:
             params,
             {u: np.zeros(50) for u in users},
             dropouts=dict.fromkeys(range(7), Stage.MASKED_INPUT),
-            noise_variance=rn.variance,
+            noise=rn.draw,
             observer=servers.append,
         )
     assert servers[0].view().components == ()

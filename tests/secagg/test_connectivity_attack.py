@@ -23,7 +23,6 @@ from fedprivacy.secagg import (
     SecAggParameters,
     SecAggServer,
 )
-from fedprivacy.secagg.client import ClientStage
 from fedprivacy.secagg.derivation import pairwise_mask_key, self_mask_key
 from fedprivacy.secagg.messages import (
     SERVER,
@@ -38,6 +37,7 @@ from fedprivacy.secagg.messages import (
     encode_message,
 )
 from fedprivacy.secagg.server import ServerStage
+from fedprivacy.secagg.snapshot import ClientStage
 
 N, DEGREE, D = 20, 10, 8
 

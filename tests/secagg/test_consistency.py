@@ -27,7 +27,6 @@ from fedprivacy.secagg import (
     load_client,
     run_round,
 )
-from fedprivacy.secagg.client import ClientStage
 from fedprivacy.secagg.consistency import (
     ConsistencyCheck,
     checks_for,
@@ -46,6 +45,7 @@ from fedprivacy.secagg.messages import (
     encode_message,
 )
 from fedprivacy.secagg.server import ServerStage
+from fedprivacy.secagg.snapshot import ClientStage
 
 N, D = 10, 6
 KEYS = {u: SigningKey.generate() for u in range(N)}  # the nodes' long-term keys

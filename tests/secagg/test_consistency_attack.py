@@ -27,7 +27,6 @@ from fedprivacy.crypto.shamir import Share, combine_shares
 from fedprivacy.crypto.signing import SigningKey
 from fedprivacy.errors import AuthenticationError
 from fedprivacy.secagg import SecAggClient, SecAggError, SecAggParameters, SecAggServer
-from fedprivacy.secagg.client import ClientStage
 from fedprivacy.secagg.consistency import checks_for, consistency_quorum
 from fedprivacy.secagg.derivation import pairwise_mask_key, self_mask_key, survivors_statement
 from fedprivacy.secagg.errors import ConsistencyError
@@ -46,6 +45,7 @@ from fedprivacy.secagg.messages import (
 )
 from fedprivacy.secagg.party import pairwise_sign
 from fedprivacy.secagg.server_view import ReceivedState, server_view
+from fedprivacy.secagg.snapshot import ClientStage
 from fedprivacy.secagg.state import dump_client
 
 N, D, VICTIM = 10, 8, 0

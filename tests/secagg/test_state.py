@@ -27,8 +27,8 @@ from fedprivacy.secagg import (
     encode_params,
     load_client,
 )
-from fedprivacy.secagg.client import ClientStage
 from fedprivacy.secagg.messages import MaskedInput, Message, ShareDelivery, encode_message
+from fedprivacy.secagg.snapshot import ClientStage
 
 D = 12
 Clients = dict[int, SecAggClient]

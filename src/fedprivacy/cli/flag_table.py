@@ -166,6 +166,13 @@ _DP = (
     ),
     Flag("--clip", "clipping bound C: the L2 bound of each update", short="-C", type=float),
     Flag("--delta", "delta of epsilon (default 1e-5)", type=float),
+    Flag(
+        "--noise-mode",
+        "with --dp distributed: over-provisioned (default; each party adds enough for the "
+        "protocol's threshold) or exact (each adds removable excess; the survivors remove what "
+        "the sum does not need, so it holds exactly the target whoever dropped)",
+        choices=("over-provisioned", "exact"),
+    ),
     Flag("--epsilon", "privacy budget epsilon", type=float),
     Flag(
         "--naive-noise",

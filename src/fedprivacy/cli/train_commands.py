@@ -47,6 +47,7 @@ _TRAIN_OPTIONS = (
     Use("noise_multiplier", help="with --dp: noise std >= z * clip on the sum of the updates"),
     Use("clip", help="with --dp: L2 bound of each update (default 1)"),
     Use("delta", help="with --dp: the per-user delta (default 1e-5)"),
+    "noise_mode",
     "epsilon_budget",
     "secagg_degree",
     "protocol_dropout",

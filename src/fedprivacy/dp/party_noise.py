@@ -10,13 +10,15 @@ Mechanism for Federated Learning with Secure Aggregation", ICML 2021).
 
 * **Sensitivity** in grid units: ``Delta = C scale + sqrt(d)``; stochastic rounding moves each
   of the ``d`` coordinates by less than one unit.
-* **Over-provisioning.** Parties that drop before sending their masked input add no noise, and a
-  batch policy can leave submitted inputs out of the sum. The protocol never unmasks fewer inputs
-  than its threshold ``t``, so each party adds ``sigma^2 = ceil((z Delta)^2 / t)``: every sum the
-  server can unmask holds ``n >= t`` noises, of total variance ``n sigma^2 >= (z Delta)^2``. The
-  accountant uses the noise really present, ``z_n = sqrt(n) sigma / Delta >= z``
-  (:meth:`RoundNoise.noise_multiplier`), never the planned one. (Dordis's alternative, adding the
-  missing parties' share at the unmask stage, is not implemented.)
+* **Dropouts.** Parties that drop before sending their masked input add no noise, and a batch
+  policy can leave submitted inputs out of the sum; the protocol never unmasks fewer inputs than
+  its threshold ``t``. The noise mode (:mod:`fedprivacy.dp.noise_modes`) decides how the target
+  survives: ``over-provisioned`` (each party adds ``sigma^2 = ceil((z Delta)^2 / t)``, so every
+  sum of ``s >= t`` noises has variance ``s sigma^2 >= (z Delta)^2``) or ``exact`` (each party
+  adds ``ceil(n / t)`` removable components and the survivors remove what the sum does not need:
+  ``n`` components of ``ceil((z Delta)^2 / n)`` remain, whoever dropped). The accountant uses the
+  noise really present, ``z_m = sqrt(m) sigma / Delta >= z`` for the ``m`` draws in the sum
+  (:meth:`RoundNoise.noise_multiplier`), never the planned one.
 * **Accounting** of a sum of ``n`` discrete Gaussians: the continuous Gaussian's RDP with
   variance ``n sigma^2`` plus ``tau d`` (KLS 2021, Theorem 1); ``tau d`` is checked below
   ``1e-300`` (:func:`~fedprivacy.dp.distributed_discrete.check_negligible`), else a typed error.
@@ -53,9 +55,17 @@ from fedprivacy.crypto.fixed_point import FixedPointCodec
 from fedprivacy.dp.discrete_gaussian import discrete_gaussian_vector
 from fedprivacy.dp.discrete_gaussian_array import MAX_VARIANCE, discrete_gaussian_array
 from fedprivacy.dp.distributed_discrete import check_negligible
+from fedprivacy.dp.noise_modes import DEFAULT_NOISE_MODE, NOISE_MODES, NoiseDraw
 from fedprivacy.errors import ParameterError
 
-__all__ = ["PartyNoise", "RoundNoise", "add_grid_noise", "draw_party_noise"]
+__all__ = [
+    "PartyNoise",
+    "RoundNoise",
+    "add_components",
+    "add_grid_noise",
+    "draw_components",
+    "draw_party_noise",
+]
 
 HEADROOM_SIGMAS = 10.6
 """Standard deviations of noise the codec leaves room for: ``2 exp(-10.6^2 / 2) < 2^-80``."""
@@ -73,8 +83,8 @@ class RoundNoise:
 
     Attributes
     ----------
-    variance : fractions.Fraction
-        Each party's ``sigma^2`` in grid units (an integer).
+    draw : NoiseDraw
+        What each party adds (:mod:`fedprivacy.dp.noise_modes`).
     sensitivity : float
         ``Delta``, an upper bound on one party's encoded L2 norm in grid units.
     threshold : int
@@ -87,7 +97,7 @@ class RoundNoise:
         The largest ``|integer|`` an encoded entry takes before noise.
     """
 
-    variance: Fraction
+    draw: NoiseDraw
     sensitivity: float
     threshold: int
     dimension: int
@@ -95,29 +105,42 @@ class RoundNoise:
     entry_magnitude: int
 
     @property
+    def variance(self) -> Fraction:
+        """fractions.Fraction: the variance ``sigma^2`` of each draw, in grid units."""
+        return self.draw.variance
+
+    @property
     def party_std(self) -> float:
-        """float: each party's standard deviation in real units (``sigma / scale``)."""
+        """float: one draw's standard deviation in real units (``sigma / scale``)."""
         return math.sqrt(float(self.variance)) / self.codec.scale
 
-    def noise_multiplier(self, parties: int) -> float:
-        """``sqrt(n) sigma / Delta``: the noise multiplier of a sum of ``parties`` inputs.
+    def noise_multiplier(self, draws: int) -> float:
+        """``sqrt(m) sigma / Delta``: the noise multiplier of a sum holding ``draws`` draws.
+
+        ``draws`` is the number of parties aggregated in the over-provisioned mode, and
+        :meth:`NoiseDraw.in_sum <fedprivacy.dp.noise_modes.NoiseDraw.in_sum>` in the exact one.
 
         Raises
         ------
         NonNegligibleTauError
-            If the sum of ``parties`` discrete Gaussians is not close enough to one (KLS 2021).
+            If the sum of ``draws`` discrete Gaussians is not close enough to one (KLS 2021).
+        """
+        m = require_int("draws", draws, minimum=1)
+        check_negligible(self.variance, m, self.dimension)
+        return math.nextafter(math.sqrt(float(m * self.variance)) / self.sensitivity, 0.0)
+
+    def wrap_log_probability(self, parties: int, draws: int | None = None) -> float:
+        """Natural log of a bound on the probability that the released sum wraps.
+
+        ``parties`` inputs and ``draws`` noise draws (default: one a party). Only the released
+        sum matters: the excess the survivors remove wraps and unwraps modulo ``2**bits``.
         """
         n = require_int("parties", parties, minimum=1)
-        check_negligible(self.variance, n, self.dimension)
-        return math.nextafter(math.sqrt(float(n * self.variance)) / self.sensitivity, 0.0)
-
-    def wrap_log_probability(self, parties: int) -> float:
-        """Natural log of an upper bound on the probability that a sum of ``parties`` wraps."""
-        n = require_int("parties", parties, minimum=1)
+        m = n if draws is None else require_int("draws", draws, minimum=1)
         room = (1 << (self.codec.bits - 1)) - 1 - n * self.entry_magnitude
         if room <= 0:
             return 0.0
-        exponent = -(float(room) ** 2) / (2.0 * n * float(self.variance))
+        exponent = -(float(room) ** 2) / (2.0 * m * float(self.variance))
         return min(0.0, math.log(2.0 * self.dimension) + exponent)
 
 
@@ -131,14 +154,19 @@ class PartyNoise:
         ``z``: the noise of every unmaskable sum has standard deviation at least ``z Delta``.
     clip : float
         ``C``, the L2 bound of each party's update (real units).
+    mode : str
+        How the target survives dropouts, a name of
+        :data:`~fedprivacy.dp.noise_modes.NOISE_MODES`: ``over-provisioned`` or ``exact``.
     """
 
     noise_multiplier: float
     clip: float
+    mode: str = DEFAULT_NOISE_MODE
 
     def __post_init__(self) -> None:
         require_positive_float("noise_multiplier", self.noise_multiplier)
         require_positive_float("clip", self.clip)
+        NOISE_MODES.lookup(self.mode)
 
     def codec(self, entry_bound: float, per_round: int, bits: int) -> FixedPointCodec:
         """The codec of a round of at most ``per_round`` parties, with room for their noise.
@@ -160,9 +188,14 @@ class PartyNoise:
         return FixedPointCodec.for_sum(entry_bound + HEADROOM_SIGMAS * worst / k, k, bits)
 
     def round_noise(
-        self, codec: FixedPointCodec, entry_bound: float, threshold: int, dimension: int
+        self,
+        codec: FixedPointCodec,
+        entry_bound: float,
+        threshold: int,
+        dimension: int,
+        parties: int | None = None,
     ) -> RoundNoise:
-        """Each party's variance for a round whose protocol threshold is ``threshold``.
+        """What each party adds in a round of ``parties`` whose protocol threshold is ``threshold``.
 
         Parameters
         ----------
@@ -174,12 +207,14 @@ class PartyNoise:
             The fewest inputs the protocol unmasks.
         dimension : int
             ``d``, the number of noised coordinates.
+        parties : int, optional
+            ``n``, the parties selected (the exact mode's ``n``; default ``threshold``).
 
         Raises
         ------
         ParameterError
             If the grid is too coarse for ``dimension`` (rounding would add more than 1 % of the
-            clip to the sensitivity) or the threshold is below two.
+            clip to the sensitivity), the threshold is below two or above ``parties``.
         """
         t = require_int("threshold", threshold, minimum=MIN_PARTIES)
         d = require_int("dimension", dimension, minimum=1)
@@ -192,10 +227,11 @@ class PartyNoise:
                 "use more bits",
             )
         sensitivity = (self.clip * codec.scale + rounding) * _MARGIN
-        target = (Fraction(self.noise_multiplier) * Fraction(sensitivity)) ** 2 / t
-        variance = Fraction(max(1, math.ceil(target)))
+        n = t if parties is None else require_int("parties", parties, minimum=t)
+        target = (Fraction(self.noise_multiplier) * Fraction(sensitivity)) ** 2
+        draw = NOISE_MODES.lookup(self.mode)(target, threshold=t, parties=n)
         magnitude = min(codec.max_magnitude, math.ceil(entry_bound * codec.scale))
-        return RoundNoise(variance, sensitivity, t, d, codec, magnitude)
+        return RoundNoise(draw, sensitivity, t, d, codec, magnitude)
 
 
 def draw_party_noise(variance: Fraction, dimension: int) -> NDArray[np.int64] | list[int]:
@@ -236,3 +272,28 @@ def add_grid_noise(
         out[:k] += np.array([v & mask for v in noise], dtype=np.uint64)
     out &= np.uint64(mask)
     return out.astype(codec.dtype, copy=False)
+
+
+Components = list[NDArray[np.int64] | list[int]]
+
+
+def draw_components(draw: NoiseDraw, dimension: int) -> Components:
+    """``draw.components`` independent vectors of ``dimension`` ``N_Z(0, draw.variance)``."""
+    return [draw_party_noise(draw.variance, dimension) for _ in range(draw.components)]
+
+
+def add_components(
+    codec: FixedPointCodec, encoded: NDArray[np.unsignedinteger], components: Components
+) -> NDArray[np.unsignedinteger]:
+    """``encoded`` plus every component, modulo ``2**bits`` (:func:`add_grid_noise`).
+
+    Examples
+    --------
+    >>> c = FixedPointCodec(clip=1.0, scale=4.0, bits=8)
+    >>> add_components(c, np.zeros(3, np.uint8), [[1, 2], [-2, 300]]).tolist()
+    [255, 46, 0]
+    """
+    out = encoded
+    for component in components:
+        out = add_grid_noise(codec, out, component)
+    return out

@@ -10,6 +10,7 @@ from typing import Any
 from fedprivacy._validation import require_int, require_one_of, require_positive_number
 from fedprivacy.config import Config
 from fedprivacy.config_sections import (
+    DEFAULT_NOISE_MODE,
     DataSection,
     DPSection,
     LocalTrainingSection,
@@ -124,6 +125,8 @@ class TrainConfig(
         label = names.get(self.scheme, self.scheme)
         if self.scheme == "multiround":
             label = f"Multi-RoundSecAgg, T={self.target_privacy}"
+        if self.noise_mode != DEFAULT_NOISE_MODE:
+            label += f", {self.noise_mode} noise"
         if self.epsilon_budget is not None:
             label += f", epsilon budget {self.epsilon_budget:g}"
         return label
@@ -232,7 +235,12 @@ class TrainConfig(
 
     def mechanism(self) -> Mechanism:
         """The DP mechanism of the run (validates ``dp``, ``noise_multiplier`` and ``clip``)."""
-        return make_mechanism(self.dp, noise_multiplier=self.noise_multiplier, clip=self.clip)
+        return make_mechanism(
+            self.dp,
+            noise_multiplier=self.noise_multiplier,
+            clip=self.clip,
+            noise_mode=self.noise_mode,
+        )
 
     @property
     def target_delta(self) -> float:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import secrets
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
@@ -40,6 +40,7 @@ from numpy.typing import NDArray
 from fedprivacy._registry import Registry
 from fedprivacy.dp._checks import require_positive
 from fedprivacy.dp.mechanisms import clip_rows_l2_as
+from fedprivacy.dp.noise_modes import DEFAULT_NOISE_MODE, NOISE_MODES
 from fedprivacy.dp.party_noise import PartyNoise
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import AggregateOutcome
@@ -88,6 +89,8 @@ class Mechanism(ABC):
     name: ClassVar[str]
     noise_multiplier: float | None = None
     clip: float | None = None
+    #: Distributed DP: how the parties' noise survives dropouts (None: no parties' noise).
+    noise_mode: str | None = None
     #: Whether the aggregate weighs every clipped update equally (the sensitivity is ``clip``).
     equal_weights: ClassVar[bool] = True
     #: How the privacy report names the mechanism.
@@ -151,6 +154,10 @@ class Mechanism(ABC):
     @abstractmethod
     def from_options(cls, noise_multiplier: float | None, clip: float | None) -> Mechanism:
         """Build from the command line's options (a :class:`ParameterError` names a bad one)."""
+
+    def with_noise_mode(self, mode: str) -> Mechanism:
+        """The same mechanism with the parties' noise realised in ``mode`` (distributed DP)."""
+        raise ParameterError("noise_mode", "applies to distributed DP (--dp distributed)")
 
 
 class NoMechanism(Mechanism):
@@ -266,7 +273,9 @@ class DistributedDiscreteGaussian(_ClippedGaussian):
     --------
     >>> m = DistributedDiscreteGaussian(noise_multiplier=1.0, clip=0.5)
     >>> m.party_noise
-    PartyNoise(noise_multiplier=1.0, clip=0.5)
+    PartyNoise(noise_multiplier=1.0, clip=0.5, mode='over-provisioned')
+    >>> m.with_noise_mode("exact").party_noise.mode
+    'exact'
     >>> m.release(np.ones(2), 3).tolist()
     [1.0, 1.0]
     """
@@ -279,18 +288,28 @@ class DistributedDiscreteGaussian(_ClippedGaussian):
         "Distributed DP: every party adds discrete Gaussian noise on the encoding's grid before "
         "masking, so the epsilon also holds against the server, whose every unmaskable sum holds "
         "the noise of at least the protocol's threshold of parties. Each party's noise is "
-        "over-provisioned for that threshold; the accountant uses the noise of the parties "
-        "really aggregated. The participation list is public to the server; epsilon protects the "
-        "content of each user's update (a user without data would send a zero update). The "
-        "epsilon against the server assumes it follows the protocol and colludes with no party: "
-        "parties it controls (or Sybils it adds) know their own noise, and with c of the n "
-        "aggregated parties colluding only n - c noises protect the rest."
+        "over-provisioned for that threshold (or, in the exact noise mode, the survivors remove "
+        "the excess the sum does not need, so it holds exactly the target whoever dropped); the "
+        "accountant uses the noise really in the sum. The participation list is public to the "
+        "server; epsilon protects the content of each user's update (a user without data would "
+        "send a zero update). The epsilon against the server assumes it follows the protocol and "
+        "colludes with no party: parties it controls (or Sybils it adds) know their own noise, "
+        "and with c of the n aggregated parties colluding only n - c noises protect the rest (in "
+        "the exact mode, about (n - c) / n of the target)."
     )
+
+    #: How the parties' noise survives dropouts (:mod:`fedprivacy.dp.noise_modes`).
+    noise_mode: str = DEFAULT_NOISE_MODE
 
     @property
     def party_noise(self) -> PartyNoise:
         """The parties' noise (for :class:`~fedprivacy.fl.secure_aggregation.SecureAggregator`)."""
-        return PartyNoise(self.noise_multiplier, self.clip)
+        return PartyNoise(self.noise_multiplier, self.clip, self.noise_mode)
+
+    def with_noise_mode(self, mode: str) -> Mechanism:
+        """The same mechanism with the noise mode ``mode`` (a name of ``NOISE_MODES``)."""
+        NOISE_MODES.lookup(mode)
+        return replace(self, noise_mode=mode)
 
     def party_std(self, parties: int) -> float:
         """``noise_multiplier * clip / sqrt(parties)``: the parties' noise sums to the target."""
@@ -321,7 +340,11 @@ for _mechanism in (NoMechanism, CentralGaussian, DistributedDiscreteGaussian):
 
 
 def make_mechanism(
-    name: str, *, noise_multiplier: float | None = None, clip: float | None = None
+    name: str,
+    *,
+    noise_multiplier: float | None = None,
+    clip: float | None = None,
+    noise_mode: str = DEFAULT_NOISE_MODE,
 ) -> Mechanism:
     """The mechanism registered as ``name`` with its parameters.
 
@@ -329,5 +352,10 @@ def make_mechanism(
     --------
     >>> make_mechanism("central", noise_multiplier=1.1, clip=1.0).name
     'central'
+    >>> make_mechanism("central", noise_multiplier=1.1, noise_mode="exact")
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: noise_mode: applies to distributed DP (--dp distributed)
     """
-    return MECHANISMS.lookup(name).from_options(noise_multiplier, clip)
+    mechanism = MECHANISMS.lookup(name).from_options(noise_multiplier, clip)
+    return mechanism if noise_mode == DEFAULT_NOISE_MODE else mechanism.with_noise_mode(noise_mode)

@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 
 from fedprivacy._validation import require_int
 from fedprivacy.crypto.fixed_point import FixedPointCodec
+from fedprivacy.crypto.signing import SigningKey
 from fedprivacy.dp.party_noise import PartyNoise, RoundNoise
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import (
@@ -205,14 +206,16 @@ class SecureAggregator(Aggregator):
         )
         noise = None
         if self.party_noise is not None:
-            noise = self.party_noise.round_noise(self.codec, self.clip, params.threshold, dimension)
+            noise = self.party_noise.round_noise(
+                self.codec, self.clip, params.threshold, dimension, parties=len(users)
+            )
         return SecureRoundPlan(params, policy, removed, noise, started)
 
     def client_arguments(self, plan: SecureRoundPlan, user: int, weight: float) -> dict[str, Any]:
         """The keyword arguments of ``user``'s :meth:`SecAggClient.masked_input` in ``plan``.
 
         The weight (weighted rounds), the rounding randomness (:func:`rounding_rng`) and the
-        distributed-DP noise variance: what a client computes for itself in a deployment.
+        distributed-DP noise: what a client computes for itself in a deployment.
         """
         kw: dict[str, Any] = {
             "rng": rounding_rng(self.seed, plan.params.round_index, int(user)),
@@ -220,7 +223,7 @@ class SecureAggregator(Aggregator):
         if self.weighted:
             kw["weight"] = float(weight)
         if plan.noise is not None:
-            kw["noise_variance"] = plan.noise.variance
+            kw["noise"] = plan.noise.draw
         return kw
 
     def finish_round(
@@ -265,16 +268,21 @@ class SecureAggregator(Aggregator):
             )
         else:
             out = AggregateOutcome((), None, None, 0.0, clipped, time.perf_counter() - plan.started)
-        n = len(result.aggregated)
-        noise = plan.noise
-        return replace(
+        out = replace(
             out,
             client_seconds=client_seconds,
             server_seconds=server_seconds,
             connectivity="shrunk" if plan.removed else "",
             connectivity_removed=removed,
-            noise_multiplier=None if noise is None or not n else noise.noise_multiplier(n),
-            wrap_log_probability=None if noise is None or not n else noise.wrap_log_probability(n),
+        )
+        noise, n = plan.noise, len(result.aggregated)
+        if noise is None or not n:
+            return out
+        draws = noise.draw.in_sum(result.aggregated, result.excess_removed)
+        return replace(
+            out,
+            noise_multiplier=noise.noise_multiplier(draws),
+            wrap_log_probability=noise.wrap_log_probability(n, draws),
         )
 
     def aggregate(
@@ -310,8 +318,9 @@ class SecureAggregator(Aggregator):
                 dropouts=dropouts,
                 policy=plan.policy,
                 rngs={u: rounding_rng(self.seed, round_index, u) for u in users},
-                noise_variance=None if plan.noise is None else plan.noise.variance,
+                noise=None if plan.noise is None else plan.noise.draw,
                 observer=self._observer(round_index),
+                signing_keys=_signing_keys(plan),
             )
         except RoundAbortedError as exc:
             return self.finish_round(plan, exc, clipped)
@@ -329,3 +338,10 @@ class SecureAggregator(Aggregator):
         if observer is None:
             return None
         return lambda server: observer(round_index, server)
+
+
+def _signing_keys(plan: SecureRoundPlan) -> dict[int, SigningKey] | None:
+    """Fresh signing keys for the consistency check, which the exact noise mode needs."""
+    if plan.noise is None or not plan.noise.draw.removable:
+        return None
+    return {u: SigningKey.generate() for u in plan.params.participants}

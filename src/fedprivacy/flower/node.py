@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from fedprivacy.dp.noise_modes import NoiseDraw
 from fedprivacy.errors import FedPrivacyError, ParameterError
 from fedprivacy.flower.identity import signed_hello
 from fedprivacy.flower.node_policy import (
@@ -298,7 +299,7 @@ class Node(StageHandler):
         if client.params.weighted:
             kw["weight"] = float(decode_array(state["weight"], np.float64)[0])
         if state["noise"]:
-            kw["noise_variance"] = Fraction(state["noise"].decode())
+            kw["noise"] = NoiseDraw(Fraction(state["noise"].decode()))
         return self._step(state, lambda c: c.masked_input(message, values, **kw), client)
 
     def _consistency(self, request: Record, state: dict[str, bytes]) -> Record:

@@ -27,9 +27,10 @@ import functools
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from fedprivacy.config_sections import DEFAULT_NOISE_MODE
 from fedprivacy.crypto.signing import Roster, SigningKey
 from fedprivacy.dp.party_noise import PartyNoise
-from fedprivacy.errors import PolicyViolationError
+from fedprivacy.errors import ParameterError, PolicyViolationError
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg.consistency import ConsistencyCheck
 from fedprivacy.secagg.errors import MalformedMessageError
@@ -148,6 +149,25 @@ def spend_budget(policy: PartyPolicy, state: dict[str, bytes]) -> None:
     spent = int(state.get("spent", b"0"))
     policy.check_budget(spent)
     state["spent"] = str(spent + 1).encode()
+
+
+def require_deployable_noise(noise_mode: str) -> None:
+    """Refuse a noise mode a Flower node cannot run (only the over-provisioned one runs).
+
+    The exact mode (:mod:`fedprivacy.dp.noise_modes`) keeps removable noise on the node from
+    the masked input to the unmask reply; a node's state between stages does not carry it yet.
+
+    Raises
+    ------
+    ParameterError
+        Naming ``noise_mode``.
+    """
+    if noise_mode != DEFAULT_NOISE_MODE:
+        raise ParameterError(
+            "noise_mode",
+            f"{noise_mode!r} runs in one process (fedprivacy train); the nodes of a Flower "
+            f"deployment add {DEFAULT_NOISE_MODE} noise",
+        )
 
 
 def check_secure_round(

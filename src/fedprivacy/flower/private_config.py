@@ -29,6 +29,7 @@ from fedprivacy.config_sections import DPSection, SchemeSection, SecureAggregati
 from fedprivacy.dp._checks import require_delta
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.mechanism import Mechanism, make_mechanism
+from fedprivacy.flower.node_policy import require_deployable_noise
 from fedprivacy.participation.selectors import SCHEMES, validate_batch_parameters
 from fedprivacy.secagg.multiround import parse_batch_policy
 from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD
@@ -119,6 +120,7 @@ run config
                 "distributed DP is added by the nodes inside secure aggregation (secagg = true)",
             )
         self.mechanism()
+        require_deployable_noise(self.noise_mode)
         if self.delta is not None:
             require_delta("delta", self.delta)
         return self

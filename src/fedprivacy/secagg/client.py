@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
-from enum import IntEnum
-from fractions import Fraction
 
 import numpy as np
 
@@ -24,7 +21,8 @@ from fedprivacy.crypto.keys import (
 )
 from fedprivacy.crypto.prg import MaskExpander, reduce
 from fedprivacy.crypto.shamir import Share, split_secret
-from fedprivacy.dp.party_noise import add_grid_noise, draw_party_noise
+from fedprivacy.dp.noise_modes import NoiseDraw
+from fedprivacy.dp.party_noise import Components, add_components, draw_components
 from fedprivacy.errors import ParameterError
 from fedprivacy.secagg.consistency import (
     ConsistencyCheck,
@@ -69,19 +67,7 @@ from fedprivacy.secagg.messages import (
 )
 from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.secagg.party import RoundParty, pairwise_sign
-
-SEED_BYTES = 32
-
-
-class ClientStage(IntEnum):
-    """Where a client is in the round; each message moves it one stage on."""
-
-    NEW = 0
-    ADVERTISED = 1
-    SHARED = 2
-    MASKED = 3
-    DONE = 4
-
+from fedprivacy.secagg.snapshot import SEED_BYTES, ClientSnapshot, ClientStage
 
 # The server message each stage expects, and the stage it leads to.
 _EXPECTED = {
@@ -92,49 +78,6 @@ _EXPECTED = {
 _ORDER = [MessageKind.KEY_ROSTER, MessageKind.SHARE_DELIVERY, MessageKind.UNMASK_REQUEST]
 # with the consistency check, a client in MASKED signs the aggregated set before unmasking it
 _ORDER_CHECKED = [*_ORDER[:2], MessageKind.CONSISTENCY_REQUEST, _ORDER[2]]
-
-
-@dataclass(frozen=True)
-class ClientSnapshot:
-    """Everything a :class:`SecAggClient` keeps between stages.
-
-    :mod:`fedprivacy.secagg.state` writes it to bytes. Secret: it holds the private keys and the
-    self-mask seed.
-
-    Attributes
-    ----------
-    user : int
-        The client's id.
-    stage : ClientStage
-        Where the client is in the round.
-    encryption_key, masking_key : bytes
-        The raw 32-byte X25519 private keys ``c_sk`` and ``s_sk``.
-    seed : bytes
-        The self-mask seed ``b_u``.
-    neighbour_keys : dict of int to (bytes, bytes)
-        The public keys ``(c_pk, s_pk)`` of the neighbours that advertised (from stage 1 on).
-    held : dict of int to (Share, Share)
-        The shares of ``b_v`` and ``s_sk_v`` received from each neighbour (stage 2 to 3).
-    seconds : dict of str to float
-        The time spent in each stage so far.
-    consistency : bool
-        Whether the client runs the consistency check (its node's signing material is not
-        part of the snapshot: the node supplies it again when it restores the client).
-    signed : tuple of int or None
-        The aggregated set the client signed in the consistency check, ascending.
-
-    """
-
-    user: int
-    stage: ClientStage
-    encryption_key: bytes
-    masking_key: bytes
-    seed: bytes
-    neighbour_keys: dict[int, tuple[bytes, bytes]]
-    held: dict[int, tuple[Share, Share]]
-    seconds: dict[str, float]
-    consistency: bool = False
-    signed: tuple[int, ...] | None = None
 
 
 class SecAggClient(RoundParty):
@@ -177,10 +120,13 @@ class SecAggClient(RoundParty):
         self._seed = os.urandom(SEED_BYTES)
         self._neighbour_keys: dict[int, tuple[bytes, bytes]] = {}
         self._held: dict[int, tuple[Share, Share]] = {}
+        self._noise: tuple[NoiseDraw, Components] | None = None  # exact mode: removable
 
     # ------------------------------------------------------------------ persistence
     def _snapshot(self) -> ClientSnapshot:
         """The state kept between stages (see :func:`fedprivacy.secagg.state.dump_client`)."""
+        if self._noise is not None:
+            raise ParameterError("noise", "removable noise (the exact mode) is not persisted")
         return ClientSnapshot(
             self.user,
             self.stage,
@@ -326,7 +272,7 @@ class SecAggClient(RoundParty):
         *,
         weight: float | None = None,
         rng: np.random.Generator | None = None,
-        noise_variance: Fraction | None = None,
+        noise: NoiseDraw | None = None,
     ) -> MaskedInput:
         """Stage 2: decrypt the received shares and send the masked, encoded update.
 
@@ -341,10 +287,12 @@ class SecAggClient(RoundParty):
             Required when ``params.weighted``: the vector sent is ``[weight * update, weight]``.
         rng : numpy.random.Generator, optional
             Randomness of the stochastic rounding (not secret); fresh from the OS by default.
-        noise_variance : fractions.Fraction, optional
-            Distributed DP: add ``N_Z(0, noise_variance)`` from the OS's randomness to every
-            update entry on the encoding's grid, before masking
-            (:mod:`fedprivacy.dp.party_noise`). The weight entry is never noised.
+        noise : NoiseDraw, optional
+            Distributed DP: add ``noise.components`` vectors of ``N_Z(0, noise.variance)``
+            from the OS's randomness to the update on the encoding's grid, before masking
+            (:mod:`fedprivacy.dp.party_noise`); the weight entry is never noised. Removable
+            noise (the exact mode, :mod:`fedprivacy.dp.noise_modes`) is kept until
+            :meth:`unmask` and needs the consistency check.
 
         Returns
         -------
@@ -354,6 +302,10 @@ class SecAggClient(RoundParty):
         """
         start = time.perf_counter()
         p = self.params
+        if noise is not None and noise.removable and self._check is None:
+            raise ParameterError(
+                "noise", "the exact noise mode needs the consistency check (a consistent S)"
+            )
         values = np.asarray(update, dtype=np.float64)
         if values.shape != (p.dimension,):
             raise ParameterError("update", f"must have shape ({p.dimension},), got {values.shape}")
@@ -385,10 +337,10 @@ class SecAggClient(RoundParty):
                 f"only {len(held)} neighbours shared their keys; the threshold is {p.threshold}"
             )
         encoded = p.codec.encode(values, rng if rng is not None else np.random.default_rng())
-        if noise_variance is not None:
-            encoded = add_grid_noise(
-                p.codec, encoded, draw_party_noise(noise_variance, p.dimension)
-            )
+        if noise is not None:
+            components = draw_components(noise, p.dimension)
+            encoded = add_components(p.codec, encoded, components)
+            self._noise = (noise, components) if noise.removable else None
         expander = MaskExpander(p.vector_length, p.codec.bits)
         masked = encoded.astype(expander.dtype, copy=True)
         expander.add_into(masked, self_mask_key(self._seed, p, self.user))
@@ -413,7 +365,8 @@ class SecAggClient(RoundParty):
         Returns
         -------
         UnmaskResponse
-            Shares of ``b_v`` for aggregated neighbours, of ``s_sk_v`` for the others.
+            Shares of ``b_v`` for aggregated neighbours, of ``s_sk_v`` for the others; in the
+            exact noise mode, the excess noise this client removes.
 
         Raises
         ------
@@ -445,8 +398,22 @@ class SecAggClient(RoundParty):
                 shares.append((v, ShareKind.MASK_KEY, key_share.to_bytes()))
         self._held = {}
         self.stage = ClientStage.DONE
+        excess = self._excess(aggregated)
         self._timed("unmask", start)
-        return UnmaskResponse(self._to_server(MessageKind.UNMASK_RESPONSE), tuple(shares))
+        header = self._to_server(MessageKind.UNMASK_RESPONSE)
+        return UnmaskResponse(header, tuple(shares), excess)
+
+    def _excess(self, aggregated: set[int]) -> np.ndarray | None:
+        """The components beyond those this client keeps for ``aggregated``, summed (or None)."""
+        if self._noise is None:
+            return None
+        draw, components = self._noise
+        self._noise = None
+        if self.user not in aggregated:  # its input, noise included, is left out of the sum
+            return None
+        zero = np.zeros(self.params.vector_length, dtype=self.params.codec.dtype)
+        kept = draw.kept(sorted(aggregated), self.user)
+        return add_components(self.params.codec, zero, components[kept:])
 
     def sign_survivors(self, request: ConsistencyRequest | bytes) -> ConsistencyResponse:
         """Consistency check: sign the aggregated set ``S``, once per round.

@@ -14,12 +14,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
-from fractions import Fraction
 from typing import Any, TypeVar
 
 import numpy as np
 
 from fedprivacy.crypto.signing import SigningKey
+from fedprivacy.dp.noise_modes import NoiseDraw
 from fedprivacy.errors import ParameterError
 from fedprivacy.secagg.client import SecAggClient
 from fedprivacy.secagg.consistency import ConsistencyCheck, checks_for
@@ -107,7 +107,7 @@ def run_round(
     rngs: Mapping[int, np.random.Generator] | None = None,
     wire: bool = True,
     observer: Callable[[SecAggServer], None] | None = None,
-    noise_variance: Fraction | None = None,
+    noise: NoiseDraw | None = None,
     signing_keys: Mapping[int, SigningKey] | None = None,
 ) -> RoundOutcome:
     """Run one round of secure aggregation in this process.
@@ -131,9 +131,9 @@ def run_round(
     observer : callable, optional
         Called with the server when the round ends, completed or aborted (for example to
         compute what it received with :meth:`SecAggServer.view`).
-    noise_variance : fractions.Fraction, optional
-        Distributed DP: every client adds ``N_Z(0, noise_variance)`` to its encoded update before
-        masking (see :meth:`SecAggClient.masked_input`).
+    noise : NoiseDraw, optional
+        Distributed DP: what every client adds to its encoded update before masking (see
+        :meth:`SecAggClient.masked_input`); the exact mode needs ``signing_keys``.
     signing_keys : mapping of int to SigningKey, optional
         Every participant's signing key: run the consistency check (each client and the server
         verify with the roster of these keys' public keys, :func:`roster_of
@@ -180,8 +180,8 @@ def run_round(
             kw["weight"] = weights[u]
         if rngs is not None:
             kw["rng"] = rngs[u]
-        if noise_variance is not None:
-            kw["noise_variance"] = noise_variance
+        if noise is not None:
+            kw["noise"] = noise
         return kw
 
     clients = {u: SecAggClient(params, u, consistency=checks.get(u)) for u in params.participants}

@@ -35,7 +35,7 @@ import numpy as np
 from fedprivacy.crypto.shamir import Share
 from fedprivacy.errors import ShamirError
 from fedprivacy.secagg.errors import MalformedMessageError
-from fedprivacy.wire import MessageFormat, pack_pairs
+from fedprivacy.wire import MessageFormat, WireReader, pack_pairs
 
 MAGIC = b"FPSA"
 VERSION = 1
@@ -165,12 +165,25 @@ class UnmaskRequest:
     signatures: tuple[tuple[int, bytes], ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class UnmaskResponse:
-    """Stage 3, client to server: one share per neighbour, of ``b`` or of ``s_sk``, never both."""
+    """Stage 3, client to server: one share per neighbour, of ``b`` or of ``s_sk``, never both.
+
+    In the exact noise mode (:mod:`fedprivacy.dp.noise_modes`) ``excess`` is the noise this
+    client removes from the sum, encoded like a masked input; ``None`` (and absent from the
+    encoding) otherwise.
+    """
 
     header: Header
     shares: tuple[tuple[int, ShareKind, bytes], ...]  # (owner, kind, serialised Share)
+    excess: np.ndarray | None = None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, UnmaskResponse):
+            return NotImplemented
+        a, b = self.excess, other.excess
+        same_excess = a is b if a is None or b is None else bool(np.array_equal(a, b))
+        return self.header == other.header and self.shares == other.shares and same_excess
 
 
 Message = (
@@ -214,9 +227,7 @@ def encode_message(message: Message) -> bytes:
     elif isinstance(message, ShareKeys | ShareDelivery):
         parts.append(pack_pairs(message.ciphertexts))
     elif isinstance(message, MaskedInput):
-        vec = message.vector
-        little = vec.astype(vec.dtype.newbyteorder("<"), copy=False)
-        parts += [struct.pack(">BI", vec.dtype.itemsize, vec.size), little.tobytes()]
+        parts += _vector_bytes(message.vector)
     elif isinstance(message, UnmaskRequest | ConsistencyRequest):
         parts.append(struct.pack(">I", len(message.aggregated)))
         parts += [struct.pack(">I", u) for u in message.aggregated]
@@ -228,7 +239,29 @@ def encode_message(message: Message) -> bytes:
         parts.append(struct.pack(">I", len(message.shares)))
         for owner, kind, share in message.shares:
             parts += [struct.pack(">IBH", owner, int(kind), len(share)), share]
+        if message.excess is not None:
+            parts += _vector_bytes(message.excess)
     return b"".join(parts)
+
+
+def _vector_bytes(vec: np.ndarray) -> list[bytes]:
+    """A vector's encoding: word size (1) | length (4) | little-endian words."""
+    little = vec.astype(vec.dtype.newbyteorder("<"), copy=False)
+    return [struct.pack(">BI", vec.dtype.itemsize, vec.size), little.tobytes()]
+
+
+def _read_vector(r: WireReader, what: str) -> np.ndarray:
+    """Inverse of :func:`_vector_bytes`: a read-only view of the message's bytes."""
+    itemsize = r.u8("word size")
+    if itemsize not in (4, 8):
+        raise MalformedMessageError(f"word size {itemsize} is not 4 or 8")
+    length = r.u32(f"{what} length")
+    start = r.offset
+    r.take_view(itemsize * length, what)
+    dtype = np.dtype(f"<u{itemsize}")
+    # no copy (byte-swapped only on big-endian hosts)
+    vector = np.frombuffer(r.data, dtype=dtype, count=length, offset=start)
+    return vector.astype(dtype.newbyteorder("="), copy=False)
 
 
 def decode_message(data: bytes) -> Message:
@@ -275,17 +308,7 @@ def decode_message(data: bytes) -> Message:
         cls = ShareKeys if kind is MessageKind.SHARE_KEYS else ShareDelivery
         message = cls(header, r.pairs("ciphertext"))
     elif kind is MessageKind.MASKED_INPUT:
-        itemsize = r.u8("word size")
-        if itemsize not in (4, 8):
-            raise MalformedMessageError(f"word size {itemsize} is not 4 or 8")
-        length = r.u32("vector length")
-        start = r.offset
-        r.take_view(itemsize * length, "vector")
-        dtype = np.dtype(f"<u{itemsize}")
-        # a read-only view of the message bytes, no copy (byte-swapped only on big-endian hosts)
-        vector = np.frombuffer(r.data, dtype=dtype, count=length, offset=start)
-        vector = vector.astype(dtype.newbyteorder("="), copy=False)
-        message = MaskedInput(header, vector)
+        message = MaskedInput(header, _read_vector(r, "vector"))
     elif kind in (MessageKind.UNMASK_REQUEST, MessageKind.CONSISTENCY_REQUEST):
         users = tuple(r.u32("user") for _ in range(r.count("users")))
         if kind is MessageKind.CONSISTENCY_REQUEST:
@@ -309,7 +332,8 @@ def decode_message(data: bytes) -> Message:
             except ValueError:
                 raise MalformedMessageError(f"unknown share kind {code}") from None
             shares.append((owner, share_kind, r.take(r.u16("share length"), "share")))
-        message = UnmaskResponse(header, tuple(shares))
+        excess = _read_vector(r, "excess") if r.offset < len(r.data) else None
+        message = UnmaskResponse(header, tuple(shares), excess)
     r.finish()
     return message
 

@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 from fedprivacy.crypto.keys import KEY_BYTES
 from fedprivacy.crypto.shamir import PRIME, Share, _lagrange_cached, combine_shares
 from fedprivacy.errors import ShamirError
-from fedprivacy.secagg.client import SEED_BYTES
 from fedprivacy.secagg.messages import ShareKind
+from fedprivacy.secagg.snapshot import SEED_BYTES
 
 __all__ = [
     "MAX_SUBSETS",

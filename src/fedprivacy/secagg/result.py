@@ -25,6 +25,9 @@ class AggregationResult:
         Whether the last entry of ``total`` is the total weight.
     seconds : dict of str to float
         Server time per stage.
+    excess_removed : tuple of int
+        The exact noise mode (:mod:`fedprivacy.dp.noise_modes`): the aggregated users whose
+        excess noise was subtracted from the sum (sorted).
 
     """
 
@@ -33,6 +36,7 @@ class AggregationResult:
     total: np.ndarray
     weighted: bool
     seconds: dict[str, float] = field(default_factory=dict)
+    excess_removed: tuple[int, ...] = ()
 
     @property
     def sum(self) -> np.ndarray:

@@ -87,6 +87,7 @@ class SecAggServer(ServerConsistency, RoundParty):
         self._input_senders: set[int] = set()  # U3, kept after the vectors are discarded
         # responder -> owner -> the kind and the parsed share
         self._responses: dict[int, dict[int, tuple[ShareKind, Share]]] = {}
+        self._excess: dict[int, np.ndarray] = {}  # exact noise mode: what each survivor removes
         self._aggregated: frozenset[int] = frozenset()
         self._asked: frozenset[int] = frozenset()
 
@@ -165,7 +166,10 @@ class SecAggServer(ServerConsistency, RoundParty):
             self._inputs[h.sender] = self._check_masked_input(msg)
             self._input_senders.add(h.sender)
         elif isinstance(msg, UnmaskResponse):
+            excess = self._check_excess(msg)
             self._responses[h.sender] = self._check_unmask_response(msg)
+            if excess is not None:
+                self._excess[h.sender] = excess
         self._timed(f"receive_{stage.name.lower()}", start)
 
     def _check_share_keys(self, msg: ShareKeys) -> None:
@@ -183,15 +187,27 @@ class SecAggServer(ServerConsistency, RoundParty):
         sender = msg.header.sender
         if sender not in self._shares:
             raise UnknownSenderError(f"{sender} sent an input without having shared its keys")
+        return self._check_vector(msg.vector, f"masked input of {sender}")
+
+    def _check_excess(self, msg: UnmaskResponse) -> np.ndarray | None:
+        """The excess noise an unmask response carries, checked (exact noise mode)."""
+        sender = msg.header.sender
+        if msg.excess is None:
+            return None
+        if sender not in self._aggregated:
+            raise ProtocolViolationError(f"{sender} is not aggregated: it has no excess to remove")
+        return self._check_vector(msg.excess, f"excess of {sender}")
+
+    def _check_vector(self, vec: np.ndarray, what: str) -> np.ndarray:
+        """``vec`` if it is a vector of the round's field, else a typed error naming ``what``."""
         p = self.params
-        vec = msg.vector
         if vec.dtype != p.codec.dtype or vec.shape != (p.vector_length,):
             raise MalformedMessageError(
-                f"masked input of {sender} has dtype {vec.dtype} and shape {vec.shape}; expected "
+                f"{what} has dtype {vec.dtype} and shape {vec.shape}; expected "
                 f"{p.codec.dtype} and ({p.vector_length},)"
             )
-        if p.codec.bits < 8 * vec.dtype.itemsize and int(vec.max()) >> p.codec.bits:
-            raise MalformedMessageError(f"masked input of {sender} exceeds 2**{p.codec.bits}")
+        if p.codec.bits < 8 * vec.dtype.itemsize and vec.size and int(vec.max()) >> p.codec.bits:
+            raise MalformedMessageError(f"{what} exceeds 2**{p.codec.bits}")
         return vec
 
     def _check_unmask_response(self, msg: UnmaskResponse) -> dict[int, tuple[ShareKind, Share]]:
@@ -391,12 +407,16 @@ class SecAggServer(ServerConsistency, RoundParty):
                 agreement = agree(private[v], self._keys[u].masking_key)
                 key = pairwise_mask_key(agreement, p, u, v)
                 expander.combine(acc, key, -pairwise_sign(u, v))  # undo u's application
+        removed = tuple(sorted(self._excess.keys() & self._aggregated))
+        for u in removed:  # the exact noise mode: the survivors' excess noise
+            np.subtract(acc, self._excess[u], out=acc)
         reduce(acc, p.codec.bits)
         total = p.codec.decode_sum(acc, len(aggregated))
         self._timed("unmask", start)
         self._inputs = {}
         self.stage = ServerStage.DONE
-        return AggregationResult(tuple(aggregated), acc, total, p.weighted, dict(self.seconds))
+        seconds = dict(self.seconds)
+        return AggregationResult(tuple(aggregated), acc, total, p.weighted, seconds, removed)
 
     # ------------------------------------------------------------------ the server's view
     def received_state(self) -> ReceivedState:
@@ -433,6 +453,11 @@ class SecAggServer(ServerConsistency, RoundParty):
 
         """
         return server_view(self.received_state())
+
+    @property
+    def excess(self) -> dict[int, np.ndarray]:
+        """The excess noise vectors received (exact noise mode), by sender: part of the view."""
+        return dict(self._excess)
 
     _recovery: SecretRecovery | None = None  # the unmasking's reconstruction, once it started
 

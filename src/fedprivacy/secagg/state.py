@@ -41,11 +41,12 @@ import struct
 from fedprivacy.crypto.keys import KEY_BYTES
 from fedprivacy.crypto.shamir import Share
 from fedprivacy.errors import InvalidKeyError, ShamirError
-from fedprivacy.secagg.client import SEED_BYTES, ClientSnapshot, ClientStage, SecAggClient
+from fedprivacy.secagg.client import SecAggClient
 from fedprivacy.secagg.consistency import ConsistencyCheck
 from fedprivacy.secagg.errors import MalformedMessageError, WrongRoundError
 from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.secagg.params_wire import params_digest
+from fedprivacy.secagg.snapshot import SEED_BYTES, ClientSnapshot, ClientStage
 from fedprivacy.wire import MessageFormat, WireReader
 
 __all__ = ["MAGIC", "VERSION", "dump_client", "load_client"]

@@ -20,6 +20,7 @@ from fedprivacy._validation import (
 )
 from fedprivacy.config import Config
 from fedprivacy.config_sections import (
+    DEFAULT_NOISE_MODE,
     DataSection,
     DPSection,
     LocalTrainingSection,
@@ -296,6 +297,10 @@ class UldpConfig(
         ParameterError
             Naming the first invalid field; an unknown method or dataset lists the valid names.
         """
+        if self.noise_mode != DEFAULT_NOISE_MODE:
+            raise ParameterError(
+                "noise_mode", "applies to FedAvg's distributed DP (train --dp distributed)"
+            )
         require_one_of("dataset", self.dataset, SILO_DATASETS)
         method_spec(self.method)  # lists the names
         require_one_of("distribution", self.distribution, DISTRIBUTIONS)

@@ -1,0 +1,55 @@
+"""``train --noise-mode exact``: the released noise is the target; the mode is refused elsewhere."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from fedprivacy.cli.main import main
+from fedprivacy.errors import ParameterError
+from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.flower.deploy_tasks import deploy_task
+from fedprivacy.flower.private_config import PrivateFedAvgConfig
+from fedprivacy.uldp.config import UldpConfig
+
+BASE = ["train", "-N", "16", "-K", "8", "-R", "6", "--secagg", "--dp", "distributed", "-q"]
+
+
+def _noise(out: Path) -> list[float]:
+    rows = csv.DictReader((out / "metrics.csv").open())
+    return [float(r["noise_multiplier"]) for r in rows if r["noise_multiplier"]]
+
+
+@pytest.mark.parametrize("mode", ["exact", "over-provisioned"])
+def test_train_reports_the_noise_really_released_in_either_mode(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, mode: str
+) -> None:
+    args = [*BASE, "-z", "1", "--noise-mode", mode, "--protocol-dropout", "0.2", "--json"]
+    assert main([*args, "--out", str(tmp_path)]) == 0
+    privacy = json.loads(capsys.readouterr().out)["privacy"]
+    assert privacy["noise_mode"] == mode
+    noise = _noise(tmp_path)
+    assert noise and min(noise) >= 1.0
+    if mode == "exact":  # no survivor keeps its excess unless it left before unmasking
+        assert min(noise) == pytest.approx(1.0, rel=1e-9)
+    else:  # over-provisioned for the threshold (5 of 8): more noise whenever more are summed
+        assert max(noise) > 1.05
+    assert f"noise mode {mode}" in (tmp_path / "privacy.md").read_text()
+
+
+def test_the_exact_mode_is_refused_where_no_party_can_remove_its_excess(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["train", "--dp", "central", "-z", "1", "--noise-mode", "exact", "-q"]) == 2
+    assert "--noise-mode: applies to distributed DP" in capsys.readouterr().err
+    exact = {"dp": "distributed", "noise_multiplier": 1.0, "secagg": True, "noise_mode": "exact"}
+    config = TrainConfig(users=6, per_round=6, **exact).validate()  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match="noise_mode.*Flower"):
+        deploy_task(config)  # the nodes' state between stages carries no removable noise
+    with pytest.raises(ParameterError, match="noise_mode.*Flower"):
+        PrivateFedAvgConfig(users=6, per_round=6, **exact).validate()  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match="noise_mode"):
+        UldpConfig(dataset="creditcard-synthetic", noise_mode="exact").validate()
