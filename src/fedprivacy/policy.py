@@ -22,6 +22,10 @@ field                  meaning (the adversary: a server that lies about the para
 ``batch_size``         T of batch partitioning: the aggregated set must be a union of whole
                        batches ``{bT, ..., bT + T - 1}`` of the round's parties
 ``allow_plaintext``    answer a plaintext (unmasked) round; never by default
+``noise_mode``         how the party's noise survives dropouts (:mod:`fedprivacy.dp.
+                       noise_modes`): ``over-provisioned`` (its floor for the threshold alone)
+                       or ``exact`` (removable excess; only with the consistency check, i.e.
+                       ``signing_key`` and ``roster``); a request in the other mode is refused
 ``epsilon_budget``     optional: the party stops contributing once its own epsilon at
                        ``delta`` (its rounds composed at its own noise floor, RDP, no
                        amplification: the server knows the sample) would exceed it
@@ -59,6 +63,8 @@ from typing import Any
 
 from fedprivacy._validation import require_int
 from fedprivacy.config import Config
+from fedprivacy.config_sections import DEFAULT_NOISE_MODE
+from fedprivacy.dp.noise_modes import NOISE_MODES
 from fedprivacy.errors import ParameterError, PolicyViolationError
 
 __all__ = ["DEFAULT_MIN_KEY_BITS", "PartyPolicy", "batches_of", "majority"]
@@ -103,6 +109,7 @@ class PartyPolicy(Config):
     allow_test_keys: bool = False
     batch_size: int = 1
     allow_plaintext: bool = False
+    noise_mode: str = DEFAULT_NOISE_MODE
     epsilon_budget: float | None = None
     delta: float | None = None
     signing_key: str = ""
@@ -119,6 +126,7 @@ class PartyPolicy(Config):
             require_int("min_threshold", self.min_threshold, minimum=2)
         require_int("min_key_bits", self.min_key_bits, minimum=512)
         require_int("batch_size", self.batch_size, minimum=1)
+        NOISE_MODES.lookup(self.noise_mode)
         if (self.epsilon_budget is None) != (self.delta is None):
             raise ParameterError("epsilon_budget", "and delta go together")
         if self.epsilon_budget is not None and self.noise_multiplier is None:

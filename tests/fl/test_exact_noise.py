@@ -36,7 +36,7 @@ from fedprivacy.secagg.messages import (
 )
 from fedprivacy.secagg.server import SecAggServer
 from fedprivacy.secagg.snapshot import ClientStage
-from fedprivacy.secagg.state import dump_client
+from fedprivacy.secagg.state import dump_client, load_client
 
 Z, CLIP, N, DIM, SEED = 1.0, 1.0, 20, 4000, 3
 STAGES = (Stage.ADVERTISE_KEYS, Stage.SHARE_KEYS, Stage.MASKED_INPUT)
@@ -229,11 +229,17 @@ def test_a_server_that_lies_about_the_survivors_gets_no_excess() -> None:
     assert r.clients[2].stage is ClientStage.MASKED  # nothing revealed, no excess sent
 
 
-def test_the_excess_travels_on_the_wire_and_a_bad_one_is_a_typed_error() -> None:
+def test_the_excess_survives_the_state_and_the_wire_and_a_bad_one_is_a_typed_error() -> None:
     r = Stepped()
-    with pytest.raises(ParameterError, match="not persisted"):
-        dump_client(r.clients[3])  # removable noise never leaves the process as state
+    # a node's state between stages carries the components: the restored client removes the same
+    state = dump_client(r.clients[3])
+    restored = load_client(r.plan.params, state, user=3, consistency=r.checks[3])
+    with pytest.raises(MalformedMessageError):
+        load_client(r.plan.params, state[:-1], user=3, consistency=r.checks[3])
     reply = r.clients[3].unmask(r.requests[3])
+    again = restored.unmask(r.requests[3])
+    assert again.excess is not None and reply.excess is not None
+    assert np.array_equal(again.excess, reply.excess)
     assert reply.excess is not None and reply.excess.shape == (r.plan.params.vector_length,)
     data = encode_message(reply)
     assert decode_message(data) == reply

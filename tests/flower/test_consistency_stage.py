@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from fedprivacy.crypto.signing import Roster
 from fedprivacy.experiments.training_config import TrainConfig
@@ -20,6 +21,7 @@ from fedprivacy.flower.node_auth import generate_node_keys
 from fedprivacy.flower.node_policy import training_policy
 from fedprivacy.flower.reference import max_abs_error, simulate
 from fedprivacy.flower.run import run_deployed
+from fedprivacy.flower.stages import Stage
 from fedprivacy.flower.transport import InProcessTransport
 from fedprivacy.participation.audit import audit_ledger
 from fedprivacy.participation.ledger import ParticipationLedger
@@ -39,11 +41,11 @@ CONFIG = TrainConfig(
 )
 
 
-def _signed_nodes(tmp_path: Path) -> tuple[dict[int, Node], Roster]:
+def _signed_nodes(tmp_path: Path, config: TrainConfig = CONFIG) -> tuple[dict[int, Node], Roster]:
     keys = generate_node_keys(tmp_path / "keys", range(USERS))
     roster = Roster({u: k.public.read_text() for u, k in keys.items()})
     (tmp_path / "roster.toml").write_text(roster.to_toml())
-    policy = training_policy(CONFIG)
+    policy = training_policy(config)
     nodes = {
         u: Node(
             u,
@@ -106,3 +108,25 @@ def test_a_node_refuses_to_sign_a_partial_batch(tmp_path: Path) -> None:
     refused = [e for e in _events(run_dir) if e["event"] == "node_refused"]
     assert {e["stage"] for e in refused} == {"consistency"}
     assert {e["detail"].split(":")[0] for e in refused} == {"batch_size"}
+
+
+def test_nodes_in_the_exact_noise_mode_release_exactly_the_target(tmp_path: Path) -> None:
+    """Each node keeps its components in its state from the mask to the unmask stage (its
+    ClientApp may run in a new process for each) and removes the excess the sum does not need:
+    6 summed hold the target, not the sqrt(6 / 4) of the over-provisioned mode."""
+    config = CONFIG.with_overrides(
+        dp="distributed", noise_multiplier=1.0, clip=0.5, noise_mode="exact"
+    )
+    nodes, roster = _signed_nodes(tmp_path, config)
+    assert all(n.policy.noise_mode == "exact" for n in nodes.values())
+    transport = InProcessTransport(nodes, {1: {0: Stage.UNMASK}})  # 0 submits, then leaves
+    run_dir = tmp_path / "run"
+    summary = run_deployed(config, transport, run_dir, signers=roster)
+    assert summary["rounds_aggregated"] == 2 and summary["privacy"]["noise_mode"] == "exact"
+    rounds = [e for e in _events(run_dir) if e["event"] == "round"]
+    assert [len(r["aggregated"]) for r in rounds] == [6, 6]
+    lines = (run_dir / "metrics.csv").read_text().splitlines()[1:]
+    noise = [float(line.rsplit(",", 1)[1]) for line in lines]
+    assert noise[0] == pytest.approx(1.0, rel=1e-9)
+    # user 0 kept 1 of its 2 components and left: its excess stayed (7 draws), and is accounted
+    assert noise[1] == pytest.approx((7 / 6) ** 0.5, rel=1e-9)

@@ -195,3 +195,39 @@ def test_a_node_reads_its_policy_from_its_own_configuration(tmp_path: Path) -> N
     reply = answer_request(config, {"stage": "hello"}, {})
     assert reply["error"] == "ParameterError"
     assert reply["detail"].startswith(f"{path}: clip:")  # the operator's file, named
+
+
+def test_a_node_adds_noise_only_in_its_own_mode_and_the_exact_one_only_with_the_check(
+    tmp_path: Path,
+) -> None:
+    """Against a server that lies about the noise mode: each node decides its own."""
+    from fractions import Fraction
+
+    from fedprivacy.crypto.fixed_point import FixedPointCodec
+    from fedprivacy.crypto.signing import Roster
+    from fedprivacy.flower.node_auth import generate_node_keys
+    from fedprivacy.flower.node_policy import check_secure_round, party_draw
+    from fedprivacy.secagg.params import SecAggParameters
+
+    params = SecAggParameters.create(bytes(16), 0, range(12), 50, FixedPointCodec(1.0, 2.0**16, 32))
+    keys = generate_node_keys(tmp_path / "keys", range(12))
+    (tmp_path / "roster.toml").write_text(
+        Roster({u: k.public.read_text() for u, k in keys.items()}).to_toml()
+    )
+    signed = {"signing_key": str(keys[0].private), "roster": str(tmp_path / "roster.toml")}
+    over = PartyPolicy(noise_multiplier=1.0, clip=1.0, **signed)  # type: ignore[arg-type]
+    exact = over.with_overrides(noise_mode="exact")
+    big = "exact:" + str(10**12)
+    with pytest.raises(PolicyViolationError, match="noise_mode"):
+        check_secure_round(over, params, big, {})  # more variance, but removable
+    with pytest.raises(PolicyViolationError, match="noise_mode"):
+        check_secure_round(exact, params, str(10**12), {})
+    with pytest.raises(PolicyViolationError, match="noise_mode.*consistency"):
+        check_secure_round(PartyPolicy(noise_mode="exact"), params, big, {})
+    with pytest.raises(PolicyViolationError, match="noise_multiplier"):
+        check_secure_round(exact, params, "exact:1", {})  # below the node's own floor
+    assert check_secure_round(exact, params, big, {}) == big
+    draw = party_draw(params, big)  # components and total from the round's own parameters
+    assert draw is not None and draw.variance == Fraction(10**12)
+    assert (draw.components, draw.kept_total) == (-(-12 // params.threshold), 12)
+    assert party_draw(params, "") is None

@@ -292,11 +292,11 @@ def test_the_signed_set_survives_the_state_bytes() -> None:
     asked = r.server.start_consistency(ROSTER)
     c = r.clients[0]
     unsigned = dump_client(c)
-    assert unsigned[-1] == 1
+    assert unsigned[-2:] == bytes([1, 0])  # the check on, no removable noise
     restored = load_client(r.params, unsigned, user=0, consistency=CHECKS[0])
     r.server.receive(restored.sign_survivors(asked[0]))
     signed = dump_client(restored)
-    assert signed[-41:] == bytes([2]) + struct.pack(">10I", 9, *range(9))
+    assert signed[-42:] == bytes([2]) + struct.pack(">10I", 9, *range(9)) + bytes([0])
     again = load_client(r.params, signed, user=0, consistency=CHECKS[0])
     assert dump_client(again) == signed  # canonical
     everyone = ConsistencyRequest(asked[0].header, tuple(range(N)))
@@ -320,17 +320,20 @@ def test_the_signed_set_survives_the_state_bytes() -> None:
 def test_the_signed_set_is_parsed_strictly() -> None:
     r = Round()
     r.sign()
-    data = dump_client(r.clients[4])
+    full = dump_client(r.clients[4])
+    assert full[-1] == 0  # no removable noise
+    data, tail = full[:-1], full[-1:]
     params = r.params
-    for end in range(len(data) - 45, len(data)):
+    for end in range(len(full) - 46, len(full)):
         with pytest.raises(MalformedMessageError):
-            load_client(params, data[:end], consistency=CHECKS[4])
+            load_client(params, full[:end], consistency=CHECKS[4])
     bad = {
-        "flag": data[:-45] + bytes([3]) + data[-44:],
-        "order": data[:-8] + data[-4:] + data[-8:-4],
-        "empty": data[:-45] + bytes([2]) + struct.pack(">I", 0),
-        "stranger": data[:-4] + struct.pack(">I", 99),
-        "trailing": data + b"\x00",
+        "flag": data[:-45] + bytes([3]) + data[-44:] + tail,
+        "order": data[:-8] + data[-4:] + data[-8:-4] + tail,
+        "empty": data[:-45] + bytes([2]) + struct.pack(">I", 0) + tail,
+        "stranger": data[:-4] + struct.pack(">I", 99) + tail,
+        "trailing": full + b"\x00",
+        "noise flag": data + bytes([2]),
     }
     for what, mutated in bad.items():
         with pytest.raises(MalformedMessageError):
@@ -342,7 +345,7 @@ def test_the_signed_set_is_parsed_strictly() -> None:
         server.receive(c.advertise_keys())
     rosters = server.finish_keys()
     fresh[4].share_keys(rosters[4])
-    early = dump_client(fresh[4])[:-1] + data[-45:]  # a signed set in stage SHARED
+    early = dump_client(fresh[4])[:-2] + data[-45:] + tail  # a signed set in stage SHARED
     with pytest.raises(MalformedMessageError, match="signed aggregated set in stage SHARED"):
         load_client(params, early, consistency=CHECKS[4])
 

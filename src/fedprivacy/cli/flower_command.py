@@ -108,6 +108,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         dp=args.dp,
         noise_multiplier=args.noise_multiplier,
         clip=args.clip,
+        noise_mode=args.noise_mode,
         seed=args.seed,
         dropout=0.0,
         trainer="loop",
@@ -254,6 +255,11 @@ _DEPLOY_OPTIONS = (
     Use("dp", help="none (default), central or distributed"),
     Use("noise_multiplier", help="with --dp"),
     Use("clip", help="with --dp: L2 bound (default 1)"),
+    Use(
+        "noise_mode",
+        help="with --dp distributed: over-provisioned (default) or exact (needs "
+        "node authentication, for the consistency check)",
+    ),
     "seed",
     Use("config", help="a TOML file of TrainConfig keys"),
     "tls",

@@ -125,6 +125,8 @@ class TrainConfig(
         label = names.get(self.scheme, self.scheme)
         if self.scheme == "multiround":
             label = f"Multi-RoundSecAgg, T={self.target_privacy}"
+        if self.protocol_dropout:
+            label += f", {self.protocol_dropout:.0%} drop out in the protocol"
         if self.noise_mode != DEFAULT_NOISE_MODE:
             label += f", {self.noise_mode} noise"
         if self.epsilon_budget is not None:

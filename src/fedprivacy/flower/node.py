@@ -22,12 +22,10 @@ import functools
 import logging
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from fedprivacy.dp.noise_modes import NoiseDraw
 from fedprivacy.errors import FedPrivacyError, ParameterError
 from fedprivacy.flower.identity import signed_hello
 from fedprivacy.flower.node_policy import (
@@ -38,6 +36,7 @@ from fedprivacy.flower.node_policy import (
     check_unmask_request,
     consistency_check,
     parse_training,
+    party_draw,
 )
 from fedprivacy.flower.stages import (
     Record,
@@ -298,8 +297,7 @@ class Node(StageHandler):
         }
         if client.params.weighted:
             kw["weight"] = float(decode_array(state["weight"], np.float64)[0])
-        if state["noise"]:
-            kw["noise"] = NoiseDraw(Fraction(state["noise"].decode()))
+        kw["noise"] = party_draw(client.params, state["noise"].decode())
         return self._step(state, lambda c: c.masked_input(message, values, **kw), client)
 
     def _consistency(self, request: Record, state: dict[str, bytes]) -> Record:

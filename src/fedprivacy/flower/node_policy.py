@@ -23,14 +23,16 @@ noise_multiplier
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from fedprivacy.config_sections import DEFAULT_NOISE_MODE
 from fedprivacy.crypto.signing import Roster, SigningKey
-from fedprivacy.dp.party_noise import PartyNoise
-from fedprivacy.errors import ParameterError, PolicyViolationError
+from fedprivacy.dp.noise_modes import NOISE_MODES, NoiseDraw
+from fedprivacy.dp.party_noise import PartyNoise, RoundNoise
+from fedprivacy.errors import PolicyViolationError
+from fedprivacy.flower.noise_request import parse_noise_request
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg.consistency import ConsistencyCheck
 from fedprivacy.secagg.errors import MalformedMessageError
@@ -49,6 +51,7 @@ __all__ = [
     "check_unmask_request",
     "consistency_check",
     "parse_training",
+    "party_draw",
     "spend_budget",
     "training_policy",
 ]
@@ -77,6 +80,7 @@ def training_policy(config: TrainConfig) -> PartyPolicy:
         clip=(1.0 if config.clip is None else config.clip) if dp else None,
         batch_size=batch_size_of(config),
         allow_plaintext=not config.secagg,
+        noise_mode=config.noise_mode,
     )
 
 
@@ -151,25 +155,6 @@ def spend_budget(policy: PartyPolicy, state: dict[str, bytes]) -> None:
     state["spent"] = str(spent + 1).encode()
 
 
-def require_deployable_noise(noise_mode: str) -> None:
-    """Refuse a noise mode a Flower node cannot run (only the over-provisioned one runs).
-
-    The exact mode (:mod:`fedprivacy.dp.noise_modes`) keeps removable noise on the node from
-    the masked input to the unmask reply; a node's state between stages does not carry it yet.
-
-    Raises
-    ------
-    ParameterError
-        Naming ``noise_mode``.
-    """
-    if noise_mode != DEFAULT_NOISE_MODE:
-        raise ParameterError(
-            "noise_mode",
-            f"{noise_mode!r} runs in one process (fedprivacy train); the nodes of a Flower "
-            f"deployment add {DEFAULT_NOISE_MODE} noise",
-        )
-
-
 def check_secure_round(
     policy: PartyPolicy, params: SecAggParameters, noise: str, state: dict[str, bytes]
 ) -> str:
@@ -177,41 +162,67 @@ def check_secure_round(
 
     The threshold must reach the policy's minimum, and one more round must fit the party's
     epsilon budget (:func:`spend_budget`, which counts it). A node with a noise floor
-    computes, from the round's own codec, threshold and dimension, the variance its floor needs
-    on the grid (:meth:`~fedprivacy.dp.party_noise.PartyNoise.round_noise` with its own noise
-    multiplier and clip) and refuses a request for less; it adds the variance requested (at
-    least that).
+    computes, from the round's own codec, threshold, parties and dimension, the variance its
+    floor needs on the grid in its own noise mode (:meth:`~fedprivacy.dp.party_noise.PartyNoise.
+    round_noise` with its own noise multiplier, clip and mode) and refuses a request for less or
+    in another mode; it adds the variance requested (at least that). The exact mode also needs
+    the node's consistency check.
 
     Raises
     ------
     PolicyViolationError
-        Naming ``threshold``, ``epsilon_budget`` or ``noise_multiplier``.
+        Naming ``threshold``, ``epsilon_budget``, ``noise_multiplier`` or ``noise_mode``.
     MalformedMessageError
-        If ``noise`` is not a number.
+        If ``noise`` is not a noise request (:mod:`fedprivacy.flower.noise_request`).
     """
     policy.check_threshold(params.threshold, params.min_holders)
     spend_budget(policy, state)
+    requested = parse_noise_request(noise)
+    mode = requested[0] if requested is not None else policy.noise_mode
+    if mode != DEFAULT_NOISE_MODE and consistency_check(policy) is None:
+        raise PolicyViolationError(
+            "noise_mode", f"{mode} noise needs this node's consistency check (signing_key, roster)"
+        )
     if policy.noise_multiplier is None:
         return noise
-    assert policy.clip is not None
-    floor = (
-        PartyNoise(policy.noise_multiplier, policy.clip)
-        .round_noise(params.codec, policy.clip, params.threshold, params.dimension)
-        .variance
-    )
-    try:
-        requested = Fraction(noise) if noise else None
-    except (ValueError, ZeroDivisionError):
-        raise MalformedMessageError(f"the noise variance {noise!r} is not a number") from None
-    if requested is None or requested < floor:
-        asked = "no noise" if requested is None else f"a variance of {float(requested):.6g}"
+    if requested is not None and mode != policy.noise_mode:
+        raise PolicyViolationError(
+            "noise_mode", f"{mode} noise requested; this party adds {policy.noise_mode} noise"
+        )
+    floor = _round_noise(policy, params).variance
+    if requested is None or requested[1] < floor:
+        asked = "no noise" if requested is None else f"a variance of {float(requested[1]):.6g}"
         raise PolicyViolationError(
             "noise_multiplier",
             f"{asked} on the grid requested; this party's floor (noise multiplier "
-            f"{policy.noise_multiplier:g}, clip {policy.clip:g}, threshold {params.threshold}) "
-            f"needs {float(floor):.6g}",
+            f"{policy.noise_multiplier:g}, clip {policy.clip:g}, threshold {params.threshold}, "
+            f"{policy.noise_mode}) needs {float(floor):.6g}",
         )
     return noise
+
+
+def _round_noise(policy: PartyPolicy, params: SecAggParameters) -> RoundNoise:
+    """The round's noise at the party's own floor (noise multiplier, clip, mode)."""
+    assert policy.noise_multiplier is not None and policy.clip is not None
+    party = PartyNoise(policy.noise_multiplier, policy.clip, policy.noise_mode)
+    n = len(params.participants)
+    return party.round_noise(params.codec, policy.clip, params.threshold, params.dimension, n)
+
+
+def party_draw(params: SecAggParameters, noise: str) -> NoiseDraw | None:
+    """What the node adds for the checked request ``noise``: its variance, in its mode.
+
+    In the exact mode the components to draw and the total to keep come from the round's own
+    parameters (``ceil(n / t)`` and ``n``), never from the server.
+    """
+    requested = parse_noise_request(noise)
+    if requested is None:
+        return None
+    mode, variance = requested
+    plan = NOISE_MODES.lookup(mode)(
+        variance, threshold=params.threshold, parties=len(params.participants)
+    )
+    return dataclasses.replace(plan, variance=variance)
 
 
 def check_unmask_request(policy: PartyPolicy, params: SecAggParameters, message: bytes) -> None:

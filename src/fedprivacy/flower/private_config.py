@@ -29,7 +29,6 @@ from fedprivacy.config_sections import DPSection, SchemeSection, SecureAggregati
 from fedprivacy.dp._checks import require_delta
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.mechanism import Mechanism, make_mechanism
-from fedprivacy.flower.node_policy import require_deployable_noise
 from fedprivacy.participation.selectors import SCHEMES, validate_batch_parameters
 from fedprivacy.secagg.multiround import parse_batch_policy
 from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD
@@ -120,7 +119,6 @@ run config
                 "distributed DP is added by the nodes inside secure aggregation (secagg = true)",
             )
         self.mechanism()
-        require_deployable_noise(self.noise_mode)
         if self.delta is not None:
             require_delta("delta", self.delta)
         return self
@@ -128,7 +126,10 @@ run config
     def mechanism(self) -> Mechanism:
         """The DP mechanism (validates ``dp``, ``noise_multiplier`` and ``clip``)."""
         return make_mechanism(
-            self.dp or "none", noise_multiplier=self.noise_multiplier, clip=self.clip
+            self.dp or "none",
+            noise_multiplier=self.noise_multiplier,
+            clip=self.clip,
+            noise_mode=self.noise_mode,
         )
 
     @property

@@ -41,6 +41,7 @@ from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.flower.arrays import ArrayLayout
 from fedprivacy.flower.exchange import StageExchange
 from fedprivacy.flower.mod import ARRAYS, CONFIG, MOD_WIRE
+from fedprivacy.flower.noise_request import noise_request
 from fedprivacy.flower.private_config import PrivateFedAvgConfig
 from fedprivacy.flower.private_result import PrivateFedAvgResult, PrivateRound, RosterError
 from fedprivacy.flower.secure_round import SecureRound
@@ -129,7 +130,7 @@ class _RemoteFedAvg(Algorithm[PrivateRound]):
         first = {
             **self._request(r, users),
             "params": encode_params(plan.params),
-            "noise": "" if plan.noise is None else str(plan.noise.variance),
+            "noise": noise_request(agg.party_noise, plan.noise),
         }
         secure = SecureRound(self.exchange, agg, plan, self.batch_size, self.signers)
         return secure.run(dict.fromkeys(users, first))

@@ -31,6 +31,7 @@ from fedprivacy.fl.engine import FederatedTraining
 from fedprivacy.fl.secure_aggregation import SecureAggregator, SecureRoundPlan
 from fedprivacy.flower.exchange import BeforeStage, StageExchange
 from fedprivacy.flower.lying_server import forge_config, forge_params
+from fedprivacy.flower.noise_request import noise_request
 from fedprivacy.flower.secure_round import SecureRound
 from fedprivacy.flower.stages import Record, Stage, decode_array, encode_array
 from fedprivacy.flower.transport import Transport
@@ -181,7 +182,7 @@ class DeployedTraining(FederatedTraining):
         first = {
             **self._requests(r, selected),
             "params": encode_params(plan.params),
-            "noise": "" if plan.noise is None else str(plan.noise.variance),
+            "noise": noise_request(agg.party_noise, plan.noise),
         }
         first["noise"] = forge.get("noise", first["noise"])
         if "plaintext" in forge:  # a lying server asks for the update in the clear

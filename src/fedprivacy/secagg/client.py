@@ -125,8 +125,6 @@ class SecAggClient(RoundParty):
     # ------------------------------------------------------------------ persistence
     def _snapshot(self) -> ClientSnapshot:
         """The state kept between stages (see :func:`fedprivacy.secagg.state.dump_client`)."""
-        if self._noise is not None:
-            raise ParameterError("noise", "removable noise (the exact mode) is not persisted")
         return ClientSnapshot(
             self.user,
             self.stage,
@@ -138,6 +136,7 @@ class SecAggClient(RoundParty):
             dict(self.seconds),
             self._check is not None,
             self._signed,
+            self._noise,
         )
 
     @classmethod
@@ -158,6 +157,7 @@ class SecAggClient(RoundParty):
         client._neighbour_keys = dict(snapshot.neighbour_keys)
         client._held = dict(snapshot.held)
         client.seconds = dict(snapshot.seconds)
+        client._noise = snapshot.noise
         return client
 
     # ------------------------------------------------------------------ helpers

@@ -8,8 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
 from fedprivacy.crypto.shamir import Share
+
+if TYPE_CHECKING:
+    from fedprivacy.dp.noise_modes import NoiseDraw
+    from fedprivacy.dp.party_noise import Components
 
 __all__ = ["SEED_BYTES", "ClientSnapshot", "ClientStage"]
 
@@ -55,6 +60,9 @@ class ClientSnapshot:
     signed : tuple of int or None
         The aggregated set the client signed in the consistency check, ascending.
 
+    noise : tuple of (NoiseDraw, list of int vectors) or None
+        The exact noise mode, from the masked input to the unmask reply: the draw and the
+        components the client added (secret: they remove its noise).
     """
 
     user: int
@@ -67,3 +75,4 @@ class ClientSnapshot:
     seconds: dict[str, float]
     consistency: bool = False
     signed: tuple[int, ...] | None = None
+    noise: tuple[NoiseDraw, Components] | None = None

@@ -12,6 +12,7 @@ Under Flower a node's ClientApp may run in a fresh process for each stage of the
     | timing count (4) | (name length (2) | stage name (UTF-8) | seconds (f64))...
     | consistency check (1: 0 off, 1 on, 2 on and signed)
     | if signed: count (4) | user (4)...  (the aggregated set it signed, strictly ascending)
+    | removable noise (:mod:`fedprivacy.secagg.state_noise`; one zero byte without)
 
 The private keys are raw X25519 scalars, the shares :meth:`Share.to_bytes
 <fedprivacy.crypto.shamir.Share.to_bytes>`; neighbours and owners are strictly ascending. The
@@ -47,6 +48,7 @@ from fedprivacy.secagg.errors import MalformedMessageError, WrongRoundError
 from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.secagg.params_wire import params_digest
 from fedprivacy.secagg.snapshot import SEED_BYTES, ClientSnapshot, ClientStage
+from fedprivacy.secagg.state_noise import noise_bytes, read_noise
 from fedprivacy.wire import MessageFormat, WireReader
 
 __all__ = ["MAGIC", "VERSION", "dump_client", "load_client"]
@@ -88,7 +90,7 @@ def dump_client(client: SecAggClient) -> bytes:
     >>> advert = client.advertise_keys()
     >>> data = dump_client(client)
     >>> data[:4], len(data)
-    (b'FPSS', 199)
+    (b'FPSS', 200)
     """
     snap = client._snapshot()
     p = client.params
@@ -121,6 +123,7 @@ def dump_client(client: SecAggClient) -> bytes:
         parts.append(bytes([int(snap.consistency)]))
     else:
         parts += [bytes([2]), struct.pack(f">I{len(snap.signed)}I", len(snap.signed), *snap.signed)]
+    parts += noise_bytes(snap.noise)
     return b"".join(parts)
 
 
@@ -186,6 +189,7 @@ def _parse(data: bytes) -> tuple[bytes, int, bytes, ClientSnapshot]:
             raise MalformedMessageError(f"bad timing {name!r}: {value!r}")
         seconds[name] = value
     consistency, signed = _signed_set(r)
+    noise = read_noise(r)
     r.finish()
     if stage <= ClientStage.ADVERTISED and neighbour_keys:
         raise MalformedMessageError(f"neighbour keys before the roster (stage {stage.name})")
@@ -197,8 +201,10 @@ def _parse(data: bytes) -> tuple[bytes, int, bytes, ClientSnapshot]:
         raise MalformedMessageError("shares held from users that are not neighbours")
     if signed is not None and stage < ClientStage.MASKED:
         raise MalformedMessageError(f"a signed aggregated set in stage {stage.name}")
+    if noise is not None and stage is not ClientStage.MASKED:
+        raise MalformedMessageError(f"removable noise in stage {stage.name}")
     snap = ClientSnapshot(
-        user, stage, enc, mask, seed, neighbour_keys, held, seconds, consistency, signed
+        user, stage, enc, mask, seed, neighbour_keys, held, seconds, consistency, signed, noise
     )
     return session_id, round_index, digest, snap
 
@@ -288,6 +294,8 @@ def load_client(
         raise MalformedMessageError("neighbours or shares do not match this user's")
     if not set(snap.signed or ()) <= set(params.participants):
         raise MalformedMessageError("the signed set names users who are not participants")
+    if snap.noise is not None and any(len(c) != params.dimension for c in snap.noise[1]):
+        raise MalformedMessageError("the kept noise does not have the round's dimension")
     try:
         return SecAggClient._restore(params, snap, consistency)
     except InvalidKeyError as exc:  # pragma: no cover - every 32-byte string is a valid key
