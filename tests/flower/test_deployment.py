@@ -233,7 +233,7 @@ def test_a_supernode_whose_key_was_not_registered_is_refused(
     with LocalDeployment(tmp_path / "run") as dep:
         dep.start_superlink(node_auth=True)
         dep.write_flower_config()
-        dep.register_supernode(keys[0])
+        dep.register_supernodes([keys[0]])
         dep.start_supernode(0, keys=keys[0])
         stranger = dep.start_supernode(1, keys=keys[1])  # valid key pair, never registered
         deadline = time.monotonic() + 60

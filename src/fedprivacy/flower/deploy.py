@@ -64,9 +64,9 @@ def _start_nodes(
         dep.env["FEDPRIVACY_DATA"] = str(Path(data_dir).resolve())
     dep.start_superlink(simulation=simulation, node_auth=node_auth)
     dep.write_flower_config(supernodes if simulation else None)
+    if node_auth and not simulation:
+        dep.register_supernodes(files.keys[u] for u in range(supernodes))
     for u in range(0 if simulation else supernodes):
-        if node_auth:
-            dep.register_supernode(files.keys[u])
         fault = node_fault(faults, u)
         policy = (files.policies / f"node-{u}.toml").resolve()
         node_config = f'{task.node_config(u)} {POLICY_KEY}="{policy}"'

@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -152,7 +153,7 @@ class LocalDeployment:
 
         ``simulation`` starts it with Flower's simulation runtime (Ray): ``flwr run`` then runs
         the app on virtual SuperNodes inside it (:meth:`write_flower_config` sets how many).
-        ``node_auth`` admits only the SuperNodes registered with :meth:`register_supernode`.
+        ``node_auth`` admits only the SuperNodes registered with :meth:`register_supernodes`.
         """
         args = [_bin("flower-superlink"), "--host", "127.0.0.1", "--port", str(self.port)]
         args += ["--disable-runtime-dependency-installation"]
@@ -179,17 +180,41 @@ class LocalDeployment:
             time.sleep(0.2)
         raise DeploymentError(f"the SuperLink did not listen within {timeout:.0f} s")
 
-    def register_supernode(self, keys: NodeKeys, timeout: float = 60.0) -> None:
-        """Register a SuperNode's public key with the SuperLink (``flwr supernode register``).
+    def register_supernodes(self, keys: Iterable[NodeKeys], timeout: float = 60.0) -> None:
+        """Register SuperNodes' public keys with the SuperLink (``flwr supernode register``).
 
+        One ``flwr`` process a key, all at once (each spends about a second importing flwr).
         Needs :meth:`write_flower_config` first (the Control API connection).
+
+        Raises
+        ------
+        DeploymentError
+            If a registration fails or takes more than ``timeout`` seconds (all are stopped).
         """
-        args = [_bin("flwr"), "supernode", "register", str(keys.public), "fedprivacy"]
-        done = subprocess.run(args, env=self.env, capture_output=True, timeout=timeout, check=False)
-        if done.returncode != 0:
-            raise DeploymentError(
-                f"flwr supernode register failed: {done.stdout.decode(errors='replace')[-500:]}"
+        procs = [
+            subprocess.Popen(
+                [_bin("flwr"), "supernode", "register", str(k.public), "fedprivacy"],
+                env=self.env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
             )
+            for k in keys
+        ]
+        deadline = time.monotonic() + timeout
+        try:
+            for proc in procs:
+                out, _ = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+                if proc.returncode != 0:
+                    raise DeploymentError(
+                        f"flwr supernode register failed: {out.decode(errors='replace')[-500:]}"
+                    )
+        except subprocess.TimeoutExpired:
+            raise DeploymentError(f"flwr supernode register took over {timeout:.0f} s") from None
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
 
     def start_supernode(
         self,
