@@ -44,3 +44,15 @@ def test_the_exact_mode_is_refused_where_no_party_adds_distributed_noise(
     assert "--noise-mode: applies to distributed DP" in capsys.readouterr().err
     with pytest.raises(ParameterError, match="noise_mode"):
         UldpConfig(dataset="creditcard-synthetic", noise_mode="exact").validate()
+
+
+@pytest.mark.parametrize("transport", ["--no-tls", "--simulation"])
+def test_flower_deploy_refuses_the_exact_mode_without_node_authentication(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, transport: str
+) -> None:
+    """The nodes' consistency check needs their keys: refused before any process starts."""
+    args = ["flower", "deploy", "-N", "6", "--secagg", "--dp", "distributed", "-z", "1"]
+    out = tmp_path / "run"
+    assert main([*args, "--noise-mode", "exact", transport, "--out", str(out)]) == 2
+    assert "--noise-mode: exact needs node authentication" in capsys.readouterr().err
+    assert not out.exists()

@@ -95,6 +95,7 @@ def check_deploy_options(
     if node_auth and not tls:
         raise ParameterError("--node-auth", "SuperNode authentication needs TLS (drop --no-tls)")
     tls = tls and not simulation
+    task.check_node_auth(node_auth)
     parse_forge(faults.forge, task.forges)
     return faults, node_auth, tls
 

@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from fedprivacy._registry import Registry
+from fedprivacy.config_sections import DEFAULT_NOISE_MODE
+from fedprivacy.errors import ParameterError
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.uldp.config import UldpConfig
@@ -68,6 +70,9 @@ class DeployTask(ABC):
     def compare(self, run_dir: Path) -> dict[str, Any]:
         """The comparison with the in-process computation (merged into the summary)."""
 
+    def check_node_auth(self, node_auth: bool) -> None:  # noqa: B027 (optional hook)
+        """Refuse, before any process starts, a task that needs node authentication without it."""
+
     def preflight(self) -> None:  # noqa: B027 (an optional hook: nothing by default)
         """Checks that need the data, run just before any process starts (none by default)."""
 
@@ -84,6 +89,15 @@ class FedAvgTask(DeployTask):
 
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
+
+    def check_node_auth(self, node_auth: bool) -> None:
+        """The exact noise mode needs the nodes' consistency check, which node keys give."""
+        if self.config.noise_mode != DEFAULT_NOISE_MODE and not node_auth:
+            raise ParameterError(
+                "--noise-mode",
+                f"{self.config.noise_mode} needs node authentication (each node's consistency "
+                "check): drop --no-tls and --simulation",
+            )
 
     @property
     def supernodes(self) -> int:

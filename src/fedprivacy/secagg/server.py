@@ -191,12 +191,10 @@ class SecAggServer(ServerConsistency, RoundParty):
 
     def _check_excess(self, msg: UnmaskResponse) -> np.ndarray | None:
         """The excess noise an unmask response carries, checked (exact noise mode)."""
-        sender = msg.header.sender
-        if msg.excess is None:
-            return None
-        if sender not in self._aggregated:
+        sender, excess = msg.header.sender, msg.excess
+        if excess is not None and sender not in self._aggregated:
             raise ProtocolViolationError(f"{sender} is not aggregated: it has no excess to remove")
-        return self._check_vector(msg.excess, f"excess of {sender}")
+        return None if excess is None else self._check_vector(excess, f"excess of {sender}")
 
     def _check_vector(self, vec: np.ndarray, what: str) -> np.ndarray:
         """``vec`` if it is a vector of the round's field, else a typed error naming ``what``."""
@@ -407,8 +405,8 @@ class SecAggServer(ServerConsistency, RoundParty):
                 agreement = agree(private[v], self._keys[u].masking_key)
                 key = pairwise_mask_key(agreement, p, u, v)
                 expander.combine(acc, key, -pairwise_sign(u, v))  # undo u's application
-        removed = tuple(sorted(self._excess.keys() & self._aggregated))
-        for u in removed:  # the exact noise mode: the survivors' excess noise
+        removed = tuple(sorted(self._excess))  # exact noise mode (only aggregated users send it)
+        for u in removed:
             np.subtract(acc, self._excess[u], out=acc)
         reduce(acc, p.codec.bits)
         total = p.codec.decode_sum(acc, len(aggregated))
