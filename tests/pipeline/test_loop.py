@@ -8,8 +8,13 @@ from numpy.typing import NDArray
 
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.availability import AlwaysAvailable, BernoulliDropout
+from fedprivacy.participation.guard import PrivacyGuard
 from fedprivacy.participation.ledger import ParticipationLedger
-from fedprivacy.participation.selectors import BatchPartitionSelector, RandomSelector
+from fedprivacy.participation.selectors import (
+    BatchPartitionSelector,
+    RandomSelector,
+    make_selector,
+)
 from fedprivacy.pipeline import Algorithm, FederatedRun, RoundContext, RoundResult, SelectionOnly
 from fedprivacy.pipeline.selection import run_selection
 
@@ -131,3 +136,75 @@ def test_a_progress_with_a_status_gets_the_server_view_after_every_round() -> No
     quiet = FederatedRun(*users, selection_rng=lambda t: rng)
     quiet.run(1, progress=progress)  # no live audit: no status, the tick only
     assert len(seen) == 4 and ticks == [1] * 5
+
+
+class AheadDropFirst(DropFirst):
+    """As :class:`DropFirst`, drawing the next round's selection before it returns."""
+
+    def __init__(self, num_users: int, abort: int | None = None) -> None:
+        super().__init__(num_users)
+        self.early: list[NDArray[np.intp] | None] = []
+        self.abort = abort
+
+    def run_round(self, ctx: RoundContext) -> RoundResult[int]:
+        self.contexts.append(ctx)
+        aggregating = ctx.selected[1:]
+        if ctx.ahead is not None:
+            self.early.append(ctx.ahead(aggregating.tolist()))
+        if ctx.round_index == self.abort:
+            aggregating = aggregating[:0]
+        return RoundResult(aggregating, ctx.round_index)
+
+
+@pytest.mark.parametrize(
+    ("scheme", "fairness"), [("random", False), ("multiround", False), ("multiround", True)]
+)
+def test_a_selection_drawn_ahead_is_the_one_the_loop_would_have_drawn(
+    scheme: str, fairness: bool
+) -> None:
+    """Per-round generators and the round's aggregated set counted: the same selections."""
+
+    def run(algo: DropFirst) -> tuple[FederatedRun[int], list[list[int]]]:
+        sel = make_selector(scheme, 12, 4, target_privacy=2, fairness=fairness)
+        loop = FederatedRun(
+            sel,
+            BernoulliDropout(12, 0.2),
+            algo,
+            selection_rng=lambda t: np.random.default_rng([7, t]),
+        )
+        loop.run(8)
+        return loop, [c.selected.tolist() for c in algo.contexts]
+
+    ahead = AheadDropFirst(12)
+    plain_loop, plain = run(DropFirst(12))
+    ahead_loop, drawn = run(ahead)
+    assert drawn == plain
+    assert [e.tolist() for e in ahead.early if e is not None] == drawn[1:]
+    assert len(ahead.early) == 7  # the final round draws nothing ahead
+    assert ahead_loop.ledger.frequency.tolist() == plain_loop.ledger.frequency.tolist()
+
+
+def test_after_an_abort_the_next_round_keeps_the_selection_drawn_ahead() -> None:
+    algo = AheadDropFirst(12, abort=2)
+    loop = FederatedRun(
+        make_selector("random", 12, 4),
+        AlwaysAvailable(12),
+        algo,
+        selection_rng=lambda t: np.random.default_rng([3, t]),
+    )
+    loop.run(4)
+    assert loop.ledger.selected(2).size == 0  # what the server really aggregated
+    early = algo.early[2]
+    assert early is not None and algo.contexts[3].selected.tolist() == early.tolist()
+
+
+def test_a_privacy_guard_is_never_asked_ahead() -> None:
+    """The guard must see what round t really aggregated before round t + 1 goes ahead."""
+    ledger = ParticipationLedger(8)
+    guard = PrivacyGuard(RandomSelector(8, 4), ledger, prime=1048573)
+    algo = AheadDropFirst(8)
+    loop = FederatedRun(
+        guard, AlwaysAvailable(8), algo, selection_rng=np.random.default_rng, ledger=ledger
+    )
+    loop.run(3)
+    assert algo.early == [None, None]

@@ -285,6 +285,12 @@ _DEPLOYMENT = (
         action="store_true",
     ),
     Flag(
+        "--overlap-rounds",
+        "three exchanges a secure round instead of four: round t's unmasking travels with "
+        "round t+1's keys, and the model with share",
+        action="store_true",
+    ),
+    Flag(
         "--kill",
         "fault injection: kill party P's SuperNode (*: the last party asked) before STAGE of "
         "round R",

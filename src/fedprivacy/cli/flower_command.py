@@ -17,9 +17,11 @@ def _progress(event: dict[str, Any]) -> None:
     kind = event.get("event")
     r = event.get("round")
     if kind == "stage":
+        took = f"{event['seconds']:.1f} s"
+        if event.get("joint") and r is not None:
+            took = f"with round {int(r) - 1}'s unmask"
         print(
-            f"round {r}: {event['stage']:<9} {event['answered']}/{event['asked']} replied "
-            f"({event['seconds']:.1f} s)",
+            f"round {r}: {event['stage']:<9} {event['answered']}/{event['asked']} replied ({took})",
             file=sys.stderr,
         )
     elif kind == "round":
@@ -86,6 +88,7 @@ def _deploy(
             faults=faults,
             simulation=args.simulation,
             node_auth=args.node_auth,
+            overlap_rounds=getattr(args, "overlap_rounds", False),
             on_event=None if args.json or args.quiet else _progress,
         )
 
@@ -269,6 +272,7 @@ _DEPLOY_OPTIONS = (
         "each signing its claim to its user (default: on, off with --simulation)",
     ),
     "simulation",
+    Use("overlap_rounds", help="with --secagg: three exchanges a round instead of four"),
     Use("stage_timeout", default=60.0, help="seconds a stage waits for replies (60)"),
     Use(
         "kill",

@@ -25,6 +25,8 @@ Run configuration (``[tool.flwr.app.config]`` of the app, see :func:`app_pyproje
                    file): a node is admitted only with a signed claim to its user
 ``forge``          fault injection, a lying server: ``"NAME=VALUE,..."`` parameters the server
                    proposes instead of the configuration's (every party must refuse them)
+``overlap-rounds`` three exchanges a secure round: each round's ``unmask`` with the next round's
+                   ``advertise`` (:mod:`fedprivacy.flower.overlap`)
 =================  ==========================================================================
 
 A SuperNode says which user it is with ``--node-config "partition-id=U"`` (or
@@ -143,6 +145,7 @@ def _fedavg(
         pause=pause,
         forge=forge,
         signers=keys,
+        overlap=bool(cfg.get("overlap-rounds", False)),
     )
 
 
@@ -232,5 +235,6 @@ node-wait = 60.0
 stage-timeout = 60.0
 pause-at = ""
 forge = ""
+overlap-rounds = false
 roster = ""
 """

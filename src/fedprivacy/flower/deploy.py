@@ -150,6 +150,7 @@ def deploy(
     faults: FaultPlan | None = None,
     simulation: bool = False,
     node_auth: bool | None = None,
+    overlap_rounds: bool = False,
     timeout: float = 1800.0,
     on_event: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
@@ -185,6 +186,9 @@ def deploy(
         other node (:mod:`fedprivacy.flower.node_auth`); each node signs its claim to its user
         with the same key, checked by the ServerApp against ``OUT/node-keys/roster.toml``
         (:mod:`fedprivacy.flower.identity`).
+    overlap_rounds : bool
+        FedAvg with SecAgg: three exchanges a round, each round's ``unmask`` with the next
+        round's ``advertise`` (:mod:`fedprivacy.flower.overlap`).
     timeout : float
         The most seconds the whole run may take.
     on_event : callable, optional
@@ -201,6 +205,8 @@ def deploy(
     faults, node_auth, tls = check_deploy_options(
         task, supernodes, faults, tls=tls, simulation=simulation, node_auth=node_auth
     )
+    if overlap_rounds:
+        task.check_overlap()
     task.preflight()
     files = prepare_run_dir(
         task,
@@ -210,6 +216,7 @@ def deploy(
         pyproject=app_pyproject(),
         stage_timeout=stage_timeout,
         node_auth=node_auth,
+        overlap_rounds=overlap_rounds,
     )
     with LocalDeployment(run_dir, tls=tls, nodes=supernodes) as dep:
         _start_nodes(

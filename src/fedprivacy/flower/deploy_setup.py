@@ -109,6 +109,7 @@ def prepare_run_dir(
     pyproject: str,
     stage_timeout: float,
     node_auth: bool,
+    overlap_rounds: bool = False,
 ) -> PreparedRun:
     """Write what the deployment is started with into ``run_dir`` (stale outputs removed).
 
@@ -129,6 +130,8 @@ def prepare_run_dir(
         Seconds a stage waits for replies.
     node_auth : bool
         Generate a key pair per node and the federation's roster.
+    overlap_rounds : bool
+        Overlap the secure rounds (three exchanges a round).
 
     Returns
     -------
@@ -157,6 +160,7 @@ def prepare_run_dir(
                 "node-wait": 120.0 + 2.0 * supernodes,  # each SuperNode's start-up, on 2 cores
                 "pause-at": pause,
                 "forge": faults.forge,
+                "overlap-rounds": bool(overlap_rounds),
                 "roster": "" if roster is None else str(roster.resolve()),
             }
         ),

@@ -73,6 +73,10 @@ class DeployTask(ABC):
     def check_node_auth(self, node_auth: bool) -> None:  # noqa: B027 (optional hook)
         """Refuse, before any process starts, a task that needs node authentication without it."""
 
+    def check_overlap(self) -> None:
+        """Refuse overlapped rounds where the task has no secure rounds to overlap."""
+        raise ParameterError("--overlap-rounds", "overlaps FedAvg's secure rounds only")
+
     def preflight(self) -> None:  # noqa: B027 (an optional hook: nothing by default)
         """Checks that need the data, run just before any process starts (none by default)."""
 
@@ -98,6 +102,11 @@ class FedAvgTask(DeployTask):
                 f"{self.config.noise_mode} needs node authentication (each node's consistency "
                 "check): drop --no-tls and --simulation",
             )
+
+    def check_overlap(self) -> None:
+        """Overlapped rounds need secure ones."""
+        if not self.config.secagg:
+            raise ParameterError("--overlap-rounds", "overlaps secure rounds: add --secagg")
 
     @property
     def supernodes(self) -> int:

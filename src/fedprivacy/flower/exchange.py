@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fedprivacy.flower.stages import Record, Stage
+from fedprivacy.flower.stages import Record, Stage, joint_request, split_joint
 from fedprivacy.flower.transport import Transport
 
 __all__ = ["StageExchange"]
@@ -82,6 +82,56 @@ class StageExchange:
             self.before_stage(r, stage, sorted(requests), self.log)
         started = time.perf_counter()
         replies = self.transport.exchange(stage, r, requests)
+        return self._settle(stage, r, requests, replies, time.perf_counter() - started)
+
+    def joint(
+        self, r: int, unmask: Mapping[int, Record], advertise: Mapping[int, Record]
+    ) -> tuple[dict[int, Record], dict[int, Record]]:
+        """Round ``r``'s ``unmask`` and round ``r + 1``'s ``advertise`` in one exchange.
+
+        A user in both gets one message (:func:`~fedprivacy.flower.stages.joint_request`),
+        the others their own stage's. Each part is logged as its own stage (the ``advertise``
+        part with ``joint=True`` and 0 seconds: the exchange's time is the ``unmask`` part's);
+        a user that did not answer missed both parts. Returns the two parts' replies.
+        """
+        if self.before_stage is not None:
+            self.before_stage(r, Stage.UNMASK, sorted(unmask), self.log)
+            self.before_stage(r + 1, Stage.ADVERTISE, sorted(advertise), self.log)
+        requests: dict[int, Record] = {}
+        for u in sorted(set(unmask) | set(advertise)):
+            if u in unmask and u in advertise:
+                requests[u] = joint_request(unmask[u], advertise[u])
+            elif u in unmask:
+                requests[u] = {**unmask[u], "stage": Stage.UNMASK.value}
+            else:
+                requests[u] = {**advertise[u], "stage": Stage.ADVERTISE.value}
+        started = time.perf_counter()
+        replies = self.transport.exchange(Stage.UNMASK, r, requests)
+        seconds = time.perf_counter() - started
+        unmasked, advertised = {}, {}
+        for u, reply in replies.items():
+            carried, rest = split_joint(reply)
+            if u in unmask and u in advertise:
+                unmasked[u], advertised[u] = carried, rest
+            elif u in unmask:
+                unmasked[u] = reply
+            else:
+                advertised[u] = reply
+        return (
+            self._settle(Stage.UNMASK, r, unmask, unmasked, seconds),
+            self._settle(Stage.ADVERTISE, r + 1, advertise, advertised, 0.0, joint=True),
+        )
+
+    def _settle(
+        self,
+        stage: Stage,
+        r: int,
+        requests: Mapping[int, Record],
+        replies: Mapping[int, Record],
+        seconds: float,
+        **more: Any,
+    ) -> dict[int, Record]:
+        """Log the stage (silent users, refusals, counts); the replies without an error."""
         silent = sorted(set(requests) - set(replies))
         if silent and self.on_silent is not None:
             self.on_silent(silent)
@@ -106,6 +156,7 @@ class StageExchange:
             event="stage",
             asked=len(requests),
             answered=len(ok),
-            seconds=time.perf_counter() - started,
+            seconds=seconds,
+            **more,
         )
         return ok

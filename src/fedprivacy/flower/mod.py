@@ -39,11 +39,12 @@ from numpy.typing import NDArray
 from fedprivacy.errors import FedPrivacyError, ParameterError
 from fedprivacy.flower.arrays import ArrayLayout
 from fedprivacy.flower.grid import RECORD, Wire
-from fedprivacy.flower.node import Node
+from fedprivacy.flower.node import Contribution, Node
 from fedprivacy.flower.node_policy import answer_once
 from fedprivacy.flower.stages import Record, Stage, decode_array, error_reply, field
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg.errors import MalformedMessageError
+from fedprivacy.secagg.params import SecAggParameters
 
 __all__ = [
     "ARRAYS",
@@ -156,10 +157,16 @@ class ModNode(Node):
         _, reply = self.training()
         return {ARRAYS: _returned_arrays(reply)}
 
-    def _advertise(self, request: Record, state: dict[str, bytes]) -> Record:
-        params, noise = self._check_round(request, state)
+    def _carries_model(self, request: Record) -> bool:
+        return ARRAYS in request
+
+    def _contribution(
+        self, request: Record, state: dict[str, bytes], params: SecAggParameters, answer: bool
+    ) -> Contribution:
+        """The app's training on the request's arrays, clipped to the node's own L2 clip."""
         r = field(request, "round", int)
-        answer_once(state, r)
+        if answer:
+            answer_once(state, r)
         selected = decode_array(field(request, "selected", bytes), np.int64).tolist()
         if self.user not in selected:
             raise ParameterError("user", f"user {self.user} was not selected in round {r}")
@@ -179,18 +186,14 @@ class ModNode(Node):
             float(np.linalg.norm(delta)),
             float(np.linalg.norm(values)),
             "none" if clip is None else f"{clip:g}",
-            noise or "0",
+            state.get("noise", b"").decode() or "0",
             len(selected),
         )
-        seed = secrets.randbits(63)  # the stochastic rounding: this node's own randomness
-        return self._begin_secure_round(params, noise, values, 1.0, seed, state)
+        # the stochastic rounding: this node's own randomness
+        return Contribution(values, 1.0, secrets.randbits(63))
 
 
-ModNode.handlers = {
-    **Node.handlers,
-    Stage.TRAIN: ModNode._train,
-    Stage.ADVERTISE: ModNode._advertise,
-}
+ModNode.handlers = {**Node.handlers, Stage.TRAIN: ModNode._train}
 
 
 def _user(node_config: Any) -> int:
@@ -253,7 +256,9 @@ def fedprivacy_mod(msg: Message, ctx: Context, call_next: ClientAppCallable) -> 
         return call_next(msg, ctx)  # evaluation and queries are the app's own
     if RECORD not in msg.content.config_records:
         return _plaintext(msg, ctx, call_next)
-    request = dict(msg.content.config_records[RECORD])
+    request: Record = dict(msg.content.config_records[RECORD])
+    if ARRAYS in msg.content.array_records:  # the model (the stage at which the node trains)
+        request[ARRAYS] = msg.content.array_records[ARRAYS]
     records = ctx.state.config_records
     state: dict[str, bytes] = dict(records[STATE]) if STATE in records else {}  # type: ignore[arg-type]
     try:

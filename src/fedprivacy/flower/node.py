@@ -45,6 +45,8 @@ from fedprivacy.flower.stages import (
     encode_array,
     error_reply,
     field,
+    join_replies,
+    split_joint,
 )
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg.client import SecAggClient
@@ -57,7 +59,7 @@ from fedprivacy.secagg.state import dump_client, load_client
 if TYPE_CHECKING:
     from fedprivacy.fl.engine import FederatedTraining
 
-__all__ = ["Node", "StageHandler", "single_threaded", "training_for"]
+__all__ = ["Contribution", "Node", "StageHandler", "single_threaded", "training_for"]
 
 _LOG = logging.getLogger("fedprivacy.node")
 
@@ -117,6 +119,27 @@ def _expand(data: bytes) -> np.ndarray:
     return decode_array(data[1:], kinds[data[:1]]).astype(np.float64)
 
 
+@dataclass(frozen=True)
+class Contribution:
+    """What a node masks in a round: its clipped update, weight and rounding seed.
+
+    ``seed`` seeds the stochastic rounding of the encoding (:func:`~fedprivacy.fl.aggregation.
+    rounding_rng`).
+    """
+
+    values: np.ndarray
+    weight: float
+    seed: int
+
+    def keep(self, state: dict[str, bytes]) -> None:
+        """Store it in the node's state until the mask stage."""
+        state.update(
+            values=_compact(self.values),
+            weight=encode_array(np.array([self.weight], dtype=np.float64)),
+            seed=str(self.seed).encode(),
+        )
+
+
 class StageHandler:
     """A node that answers one request per stage and keeps its state in a mapping of bytes.
 
@@ -141,6 +164,12 @@ class StageHandler:
         dict
             The reply.
         """
+        carried, request = split_joint(request)
+        if carried:  # round t's unmasking, then round t + 1's first stage
+            if request.get("stage") != Stage.ADVERTISE.value:
+                return error_reply(MalformedMessageError("only advertise carries an unmasking"))
+            unmasked = self.handle({**carried, "stage": Stage.UNMASK.value}, state)
+            return join_replies(unmasked, self.handle(request, state))
         try:
             stage = Stage(field(request, "stage", str))
         except ValueError:
@@ -184,14 +213,15 @@ class Node(StageHandler):
         return signed_hello(self.user, self.policy, request)
 
     def _local_update(
-        self, request: Record, state: dict[str, bytes]
+        self, request: Record, state: dict[str, bytes], *, answer: bool = True
     ) -> tuple[FederatedTraining, np.ndarray, float, int]:
         import torch
 
         config_toml = field(request, "config", str)
         r = field(request, "round", int)
         check_training(self.policy, parse_training(config_toml))
-        answer_once(state, r)
+        if answer:
+            answer_once(state, r)
         training = training_for(config_toml)
         selected = decode_array(field(request, "selected", bytes), np.int64).tolist()
         model = decode_array(field(request, "model", bytes), np.float32)
@@ -212,11 +242,32 @@ class Node(StageHandler):
         _, delta, weight, _ = self._local_update(request, state)
         return {"update": encode_array(delta), "weight": float(weight)}
 
-    def _advertise(self, request: Record, state: dict[str, bytes]) -> Record:
-        params, noise = self._check_round(request, state)
-        training, delta, weight, _ = self._local_update(request, state)
+    def _carries_model(self, request: Record) -> bool:
+        """Whether ``request`` carries the model to train (else it comes with a later stage)."""
+        return "model" in request
+
+    def _contribution(
+        self, request: Record, state: dict[str, bytes], params: SecAggParameters, answer: bool
+    ) -> Contribution:
+        """Train on the request's model; the clipped update the node masks."""
+        training, delta, weight, _ = self._local_update(request, state, answer=answer)
         values, _ = training.aggregator.clip_update(delta, weight)
-        return self._begin_secure_round(params, noise, values, weight, training.seed, state)
+        return Contribution(values, weight, training.seed)
+
+    def _advertise(self, request: Record, state: dict[str, bytes]) -> Record:
+        """Check the round; train now if the request carries the model; publish the keys."""
+        params, noise = self._check_round(request, state)
+        state["noise"] = noise.encode()  # what the contribution's log line states
+        contribution = None
+        if self._carries_model(request):
+            contribution = self._contribution(request, state, params, answer=True)
+        else:  # the model comes with the share request (rounds overlapped)
+            r = field(request, "round", int)
+            answer_once(state, r)
+            selected = decode_array(field(request, "selected", bytes), np.int64).tolist()
+            if self.user not in selected:
+                raise ParameterError("user", f"user {self.user} was not selected in round {r}")
+        return self._begin_secure_round(params, noise, contribution, state)
 
     def _check_round(
         self, request: Record, state: dict[str, bytes]
@@ -232,16 +283,10 @@ class Node(StageHandler):
         self,
         params: SecAggParameters,
         noise: str,
-        values: np.ndarray,
-        weight: float,
-        seed: int,
+        contribution: Contribution | None,
         state: dict[str, bytes],
     ) -> Record:
-        """Keep the clipped update and the protocol state on the node; publish the keys.
-
-        ``seed`` seeds the stochastic rounding of the encoding (:func:`~fedprivacy.fl.
-        aggregation.rounding_rng`).
-        """
+        """Keep the protocol state (and the clipped update, if any) on the node; publish keys."""
         client = SecAggClient(params, self.user, consistency=consistency_check(self.policy))
         message = encode_message(client.advertise_keys())
         keep = {k: state[k] for k in PERSISTENT if k in state}
@@ -250,12 +295,11 @@ class Node(StageHandler):
             keep,
             secagg=dump_client(client),
             params=encode_params(params),
-            values=_compact(values),
-            weight=encode_array(np.array([weight], dtype=np.float64)),
             noise=noise.encode(),
-            seed=str(seed).encode(),
             last=message,
         )
+        if contribution is not None:
+            contribution.keep(state)
         return {"message": message}
 
     def _client(self, state: dict[str, bytes]) -> SecAggClient:
@@ -281,8 +325,19 @@ class Node(StageHandler):
         return {"message": reply}
 
     def _share(self, request: Record, state: dict[str, bytes]) -> Record:
+        """Share the keys; first train, if the model comes with this stage (rounds overlapped)."""
         message = field(request, "message", bytes)
-        return self._step(state, lambda c: c.share_keys(message))
+        client = self._client(state)
+        if self._carries_model(request):
+            if "values" in state:
+                raise OutOfOrderError("the model came again: this node trained in this round")
+            r = field(request, "round", int)
+            if r != client.params.round_index:
+                raise OutOfOrderError(f"a model of round {r} in round {client.params.round_index}")
+            self._contribution(request, state, client.params, answer=False).keep(state)
+        elif "values" not in state:
+            raise OutOfOrderError("no model came for this round: nothing to share keys for")
+        return self._step(state, lambda c: c.share_keys(message), client)
 
     def _mask(self, request: Record, state: dict[str, bytes]) -> Record:
         message = field(request, "message", bytes)

@@ -49,6 +49,11 @@ class PrivateFedAvgConfig(Config, DPSection, SecureAggregationSection, SchemeSec
     ----------
     metrics_time_limit : float
         Seconds for ``T_weak`` after each round (the server's view so far).
+    overlap_rounds : bool
+        Three exchanges a secure round instead of four: round ``t``'s unmasking travels with
+        round ``t + 1``'s keys, whose selection is then drawn once round ``t``'s aggregated set
+        is fixed (:meth:`~fedprivacy.pipeline.loop.FederatedRun.select_ahead`; not with the
+        privacy guard), and the model comes with ``share``.
     """
 
     users: int = 6
@@ -58,6 +63,7 @@ class PrivateFedAvgConfig(Config, DPSection, SecureAggregationSection, SchemeSec
     batch_policy: str = "atomic"
     dp: str = "none"
     metrics_time_limit: float = 5.0
+    overlap_rounds: bool = False
 
     @classmethod
     def from_run_config(cls, run_config: Mapping[str, Any]) -> PrivateFedAvgConfig:

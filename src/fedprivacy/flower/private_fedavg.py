@@ -17,6 +17,12 @@ view so far (``T_weak``) and each user's epsilon (a ``privacy`` event). It retur
 :class:`~fedprivacy.flower.private_result.PrivateFedAvgResult`: the final arrays (the app's own
 layout and dtypes), the rounds, the events and the per-user privacy report, as Flower's
 strategies return a result.
+
+With ``overlap_rounds`` a secure round takes three exchanges instead of four: round ``t``'s
+unmask request travels with round ``t + 1``'s ``advertise`` (:meth:`~fedprivacy.flower.
+exchange.StageExchange.joint`), whose selection the loop draws once round ``t``'s aggregated set
+is fixed (:meth:`~fedprivacy.pipeline.loop.FederatedRun.select_ahead`); the model then comes
+with ``share``, where the nodes train.
 """
 
 from __future__ import annotations
@@ -42,10 +48,11 @@ from fedprivacy.flower.arrays import ArrayLayout
 from fedprivacy.flower.exchange import StageExchange
 from fedprivacy.flower.mod import ARRAYS, CONFIG, MOD_WIRE
 from fedprivacy.flower.noise_request import noise_request
+from fedprivacy.flower.overlap import SecureRounds
 from fedprivacy.flower.private_config import PrivateFedAvgConfig
 from fedprivacy.flower.private_result import PrivateFedAvgResult, PrivateRound, RosterError
 from fedprivacy.flower.secure_round import SecureRound
-from fedprivacy.flower.stages import Stage, encode_array
+from fedprivacy.flower.stages import Record, Stage, encode_array
 from fedprivacy.flower.training import LiveNodes
 from fedprivacy.flower.transport import Transport
 from fedprivacy.participation.ledger import ParticipationLedger
@@ -61,6 +68,11 @@ _SELECTION, _PROTOCOL = 1, 3  # purposes of the per-round generators (as fl.engi
 
 #: The app's evaluation of the global model: ``(round, arrays) -> metrics or None``.
 EvaluateFn = Callable[[int, ArrayRecord], Mapping[str, Any] | None]
+
+
+def _ids(users: list[int]) -> bytes:
+    """The selected users on the wire."""
+    return encode_array(np.asarray(users, dtype=np.int64))
 
 
 class _RemoteFedAvg(Algorithm[PrivateRound]):
@@ -94,13 +106,14 @@ class _RemoteFedAvg(Algorithm[PrivateRound]):
             self.aggregator.check_dimension(self.layout.size)
         self.batch_size = batch_size  # T of the selector's batches (1 without batches)
         self.records: list[PrivateRound] = []
+        self.rounds = SecureRounds(exchange, self._open, config.overlap_rounds)
 
     def _request(self, r: int, users: list[int]) -> dict[str, Any]:
         return {
             "round": r,
             ARRAYS: self.arrays,
             CONFIG: self.train_config,
-            "selected": encode_array(np.asarray(users, dtype=np.int64)),
+            "selected": _ids(users),
             "clip": "" if self.mechanism.clip is None else float(self.mechanism.clip),
         }
 
@@ -122,18 +135,27 @@ class _RemoteFedAvg(Algorithm[PrivateRound]):
             rng=round_rng(self.config.seed, r, _PROTOCOL),
         )
 
-    def _secure(self, r: int, users: list[int], agg: SecureAggregator) -> AggregateOutcome:
-        if len(users) < MIN_PARTICIPANTS:
-            reason = f"fewer than {MIN_PARTICIPANTS} users selected"
-            return AggregateOutcome((), None, None, 0.0, 0, 0.0, reason)
+    def _open(self, r: int, users: list[int], model: bool) -> tuple[SecureRound, dict[int, Record]]:
+        """Round ``r``'s secure round and its ``advertise`` requests (with the model or not)."""
+        agg = self.aggregator
+        assert isinstance(agg, SecureAggregator)
         plan = agg.plan_round(r, users, self.layout.size, self.batch_size)
+        request = self._request(r, users) if model else {"round": r, "selected": _ids(users)}
         first = {
-            **self._request(r, users),
+            **request,
             "params": encode_params(plan.params),
             "noise": noise_request(agg.party_noise, plan.noise),
         }
         secure = SecureRound(self.exchange, agg, plan, self.batch_size, self.signers)
-        return secure.run(dict.fromkeys(users, first))
+        return secure, dict.fromkeys(users, first)
+
+    def _secure(self, ctx: RoundContext, users: list[int]) -> AggregateOutcome:
+        """One secure round (overlapped with the next with ``overlap_rounds``)."""
+        r = ctx.round_index
+        if len(users) < MIN_PARTICIPANTS:
+            reason = f"fewer than {MIN_PARTICIPANTS} users selected"
+            return AggregateOutcome((), None, None, 0.0, 0, 0.0, reason)
+        return self.rounds.run(r, users, self._request(r, users), ctx.ahead)
 
     def run_round(self, ctx: RoundContext) -> RoundResult[PrivateRound]:
         """Train on the selected nodes, aggregate, apply the mechanism, update the arrays."""
@@ -142,7 +164,7 @@ class _RemoteFedAvg(Algorithm[PrivateRound]):
         outcome = AggregateOutcome((), None, None, 0.0, 0, 0.0)
         agg = self.aggregator
         if users and isinstance(agg, SecureAggregator):
-            outcome = self._secure(r, users, agg)
+            outcome = self._secure(ctx, users)
         elif users:
             outcome = self._plaintext(r, users)
         noise = None

@@ -98,6 +98,7 @@ def _train(
     on_event: Callable[[dict[str, Any]], None] | None,
     forged: list[dict[str, str]],
     signers: Roster | None,
+    overlap: bool = False,
 ) -> tuple[DeployedTraining, float]:
     """The round loop, each event appended to ``events.jsonl``; the training and its seconds."""
     from fedprivacy.experiments.training_run import build_training
@@ -123,6 +124,7 @@ def _train(
                 on_event=event,
                 forges=forged,
                 signers=signers,
+                overlap=overlap,
             ),
         )
         if pause is not None:
@@ -194,6 +196,7 @@ def run_deployed(
     on_event: Callable[[dict[str, Any]], None] | None = None,
     forge: str = "",
     signers: Roster | None = None,
+    overlap: bool = False,
 ) -> dict[str, Any]:
     """Run ``config.rounds`` rounds over ``transport`` and write the run directory.
 
@@ -216,6 +219,8 @@ def run_deployed(
         Fault injection, a lying server (:mod:`fedprivacy.flower.lying_server`).
     signers : Roster, optional
         The federation's public keys: every secure round runs the consistency check.
+    overlap : bool
+        Three exchanges a secure round (:mod:`fedprivacy.flower.overlap`).
 
     Returns
     -------
@@ -230,7 +235,14 @@ def run_deployed(
     _write_inputs(config, transport, run_dir, roster)
     started = time.perf_counter()
     training, seconds = _train(
-        config, transport, run_dir, pause=pause, on_event=on_event, forged=forged, signers=signers
+        config,
+        transport,
+        run_dir,
+        pause=pause,
+        on_event=on_event,
+        forged=forged,
+        signers=signers,
+        overlap=overlap,
     )
     _write_round_outputs(training, run_dir)
     result = finished(config, training, started)

@@ -18,7 +18,7 @@ error that ends the protocol aborts this round only.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fedprivacy.crypto.signing import Roster
@@ -53,6 +53,13 @@ class SecureRound:
         unmasking.
     forge : dict of str to str
         Fault injection, a lying server (:mod:`fedprivacy.flower.lying_server`).
+
+    Attributes
+    ----------
+    server : SecAggServer
+        The round's server side of the protocol.
+    error : SecAggError or None
+        The typed error that ended the round, if one did.
     """
 
     exchange: StageExchange
@@ -61,37 +68,78 @@ class SecureRound:
     batch_size: int = 1
     signers: Roster | None = None
     forge: Mapping[str, str] | None = None
+    server: SecAggServer = field(init=False)
+    error: SecAggError | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.server = SecAggServer(self.plan.params)
+
+    @property
+    def round_index(self) -> int:
+        """The round's index."""
+        return self.plan.params.round_index
 
     def run(self, first: Mapping[int, Record]) -> AggregateOutcome:
         """Send ``first`` (each user's ``advertise`` request), then the protocol's stages."""
-        r = self.plan.params.round_index
-        forge = dict(self.forge or {})
-        server = SecAggServer(self.plan.params)
+        self.advertise(first)
+        unmask = self.protect()
+        replies = {} if unmask is None else self.exchange(Stage.UNMASK, self.round_index, unmask)
+        return self.close(replies)
 
-        def run(stage: Stage, messages: Mapping[int, Message]) -> None:
-            requests = {u: {"round": r, "message": encode_message(m)} for u, m in messages.items()}
+    def advertise(self, first: Mapping[int, Record]) -> None:
+        """The first stage: ``first`` is each user's ``advertise`` request."""
+        self.take_keys(self.exchange(Stage.ADVERTISE, self.round_index, first))
+        if "repeat" in (self.forge or {}):  # a lying server asks the round again
+            self.exchange(Stage.ADVERTISE, self.round_index, first)
+
+    def take_keys(self, replies: dict[int, Record]) -> None:
+        """The ``advertise`` replies, however they came (alone, or with the last round's unmask)."""
+        self._receive(self.server, Stage.ADVERTISE, replies)
+
+    def protect(self, carry: Mapping[str, Any] | None = None) -> dict[int, Record] | None:
+        """``share``, ``mask`` (and ``consistency``); the unmask requests (None: round ended).
+
+        ``carry``: fields added to every ``share`` request (the model, when the ``advertise``
+        request came without it: the nodes train at ``share``).
+        """
+        r, server = self.round_index, self.server
+
+        def run(stage: Stage, messages: Mapping[int, Message], **more: Any) -> None:
+            requests = {
+                u: {"round": r, "message": encode_message(m), **more} for u, m in messages.items()
+            }
             self._receive(server, stage, self.exchange(stage, r, requests))
 
-        agg = self.aggregator
         try:
-            self._receive(server, Stage.ADVERTISE, self.exchange(Stage.ADVERTISE, r, first))
-            if "repeat" in forge:  # a lying server asks the round again
-                self.exchange(Stage.ADVERTISE, r, first)
-            run(Stage.SHARE, server.finish_keys())
+            run(Stage.SHARE, server.finish_keys(), **dict(carry or {}))
             run(Stage.MASK, server.finish_shares())
-            unmask = server.finish_inputs(forge_policy(self.plan.policy, forge, self.batch_size))
+            policy = forge_policy(self.plan.policy, dict(self.forge or {}), self.batch_size)
+            unmask = server.finish_inputs(policy)
             if self.signers is not None:  # every node signs S; only a quorum's S is unmasked
                 run(Stage.CONSISTENCY, server.start_consistency(self.signers))
                 unmask = server.finish_consistency()
-            run(Stage.UNMASK, unmask)
-            result = server.finish_unmask()
         except SecAggError as exc:  # a malicious or broken party ends this round, never the run
-            self._log_misbehaviour(server, exc)
-            return agg.finish_round(self.plan, exc, 0)
+            self.error = exc
+            return None
+        return {u: {"round": r, "message": encode_message(m)} for u, m in unmask.items()}
+
+    def close(self, replies: dict[int, Record]) -> AggregateOutcome:
+        """Take the ``unmask`` replies and finish: the round's outcome."""
+        agg, server = self.aggregator, self.server
+        result = None
+        try:
+            if self.error is None:
+                self._receive(server, Stage.UNMASK, replies)
+                result = server.finish_unmask()
+        except SecAggError as exc:
+            self.error = exc
         finally:
             if agg.observer is not None:
-                agg.observer(r, server)
-        self._log_misbehaviour(server, None)
+                agg.observer(self.round_index, server)
+        self._log_misbehaviour(server, self.error)
+        if result is None:
+            assert self.error is not None
+            return agg.finish_round(self.plan, self.error, 0)
         return agg.finish_round(self.plan, result, 0, server_seconds=sum(server.seconds.values()))
 
     def _receive(self, server: SecAggServer, stage: Stage, replies: dict[int, Record]) -> None:

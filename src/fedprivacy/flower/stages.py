@@ -33,6 +33,13 @@ stage            request (server -> silo)                          reply (silo -
                  (EncryptedWeights, 2(a))
 ===============  ================================================  =============================
 
+With rounds overlapped (three exchanges a round), round ``t``'s ``unmask`` travels in round
+``t + 1``'s ``advertise`` message: the request's ``unmask-round`` and ``unmask-message`` are
+the unmask request, answered first (``unmask-message``, or ``unmask-error`` and
+``unmask-detail``, in the reply); that ``advertise`` carries no model, which comes with the
+``share`` request (``model``, ``config`` and ``selected`` beside ``message``), and the node
+trains then (:func:`joint_request`, :func:`split_joint`).
+
 ``train`` is plaintext FedAvg (the node sends its update in the clear); ``advertise`` starts a
 secure round: the node trains, keeps its update and its protocol state on the node, and publishes
 its keys. A node that cannot accept a request replies with ``error`` (the typed error's class
@@ -45,6 +52,11 @@ Examples
 [0.0, 1.0, 2.0]
 >>> Stage("mask").secure
 True
+>>> joint = joint_request({"round": 3, "message": b"u"}, {"round": 4, "params": b"p"})
+>>> sorted(joint)
+['params', 'round', 'stage', 'unmask-message', 'unmask-round']
+>>> split_joint(joint)[0]
+{'round': 3, 'message': b'u'}
 """
 
 from __future__ import annotations
@@ -65,7 +77,13 @@ __all__ = [
     "encode_array",
     "error_reply",
     "field",
+    "join_replies",
+    "joint_request",
+    "split_joint",
 ]
+
+JOINT = "unmask-"
+"""The prefix of a carried unmasking's fields in an overlapped ``advertise`` request and reply."""
 
 Record = dict[str, Any]
 """A request or a reply: field name -> ``str``, ``int``, ``float`` or ``bytes``."""
@@ -124,3 +142,20 @@ def field(record: Mapping[str, Any], name: str, kind: type) -> Any:
 def error_reply(exc: Exception) -> Record:
     """The reply of a node that refused a request: the error's class name and message."""
     return {"error": type(exc).__name__, "detail": str(exc)}
+
+
+def joint_request(unmask: Mapping[str, Any], advertise: Mapping[str, Any]) -> Record:
+    """Round ``t``'s unmask request carried in round ``t + 1``'s ``advertise`` request."""
+    carried = {JOINT + k: v for k, v in unmask.items() if k != "stage"}
+    return {**advertise, "stage": Stage.ADVERTISE.value, **carried}
+
+
+def split_joint(record: Mapping[str, Any]) -> tuple[Record, Record]:
+    """The carried unmasking's fields (empty if none) and the rest of ``record``."""
+    carried = {k[len(JOINT) :]: v for k, v in record.items() if k.startswith(JOINT)}
+    return carried, {k: v for k, v in record.items() if not k.startswith(JOINT)}
+
+
+def join_replies(unmasked: Mapping[str, Any], advertised: Mapping[str, Any]) -> Record:
+    """One reply to a joint request: the advertise reply and the unmask reply's prefixed fields."""
+    return {**advertised, **{JOINT + k: v for k, v in unmasked.items()}}

@@ -27,15 +27,17 @@ from numpy.typing import NDArray
 from fedprivacy.crypto.signing import Roster
 from fedprivacy.errors import FedPrivacyError
 from fedprivacy.fl.aggregation import AggregateOutcome
-from fedprivacy.fl.engine import FederatedTraining
+from fedprivacy.fl.engine import FederatedTraining, RoundRecord
 from fedprivacy.fl.secure_aggregation import SecureAggregator, SecureRoundPlan
 from fedprivacy.flower.exchange import BeforeStage, StageExchange
 from fedprivacy.flower.lying_server import forge_config, forge_params
 from fedprivacy.flower.noise_request import noise_request
+from fedprivacy.flower.overlap import SecureRounds
 from fedprivacy.flower.secure_round import SecureRound
 from fedprivacy.flower.stages import Record, Stage, decode_array, encode_array
 from fedprivacy.flower.transport import Transport
 from fedprivacy.participation.availability import AvailabilityModel
+from fedprivacy.pipeline.algorithm import RoundContext, RoundResult, SelectAhead
 from fedprivacy.secagg.params import MIN_PARTICIPANTS
 from fedprivacy.secagg.params_wire import encode_params
 
@@ -93,6 +95,9 @@ class DeployedTraining(FederatedTraining):
     signers : Roster, optional
         The federation's public keys: with them every secure round runs the survivor-list
         consistency check (:mod:`fedprivacy.secagg.consistency`) before unmasking.
+    overlap : bool
+        Three exchanges a secure round: each round's ``unmask`` with the next round's
+        ``advertise`` (:mod:`fedprivacy.flower.overlap`).
     """
 
     transport: Transport | None = None
@@ -103,6 +108,9 @@ class DeployedTraining(FederatedTraining):
     aggregates: dict[int, NDArray[np.float64]] = field(default_factory=dict)
     forges: list[dict[str, str]] = field(default_factory=list)
     signers: Roster | None = None
+    overlap: bool = False
+    _rounds: SecureRounds | None = field(default=None, init=False, repr=False)
+    _select_ahead: SelectAhead | None = field(default=None, init=False, repr=False)
 
     def _wire(self) -> StageExchange:
         assert self.transport is not None
@@ -123,12 +131,14 @@ class DeployedTraining(FederatedTraining):
     def _forge(self, r: int) -> dict[str, str]:
         return self.forges[r % len(self.forges)] if self.forges else {}
 
+    def _selection(self, r: int, selected: NDArray[np.intp]) -> dict[str, Any]:
+        return {"round": r, "selected": encode_array(np.asarray(selected, dtype=np.int64))}
+
     def _requests(self, r: int, selected: NDArray[np.intp]) -> dict[str, Any]:
         return {
-            "round": r,
+            **self._selection(r, selected),
             "config": forge_config(self.config_toml, self._forge(r)),
             "model": encode_array(self.global_flat.cpu().numpy().astype(np.float32)),
-            "selected": encode_array(np.asarray(selected, dtype=np.int64)),
         }
 
     def train_and_aggregate(
@@ -166,6 +176,33 @@ class DeployedTraining(FederatedTraining):
     def _reject(self, r: int, stage: Stage, user: int, exc: Exception) -> None:
         self._wire().reject(r, stage, user, exc)
 
+    def run_round(self, ctx: RoundContext) -> RoundResult[RoundRecord]:
+        """:meth:`FederatedTraining.run_round`; the loop's ``ahead`` kept for overlapped rounds."""
+        self._select_ahead = ctx.ahead
+        return super().run_round(ctx)
+
+    def _open(self, r: int, users: list[int], model: bool) -> tuple[SecureRound, dict[int, Record]]:
+        """Round ``r``'s secure round and ``advertise`` requests (forged by a lying server)."""
+        agg = self.aggregator
+        assert isinstance(agg, SecureAggregator)
+        plan: SecureRoundPlan = agg.plan_round(
+            r, users, int(self.global_flat.numel()), self.batch_size_t
+        )
+        forge = self._forge(r)
+        plan = replace(plan, params=forge_params(plan.params, forge))
+        selected = np.asarray(users, dtype=np.intp)
+        request = self._requests(r, selected) if model else self._selection(r, selected)
+        first = {
+            **request,
+            "params": encode_params(plan.params),
+            "noise": noise_request(agg.party_noise, plan.noise),
+        }
+        first["noise"] = forge.get("noise", first["noise"])
+        if "plaintext" in forge:  # a lying server asks for the update in the clear
+            self._exchange(Stage.TRAIN, r, dict.fromkeys(users, self._requests(r, selected)))
+        secure = SecureRound(self._wire(), agg, plan, self.batch_size_t, self.signers, forge)
+        return secure, dict.fromkeys(users, first)
+
     def _secure_round(
         self, r: int, selected: NDArray[np.intp], agg: SecureAggregator
     ) -> AggregateOutcome:
@@ -174,18 +211,7 @@ class DeployedTraining(FederatedTraining):
             return AggregateOutcome(
                 (), None, None, 0.0, 0, 0.0, f"fewer than {MIN_PARTICIPANTS} users selected"
             )
-        plan: SecureRoundPlan = agg.plan_round(
-            r, users, int(self.global_flat.numel()), self.batch_size_t
-        )
-        forge = self._forge(r)
-        plan = replace(plan, params=forge_params(plan.params, forge))
-        first = {
-            **self._requests(r, selected),
-            "params": encode_params(plan.params),
-            "noise": noise_request(agg.party_noise, plan.noise),
-        }
-        first["noise"] = forge.get("noise", first["noise"])
-        if "plaintext" in forge:  # a lying server asks for the update in the clear
-            self._exchange(Stage.TRAIN, r, dict.fromkeys(users, self._requests(r, selected)))
-        secure = SecureRound(self._wire(), agg, plan, self.batch_size_t, self.signers, forge)
-        return secure.run(dict.fromkeys(users, first))
+        if self._rounds is None:
+            self._rounds = SecureRounds(self._wire(), self._open, self.overlap)
+        carry = self._requests(r, selected)
+        return self._rounds.run(r, users, carry, self._select_ahead)

@@ -73,7 +73,9 @@ class Transport(ABC):
         Parameters
         ----------
         stage : Stage
-            The stage (each request's ``stage`` field is set to it).
+            The stage (each request's ``stage`` field, unless the request names its own: an
+            exchange that carries two stages, :meth:`StageExchange.joint
+            <fedprivacy.flower.exchange.StageExchange.joint>`).
         round_index : int
             The round (for logs and scripted dropouts).
         requests : mapping of int to dict
@@ -84,7 +86,7 @@ class Transport(ABC):
         dict of int to dict
             The replies; users that did not answer in time are missing.
         """
-        out = {u: {**r, "stage": stage.value} for u, r in requests.items()}
+        out = {u: {"stage": stage.value, **r} for u, r in requests.items()}
         self.sent_bytes += sum(payload_bytes(r) for r in out.values())
         replies = self._exchange(stage, round_index, out)
         self.received_bytes += sum(payload_bytes(r) for r in replies.values())

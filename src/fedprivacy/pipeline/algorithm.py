@@ -19,14 +19,21 @@ Examples
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Aggregation", "Algorithm", "RoundContext", "RoundResult", "SelectionOnly"]
+__all__ = [
+    "Aggregation",
+    "Algorithm",
+    "RoundContext",
+    "RoundResult",
+    "SelectAhead",
+    "SelectionOnly",
+]
 
 #: The record type an algorithm keeps per round.
 R = TypeVar("R")
@@ -34,6 +41,9 @@ R_co = TypeVar("R_co", covariant=True)
 
 Aggregation = Callable[[int, NDArray[np.intp]], NDArray[np.intp]]
 """What a round aggregates of its selection: ``aggregate(round, selected) -> aggregated``."""
+
+SelectAhead = Callable[[Sequence[int]], NDArray[np.intp] | None]
+"""``ahead(aggregating)``: the next round's selection, drawn now (see :class:`RoundContext`)."""
 
 
 @dataclass(frozen=True)
@@ -51,12 +61,20 @@ class RoundContext:
     final : bool
         Whether this is the last round of :meth:`FederatedRun.run
         <fedprivacy.pipeline.loop.FederatedRun.run>` (an algorithm evaluates after it).
+    ahead : callable, optional
+        ``ahead(aggregating)`` draws the next round's availability and selection now, as if
+        this round aggregates ``aggregating``, and returns the selection; the loop then runs
+        the next round with it (:meth:`FederatedRun.select_ahead
+        <fedprivacy.pipeline.loop.FederatedRun.select_ahead>`). ``None`` in the final round,
+        and where the selection cannot be drawn early (``ahead`` may also return ``None``).
+        A deployment uses it to send the next round's first stage with this round's last.
     """
 
     round_index: int
     available: NDArray[np.bool_]
     selected: NDArray[np.intp]
     final: bool = False
+    ahead: SelectAhead | None = None
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ from numpy.typing import NDArray
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.availability import AvailabilityModel
+from fedprivacy.participation.guard import PrivacyGuard
 from fedprivacy.participation.incremental import AuditView, IncrementalAudit
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
@@ -151,6 +152,7 @@ class FederatedRun(Generic[R]):
         self.callbacks = tuple(callbacks)
         self._frequency = ledger.frequency_view  # live: record() updates it in place
         self.audit = IncrementalAudit(n) if live_audit else None
+        self._ahead: tuple[int, NDArray[np.bool_], NDArray[np.intp]] | None = None
         self.view: AuditView | None = None
         self.exposed_after_round: list[int] = []
         self.catch_up()
@@ -163,15 +165,46 @@ class FederatedRun(Generic[R]):
     def step(self, *, final: bool = False) -> RoundResult[R]:
         """Run one round; ``final`` tells the algorithm it is the last of a run."""
         t = self.round
-        rng = self.selection_rng(t)
-        available = self.availability.sample(t, rng)
-        selected = self.selector.select(available, self._frequency, rng)
-        result = self.algorithm.run_round(RoundContext(t, available, selected, final))
+        if self._ahead is not None and self._ahead[0] == t:
+            _, available, selected = self._ahead
+        else:
+            rng = self.selection_rng(t)
+            available = self.availability.sample(t, rng)
+            selected = self.selector.select(available, self._frequency, rng)
+        self._ahead = None
+        ahead = None if final else self.select_ahead
+        result = self.algorithm.run_round(RoundContext(t, available, selected, final, ahead))
         self.ledger.record(np.asarray(result.aggregated, dtype=np.intp))
         self.catch_up()
         for callback in self.callbacks:
             callback(result)
         return result
+
+    def select_ahead(self, aggregating: Sequence[int]) -> NDArray[np.intp] | None:
+        """Draw the next round's availability and selection now; the next :meth:`step` uses them.
+
+        Called by an algorithm during round ``t`` once it knows whom the round will aggregate
+        (``aggregating``: the server fixed the set it unmasks) and before the round is over:
+        the selection of ``t + 1`` sees the ledger's frequencies with ``aggregating`` counted,
+        and ``t + 1``'s generator, so when round ``t`` does aggregate ``aggregating`` it is the
+        selection :meth:`step` would have drawn. If round ``t`` then aborts, the next round
+        keeps this selection (its nodes were already asked): only a frequency-aware selector
+        can differ, by having counted the aborted round.
+
+        Returns ``None`` (nothing is drawn) for a :class:`~fedprivacy.participation.guard.
+        PrivacyGuard`, which must see what round ``t`` really aggregated before it lets round
+        ``t + 1`` go ahead.
+        """
+        if isinstance(self.selector, PrivacyGuard):
+            return None
+        t = self.round + 1
+        frequency = self._frequency.copy()
+        frequency[np.asarray(list(aggregating), dtype=np.intp)] += 1
+        rng = self.selection_rng(t)
+        available = self.availability.sample(t, rng)
+        selected = self.selector.select(available, frequency, rng)
+        self._ahead = (t, available, selected)
+        return selected
 
     def catch_up(self) -> None:
         """Bring the live audit up to the ledger (also rounds a resumed run loaded into it)."""

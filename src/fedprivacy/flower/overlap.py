@@ -1,0 +1,84 @@
+"""The secure rounds of a deployed run, overlapped or not: three exchanges a round instead of four.
+
+A secure round takes four exchanges (``advertise``, ``share``, ``mask``, ``unmask``; five with
+the consistency check). Overlapped, round ``t``'s ``unmask`` request travels with round
+``t + 1``'s ``advertise`` in one exchange (:meth:`~fedprivacy.flower.exchange.StageExchange.
+joint`): once the server has fixed whom it unmasks in round ``t``, the round loop draws round
+``t + 1``'s selection (:meth:`~fedprivacy.pipeline.loop.FederatedRun.select_ahead`) and the
+round is opened without its model, which needs round ``t``'s unmasking: the model comes with
+``share``, where the nodes train. A run of ``R`` rounds takes ``3R + 1`` exchanges.
+
+:class:`SecureRounds` is shared by FedAvg with the pipeline's training
+(:class:`~fedprivacy.flower.training.DeployedTraining`) and FedAvg over any Flower app
+(:class:`~fedprivacy.flower.private_fedavg.PrivateFedAvg`); each opens a round its own way
+(its requests, its model's encoding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fedprivacy.fl.aggregation import AggregateOutcome
+from fedprivacy.flower.exchange import StageExchange
+from fedprivacy.flower.secure_round import SecureRound
+from fedprivacy.flower.stages import Record, Stage
+from fedprivacy.pipeline.algorithm import SelectAhead
+from fedprivacy.secagg.params import MIN_PARTICIPANTS
+
+__all__ = ["OpenRound", "SecureRounds"]
+
+OpenRound = Callable[[int, list[int], bool], tuple[SecureRound, dict[int, Record]]]
+"""``open(round, users, with_model)``: the round's :class:`SecureRound` and ``advertise``
+requests (carrying the model, or not when rounds overlap)."""
+
+
+@dataclass
+class SecureRounds:
+    """One secure round after another over ``exchange`` (see the module docstring).
+
+    Parameters
+    ----------
+    exchange : StageExchange
+        Reaches the nodes and logs the events.
+    open_round : OpenRound
+        Plans a round and builds its ``advertise`` requests.
+    overlap : bool
+        Send each round's ``unmask`` with the next round's ``advertise``.
+    """
+
+    exchange: StageExchange
+    open_round: OpenRound
+    overlap: bool = False
+    ahead: SecureRound | None = None  # the next round, opened with this one's unmask
+
+    def run(
+        self,
+        r: int,
+        users: list[int],
+        carry: Mapping[str, Any],
+        select_ahead: SelectAhead | None = None,
+    ) -> AggregateOutcome:
+        """Round ``r`` for ``users`` (at least :data:`MIN_PARTICIPANTS`): its outcome.
+
+        ``carry``: the model's fields, sent with ``share`` when rounds overlap;
+        ``select_ahead``: the loop's :attr:`~fedprivacy.pipeline.algorithm.RoundContext.ahead`
+        (None in the last round: its ``unmask`` goes alone).
+        """
+        secure, self.ahead = self.ahead, None
+        if secure is None or secure.round_index != r:
+            secure, first = self.open_round(r, users, not self.overlap)
+            secure.advertise(first)
+        unmask = secure.protect(carry if self.overlap else None)
+        if unmask is None:
+            return secure.close({})
+        upcoming = None
+        if self.overlap and select_ahead is not None:
+            upcoming = select_ahead(sorted(unmask))  # the users whose inputs are unmasked
+        if upcoming is None or len(upcoming) < MIN_PARTICIPANTS:
+            return secure.close(self.exchange(Stage.UNMASK, r, unmask))
+        self.ahead, first = self.open_round(r + 1, [int(u) for u in upcoming], False)
+        replies, keys = self.exchange.joint(r, unmask, first)
+        self.ahead.take_keys(keys)
+        return secure.close(replies)

@@ -1,0 +1,23 @@
+"""``flower deploy --overlap-rounds``: checked before any process starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fedprivacy.cli.main import main
+from fedprivacy.flower.apps import app_pyproject
+
+
+def test_overlapped_rounds_without_secure_ones_are_refused_before_any_process(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    assert main(["flower", "deploy", "-N", "6", "--overlap-rounds", "--out", str(out)]) == 2
+    assert "--overlap-rounds: overlaps secure rounds: add --secagg" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_the_app_reads_the_option_from_its_run_config() -> None:
+    assert "overlap-rounds = false" in app_pyproject()
