@@ -8,6 +8,10 @@ seed, the shares it holds for its neighbours and its update, and is never sent a
 in-process transport (:class:`fedprivacy.flower.transport.InProcessTransport`) keeps one such
 mapping per user.
 
+The node trains at the first stage of a round that carries the model: ``advertise``, or
+``share`` when the server overlaps rounds (:mod:`fedprivacy.flower.overlap`); a second model
+in the same round is refused, so a node trains and masks one update a round.
+
 The node trains exactly as the in-process pipeline trains that user
 (:meth:`fedprivacy.fl.engine.FederatedTraining.client_update`): the same configuration, the same
 public partition, the same per-round randomness, so a deployment's aggregates equal the
@@ -151,6 +155,10 @@ class StageHandler:
 
     def handle(self, request: Record, state: MutableMapping[str, bytes]) -> Record:
         """Answer ``request``; protocol errors become an ``error`` reply, state unchanged.
+
+        A joint request (an ``advertise`` that carries the previous round's unmasking,
+        :func:`~fedprivacy.flower.stages.joint_request`) is answered as two: the unmasking
+        first, with that round's state, then the ``advertise``; each part's error is its own.
 
         Parameters
         ----------
