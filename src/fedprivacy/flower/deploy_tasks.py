@@ -104,9 +104,15 @@ class FedAvgTask(DeployTask):
             )
 
     def check_overlap(self) -> None:
-        """Overlapped rounds need secure ones."""
+        """Overlapped rounds need secure ones, and no guard (which needs each round's outcome)."""
         if not self.config.secagg:
             raise ParameterError("--overlap-rounds", "overlaps secure rounds: add --secagg")
+        if self.config.guard is not None:
+            raise ParameterError(
+                "--overlap-rounds",
+                "selects round t+1 before round t is unmasked, which the privacy guard "
+                "(guard in the configuration) cannot allow",
+            )
 
     @property
     def supernodes(self) -> int:

@@ -41,7 +41,7 @@ from fedprivacy.flower.arrays import ArrayLayout
 from fedprivacy.flower.grid import RECORD, Wire
 from fedprivacy.flower.node import Contribution, Node
 from fedprivacy.flower.node_policy import answer_once
-from fedprivacy.flower.stages import Record, Stage, decode_array, error_reply, field
+from fedprivacy.flower.stages import Record, Stage, error_reply, field
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg.errors import MalformedMessageError
 from fedprivacy.secagg.params import SecAggParameters
@@ -167,9 +167,7 @@ class ModNode(Node):
         r = field(request, "round", int)
         if answer:
             answer_once(state, r)
-        selected = decode_array(field(request, "selected", bytes), np.int64).tolist()
-        if self.user not in selected:
-            raise ParameterError("user", f"user {self.user} was not selected in round {r}")
+        selected = self._selected(request)
         delta = self._user_update()
         if delta.size != params.dimension:
             raise MalformedMessageError(

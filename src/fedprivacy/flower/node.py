@@ -250,6 +250,14 @@ class Node(StageHandler):
         _, delta, weight, _ = self._local_update(request, state)
         return {"update": encode_array(delta), "weight": float(weight)}
 
+    def _selected(self, request: Record) -> list[int]:
+        """The round's selected users; :class:`ParameterError` unless this node's user is one."""
+        selected: list[int] = decode_array(field(request, "selected", bytes), np.int64).tolist()
+        if self.user not in selected:
+            r = field(request, "round", int)
+            raise ParameterError("user", f"user {self.user} was not selected in round {r}")
+        return selected
+
     def _carries_model(self, request: Record) -> bool:
         """Whether ``request`` carries the model to train (else it comes with a later stage)."""
         return "model" in request
@@ -270,11 +278,8 @@ class Node(StageHandler):
         if self._carries_model(request):
             contribution = self._contribution(request, state, params, answer=True)
         else:  # the model comes with the share request (rounds overlapped)
-            r = field(request, "round", int)
-            answer_once(state, r)
-            selected = decode_array(field(request, "selected", bytes), np.int64).tolist()
-            if self.user not in selected:
-                raise ParameterError("user", f"user {self.user} was not selected in round {r}")
+            answer_once(state, field(request, "round", int))
+            self._selected(request)
         return self._begin_secure_round(params, noise, contribution, state)
 
     def _check_round(
