@@ -9,14 +9,17 @@
 #   Runs still going after SECONDS are stopped; their logs say how far they got.
 # Needs FEDPRIVACY_DATA (a folder with mnist/) and fedprivacy importable by python3.
 set -u
+# A dry run on a CPU: DEVICE=cpu EXTRA="--set rounds=2" PY=.venv/bin/python run_jobs.sh ...
 jobs=$1 out=$2 limit=$3 par=${4:-12}
 mkdir -p "$out/logs"
+export DEVICE=${DEVICE:-cuda} EXTRA=${EXTRA:-} PY=${PY:-python3}
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONUNBUFFERED=1 out
 run_one() {
   local exp=$1 run=$2 seed=$3 lr=$4
-  python3 -m fedprivacy.cli.main reproduce "$exp" --only "$run" --seeds "$seed" \
-    --out "$out/lr$lr" --set "local_lr=$lr" --set device=cuda --set encoding=float \
-    --set metrics=none --set checkpoint_every=50 --quiet \
+  # shellcheck disable=SC2086  # EXTRA is a list of options
+  $PY -m fedprivacy.cli.main reproduce "$exp" --only "$run" --seeds "$seed" \
+    --out "$out/lr$lr" --set "local_lr=$lr" --set "device=$DEVICE" --set encoding=float \
+    --set metrics=none --set checkpoint_every=50 $EXTRA --quiet \
     > "$out/logs/$exp-$run-s$seed-lr$lr.log" 2>&1
   echo "$(date +%T) rc=$? $exp $run seed $seed lr $lr"
 }
