@@ -15,7 +15,8 @@ once in ``10^10`` draws) :func:`resolve_exactly` extends ``V`` with more random 
 it with ``exp(-gamma)`` bracketed by gmpy2 (MPFR, directed rounding) at growing precision, with
 ``gamma`` the exact rational: the accepted set is exactly ``{V < exp(-gamma)}``.
 
-All randomness is read from :func:`os.urandom` in bulk.
+All randomness is read from :func:`os.urandom` in bulk, no more of it than a draw uses: a sign is
+one bit, a uniform integer below ``t < 2^32`` four bytes, a Bernoulli eight.
 
 Examples
 --------
@@ -53,6 +54,19 @@ def _words(n: int) -> NDArray[np.uint64]:
     return np.frombuffer(os.urandom(8 * n), dtype=np.uint64).copy()
 
 
+def _short_words(n: int, bits: int) -> NDArray[np.uint64]:
+    """``n`` uniform words of at least ``bits`` random low bits: 4 bytes each up to 32 bits."""
+    if bits > 32:
+        return _words(n)
+    return np.frombuffer(os.urandom(4 * n), dtype=np.uint32).astype(np.uint64)
+
+
+def _coins(n: int) -> NDArray[np.bool_]:
+    """``n`` fair coins, one random bit each."""
+    raw = np.frombuffer(os.urandom((n + 7) // 8), dtype=np.uint8)
+    return np.unpackbits(raw, count=n).astype(bool)
+
+
 def _oversampled(need: int) -> int:
     """Proposals to draw for ``need`` samples of a rejection sampler accepting more than half.
 
@@ -65,10 +79,11 @@ def _oversampled(need: int) -> int:
 def _uniform_below(t: int, n: int) -> NDArray[np.int64]:
     """``n`` uniform integers in ``[0, t)`` (``1 <= t < 2^62``), by rejection on masked words."""
     out = np.empty(n, dtype=np.int64)
-    mask = np.uint64((1 << t.bit_length()) - 1)
+    bits = t.bit_length()
+    mask = np.uint64((1 << bits) - 1)
     filled = 0
     while filled < n:
-        draw = (_words(_oversampled(n - filled)) & mask).astype(np.int64)
+        draw = (_short_words(_oversampled(n - filled), bits) & mask).astype(np.int64)
         kept = draw[draw < t][: n - filled]
         out[filled : filled + kept.size] = kept
         filled += kept.size
@@ -152,7 +167,7 @@ def _discrete_laplace(t: int, n: int) -> NDArray[np.int64]:
 
         keep = _bernoulli_exp(u / float(t), u / float(t) + 2.0, exact)
         x = u + t * _geometric(m)
-        negative = (_words(m) & np.uint64(1)).astype(bool)
+        negative = _coins(m)
         keep &= ~(negative & (x == 0))  # 0 would otherwise be drawn twice as often
         kept = np.where(negative, -x, x)[keep][: n - filled]
         out[filled : filled + kept.size] = kept
