@@ -233,7 +233,9 @@ class SecAggProtocolSection:
     Attributes
     ----------
     secagg_degree : int or None
-        SecAgg+ neighbours of each user, or ``None`` for the complete graph (SecAgg).
+        SecAgg+ neighbours of each user (``K - 1``: the complete graph of SecAgg), or ``None`` for
+        the default: the complete graph up to 32 users a round, ``O(log K)`` neighbours above
+        (:func:`~fedprivacy.secagg.params.round_degree`).
     protocol_dropout : float
         Probability that a selected user drops during the protocol, at a random stage.
     batch_policy : str or None

@@ -17,6 +17,13 @@ field                  meaning (the adversary: a server that lies about the para
                        ``floor((h + 1) / 2) + 1``: all ``n`` parties for SecAgg, the
                        neighbourhood for SecAgg+ (as Bell et al.). Two disjoint groups cannot
                        both reach it, which the survivor-list consistency check relies on
+``min_degree``         optional: the fewest share holders (SecAgg+ neighbours) a user of this
+                       party accepts, capped at ``n - 1`` (a value of ``n - 1`` or more accepts
+                       the complete graph only); ``None``: any graph the threshold check
+                       passes (the server's default: complete up to 32 parties a round,
+                       ``O(log n)`` neighbours above, :func:`~fedprivacy.secagg.params.
+                       round_degree`). Against a server colluding with users, fewer
+                       neighbours need fewer colluders
 ``min_key_bits``       the smallest Paillier modulus accepted (3072 bits by default)
 ``allow_test_keys``    accept a key marked as a test key (below 2048 bits); never by default
 ``batch_size``         T of batch partitioning: the aggregated set must be a union of whole
@@ -105,6 +112,7 @@ class PartyPolicy(Config):
     noise_multiplier: float | None = None
     clip: float | None = None
     min_threshold: int | None = None
+    min_degree: int | None = None
     min_key_bits: int = DEFAULT_MIN_KEY_BITS
     allow_test_keys: bool = False
     batch_size: int = 1
@@ -124,6 +132,8 @@ class PartyPolicy(Config):
             raise ParameterError("clip", "is required with a noise_multiplier")
         if self.min_threshold is not None:
             require_int("min_threshold", self.min_threshold, minimum=2)
+        if self.min_degree is not None:
+            require_int("min_degree", self.min_degree, minimum=2)
         require_int("min_key_bits", self.min_key_bits, minimum=512)
         require_int("batch_size", self.batch_size, minimum=1)
         NOISE_MODES.lookup(self.noise_mode)
@@ -178,6 +188,28 @@ class PartyPolicy(Config):
         if threshold < least:
             raise PolicyViolationError(
                 "threshold", f"{threshold} is below this party's minimum {least}{why}"
+            )
+
+    def check_degree(self, holders: int, parties: int) -> None:
+        """Refuse fewer share holders than ``min_degree`` (capped at ``parties - 1``).
+
+        Examples
+        --------
+        >>> PartyPolicy(min_degree=12).check_degree(holders=9, parties=10)  # complete graph
+        >>> try:
+        ...     PartyPolicy(min_degree=12).check_degree(holders=8, parties=40)
+        ... except PolicyViolationError as exc:
+        ...     print(exc)
+        degree: 8 share holders of 40 parties is below this party's minimum 12
+        """
+        if self.min_degree is None:
+            return
+        least = min(self.min_degree, parties - 1)
+        if holders < least:
+            raise PolicyViolationError(
+                "degree",
+                f"{holders} share holders of {parties} parties is below this party's minimum "
+                f"{least}",
             )
 
     def check_noise(self, requested: float | None) -> None:

@@ -66,8 +66,11 @@ _AGGREGATES_LEDGER: Final = (
 VIEW_CAVEATS: Final[Mapping[Aggregation, tuple[str, ...]]] = {
     "secagg": (
         _AGGREGATES_LEDGER,
-        "Secure aggregation hides the individual updates of one round; what the server can "
-        "combine across rounds is stated above.",
+        "Secure aggregation hides the individual updates of one round from a server colluding "
+        "with fewer users than the threshold (above 32 users a round, unless a degree is "
+        "configured, SecAgg+'s random graph of O(log n) neighbours: fewer than the threshold "
+        "among each user's neighbours); what the server can combine across rounds is stated "
+        "above.",
     ),
     "plaintext": (
         _AGGREGATES_LEDGER,

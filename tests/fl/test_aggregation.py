@@ -193,3 +193,35 @@ def test_a_new_aggregator_is_one_class_and_one_registration():
     assert type(agg) is Doubled
     assert np.array_equal(out.mean_update, [4.0, -2.0])  # twice the mean [2, -1]
     assert "test-doubled" not in AGGREGATORS
+
+
+@pytest.mark.parametrize(
+    ("users", "configured", "batch_size", "degree"),
+    [
+        (32, None, 1, None),  # the complete graph up to 32 parties
+        (40, None, 1, 12),  # SecAgg+ above: 2 ceil(log2 40)
+        (40, None, 8, 18),  # batch-aware: each batch of 8 a clique, 2T + 2
+        (40, 39, 1, 39),  # K - 1 configured: the complete graph at any size
+        (40, 6, 1, 6),
+    ],
+)
+def test_the_round_degree_is_the_complete_graph_up_to_32_parties(
+    users, configured, batch_size, degree
+):
+    agg = SecureAggregator(1.0, users, 32, seed=0, degree=configured, batch_policy="atomic")
+    plan = agg.plan_round(0, range(users), 20, batch_size=batch_size)
+    assert plan.params.degree == degree
+    if degree is not None:  # every user's share holders are its neighbours
+        assert plan.params.min_holders >= min(degree, users - 1) - 1
+
+
+def test_the_default_secagg_plus_round_above_32_parties_sums_exactly():
+    """What the server unmasks with the default sparse graph is the plaintext sum, bit for bit."""
+    rng = np.random.default_rng(4)
+    users = list(range(40))
+    deltas = _deltas(rng, users, 50)
+    weights = dict.fromkeys(users, 1.0)
+    plain = PlaintextAggregator(1.0, 40, 32, seed=1).aggregate(0, deltas, weights)
+    secure = SecureAggregator(1.0, 40, 32, seed=1).aggregate(0, deltas, weights)
+    assert secure.aggregated == tuple(users)
+    assert np.array_equal(plain.mean_update, secure.mean_update)

@@ -9,6 +9,7 @@ obtained from everything it received.
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -231,3 +232,28 @@ def test_a_node_adds_noise_only_in_its_own_mode_and_the_exact_one_only_with_the_
     assert draw is not None and draw.variance == Fraction(10**12)
     assert (draw.components, draw.kept_total) == (-(-12 // params.threshold), 12)
     assert party_draw(params, "") is None
+
+
+def test_a_node_with_a_degree_floor_refuses_a_sparser_graph(tmp_path: Path) -> None:
+    """A lying server proposes SecAgg+ with 2 neighbours to nodes whose floor is 4."""
+    config = _config()
+    policy = dataclasses.replace(training_policy(config), min_degree=4)
+    transport = InProcessTransport({u: Node(u, policy=policy) for u in range(USERS)})
+    summary = run_deployed(config, transport, tmp_path, forge="degree=2")
+    events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert _refusals(events) == {(u, "PolicyViolationError", "degree") for u in range(USERS)}
+    assert {e["stage"] for e in events if e["event"] == "node_refused"} == {"advertise"}
+    assert summary["rounds_aggregated"] == 0  # the server obtained nothing
+    assert summary["privacy"]["epsilon"] in (0, 0.0, None)
+
+
+def test_without_a_degree_floor_the_sparser_graph_is_answered(tmp_path: Path) -> None:
+    """``min_degree`` is the operator's choice: by default any graph the threshold check passes.
+
+    Without DP: with it, the sparser graph's lower threshold needs more noise than the request
+    carries, and the nodes refuse that (``noise_multiplier``).
+    """
+    config = dataclasses.replace(_config(rounds=1), dp="none", noise_multiplier=None, clip=None)
+    summary, events = _run(config, tmp_path, "degree=2")
+    assert not _refusals(events)
+    assert summary["rounds_aggregated"] == 1

@@ -135,7 +135,12 @@ _SECURE_AGGREGATION = (
         "whole selection or nothing (round), or whoever submitted (partial, default otherwise)",
         choices=("atomic", "round", "partial"),
     ),
-    Flag("--secagg-degree", "SecAgg+ neighbours of each party (default: complete graph)", type=int),
+    Flag(
+        "--secagg-degree",
+        "SecAgg+ neighbours of each party (default: the complete graph up to 32 parties a round, "
+        "O(log K) neighbours above; K - 1: always complete)",
+        type=int,
+    ),
     Flag("--update-clip", "entry-wise clip of an update (the fixed-point range)", type=float),
     Flag("--bits", "fixed-point modulus 2^bits of the aggregation", type=int),
     Flag(

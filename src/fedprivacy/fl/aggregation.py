@@ -99,7 +99,8 @@ class AggregatorOptions:
     clip, per_round, bits, seed
         As in :class:`Aggregator`.
     degree : int or None
-        SecAgg+ neighbour count, or ``None`` for the complete graph (secure path).
+        SecAgg+ neighbour count, or ``None`` for the default graph (secure path; see
+        :func:`~fedprivacy.secagg.params.round_degree`).
     protocol_dropout : float
         Probability that a selected user drops during the protocol (secure path only).
     batch_policy : str

@@ -41,7 +41,12 @@ from fedprivacy.secagg.multiround import (
     ring_block,
     sample_dropouts,
 )
-from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD, SecAggParameters
+from fedprivacy.secagg.params import (
+    MIN_PARTICIPANTS,
+    MIN_THRESHOLD,
+    SecAggParameters,
+    round_degree,
+)
 from fedprivacy.secagg.result import AggregationResult
 from fedprivacy.secagg.server import AggregationPolicy, SecAggServer
 
@@ -81,7 +86,9 @@ class SecureAggregator(Aggregator):
     clip, per_round, bits, seed
         As in :class:`Aggregator`.
     degree : int or None
-        SecAgg+ neighbour count (at least 2), or ``None`` for the complete graph (SecAgg). With
+        SecAgg+ neighbour count (at least 2; ``K - 1`` or more: the complete graph), or ``None``
+        for the default (:func:`~fedprivacy.secagg.params.round_degree`: the complete graph up to
+        32 parties a round, SecAgg+ with ``O(log K)`` neighbours above). With
         batches (``batch_size > 1`` in :meth:`aggregate`) and the ``atomic`` or ``round`` policy
         the graph is batch-aware (see :func:`~fedprivacy.secagg.multiround.ring_block`).
     protocol_dropout : float
@@ -184,7 +191,7 @@ class SecureAggregator(Aggregator):
         """
         started = time.perf_counter()
         users = sorted(int(u) for u in users)
-        degree = None if self.degree is None else min(self.degree, len(users) - 1)
+        degree = round_degree(self.degree, len(users), batch_size)
         block = ring_block(batch_size, self.batch_policy, degree)
         params = SecAggParameters.create(
             self.session,

@@ -9,6 +9,7 @@ its report. The names (:data:`FEDAVG_FORGES`):
 ====================  ===================================================================
 ``noise=V``           the noise variance asked of each party (``noise=`` asks for none)
 ``threshold=T``       the SecAgg threshold
+``degree=K``          a SecAgg+ graph of K neighbours (its threshold a majority of each group)
 ``clip=C``            the clip in the configuration sent to the nodes
 ``noise_multiplier``  the noise multiplier in the configuration sent to the nodes
 ``plaintext=1``       a plaintext ``train`` request before each secure round
@@ -54,6 +55,7 @@ __all__ = [
 FEDAVG_FORGES = (
     "noise",
     "threshold",
+    "degree",
     "clip",
     "noise_multiplier",
     "plaintext",
@@ -83,7 +85,18 @@ def forge_config(config_toml: str, forge: Mapping[str, str]) -> str:
 
 
 def forge_params(params: SecAggParameters, forge: Mapping[str, str]) -> SecAggParameters:
-    """The round's parameters with a forged ``threshold``."""
+    """The round's parameters with a forged ``degree`` (a sparser graph), then ``threshold``."""
+    if "degree" in forge:
+        params = SecAggParameters.create(
+            params.session_id,
+            params.round_index,
+            params.participants,
+            params.dimension,
+            params.codec,
+            weighted=params.weighted,
+            degree=int(forge["degree"]),
+            graph_seed=params.graph_seed or params.session_id,
+        )
     if "threshold" not in forge:
         return params
     return dataclasses.replace(params, threshold=int(forge["threshold"]))

@@ -160,7 +160,8 @@ def check_secure_round(
 ) -> str:
     """Check a secure round's parameters and noise against ``policy``; the noise to add.
 
-    The threshold must reach the policy's minimum, and one more round must fit the party's
+    The threshold and the share holders (SecAgg+ degree) must reach the policy's minimums, and
+    one more round must fit the party's
     epsilon budget (:func:`spend_budget`, which counts it). A node with a noise floor
     computes, from the round's own codec, threshold, parties and dimension, the variance its
     floor needs on the grid in its own noise mode (:meth:`~fedprivacy.dp.party_noise.PartyNoise.
@@ -171,11 +172,13 @@ def check_secure_round(
     Raises
     ------
     PolicyViolationError
-        Naming ``threshold``, ``epsilon_budget``, ``noise_multiplier`` or ``noise_mode``.
+        Naming ``threshold``, ``degree``, ``epsilon_budget``, ``noise_multiplier`` or
+        ``noise_mode``.
     MalformedMessageError
         If ``noise`` is not a noise request (:mod:`fedprivacy.flower.noise_request`).
     """
     policy.check_threshold(params.threshold, params.min_holders)
+    policy.check_degree(params.min_holders, params.num_users)
     spend_budget(policy, state)
     requested = parse_noise_request(noise)
     mode = requested[0] if requested is not None else policy.noise_mode

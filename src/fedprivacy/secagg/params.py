@@ -72,6 +72,52 @@ def batch_degree(num_users: int, block: int) -> int:
     return min(max(default_degree(n), 2 * t + 2), n - 1)
 
 
+COMPLETE_GRAPH_UP_TO = 32
+"""Rounds of at most this many parties use the complete graph unless a degree is configured.
+
+Measured (``benchmarks/flower_simulation.py``, benchmarks/RESULTS.md): up to 20 parties a round
+SecAgg+ with 8 neighbours costs what the complete graph does; from 40 the complete graph's share
+and mask stages cost more (0.79x at 40, 0.77x at 100).
+"""
+
+
+def round_degree(configured: int | None, num_users: int, batch_size: int = 1) -> int | None:
+    """The SecAgg+ degree of a round of ``num_users`` parties; ``None``: the complete graph.
+
+    A configured degree is capped at ``num_users - 1`` (so ``K - 1`` or more always means the
+    complete graph). Without one, rounds of at most :data:`COMPLETE_GRAPH_UP_TO` parties use the
+    complete graph and larger ones SecAgg+ with :func:`batch_degree` neighbours (Bell et al.'s
+    ``O(log n)``, with each batch of ``batch_size`` a clique): a random graph whose guarantee
+    needs an honest majority among each user's neighbours, which the privacy report names.
+
+    Parameters
+    ----------
+    configured : int or None
+        The degree from the configuration (``secagg_degree``), or ``None``.
+    num_users : int
+        Parties of the round.
+    batch_size : int
+        ``T`` of Multi-RoundSecAgg batches, 1 without batches.
+
+    Returns
+    -------
+    int or None
+        The degree, or ``None`` for the complete graph.
+
+    Examples
+    --------
+    >>> round_degree(None, 32), round_degree(None, 40), round_degree(None, 40, batch_size=6)
+    (None, 12, 14)
+    >>> round_degree(8, 100), round_degree(8, 6), round_degree(99, 100)
+    (8, 5, 99)
+    """
+    if configured is not None:
+        return min(configured, num_users - 1)
+    if num_users <= COMPLETE_GRAPH_UP_TO:
+        return None
+    return batch_degree(num_users, batch_size)
+
+
 def _ring_order(
     participants: Sequence[int], rng: np.random.Generator, block: int | None
 ) -> list[int]:
