@@ -14,6 +14,16 @@ import json
 from pathlib import Path
 
 
+def read_accuracy(run: Path) -> dict[int, float]:
+    """Test accuracy (%) of a run directory's metrics.csv by round (counted from 1)."""
+    acc: dict[int, float] = {}
+    with (run / "metrics.csv").open() as fh:
+        for rec in csv.DictReader(fh):
+            if rec["test_accuracy"]:
+                acc[int(rec["round"]) + 1] = 100 * float(rec["test_accuracy"])
+    return acc
+
+
 def main() -> None:
     """Print the table."""
     ap = argparse.ArgumentParser(description=__doc__)
@@ -24,11 +34,7 @@ def main() -> None:
     print("| run | " + " | ".join(f"round {r}" for r in picks) + " | best | final |")
     print("|---|" + "---|" * (len(picks) + 2))
     for run in args.runs:
-        acc: dict[int, float] = {}
-        with (run / "metrics.csv").open() as fh:
-            for rec in csv.DictReader(fh):
-                if rec["test_accuracy"]:
-                    acc[int(rec["round"]) + 1] = 100 * float(rec["test_accuracy"])
+        acc = read_accuracy(run)
         final = 100 * float(json.loads((run / "summary.json").read_text())["test_accuracy"])
         cells = [f"{acc[r]:.1f}" if r in acc else "-" for r in picks]
         label = f"{run.parent.parent.name} {run.name}"

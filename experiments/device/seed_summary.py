@@ -24,6 +24,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from accuracy_table import read_accuracy  # noqa: E402  (this folder, the script's path)
 from scipy import stats  # noqa: E402
 
 Curves = dict[str, dict[int, dict[int, float]]]  # run -> seed -> round -> accuracy (%)
@@ -36,12 +37,7 @@ def read_runs(dirs: list[Path]) -> Curves:
         match = re.fullmatch(r"(.+)-seed(\d+)", run.name)
         if match is None:
             raise SystemExit(f"{run}: not a RUN-seedS directory")
-        acc: dict[int, float] = {}
-        with (run / "metrics.csv").open() as fh:
-            for rec in csv.DictReader(fh):
-                if rec["test_accuracy"]:
-                    acc[int(rec["round"]) + 1] = 100 * float(rec["test_accuracy"])
-        curves.setdefault(match[1], {})[int(match[2])] = acc
+        curves.setdefault(match[1], {})[int(match[2])] = read_accuracy(run)
     return curves
 
 
