@@ -17,6 +17,9 @@ deployment (``fedprivacy.flower.deploy.LocalDeployment``: a SuperLink and K Supe
   parameters, ``--d`` does not apply), half the nodes a round; seconds a round end to end (a
   run of R rounds minus a run of one); ``app-private-overlap`` is the private app with
   ``overlap-rounds`` (three exchanges a round: round t's unmasking with round t + 1's keys);
+  ``app-private-reuse`` adds each node's policy ``key_rounds = 20`` (the nodes reuse their
+  SecAgg keys: a round whose nodes' keys the server holds opens at ``share``, carried with the
+  previous round's unmasking, and the model comes with ``mask``: two exchanges a round);
 * (c) **Flower's SecAgg+**: ``SecAggPlusWorkflow`` inside ``DefaultWorkflow`` (legacy
   ``LegacyContext`` + ``FedAvg``), clients a ``NumPyClient`` behind ``secaggplus_mod`` whose
   ``fit`` runs fedprivacy's own local training of that user (the same model, data and code as
@@ -35,7 +38,7 @@ Run::
     .venv/bin/python benchmarks/flower_deploy.py --quick        # K = 10, d = 1e4, one round
     .venv/bin/python benchmarks/flower_deploy.py --k 10 --d 1e4 --arms ours-secagg,ours-secagg+check
     .venv/bin/python benchmarks/flower_deploy.py --k 6,10 --d 1e4 --rounds 3 \
-        --arms app-fedavg,app-private,app-private-overlap
+        --arms app-fedavg,app-private,app-private-overlap,app-private-reuse
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ import tomli_w
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.flower.deploy import deploy, terminate_as_interrupt
 from fedprivacy.flower.local_deployment import LocalDeployment
+from fedprivacy.policy import POLICY_KEY
 
 FLOWER_APP = """
 import json, time
@@ -325,13 +329,20 @@ APP_ARMS = {
     "app-fedavg": "digits-fedavg",
     "app-private": "digits-private",
     "app-private-overlap": "digits-private",
+    "app-private-reuse": "digits-private",
     "app-secaggplus": "digits-secaggplus",
 }
 #: Run-config keys an arm sets beyond its app's: the private app with rounds overlapped (three
 #: exchanges a round: round t's unmasking with round t + 1's keys).
-ARM_RUN_CONFIG: dict[str, dict[str, Any]] = {"app-private-overlap": {"overlap-rounds": True}}
+ARM_RUN_CONFIG: dict[str, dict[str, Any]] = {
+    "app-private-overlap": {"overlap-rounds": True},
+    "app-private-reuse": {"overlap-rounds": True},
+}
+#: The policy file each node of an arm is started with (its operator's choice), if any: the
+#: nodes reuse their SecAgg keys for up to 20 rounds.
+ARM_NODE_POLICY = {"app-private-reuse": "key_rounds = 20\n"}
 #: The arms the issue's goals are checked for.
-PRIVATE_ARMS = ("app-private", "app-private-overlap")
+PRIVATE_ARMS = ("app-private", "app-private-overlap", "app-private-reuse")
 
 
 def app_dir(app: str, work: Path) -> Path:
@@ -372,10 +383,15 @@ def example_app(arm: str, k: int, rounds: int, work: Path) -> dict[str, Any]:
         config = work / f"run-config-{r}.toml"
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(tomli_w.dumps(overrides))
+        policy = ""
+        if arm in ARM_NODE_POLICY:
+            path = work / "node-policy.toml"
+            path.write_text(ARM_NODE_POLICY[arm])
+            policy = f' {POLICY_KEY}="{path.resolve()}"'
         with LocalDeployment(work / f"deployment-{r}", nodes=k) as dep:
             dep.start_superlink()
             for u in range(k):
-                dep.start_supernode(u, node_config=f"partition-id={u} num-partitions={k}")
+                dep.start_supernode(u, node_config=f"partition-id={u} num-partitions={k}{policy}")
             dep.write_flower_config()
             started = time.monotonic()
             runner = dep.flwr_run(app_dir(app, work), config)

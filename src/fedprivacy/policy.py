@@ -24,6 +24,11 @@ field                  meaning (the adversary: a server that lies about the para
                        ``O(log n)`` neighbours above, :func:`~fedprivacy.secagg.params.
                        round_degree`). Against a server colluding with users, fewer
                        neighbours need fewer colluders
+``key_rounds``         the most secure rounds the party's node masks with one pair of SecAgg
+                       keys (:mod:`fedprivacy.secagg.key_epoch`); 1 (the default): fresh keys
+                       every round. Above 1 the node never shares its masking key and reveals
+                       round-scoped pairwise keys instead; the server then skips its
+                       ``advertise`` stage while the keys last
 ``min_key_bits``       the smallest Paillier modulus accepted (3072 bits by default)
 ``allow_test_keys``    accept a key marked as a test key (below 2048 bits); never by default
 ``batch_size``         T of batch partitioning: the aggregated set must be a union of whole
@@ -113,6 +118,7 @@ class PartyPolicy(Config):
     clip: float | None = None
     min_threshold: int | None = None
     min_degree: int | None = None
+    key_rounds: int = 1
     min_key_bits: int = DEFAULT_MIN_KEY_BITS
     allow_test_keys: bool = False
     batch_size: int = 1
@@ -134,6 +140,7 @@ class PartyPolicy(Config):
             require_int("min_threshold", self.min_threshold, minimum=2)
         if self.min_degree is not None:
             require_int("min_degree", self.min_degree, minimum=2)
+        require_int("key_rounds", self.key_rounds, minimum=1)
         require_int("min_key_bits", self.min_key_bits, minimum=512)
         require_int("batch_size", self.batch_size, minimum=1)
         NOISE_MODES.lookup(self.noise_mode)

@@ -30,7 +30,17 @@ from fedprivacy.flower.stages import Record, Stage
 from fedprivacy.flower.training import DeployedTraining, LiveNodes
 from fedprivacy.flower.transport import InProcessTransport, Transport
 from fedprivacy.secagg.driver import Stage as ProtocolStage
-from fedprivacy.secagg.messages import MaskedInput, decode_message
+from fedprivacy.secagg.messages import (
+    MaskedInput,
+    ShareKind,
+    UnmaskResponse,
+    decode_message,
+)
+from fedprivacy.secagg.messages import (
+    Message as ProtocolMessage,
+)
+from fedprivacy.secagg.params_wire import decode_params
+from fedprivacy.secagg.server_view import ReceivedState, server_view
 
 USERS = 6
 
@@ -218,7 +228,7 @@ def test_a_node_without_the_model_shares_no_keys(tmp_path: Path) -> None:
     assert 4 not in result.rounds[1].aggregated
 
 
-def test_only_an_advertise_request_carries_an_unmasking(tmp_path: Path) -> None:
+def test_only_a_rounds_opening_request_carries_an_unmasking(tmp_path: Path) -> None:
     def carried_by_share(stage: Stage, r: int, u: int, request: Record) -> Record:
         if stage is Stage.SHARE and r == 1 and u == 2:
             request |= {"unmask-round": 0, "unmask-message": b"x"}
@@ -259,8 +269,10 @@ class Counting(InProcessTransport):
         return super()._exchange(stage, r, requests)
 
 
-def _deployed(config: TrainConfig, overlap: bool, **kw: Any) -> tuple[Any, Counting]:
-    policy = training_policy(config)
+def _deployed(
+    config: TrainConfig, overlap: bool, key_rounds: int = 1, **kw: Any
+) -> tuple[Any, Counting]:
+    policy = training_policy(config).with_overrides(key_rounds=key_rounds)
     transport = Counting({u: Node(u, policy=policy) for u in range(USERS)}, **kw)
     training = build_training(
         config,
@@ -296,3 +308,100 @@ def test_the_reference_replays_a_dropout_in_the_joint_exchange() -> None:
     means = simulate(config, deployed.availability.trace, dropouts)
     assert max_abs_error(deployed.aggregates, means) == 0.0
     assert len(deployed.ledger.selected(1)) == USERS - 2  # its batch left round 1 with it
+
+
+def test_reused_deployed_keys_equal_the_in_process_pipeline_in_two_exchanges_a_round() -> None:
+    config = _train_config(per_round=USERS, rounds=4)
+    deployed, transport = _deployed(config, overlap=True, key_rounds=10)
+    assert transport.calls == 3 + 2 * 3 + 1  # round 0 advertises; then unmask + share, mask
+    means = simulate(config, deployed.availability.trace, {})
+    assert max_abs_error(deployed.aggregates, means) == 0.0
+
+
+# ---------------------------------------------------------------- reused keys (a node's policy)
+
+REUSE = "key_rounds = 10\n"
+
+
+def _received(log: list[tuple[Stage, int, int, Record, Record]]) -> dict[int, list[Any]]:
+    """Every protocol message the server received, by the round it belongs to."""
+    out: dict[int, list[ProtocolMessage]] = {}
+    for _, _, _, _, reply in log:
+        for key in ("message", "unmask-message"):
+            if key in reply:
+                message = decode_message(reply[key])
+                out.setdefault(message.header.round_index, []).append(message)
+    return out
+
+
+def _view(log: list[tuple[Stage, int, int, Record, Record]], r: int) -> ReceivedState:
+    """What the server received in round ``r``, rebuilt from the bytes it got."""
+    params = next(
+        decode_params(q["params"]) for *_, q, _ in log if q.get("round") == r and "params" in q
+    )
+    return ReceivedState.from_messages(params, _received(log)[r])
+
+
+def test_reused_keys_open_rounds_at_share_two_exchanges_a_round(tmp_path: Path) -> None:
+    fresh, reuse = Recording(tmp_path), Recording(tmp_path, policy=REUSE)
+    plain = _run(fresh, overlap_rounds=True, per_round=USERS, rounds=4)
+    reused = _run(reuse, overlap_rounds=True, per_round=USERS, rounds=4)
+    assert len(fresh.calls) == 3 * 4 + 1
+    assert len(reuse.calls) == 3 + 2 * 3 + 1
+    assert [r.aggregated for r in reused.rounds] == [r.aggregated for r in plain.rounds]
+    assert np.abs(_flat(reused.arrays) - _flat(plain.arrays)).max() < 1e-5
+    stages = [e for e in reused.events if e.get("event") == "stage"]
+    assert [(e["round"], e["stage"]) for e in stages if e.get("joint")] == [
+        (1, "share"),
+        (2, "share"),
+        (3, "share"),
+    ]
+    assert {e["round"] for e in stages if e["stage"] == "advertise"} == {0}
+    for stage, r, _u, request, _ in reuse.log:  # the model: at share in round 0, then at mask
+        carries = ARRAYS in request
+        assert carries == ((stage, r == 0) in {(Stage.SHARE, True), (Stage.MASK, False)})
+    kinds = {
+        k
+        for ms in _received(reuse.log).values()
+        for m in ms
+        if isinstance(m, UnmaskResponse)
+        for _, k, _ in m.shares
+    }
+    assert kinds == {ShareKind.SELF_MASK_SEED}  # nobody dropped: no masking key, no pair key
+
+
+def test_a_dropout_under_reused_keys_reveals_round_keys_and_the_sum_only(tmp_path: Path) -> None:
+    """User 3 shares in round 2, then is silent at mask; its batch {2, 3} is left out."""
+    nodes = Recording(tmp_path, policy=REUSE, silent={(Stage.MASK, 2, 3)})
+    result = _run(nodes, overlap_rounds=True, per_round=USERS, rounds=3)
+    assert result.rounds[2].aggregated == [0, 1, 4, 5]
+    state = _view(nodes.log, 2)
+    assert state.mask_keys == frozenset() and 2 not in state.seeds
+    assert state.pair_keys == {(min(u, v), max(u, v)) for u in (0, 1, 4, 5) for v in (2, 3)}
+    assert server_view(state).components == (frozenset({0, 1, 4, 5}),)
+    for r in (0, 1):
+        assert server_view(_view(nodes.log, r)).components == (frozenset(range(USERS)),)
+
+
+class Restarting(Recording):
+    """Node ``user`` loses its state (a restart) just before exchange ``(stage, round)``."""
+
+    def __init__(self, tmp_path: Path, at: tuple[Stage, int, int]) -> None:
+        super().__init__(tmp_path, policy=REUSE)
+        self.at = at
+
+    def _exchange(self, stage: Stage, r: int, requests: dict[int, Record]) -> dict[int, Record]:
+        if (stage, r) == self.at[:2]:
+            self.inner.contexts[self.at[2]].state = RecordDict()
+        return super()._exchange(stage, r, requests)
+
+
+def test_a_node_that_lost_its_keys_refuses_and_advertises_again(tmp_path: Path) -> None:
+    result = _run(
+        Restarting(tmp_path, (Stage.UNMASK, 1, 1)), overlap_rounds=True, per_round=USERS, rounds=4
+    )
+    assert _refusals(result) >= {(2, "share", 1, "OutOfOrderError")}
+    assert 1 not in result.rounds[2].aggregated and 1 in result.rounds[3].aggregated
+    stages = [e for e in result.events if e.get("event") == "stage"]
+    opening = {(e["round"], e["stage"], e["asked"]) for e in stages if e.get("joint")}
+    assert (3, "advertise", 1) in opening  # only the node without keys advertises

@@ -290,7 +290,7 @@ def test_held_shares_are_parsed_strictly() -> None:
     ("mutate", "match"),
     [
         (lambda b: b"FPSA" + b[4:], "bad magic"),
-        (lambda b: b[:4] + bytes([2]) + b[5:], "unsupported version"),
+        (lambda b: b[:4] + bytes([1]) + b[5:], "unsupported version"),
         (lambda b: b[:STAGE_OFFSET] + bytes([9]) + b[STAGE_OFFSET + 1 :], "unknown client stage"),
         (lambda b: b[:STAGE_OFFSET] + bytes([2]) + b[STAGE_OFFSET + 1 :], "held shares"),
         (lambda b: b[:STAGE_OFFSET] + bytes([1]) + b[STAGE_OFFSET + 1 :], "neighbour keys"),

@@ -296,6 +296,15 @@ _DEPLOYMENT = (
         action="store_true",
     ),
     Flag(
+        "--key-rounds",
+        "each node masks up to N secure rounds with one pair of SecAgg keys (its policy's "
+        "key_rounds; 1: fresh keys every round): the server skips advertise for the nodes "
+        "whose keys it holds",
+        type=int,
+        default=1,
+        metavar="N",
+    ),
+    Flag(
         "--kill",
         "fault injection: kill party P's SuperNode (*: the last party asked) before STAGE of "
         "round R",

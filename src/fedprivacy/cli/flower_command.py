@@ -89,6 +89,7 @@ def _deploy(
             simulation=args.simulation,
             node_auth=args.node_auth,
             overlap_rounds=getattr(args, "overlap_rounds", False),
+            key_rounds=getattr(args, "key_rounds", 1),
             on_event=None if args.json or args.quiet else _progress,
         )
 
@@ -273,6 +274,10 @@ _DEPLOY_OPTIONS = (
     ),
     "simulation",
     Use("overlap_rounds", help="with --secagg: three exchanges a round instead of four"),
+    Use(
+        "key_rounds",
+        help="with --secagg: each node masks up to N rounds with one pair of keys (1)",
+    ),
     Use("stage_timeout", default=60.0, help="seconds a stage waits for replies (60)"),
     Use(
         "kill",

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from fedprivacy._validation import require_int
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.files import atomic_write_json
 from fedprivacy.flower.deploy_setup import PreparedRun, check_deploy_options, prepare_run_dir
@@ -151,6 +152,7 @@ def deploy(
     simulation: bool = False,
     node_auth: bool | None = None,
     overlap_rounds: bool = False,
+    key_rounds: int = 1,
     timeout: float = 1800.0,
     on_event: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
@@ -189,6 +191,10 @@ def deploy(
     overlap_rounds : bool
         FedAvg with SecAgg: three exchanges a round, each round's ``unmask`` with the next
         round's ``advertise`` (:mod:`fedprivacy.flower.overlap`).
+    key_rounds : int
+        FedAvg with SecAgg: each node's policy masks up to this many rounds with one pair of
+        keys (:mod:`fedprivacy.flower.node_keys`); the server then skips ``advertise`` for the
+        nodes whose keys it holds (two exchanges a round with ``overlap_rounds``).
     timeout : float
         The most seconds the whole run may take.
     on_event : callable, optional
@@ -207,6 +213,9 @@ def deploy(
     )
     if overlap_rounds:
         task.check_overlap()
+    if key_rounds != 1:
+        require_int("--key-rounds", key_rounds, minimum=1)
+        task.check_key_rounds()
     task.preflight()
     files = prepare_run_dir(
         task,
@@ -217,6 +226,7 @@ def deploy(
         stage_timeout=stage_timeout,
         node_auth=node_auth,
         overlap_rounds=overlap_rounds,
+        key_rounds=key_rounds,
     )
     with LocalDeployment(run_dir, tls=tls, nodes=supernodes) as dep:
         _start_nodes(

@@ -110,6 +110,7 @@ def prepare_run_dir(
     stage_timeout: float,
     node_auth: bool,
     overlap_rounds: bool = False,
+    key_rounds: int = 1,
 ) -> PreparedRun:
     """Write what the deployment is started with into ``run_dir`` (stale outputs removed).
 
@@ -132,6 +133,8 @@ def prepare_run_dir(
         Generate a key pair per node and the federation's roster.
     overlap_rounds : bool
         Overlap the secure rounds (three exchanges a round).
+    key_rounds : int
+        The rounds each node's policy lets one pair of SecAgg keys mask.
 
     Returns
     -------
@@ -143,7 +146,7 @@ def prepare_run_dir(
         (run_dir / stale).unlink(missing_ok=True)
     keys = generate_node_keys(run_dir / "node-keys", range(supernodes)) if node_auth else {}
     roster = write_roster(keys, run_dir / "node-keys" / "roster.toml")
-    policies = write_policies(task, run_dir / "policies", supernodes, keys, roster)
+    policies = write_policies(task, run_dir / "policies", supernodes, keys, roster, key_rounds)
     app_dir = run_dir / "app"
     app_dir.mkdir(exist_ok=True)
     atomic_write_text(app_dir / "pyproject.toml", pyproject)

@@ -77,6 +77,10 @@ class DeployTask(ABC):
         """Refuse overlapped rounds where the task has no secure rounds to overlap."""
         raise ParameterError("--overlap-rounds", "overlaps FedAvg's secure rounds only")
 
+    def check_key_rounds(self) -> None:
+        """Refuse reused SecAgg keys where the task runs no SecAgg rounds."""
+        raise ParameterError("--key-rounds", "reuses the keys of FedAvg's secure rounds only")
+
     def preflight(self) -> None:  # noqa: B027 (an optional hook: nothing by default)
         """Checks that need the data, run just before any process starts (none by default)."""
 
@@ -102,6 +106,11 @@ class FedAvgTask(DeployTask):
                 f"{self.config.noise_mode} needs node authentication (each node's consistency "
                 "check): drop --no-tls and --simulation",
             )
+
+    def check_key_rounds(self) -> None:
+        """Reused keys need secure rounds."""
+        if not self.config.secagg:
+            raise ParameterError("--key-rounds", "reuses the keys of secure rounds: add --secagg")
 
     def check_overlap(self) -> None:
         """Overlapped rounds need secure ones, and no guard (which needs each round's outcome)."""

@@ -85,41 +85,46 @@ class StageExchange:
         return self._settle(stage, r, requests, replies, time.perf_counter() - started)
 
     def joint(
-        self, r: int, unmask: Mapping[int, Record], advertise: Mapping[int, Record]
+        self,
+        r: int,
+        unmask: Mapping[int, Record],
+        opening: Mapping[int, Record],
+        stage: Stage = Stage.ADVERTISE,
     ) -> tuple[dict[int, Record], dict[int, Record]]:
-        """Round ``r``'s ``unmask`` and round ``r + 1``'s ``advertise`` in one exchange.
+        """Round ``r``'s ``unmask`` and round ``r + 1``'s first stage in one exchange.
 
-        A user in both gets one message (:func:`~fedprivacy.flower.stages.joint_request`),
-        the others their own stage's. Each part is logged as its own stage (the ``advertise``
-        part with ``joint=True`` and 0 seconds: the exchange's time is the ``unmask`` part's);
-        a user that did not answer missed both parts. Returns the two parts' replies.
+        ``stage`` is ``advertise``, or ``share`` when the server holds every user's reused
+        keys. A user in both gets one message (:func:`~fedprivacy.flower.stages.joint_request`),
+        the others their own stage's. Each part is logged as its own stage (the opening part
+        with ``joint=True`` and 0 seconds: the exchange's time is the ``unmask`` part's); a user
+        that did not answer missed both parts. Returns the two parts' replies.
         """
         if self.before_stage is not None:
             self.before_stage(r, Stage.UNMASK, sorted(unmask), self.log)
-            self.before_stage(r + 1, Stage.ADVERTISE, sorted(advertise), self.log)
+            self.before_stage(r + 1, stage, sorted(opening), self.log)
         requests: dict[int, Record] = {}
-        for u in sorted(set(unmask) | set(advertise)):
-            if u in unmask and u in advertise:
-                requests[u] = joint_request(unmask[u], advertise[u])
+        for u in sorted(set(unmask) | set(opening)):
+            if u in unmask and u in opening:
+                requests[u] = joint_request(unmask[u], opening[u], stage)
             elif u in unmask:
                 requests[u] = {**unmask[u], "stage": Stage.UNMASK.value}
             else:
-                requests[u] = {**advertise[u], "stage": Stage.ADVERTISE.value}
+                requests[u] = {**opening[u], "stage": stage.value}
         started = time.perf_counter()
         replies = self.transport.exchange(Stage.UNMASK, r, requests)
         seconds = time.perf_counter() - started
-        unmasked, advertised = {}, {}
+        unmasked, opened = {}, {}
         for u, reply in replies.items():
             carried, rest = split_joint(reply)
-            if u in unmask and u in advertise:
-                unmasked[u], advertised[u] = carried, rest
+            if u in unmask and u in opening:
+                unmasked[u], opened[u] = carried, rest
             elif u in unmask:
                 unmasked[u] = reply
             else:
-                advertised[u] = reply
+                opened[u] = reply
         return (
             self._settle(Stage.UNMASK, r, unmask, unmasked, seconds),
-            self._settle(Stage.ADVERTISE, r + 1, advertise, advertised, 0.0, joint=True),
+            self._settle(stage, r + 1, opening, opened, 0.0, joint=True),
         )
 
     def _settle(

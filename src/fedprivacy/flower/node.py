@@ -9,8 +9,10 @@ in-process transport (:class:`fedprivacy.flower.transport.InProcessTransport`) k
 mapping per user.
 
 The node trains at the first stage of a round that carries the model: ``advertise``, or
-``share`` when the server overlaps rounds (:mod:`fedprivacy.flower.overlap`); a second model
-in the same round is refused, so a node trains and masks one update a round.
+``share`` when the server overlaps rounds (:mod:`fedprivacy.flower.overlap`), or ``mask`` when
+it overlaps rounds and the node reuses its keys (:mod:`fedprivacy.flower.node_keys`: the round
+then opens at ``share``); a second model in the same round is refused, so a node trains and
+masks one update a round.
 
 The node trains exactly as the in-process pipeline trains that user
 (:meth:`fedprivacy.fl.engine.FederatedTraining.client_update`): the same configuration, the same
@@ -32,6 +34,7 @@ import numpy as np
 
 from fedprivacy.errors import FedPrivacyError, ParameterError
 from fedprivacy.flower.identity import signed_hello
+from fedprivacy.flower.node_keys import advertise_epoch, record_mask, share_epoch
 from fedprivacy.flower.node_policy import (
     PERSISTENT,
     answer_once,
@@ -156,9 +159,10 @@ class StageHandler:
     def handle(self, request: Record, state: MutableMapping[str, bytes]) -> Record:
         """Answer ``request``; protocol errors become an ``error`` reply, state unchanged.
 
-        A joint request (an ``advertise`` that carries the previous round's unmasking,
+        A joint request (a round's opening ``advertise``, or ``share`` for a node that reuses
+        its keys, carrying the previous round's unmasking,
         :func:`~fedprivacy.flower.stages.joint_request`) is answered as two: the unmasking
-        first, with that round's state, then the ``advertise``; each part's error is its own.
+        first, with that round's state, then the opening; each part's error is its own.
 
         Parameters
         ----------
@@ -174,8 +178,13 @@ class StageHandler:
         """
         carried, request = split_joint(request)
         if carried:  # round t's unmasking, then round t + 1's first stage
-            if request.get("stage") != Stage.ADVERTISE.value:
-                return error_reply(MalformedMessageError("only advertise carries an unmasking"))
+            opening = request.get("stage") == Stage.ADVERTISE.value or (
+                request.get("stage") == Stage.SHARE.value and "params" in request
+            )
+            if not opening:
+                return error_reply(
+                    MalformedMessageError("only a round's first stage carries an unmasking")
+                )
             unmasked = self.handle({**carried, "stage": Stage.UNMASK.value}, state)
             return join_replies(unmasked, self.handle(request, state))
         try:
@@ -300,8 +309,23 @@ class Node(StageHandler):
         state: dict[str, bytes],
     ) -> Record:
         """Keep the protocol state (and the clipped update, if any) on the node; publish keys."""
-        client = SecAggClient(params, self.user, consistency=consistency_check(self.policy))
-        message = encode_message(client.advertise_keys())
+        epoch = advertise_epoch(self.policy, self.user, params, state)
+        client = SecAggClient(
+            params, self.user, consistency=consistency_check(self.policy), epoch=epoch
+        )
+        return self._keep_round(client, noise, contribution, state, client.advertise_keys())
+
+    def _keep_round(
+        self,
+        client: SecAggClient,
+        noise: str,
+        contribution: Contribution | None,
+        state: dict[str, bytes],
+        sent: Any,
+    ) -> Record:
+        """The new round's state: the client, its parameters, the noise, the update if any."""
+        params = client.params
+        message = encode_message(sent)
         keep = {k: state[k] for k in PERSISTENT if k in state}
         state.clear()
         state.update(
@@ -337,17 +361,40 @@ class Node(StageHandler):
         state["last"] = reply
         return {"message": reply}
 
+    def _open_at_share(self, request: Record, state: dict[str, bytes]) -> Record:
+        """A round that opens at ``share``: the server holds this node's reused keys."""
+        params, noise = self._check_round(request, state)
+        epoch = share_epoch(self.policy, self.user, params, state)
+        state["noise"] = noise.encode()  # what the contribution's log line states
+        contribution = None
+        if self._carries_model(request):
+            contribution = self._contribution(request, state, params, answer=True)
+        else:  # the model comes with the mask request (rounds overlapped)
+            answer_once(state, params.round_index)
+            self._selected(request)
+        client = SecAggClient(
+            params, self.user, consistency=consistency_check(self.policy), epoch=epoch
+        )
+        reply = client.share_keys(field(request, "message", bytes))
+        return self._keep_round(client, noise, contribution, state, reply)
+
+    def _train_late(self, request: Record, state: dict[str, bytes], client: SecAggClient) -> None:
+        """Train now on the model this stage carries (rounds overlapped); once a round."""
+        if "values" in state:
+            raise OutOfOrderError("the model came again: this node trained in this round")
+        r = field(request, "round", int)
+        if r != client.params.round_index:
+            raise OutOfOrderError(f"a model of round {r} in round {client.params.round_index}")
+        self._contribution(request, state, client.params, answer=False).keep(state)
+
     def _share(self, request: Record, state: dict[str, bytes]) -> Record:
         """Share the keys; first train, if the model comes with this stage (rounds overlapped)."""
+        if "params" in request:
+            return self._open_at_share(request, state)
         message = field(request, "message", bytes)
         client = self._client(state)
         if self._carries_model(request):
-            if "values" in state:
-                raise OutOfOrderError("the model came again: this node trained in this round")
-            r = field(request, "round", int)
-            if r != client.params.round_index:
-                raise OutOfOrderError(f"a model of round {r} in round {client.params.round_index}")
-            self._contribution(request, state, client.params, answer=False).keep(state)
+            self._train_late(request, state, client)
         elif "values" not in state:
             raise OutOfOrderError("no model came for this round: nothing to share keys for")
         return self._step(state, lambda c: c.share_keys(message), client)
@@ -359,6 +406,11 @@ class Node(StageHandler):
             return {"message": state["last"]}
         from fedprivacy.fl.aggregation import rounding_rng
 
+        if self._carries_model(request):
+            self._train_late(request, state, client)
+        elif "values" not in state:
+            raise OutOfOrderError("no model came for this round: nothing to mask")
+        record_mask(self.policy, self.user, client.params, state)
         values = _expand(state["values"])
         kw: dict[str, Any] = {
             "rng": rounding_rng(int(state["seed"]), client.params.round_index, self.user)

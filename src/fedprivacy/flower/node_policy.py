@@ -56,9 +56,10 @@ __all__ = [
     "training_policy",
 ]
 
-PERSISTENT = ("answered", "spent")
-"""The node's state entries that outlive a round: the last round index it answered, and how
-many secure rounds it contributed to (its budget)."""
+PERSISTENT = ("answered", "spent", "epoch")
+"""The node's state entries that outlive a round: the last round index it answered, how many
+secure rounds it contributed to (its budget), and its reused keys, if its policy reuses them
+(:mod:`fedprivacy.flower.node_keys`)."""
 
 
 def batch_size_of(config: TrainConfig) -> int:

@@ -27,15 +27,23 @@ def write_roster(keys: dict[int, NodeKeys], path: Path) -> Path | None:
 
 
 def write_policies(
-    task: DeployTask, folder: Path, nodes: int, keys: dict[int, NodeKeys], roster: Path | None
+    task: DeployTask,
+    folder: Path,
+    nodes: int,
+    keys: dict[int, NodeKeys],
+    roster: Path | None,
+    key_rounds: int = 1,
 ) -> Path:
     """Each node's policy file, as its operator would write it (``folder/node-U.toml``, 0600).
 
-    With node authentication it names the node's own key and the federation's roster.
+    With node authentication it names the node's own key and the federation's roster;
+    ``key_rounds`` is how many rounds each node masks with one pair of SecAgg keys.
     """
     folder.mkdir(parents=True, exist_ok=True)
     for u in range(nodes):
         policy = task.policy(u)
+        if key_rounds != 1:
+            policy = policy.with_overrides(key_rounds=key_rounds)
         if u in keys and roster is not None:
             own = {"signing_key": str(keys[u].private.resolve()), "roster": str(roster.resolve())}
             policy = policy.with_overrides(**own)

@@ -8,6 +8,12 @@ joint`): once the server has fixed whom it unmasks in round ``t``, the round loo
 round is opened without its model, which needs round ``t``'s unmasking: the model comes with
 ``share``, where the nodes train. A run of ``R`` rounds takes ``3R + 1`` exchanges.
 
+Nodes whose policy reuses their keys (:mod:`fedprivacy.flower.node_keys`) shared with a seed
+commitment instead of a key share; :class:`SecureRounds` remembers their public keys
+(:attr:`SecureRounds.registered`) and the next rounds skip their ``advertise``. Overlapped, a
+round where the server holds every user's keys opens at ``share``, carried with the previous
+round's ``unmask``, and the model comes with ``mask``: two exchanges a round.
+
 :class:`SecureRounds` is shared by FedAvg with the pipeline's training
 (:class:`~fedprivacy.flower.training.DeployedTraining`) and FedAvg over any Flower app
 (:class:`~fedprivacy.flower.private_fedavg.PrivateFedAvg`); each opens a round its own way
@@ -17,7 +23,7 @@ round is opened without its model, which needs round ``t``'s unmasking: the mode
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fedprivacy.fl.aggregation import AggregateOutcome
@@ -45,13 +51,36 @@ class SecureRounds:
     open_round : OpenRound
         Plans a round and builds its ``advertise`` requests.
     overlap : bool
-        Send each round's ``unmask`` with the next round's ``advertise``.
+        Send each round's ``unmask`` with the next round's first stage.
+
+    Attributes
+    ----------
+    registered : dict of int to (bytes, bytes)
+        The reused public keys ``(c_pk, s_pk)`` the server holds, by user: those of the users
+        that shared with a seed commitment in their last round.
     """
 
     exchange: StageExchange
     open_round: OpenRound
     overlap: bool = False
     ahead: SecureRound | None = None  # the next round, opened with this one's unmask
+    registered: dict[int, tuple[bytes, bytes]] = field(default_factory=dict)
+
+    def _open(
+        self, r: int, users: list[int], with_model: bool
+    ) -> tuple[SecureRound, dict[int, Record]]:
+        secure, first = self.open_round(r, users, with_model)
+        secure.use_keys({u: self.registered[u] for u in users if u in self.registered})
+        return secure, first
+
+    def _learn_keys(self, secure: SecureRound) -> None:
+        """After a round's ``share``: who reuses its keys now (the others advertise next)."""
+        reused = secure.server.reused_keys()
+        for u in secure.plan.params.participants:
+            if u in reused:
+                self.registered[u] = reused[u]
+            else:
+                self.registered.pop(u, None)
 
     def run(
         self,
@@ -68,9 +97,10 @@ class SecureRounds:
         """
         secure, self.ahead = self.ahead, None
         if secure is None or secure.round_index != r:
-            secure, first = self.open_round(r, users, not self.overlap)
+            secure, first = self._open(r, users, not self.overlap)
             secure.advertise(first)
         unmask = secure.protect(carry if self.overlap else None)
+        self._learn_keys(secure)
         if unmask is None:
             return secure.close({})
         upcoming = None
@@ -78,7 +108,8 @@ class SecureRounds:
             upcoming = select_ahead(sorted(unmask))  # the users whose inputs are unmasked
         if upcoming is None or len(upcoming) < MIN_PARTICIPANTS:
             return secure.close(self.exchange(Stage.UNMASK, r, unmask))
-        self.ahead, first = self.open_round(r + 1, [int(u) for u in upcoming], False)
-        replies, keys = self.exchange.joint(r, unmask, first)
-        self.ahead.take_keys(keys)
+        self.ahead, first = self._open(r + 1, [int(u) for u in upcoming], False)
+        stage, opening = self.ahead.open(first)
+        replies, opened = self.exchange.joint(r, unmask, opening, stage)
+        self.ahead.take_opening(stage, opened)
         return secure.close(replies)

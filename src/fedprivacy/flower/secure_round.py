@@ -10,6 +10,10 @@ pipeline's own training (:class:`fedprivacy.flower.training.DeployedTraining`) a
 Flower app (:class:`fedprivacy.flower.private_fedavg.PrivateFedAvg`) both run their secure rounds
 here.
 
+Users whose reused keys the server holds (:meth:`SecureRound.use_keys`, nodes whose policy reuses
+keys, :mod:`fedprivacy.flower.node_keys`) skip ``advertise``: their opening request travels with
+``share``, and a round where every user's keys are held opens at ``share``.
+
 A reply the protocol refuses (replayed, out of order, malformed, claiming another user) is
 rejected with the typed error and logged; a wrong unmasking share is left out and logged; an
 error that ends the protocol aborts this round only.
@@ -70,9 +74,15 @@ class SecureRound:
     forge: Mapping[str, str] | None = None
     server: SecAggServer = field(init=False)
     error: SecAggError | None = field(init=False, default=None)
+    _opening: dict[int, Record] = field(init=False, default_factory=dict)
+    _shared: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         self.server = SecAggServer(self.plan.params)
+
+    def use_keys(self, registered: Mapping[int, tuple[bytes, bytes]]) -> None:
+        """Hold the reused keys of earlier rounds: those users skip ``advertise`` (before it)."""
+        self.server = SecAggServer(self.plan.params, registered=registered)
 
     @property
     def round_index(self) -> int:
@@ -87,32 +97,80 @@ class SecureRound:
         return self.close(replies)
 
     def advertise(self, first: Mapping[int, Record]) -> None:
-        """The first stage: ``first`` is each user's ``advertise`` request."""
-        self.take_keys(self.exchange(Stage.ADVERTISE, self.round_index, first))
-        if "repeat" in (self.forge or {}):  # a lying server asks the round again
-            self.exchange(Stage.ADVERTISE, self.round_index, first)
+        """The first stage: ``first`` is each user's opening request."""
+        stage, requests = self.open(first)
+        self.take_opening(stage, self.exchange(stage, self.round_index, requests))
+        if "repeat" in (self.forge or {}) and stage is Stage.ADVERTISE:  # a lying server
+            self.exchange(Stage.ADVERTISE, self.round_index, requests)  # asks the round again
+
+    def open(self, first: Mapping[int, Record]) -> tuple[Stage, dict[int, Record]]:
+        """The stage that opens the round and its requests.
+
+        ``advertise`` for the users whose keys the server does not hold (the others get their
+        opening request with ``share``); ``share`` when it holds every user's keys.
+        """
+        held = self.server.advertised
+        self._opening = {u: dict(req) for u, req in first.items() if u in held}
+        new = {u: dict(req) for u, req in first.items() if u not in held}
+        if new or not self._opening:
+            return Stage.ADVERTISE, new
+        return Stage.SHARE, self._share_requests({})
+
+    def take_opening(self, stage: Stage, replies: dict[int, Record]) -> None:
+        """The replies to :meth:`open`'s requests, however they came."""
+        if stage is Stage.SHARE:
+            self._shared = True
+            self._receive(self.server, Stage.SHARE, replies)
+        else:
+            self.take_keys(replies)
 
     def take_keys(self, replies: dict[int, Record]) -> None:
         """The ``advertise`` replies, however they came (alone, or with the last round's unmask)."""
         self._receive(self.server, Stage.ADVERTISE, replies)
 
+    def _requests(
+        self, messages: Mapping[int, Message], more: Mapping[str, Any]
+    ) -> dict[int, Record]:
+        return {
+            u: {**self._opening.get(u, {}), "round": self.round_index,
+                "message": encode_message(m), **more}
+            for u, m in messages.items()
+        }  # fmt: skip
+
+    def _share_requests(self, carry: Mapping[str, Any]) -> dict[int, Record]:
+        """``share`` requests; the opening ones of users whose keys the server holds."""
+        try:
+            requests = self._requests(self.server.finish_keys(), carry)
+        except SecAggError as exc:
+            self.error = exc
+            return {}
+        self._opening = {}
+        return requests
+
     def protect(self, carry: Mapping[str, Any] | None = None) -> dict[int, Record] | None:
         """``share``, ``mask`` (and ``consistency``); the unmask requests (None: round ended).
 
         ``carry``: fields added to every ``share`` request (the model, when the ``advertise``
-        request came without it: the nodes train at ``share``).
+        request came without it: the nodes train at ``share``), or to every ``mask`` request
+        when the round opened at ``share`` without it.
         """
         r, server = self.round_index, self.server
 
         def run(stage: Stage, messages: Mapping[int, Message], **more: Any) -> None:
-            requests = {
-                u: {"round": r, "message": encode_message(m), **more} for u, m in messages.items()
-            }
+            requests = self._requests(messages, more)
             self._receive(server, stage, self.exchange(stage, r, requests))
 
+        if self.error is not None:
+            return None
         try:
-            run(Stage.SHARE, server.finish_keys(), **dict(carry or {}))
-            run(Stage.MASK, server.finish_shares())
+            late = dict(carry or {})
+            if not self._shared:
+                stage, requests = Stage.SHARE, self._share_requests(late)
+                if self.error is not None:
+                    return None
+                self._receive(server, stage, self.exchange(stage, r, requests))
+                late = {}
+            run(Stage.MASK, server.finish_shares(), **late)
             policy = forge_policy(self.plan.policy, dict(self.forge or {}), self.batch_size)
             unmask = server.finish_inputs(policy)
             if self.signers is not None:  # every node signs S; only a quorum's S is unmasked

@@ -144,10 +144,12 @@ def error_reply(exc: Exception) -> Record:
     return {"error": type(exc).__name__, "detail": str(exc)}
 
 
-def joint_request(unmask: Mapping[str, Any], advertise: Mapping[str, Any]) -> Record:
-    """Round ``t``'s unmask request carried in round ``t + 1``'s ``advertise`` request."""
+def joint_request(
+    unmask: Mapping[str, Any], opening: Mapping[str, Any], stage: Stage = Stage.ADVERTISE
+) -> Record:
+    """Round ``t``'s unmask request carried in round ``t + 1``'s first request (``stage``)."""
     carried = {JOINT + k: v for k, v in unmask.items() if k != "stage"}
-    return {**advertise, "stage": Stage.ADVERTISE.value, **carried}
+    return {**opening, "stage": stage.value, **carried}
 
 
 def split_joint(record: Mapping[str, Any]) -> tuple[Record, Record]:
@@ -157,5 +159,5 @@ def split_joint(record: Mapping[str, Any]) -> tuple[Record, Record]:
 
 
 def join_replies(unmasked: Mapping[str, Any], advertised: Mapping[str, Any]) -> Record:
-    """One reply to a joint request: the advertise reply and the unmask reply's prefixed fields."""
+    """One reply to a joint request: the first stage's reply and the unmask reply's fields."""
     return {**advertised, **{JOINT + k: v for k, v in unmasked.items()}}

@@ -4,7 +4,8 @@ Clients and server are transport-agnostic state machines (:mod:`.client`, :mod:`
 exchanging the typed messages of :mod:`.messages`; :mod:`.driver` runs a round in-process and
 :mod:`.multiround` drives rounds from the multi-round participant selection with batch-atomic
 aggregation. For clients that run a fresh process per stage (Flower), :mod:`.state` writes a
-client's state to bytes and back, and :mod:`.params_wire` the round's parameters.
+client's state to bytes and back, and :mod:`.params_wire` the round's parameters. With
+:mod:`.key_epoch` a node reuses its keys across rounds and skips the advertise stage.
 """
 
 from fedprivacy.secagg.client import SecAggClient
@@ -23,6 +24,7 @@ from fedprivacy.secagg.errors import (
     UnrecoverableSecretError,
     WrongRoundError,
 )
+from fedprivacy.secagg.key_epoch import KeyEpoch
 from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.secagg.params_wire import decode_params, encode_params
 from fedprivacy.secagg.result import AggregationResult
@@ -35,6 +37,7 @@ __all__ = [
     "ConsistencyError",
     "DisconnectedSetError",
     "DuplicateMessageError",
+    "KeyEpoch",
     "MalformedMessageError",
     "OutOfOrderError",
     "ProtocolViolationError",

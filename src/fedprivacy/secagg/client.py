@@ -47,6 +47,7 @@ from fedprivacy.secagg.errors import (
     RoundAbortedError,
     UnknownSenderError,
 )
+from fedprivacy.secagg.key_epoch import KeyEpoch
 from fedprivacy.secagg.messages import (
     SERVER,
     AdvertiseKeys,
@@ -67,6 +68,7 @@ from fedprivacy.secagg.messages import (
 )
 from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.secagg.party import RoundParty, pairwise_sign
+from fedprivacy.secagg.reveals import reveal_kind
 from fedprivacy.secagg.snapshot import SEED_BYTES, ClientSnapshot, ClientStage
 
 # The server message each stage expects, and the stage it leads to.
@@ -100,11 +102,21 @@ class SecAggClient(RoundParty):
         aggregated set (:meth:`sign_survivors`) and unmasks only a set enough members signed
         (:mod:`fedprivacy.secagg.consistency`). Without it the client behaves as in the
         honest-but-curious protocol.
+    epoch : KeyEpoch, optional
+        Keys reused across rounds (:mod:`fedprivacy.secagg.key_epoch`): the client then
+        answers a key roster without having advertised, never shares its masking key, and
+        reveals this round's pairwise mask keys instead. Refused (``WrongRoundError``) for a
+        round the epoch must not mask.
 
     """
 
     def __init__(
-        self, params: SecAggParameters, user: int, *, consistency: ConsistencyCheck | None = None
+        self,
+        params: SecAggParameters,
+        user: int,
+        *,
+        consistency: ConsistencyCheck | None = None,
+        epoch: KeyEpoch | None = None,
     ) -> None:
         if user not in params.participants:
             raise ParameterError("user", f"{user} is not a participant of this round")
@@ -115,11 +127,18 @@ class SecAggClient(RoundParty):
         self._signed: tuple[int, ...] | None = None
         self.user = int(user)
         self.stage = ClientStage.NEW
-        self._enc = generate_keypair()
-        self._mask = generate_keypair()
+        self._epoch = epoch
+        self._reusing = epoch is not None  # kept by a restored client, which has no epoch
+        if epoch is None:
+            self._enc, self._mask = generate_keypair(), generate_keypair()
+        else:
+            if epoch.user != self.user:
+                raise ParameterError("epoch", f"the keys of user {epoch.user}, not of {user}")
+            epoch.check_round(params)
+            self._enc, self._mask = epoch.keypairs()
         self._seed = os.urandom(SEED_BYTES)
         self._neighbour_keys: dict[int, tuple[bytes, bytes]] = {}
-        self._held: dict[int, tuple[Share, Share]] = {}
+        self._held: dict[int, tuple[Share, Share | None]] = {}
         self._noise: tuple[NoiseDraw, Components] | None = None  # exact mode: removable
 
     # ------------------------------------------------------------------ persistence
@@ -137,6 +156,7 @@ class SecAggClient(RoundParty):
             self._check is not None,
             self._signed,
             self._noise,
+            self._reusing,
         )
 
     @classmethod
@@ -158,6 +178,7 @@ class SecAggClient(RoundParty):
         client._held = dict(snapshot.held)
         client.seconds = dict(snapshot.seconds)
         client._noise = snapshot.noise
+        client._reusing = snapshot.reusing
         return client
 
     # ------------------------------------------------------------------ helpers
@@ -172,6 +193,8 @@ class SecAggClient(RoundParty):
         if h.recipient != self.user:
             raise UnknownSenderError(f"message addressed to {h.recipient}, not to {self.user}")
         expected = _EXPECTED.get(self.stage)
+        if self.stage is ClientStage.NEW and self._epoch is not None:
+            expected = MessageKind.KEY_ROSTER  # reused keys: the server holds them already
         order = _ORDER if self._check is None else _ORDER_CHECKED
         if self.stage is ClientStage.MASKED and self._check is not None and self._signed is None:
             expected = MessageKind.CONSISTENCY_REQUEST
@@ -253,17 +276,23 @@ class SecAggClient(RoundParty):
             )
         holders = [p.share_point(v) for v in sorted(peers)]
         seed_shares = split_secret(self._seed, holders, p.threshold)
-        key_shares = split_secret(private_key_bytes(self._mask.private), holders, p.threshold)
+        key_shares = (
+            None  # a reused key is never shared (module fedprivacy.secagg.key_epoch)
+            if self._reusing
+            else split_secret(private_key_bytes(self._mask.private), holders, p.threshold)
+        )
         cts = []
         for v in sorted(peers):
             x = p.share_point(v)
-            plaintext = encode_share_plaintext(self.user, v, seed_shares[x], key_shares[x])
+            key_share = None if key_shares is None else key_shares[x]
+            plaintext = encode_share_plaintext(self.user, v, seed_shares[x], key_share)
             key = share_encryption_key(agree(self._enc.private, peers[v][0]), p, self.user, v)
             cts.append((v, seal(key, plaintext, share_associated_data(p, self.user, v))))
         self._neighbour_keys = peers
         self.stage = ClientStage.SHARED
         self._timed("share_keys", start)
-        return ShareKeys(self._to_server(MessageKind.SHARE_KEYS), tuple(cts))
+        commitment = seed_commitment(self._seed, p, self.user) if self._reusing else None
+        return ShareKeys(self._to_server(MessageKind.SHARE_KEYS), tuple(cts), commitment)
 
     def masked_input(
         self,
@@ -317,7 +346,7 @@ class SecAggClient(RoundParty):
             raise ParameterError("weight", "this round is not weighted")
         msg = self._accept(delivery, MessageKind.SHARE_DELIVERY)
         assert isinstance(msg, ShareDelivery)
-        held: dict[int, tuple[Share, Share]] = {}
+        held: dict[int, tuple[Share, Share | None]] = {}
         for sender, ct in msg.ciphertexts:
             if sender not in self._neighbour_keys or sender == self.user:
                 raise UnknownSenderError(f"share from {sender}, who is not a neighbour")
@@ -329,7 +358,8 @@ class SecAggClient(RoundParty):
             plain = open_sealed(key, ct, share_associated_data(p, sender, self.user))
             u, v, seed_share, key_share = decode_share_plaintext(plain)
             x = p.share_point(self.user)
-            if (u, v) != (sender, self.user) or seed_share.x != x or key_share.x != x:
+            points = {seed_share.x} | ({x} if key_share is None else {key_share.x})
+            if (u, v) != (sender, self.user) or points != {x}:
                 raise ProtocolViolationError(f"share from {sender} names the wrong users")
             held[sender] = (seed_share, key_share)
         if len(held) < p.threshold:
@@ -345,10 +375,10 @@ class SecAggClient(RoundParty):
         masked = encoded.astype(expander.dtype, copy=True)
         expander.add_into(masked, self_mask_key(self._seed, p, self.user))
         for v in sorted(held):
-            agreement = agree(self._mask.private, self._neighbour_keys[v][1])
-            key = pairwise_mask_key(agreement, p, self.user, v)
-            expander.combine(masked, key, pairwise_sign(self.user, v))
+            expander.combine(masked, self._pair_key(v), pairwise_sign(self.user, v))
         reduce(masked, p.codec.bits)
+        if self._epoch is not None:
+            self._epoch.record(p.round_index)
         self._held = held
         self.stage = ClientStage.MASKED
         self._timed("masked_input", start)
@@ -365,8 +395,10 @@ class SecAggClient(RoundParty):
         Returns
         -------
         UnmaskResponse
-            Shares of ``b_v`` for aggregated neighbours, of ``s_sk_v`` for the others; in the
-            exact noise mode, the excess noise this client removes.
+            Shares of ``b_v`` for aggregated neighbours, of ``s_sk_v`` for the others; for a
+            neighbour that reuses its keys and is left out, this round's key of the pairwise
+            mask with it, and only when this client is aggregated; in the exact noise mode, the
+            excess noise this client removes.
 
         Raises
         ------
@@ -390,18 +422,27 @@ class SecAggClient(RoundParty):
         if self._check is not None:
             verify_unmask(self.params, self._check.roster, self._signed, aggregated, msg.signatures)
         shares: list[tuple[int, ShareKind, bytes]] = []
+        reusing = {v for v, (_, key_share) in self._held.items() if key_share is None}
         for v in sorted(self._held):
             seed_share, key_share = self._held[v]
-            if v in aggregated:
-                shares.append((v, ShareKind.SELF_MASK_SEED, seed_share.to_bytes()))
-            else:
-                shares.append((v, ShareKind.MASK_KEY, key_share.to_bytes()))
+            kind = reveal_kind(v, self.user, aggregated, reusing)
+            if kind is ShareKind.SELF_MASK_SEED:
+                shares.append((v, kind, seed_share.to_bytes()))
+            elif kind is ShareKind.MASK_KEY and key_share is not None:
+                shares.append((v, kind, key_share.to_bytes()))
+            elif kind is ShareKind.PAIR_MASK_KEY:  # v reuses its keys: this round's key only
+                shares.append((v, kind, self._pair_key(v)))
         self._held = {}
         self.stage = ClientStage.DONE
         excess = self._excess(aggregated)
         self._timed("unmask", start)
         header = self._to_server(MessageKind.UNMASK_RESPONSE)
         return UnmaskResponse(header, tuple(shares), excess)
+
+    def _pair_key(self, v: int) -> bytes:
+        """The key of this round's pairwise mask with ``v``."""
+        agreement = agree(self._mask.private, self._neighbour_keys[v][1])
+        return pairwise_mask_key(agreement, self.params, self.user, v)
 
     def _excess(self, aggregated: set[int]) -> np.ndarray | None:
         """The components beyond those this client keeps for ``aggregated``, summed (or None)."""

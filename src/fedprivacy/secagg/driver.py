@@ -23,6 +23,7 @@ from fedprivacy.dp.noise_modes import NoiseDraw
 from fedprivacy.errors import ParameterError
 from fedprivacy.secagg.client import SecAggClient
 from fedprivacy.secagg.consistency import ConsistencyCheck, checks_for
+from fedprivacy.secagg.key_epoch import KeyEpoch
 from fedprivacy.secagg.messages import Message, encode_message
 from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.secagg.result import AggregationResult
@@ -109,6 +110,8 @@ def run_round(
     observer: Callable[[SecAggServer], None] | None = None,
     noise: NoiseDraw | None = None,
     signing_keys: Mapping[int, SigningKey] | None = None,
+    epochs: Mapping[int, KeyEpoch] | None = None,
+    registered: Mapping[int, tuple[bytes, bytes]] | None = None,
 ) -> RoundOutcome:
     """Run one round of secure aggregation in this process.
 
@@ -139,6 +142,13 @@ def run_round(
         verify with the roster of these keys' public keys, :func:`roster_of
         <fedprivacy.secagg.consistency.roster_of>`). Its time counts in the clients' and the
         server's seconds; its messages in ``wire_bytes``.
+    epochs : mapping of int to KeyEpoch, optional
+        The participants that reuse their keys (:mod:`fedprivacy.secagg.key_epoch`), each
+        with its epoch.
+    registered : mapping of int to (bytes, bytes), optional
+        The server's record of reused public keys (:meth:`SecAggServer.reused_keys
+        <fedprivacy.secagg.server.SecAggServer.reused_keys>` of earlier rounds): those users
+        skip advertising.
 
     Returns
     -------
@@ -184,11 +194,16 @@ def run_round(
             kw["noise"] = noise
         return kw
 
-    clients = {u: SecAggClient(params, u, consistency=checks.get(u)) for u in params.participants}
-    server = SecAggServer(params)
+    epoch = dict(epochs or {})
+    clients = {
+        u: SecAggClient(params, u, consistency=checks.get(u), epoch=epoch.get(u))
+        for u in params.participants
+    }
+    server = SecAggServer(params, registered=registered)
+    known = server.advertised
     try:
         for u, c in clients.items():
-            if alive(u, Stage.ADVERTISE_KEYS):
+            if u not in known and alive(u, Stage.ADVERTISE_KEYS):
                 w.at_server(server.receive, w.as_client(u, c.advertise_keys))
         for u, roster in w.to_clients(w.at_server(server.finish_keys)).items():
             if alive(u, Stage.SHARE_KEYS):

@@ -35,6 +35,7 @@ import numpy as np
 from fedprivacy.crypto.shamir import Share
 from fedprivacy.errors import ShamirError
 from fedprivacy.secagg.errors import MalformedMessageError
+from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.wire import MessageFormat, WireReader, pack_pairs
 
 MAGIC = b"FPSA"
@@ -81,6 +82,9 @@ class ShareKind(IntEnum):
 
     SELF_MASK_SEED = 1  # b_u: revealed for users whose input is aggregated
     MASK_KEY = 2  # s_sk_u: revealed for users whose input is not aggregated
+    # with reused keys (:mod:`fedprivacy.secagg.key_epoch`): not a share but this round's
+    # pairwise mask key with a non-aggregated neighbour, revealed by an aggregated user
+    PAIR_MASK_KEY = 3
 
 
 @dataclass(frozen=True)
@@ -114,10 +118,16 @@ class KeyRoster:
 
 @dataclass(frozen=True)
 class ShareKeys:
-    """Stage 1, client to server: encrypted shares for each neighbour, to be relayed."""
+    """Stage 1, client to server: encrypted shares for each neighbour, to be relayed.
+
+    A client with reused keys (:mod:`fedprivacy.secagg.key_epoch`) did not advertise this
+    round: ``seed_commitment`` then carries its commitment to ``b_u``; ``None`` (and absent from
+    the encoding) otherwise.
+    """
 
     header: Header
     ciphertexts: tuple[tuple[int, bytes], ...]  # (receiver, AES-GCM ciphertext)
+    seed_commitment: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -226,6 +236,8 @@ def encode_message(message: Message) -> bytes:
             parts += [struct.pack(">I", user), c_pk, s_pk]
     elif isinstance(message, ShareKeys | ShareDelivery):
         parts.append(pack_pairs(message.ciphertexts))
+        if isinstance(message, ShareKeys) and message.seed_commitment is not None:
+            parts.append(message.seed_commitment)
     elif isinstance(message, MaskedInput):
         parts += _vector_bytes(message.vector)
     elif isinstance(message, UnmaskRequest | ConsistencyRequest):
@@ -242,6 +254,25 @@ def encode_message(message: Message) -> bytes:
         if message.excess is not None:
             parts += _vector_bytes(message.excess)
     return b"".join(parts)
+
+
+def check_vector(params: SecAggParameters, vec: np.ndarray, what: str) -> np.ndarray:
+    """``vec`` if it is a vector of the round's field, else a typed error naming ``what``.
+
+    Raises
+    ------
+    MalformedMessageError
+        If the dtype or length is not the round's, or an entry exceeds ``2**bits``.
+    """
+    if vec.dtype != params.codec.dtype or vec.shape != (params.vector_length,):
+        raise MalformedMessageError(
+            f"{what} has dtype {vec.dtype} and shape {vec.shape}; expected "
+            f"{params.codec.dtype} and ({params.vector_length},)"
+        )
+    bits = params.codec.bits
+    if bits < 8 * vec.dtype.itemsize and vec.size and int(vec.max()) >> bits:
+        raise MalformedMessageError(f"{what} exceeds 2**{bits}")
+    return vec
 
 
 def _vector_bytes(vec: np.ndarray) -> list[bytes]:
@@ -304,9 +335,12 @@ def decode_message(data: bytes) -> Message:
             for _ in range(r.count("roster"))
         )
         message = KeyRoster(header, keys)
-    elif kind in (MessageKind.SHARE_KEYS, MessageKind.SHARE_DELIVERY):
-        cls = ShareKeys if kind is MessageKind.SHARE_KEYS else ShareDelivery
-        message = cls(header, r.pairs("ciphertext"))
+    elif kind is MessageKind.SHARE_KEYS:
+        ciphertexts = r.pairs("ciphertext")
+        commitment = r.take(COMMITMENT_BYTES, "seed commitment") if r.offset < len(r.data) else None
+        message = ShareKeys(header, ciphertexts, commitment)
+    elif kind is MessageKind.SHARE_DELIVERY:
+        message = ShareDelivery(header, r.pairs("ciphertext"))
     elif kind is MessageKind.MASKED_INPUT:
         message = MaskedInput(header, _read_vector(r, "vector"))
     elif kind in (MessageKind.UNMASK_REQUEST, MessageKind.CONSISTENCY_REQUEST):
@@ -339,14 +373,18 @@ def decode_message(data: bytes) -> Message:
 
 
 def encode_share_plaintext(
-    sender: int, receiver: int, seed_share: Share, key_share: Share
+    sender: int, receiver: int, seed_share: Share, key_share: Share | None
 ) -> bytes:
-    """Plaintext of one encrypted share: ids, then the two length-prefixed shares."""
-    a, b = seed_share.to_bytes(), key_share.to_bytes()
+    """Plaintext of one encrypted share: ids, then the two length-prefixed shares.
+
+    A client with reused keys shares no key: ``key_share`` is then None, encoded with length 0.
+    """
+    a = seed_share.to_bytes()
+    b = b"" if key_share is None else key_share.to_bytes()
     return struct.pack(">IIH", sender, receiver, len(a)) + a + struct.pack(">H", len(b)) + b
 
 
-def decode_share_plaintext(data: bytes) -> tuple[int, int, Share, Share]:
+def decode_share_plaintext(data: bytes) -> tuple[int, int, Share, Share | None]:
     """Inverse of :func:`encode_share_plaintext`; :class:`MalformedMessageError` on bad bytes."""
     try:
         sender, receiver, la = struct.unpack_from(">IIH", data)
@@ -355,6 +393,6 @@ def decode_share_plaintext(data: bytes) -> tuple[int, int, Share, Share]:
         b = data[12 + la : 12 + la + lb]
         if len(a) != la or len(b) != lb or 12 + la + lb != len(data):
             raise MalformedMessageError("share plaintext has the wrong length")
-        return sender, receiver, Share.from_bytes(a), Share.from_bytes(b)
+        return sender, receiver, Share.from_bytes(a), Share.from_bytes(b) if b else None
     except (struct.error, ShamirError) as exc:
         raise MalformedMessageError(f"bad share plaintext: {exc}") from exc

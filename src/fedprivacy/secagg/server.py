@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from fedprivacy.crypto.keys import agree, keypair_from_private_bytes, load_public_key
+from fedprivacy.crypto.keys import agree, keypair_from_private_bytes
 from fedprivacy.crypto.prg import MaskExpander, reduce
 from fedprivacy.crypto.shamir import Share
-from fedprivacy.errors import ParameterError, ShamirError
+from fedprivacy.errors import ParameterError
 from fedprivacy.secagg.consistency_server import ServerConsistency
 from fedprivacy.secagg.derivation import pairwise_mask_key, seed_commitment, self_mask_key
 from fedprivacy.secagg.errors import (
     DisconnectedSetError,
     DuplicateMessageError,
-    MalformedMessageError,
     OutOfOrderError,
     ProtocolViolationError,
     RoundAbortedError,
@@ -38,11 +37,14 @@ from fedprivacy.secagg.messages import (
     ShareKind,
     UnmaskRequest,
     UnmaskResponse,
+    check_vector,
 )
 from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.secagg.party import RoundParty, pairwise_sign
-from fedprivacy.secagg.recovery import SECRET_BYTES, BadShare, SecretCheck, SecretRecovery
+from fedprivacy.secagg.recovery import BadShare, SecretCheck, SecretRecovery
 from fedprivacy.secagg.result import AggregationResult
+from fedprivacy.secagg.reveals import RevealedShares, check_response, reveal_kind
+from fedprivacy.secagg.round_keys import RoundKeys
 from fedprivacy.secagg.server_view import ReceivedState, ServerView, server_view
 
 AggregationPolicy = Callable[[frozenset[int]], frozenset[int]]
@@ -75,13 +77,25 @@ class SecAggServer(ServerConsistency, RoundParty):
     ----------
     params : SecAggParameters
         The public parameters of the round.
+    registered : mapping of int to (bytes, bytes), optional
+        The public keys ``(c_pk, s_pk)`` of users that reuse keys advertised in an earlier
+        round (:mod:`fedprivacy.secagg.key_epoch`, :meth:`reused_keys`): they are in U1
+        without advertising; each must commit to its seed with its shares. A user among them
+        that advertises anyway replaces its keys.
 
     """
 
-    def __init__(self, params: SecAggParameters) -> None:
+    def __init__(
+        self,
+        params: SecAggParameters,
+        *,
+        registered: Mapping[int, tuple[bytes, bytes]] | None = None,
+    ) -> None:
         super().__init__(params, SERVER, "the server")
         self.stage = ServerStage.KEYS
-        self._keys: dict[int, AdvertiseKeys] = {}
+        self._keys = RoundKeys(
+            {u: keys for u, keys in (registered or {}).items() if u in params.participants}
+        )
         self._shares: dict[int, ShareKeys] = {}
         self._inputs: dict[int, np.ndarray] = {}
         self._input_senders: set[int] = set()  # U3, kept after the vectors are discarded
@@ -94,8 +108,12 @@ class SecAggServer(ServerConsistency, RoundParty):
     # ------------------------------------------------------------------ helpers
     @property
     def advertised(self) -> frozenset[int]:
-        """U1: users whose keys arrived."""
-        return frozenset(self._keys)
+        """U1: users whose keys arrived, or were registered in an earlier round."""
+        return self._keys.present
+
+    def reused_keys(self) -> dict[int, tuple[bytes, bytes]]:
+        """The public keys of the users that reuse them, for the next round's ``registered``."""
+        return self._keys.reused()
 
     @property
     def shared(self) -> frozenset[int]:
@@ -148,7 +166,7 @@ class SecAggServer(ServerConsistency, RoundParty):
         stage = _STAGE_OF.get(h.kind)
         if stage is None:
             raise OutOfOrderError(f"{h.kind.name} is a server message")
-        store = (self._keys, self._shares, self._inputs, self._responses)[stage]
+        store = (self._keys.advertised, self._shares, self._inputs, self._responses)[stage]
         if h.sender in store:
             raise DuplicateMessageError(f"{h.kind.name} from {h.sender} was already received")
         if stage != self.stage:
@@ -156,9 +174,7 @@ class SecAggServer(ServerConsistency, RoundParty):
                 f"{h.kind.name} from {h.sender} while the server is in stage {self.stage.name}"
             )
         if isinstance(msg, AdvertiseKeys):
-            load_public_key(msg.encryption_key)
-            load_public_key(msg.masking_key)
-            self._keys[h.sender] = msg
+            self._keys.advertise(msg)
         elif isinstance(msg, ShareKeys):
             self._check_share_keys(msg)
             self._shares[h.sender] = msg
@@ -174,73 +190,42 @@ class SecAggServer(ServerConsistency, RoundParty):
 
     def _check_share_keys(self, msg: ShareKeys) -> None:
         sender = msg.header.sender
-        if sender not in self._keys:
+        if sender not in self.advertised:
             raise UnknownSenderError(f"{sender} sent shares without having advertised keys")
         receivers = [v for v, _ in msg.ciphertexts]
-        expected = self.params.neighbours[sender] & self._keys.keys()
+        expected = self.params.neighbours[sender] & self.advertised
         if len(set(receivers)) != len(receivers) or set(receivers) != expected:
             raise ProtocolViolationError(
                 f"{sender} must send exactly one share to each advertised neighbour"
             )
+        self._keys.commit(sender, msg.seed_commitment)
 
     def _check_masked_input(self, msg: MaskedInput) -> np.ndarray:
         sender = msg.header.sender
         if sender not in self._shares:
             raise UnknownSenderError(f"{sender} sent an input without having shared its keys")
-        return self._check_vector(msg.vector, f"masked input of {sender}")
+        return check_vector(self.params, msg.vector, f"masked input of {sender}")
 
     def _check_excess(self, msg: UnmaskResponse) -> np.ndarray | None:
         """The excess noise an unmask response carries, checked (exact noise mode)."""
         sender, excess = msg.header.sender, msg.excess
         if excess is not None and sender not in self._aggregated:
             raise ProtocolViolationError(f"{sender} is not aggregated: it has no excess to remove")
-        return None if excess is None else self._check_vector(excess, f"excess of {sender}")
+        return None if excess is None else check_vector(self.params, excess, f"excess of {sender}")
 
-    def _check_vector(self, vec: np.ndarray, what: str) -> np.ndarray:
-        """``vec`` if it is a vector of the round's field, else a typed error naming ``what``."""
-        p = self.params
-        if vec.dtype != p.codec.dtype or vec.shape != (p.vector_length,):
-            raise MalformedMessageError(
-                f"{what} has dtype {vec.dtype} and shape {vec.shape}; expected "
-                f"{p.codec.dtype} and ({p.vector_length},)"
-            )
-        if p.codec.bits < 8 * vec.dtype.itemsize and vec.size and int(vec.max()) >> p.codec.bits:
-            raise MalformedMessageError(f"{what} exceeds 2**{p.codec.bits}")
-        return vec
-
-    def _check_unmask_response(self, msg: UnmaskResponse) -> dict[int, tuple[ShareKind, Share]]:
+    def _check_unmask_response(self, msg: UnmaskResponse) -> RevealedShares:
         sender = msg.header.sender
         if sender not in self._asked:
             raise UnknownSenderError(f"{sender} was not asked to unmask")
-        p = self.params
-        expected = {
-            v: ShareKind.SELF_MASK_SEED if v in self._aggregated else ShareKind.MASK_KEY
-            for v in p.neighbours[sender] & self._shares.keys()
-        }
-        got = {}
-        for owner, kind, raw in msg.shares:
-            if owner in got:
-                raise MalformedMessageError(f"{sender} sent two shares of {owner}")
-            if expected.get(owner) is not kind:
-                raise ProtocolViolationError(
-                    f"{sender} revealed a {kind.name} share of {owner}; expected "
-                    f"{expected[owner].name if owner in expected else 'none'}"
-                )
-            try:
-                share = Share.from_bytes(raw)
-            except ShamirError as exc:
-                raise MalformedMessageError(f"bad share from {sender}: {exc}") from exc
-            if share.x != p.share_point(sender):
-                raise ProtocolViolationError(f"{sender} sent a share with another user's point")
-            if share.secret_length != SECRET_BYTES[kind]:
-                raise MalformedMessageError(
-                    f"{sender} sent a share of a {share.secret_length}-byte secret as its "
-                    f"{kind.name} share of {owner} ({SECRET_BYTES[kind]} bytes)"
-                )
-            got[owner] = (kind, share)
-        if got.keys() != expected.keys():
-            raise ProtocolViolationError(f"{sender} did not send one share per neighbour")
-        return got
+        expected = {}
+        for v in self.params.neighbours[sender] & self._shares.keys():
+            kind = reveal_kind(v, sender, self._aggregated, self._keys.reusing)
+            if kind is not None:
+                expected[v] = kind
+        shares, pair_keys = check_response(self.params, msg, expected)
+        for v, key in pair_keys.items():
+            self._keys.pair_keys[sender, v] = key
+        return shares
 
     # ------------------------------------------------------------------ closing stages
     def finish_keys(self) -> dict[int, KeyRoster]:
@@ -254,13 +239,12 @@ class SecAggServer(ServerConsistency, RoundParty):
         """
         self._expect(ServerStage.KEYS)
         start = time.perf_counter()
-        self._need(len(self._keys), "users advertised keys")
+        present = self.advertised
+        self._need(len(present), "users advertised keys")
         rosters = {}
-        for u in sorted(self._keys):
-            visible = sorted((self.params.neighbours[u] | {u}) & self._keys.keys())
-            entries = tuple(
-                (v, self._keys[v].encryption_key, self._keys[v].masking_key) for v in visible
-            )
+        for u in sorted(present):
+            visible = sorted((self.params.neighbours[u] | {u}) & present)
+            entries = tuple((v, *self._keys.public(v)) for v in visible)
             rosters[u] = KeyRoster(self._header(MessageKind.KEY_ROSTER, u), entries)
         self.stage = ServerStage.SHARES
         self._timed("finish_keys", start)
@@ -335,8 +319,8 @@ class SecAggServer(ServerConsistency, RoundParty):
         # policy count as holders: they hold the shares legitimately and answer the request (with
         # the shares of b_v for v in S and of s_sk_v for v outside S, never both for one owner),
         # and G[S] being connected is what keeps the unmasked span to the sum over S.
-        for v in sorted(self._shares):
-            if v in chosen or p.neighbours[v] & chosen:
+        for v in sorted(self._shares):  # a left-out user reusing its keys has no secret to rebuild
+            if v in chosen or (v not in self._keys.reusing and p.neighbours[v] & chosen):
                 holders = len(p.neighbours[v] & submitted)
                 if holders < p.threshold:
                     raise self._abort(
@@ -389,9 +373,19 @@ class SecAggServer(ServerConsistency, RoundParty):
         dropped = sorted(
             v for v in self._shares.keys() - self._aggregated if p.neighbours[v] & self._aggregated
         )
+        missing = self._keys.missing_pairs(dropped, p.neighbours, self._aggregated)
+        if missing:
+            u, v = missing[0]
+            raise self._abort(
+                f"user {u} did not reveal its pairwise mask key with user {v}, who reuses its "
+                "keys and is left out: nobody else can",
+                UnrecoverableSecretError,
+            )
+        fresh = [v for v in dropped if v not in self._keys.reusing]
+        pair_keys = {(u, v): k for (u, v), k in self._keys.pair_keys.items() if v in dropped}
         self._recovery = SecretRecovery(p.threshold)
         seeds = {u: self._recover(u, ShareKind.SELF_MASK_SEED, pieces) for u in aggregated}
-        mask_keys = {v: self._recover(v, ShareKind.MASK_KEY, pieces) for v in dropped}
+        mask_keys = {v: self._recover(v, ShareKind.MASK_KEY, pieces) for v in fresh}
         private = {v: keypair_from_private_bytes(raw).private for v, raw in mask_keys.items()}
         self._timed("reconstruct", start)
         start = time.perf_counter()
@@ -400,11 +394,12 @@ class SecAggServer(ServerConsistency, RoundParty):
         for u in aggregated:
             np.add(acc, self._inputs[u], out=acc)
             expander.subtract_from(acc, self_mask_key(seeds[u], p, u))
-        for v in dropped:
+        for v in fresh:
             for u in sorted(p.neighbours[v] & self._aggregated):
-                agreement = agree(private[v], self._keys[u].masking_key)
-                key = pairwise_mask_key(agreement, p, u, v)
-                expander.combine(acc, key, -pairwise_sign(u, v))  # undo u's application
+                agreement = agree(private[v], self._keys.public(u)[1])
+                pair_keys[u, v] = pairwise_mask_key(agreement, p, u, v)
+        for (u, v), key in sorted(pair_keys.items()):
+            expander.combine(acc, key, -pairwise_sign(u, v))  # undo u's application
         removed = tuple(sorted(self._excess))  # exact noise mode (only aggregated users send it)
         for u in removed:
             np.subtract(acc, self._excess[u], out=acc)
@@ -438,6 +433,7 @@ class SecAggServer(ServerConsistency, RoundParty):
             self.params.neighbours,
             revealed,
             self.params.threshold,
+            pair_keys=self._keys.pair_keys.keys(),
         )
 
     def view(self) -> ServerView:
@@ -490,10 +486,11 @@ class SecAggServer(ServerConsistency, RoundParty):
         return secret
 
     def _secret_check(self, owner: int, kind: ShareKind) -> SecretCheck:
-        keys = self._keys[owner]
         if kind is ShareKind.SELF_MASK_SEED:
-            return lambda seed: seed_commitment(seed, self.params, owner) == keys.seed_commitment
-        return lambda raw: keypair_from_private_bytes(raw).public_bytes == keys.masking_key
+            commitment = self._keys.commitment(owner)
+            return lambda seed: seed_commitment(seed, self.params, owner) == commitment
+        public = self._keys.public(owner)[1]
+        return lambda raw: keypair_from_private_bytes(raw).public_bytes == public
 
     def _expect(self, stage: ServerStage) -> None:
         if self.stage is not stage:

@@ -7,10 +7,12 @@ The server receives, from each user ``u`` of U3 (the users whose masked inputs a
 (U2: the users whose encrypted shares were relayed, hence the users ``u`` masked with). A mask
 is *known* when the server can compute it from secrets it can reconstruct, that is from at least
 ``t`` received shares: ``PRG(b_u)`` when ``b_u`` is, ``PRG(s_uv)`` when ``s_sk_u`` or ``s_sk_v``
-is. Subtracting the known masks leaves ``y' = x + M r`` where ``r`` are the unknown masks
-(uniform and independent) and ``M`` their incidence matrix: column ``b_u`` is ``e_u``, column
-``s_uv`` is ``e_u - e_v`` (only ``e_u`` if ``v`` did not submit). A combination ``z @ x`` is
-learnable exactly when ``z @ M == 0``: the learnable span is the left null space of ``M``.
+is, or when the round's key of that mask was revealed directly (a user that reuses its keys,
+:mod:`fedprivacy.secagg.key_epoch`). Subtracting the known masks leaves ``y' = x + M r``
+where ``r`` are the unknown masks (uniform and independent) and ``M`` their incidence matrix:
+column ``b_u`` is ``e_u``, column ``s_uv`` is ``e_u - e_v`` (only ``e_u`` if ``v`` did not
+submit). A combination ``z @ x`` is learnable exactly when ``z @ M == 0``: the learnable
+span is the left null space of ``M``.
 
 Because every column of ``M`` has one or two entries ``±1`` of opposite signs, that null space
 has a combinatorial basis (the incidence matrix is totally unimodular): link ``u`` and ``v``
@@ -49,7 +51,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fedprivacy.secagg.graph import Graph, components
-from fedprivacy.secagg.messages import ShareKind
+from fedprivacy.secagg.messages import MaskedInput, Message, ShareKeys, ShareKind, UnmaskResponse
+from fedprivacy.secagg.params import SecAggParameters
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,9 @@ class ReceivedState:
         Users whose self-mask seed ``b_u`` the server can reconstruct (``t`` shares received).
     mask_keys : frozenset of int
         Users whose mask key ``s_sk_u`` the server can reconstruct (``t`` shares received).
+    pair_keys : frozenset of (int, int)
+        Pairs ``(u, v)``, ``u < v``, whose pairwise mask key of this round was revealed
+        directly (users that reuse their keys, :mod:`fedprivacy.secagg.key_epoch`).
 
     """
 
@@ -77,6 +83,7 @@ class ReceivedState:
     neighbours: Graph
     seeds: frozenset[int]
     mask_keys: frozenset[int]
+    pair_keys: frozenset[tuple[int, int]] = frozenset()
 
     @classmethod
     def from_revealed(
@@ -86,6 +93,8 @@ class ReceivedState:
         neighbours: Graph,
         revealed: Iterable[tuple[int, ShareKind]],
         threshold: int,
+        *,
+        pair_keys: Iterable[tuple[int, int]] = (),
     ) -> ReceivedState:
         """The state from the list of received shares.
 
@@ -97,6 +106,8 @@ class ReceivedState:
             The owner and kind of every share received (one entry per share).
         threshold : int
             Shares needed to reconstruct a secret.
+        pair_keys : iterable of (int, int)
+            The pairs whose pairwise mask key of the round was revealed, in any order.
 
         Returns
         -------
@@ -115,6 +126,43 @@ class ReceivedState:
             neighbours,
             known[ShareKind.SELF_MASK_SEED],
             known[ShareKind.MASK_KEY],
+            frozenset((min(u, v), max(u, v)) for u, v in pair_keys),
+        )
+
+    @classmethod
+    def from_messages(cls, params: SecAggParameters, messages: Iterable[Message]) -> ReceivedState:
+        """The state rebuilt from the client messages the server received in one round.
+
+        Parameters
+        ----------
+        params : SecAggParameters
+            The round's parameters (the graph and the threshold).
+        messages : iterable of Message
+            Every client message of the round (others are ignored).
+
+        Returns
+        -------
+        ReceivedState
+            U3 from the masked inputs, U2 from the shares, the secrets from the unmask
+            responses: what an adversary holding the server's transcript can compute with.
+
+        """
+        got = [m for m in messages if m.header.round_index == params.round_index]
+        revealed, pairs = [], []
+        for m in got:
+            if isinstance(m, UnmaskResponse):
+                for owner, kind, _ in m.shares:
+                    if kind is ShareKind.PAIR_MASK_KEY:
+                        pairs.append((m.header.sender, owner))
+                    else:
+                        revealed.append((owner, kind))
+        return cls.from_revealed(
+            frozenset(m.header.sender for m in got if isinstance(m, MaskedInput)),
+            frozenset(m.header.sender for m in got if isinstance(m, ShareKeys)),
+            params.neighbours,
+            revealed,
+            params.threshold,
+            pair_keys=pairs,
         )
 
     def pairwise_masks(self) -> list[tuple[int, int]]:
@@ -126,11 +174,13 @@ class ReceivedState:
         return sorted(pairs)
 
     def unknown_pairwise_masks(self) -> list[tuple[int, int]]:
-        """The pairwise masks the server cannot compute (neither endpoint's key is known)."""
+        """The pairwise masks the server cannot compute (no endpoint's key, no revealed key)."""
         return [
             (u, v)
             for u, v in self.pairwise_masks()
-            if u not in self.mask_keys and v not in self.mask_keys
+            if u not in self.mask_keys
+            and v not in self.mask_keys
+            and (min(u, v), max(u, v)) not in self.pair_keys
         ]
 
 

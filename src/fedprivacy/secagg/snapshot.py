@@ -51,7 +51,8 @@ class ClientSnapshot:
     neighbour_keys : dict of int to (bytes, bytes)
         The public keys ``(c_pk, s_pk)`` of the neighbours that advertised (from stage 1 on).
     held : dict of int to (Share, Share)
-        The shares of ``b_v`` and ``s_sk_v`` received from each neighbour (stage 2 to 3).
+        The shares of ``b_v`` and ``s_sk_v`` received from each neighbour (stage 2 to 3); no
+        share of ``s_sk_v`` from a neighbour that reuses its keys.
     seconds : dict of str to float
         The time spent in each stage so far.
     consistency : bool
@@ -63,6 +64,9 @@ class ClientSnapshot:
     noise : tuple of (NoiseDraw, list of int vectors) or None
         The exact noise mode, from the masked input to the unmask reply: the draw and the
         components the client added (secret: they remove its noise).
+    reusing : bool
+        Whether the client's keys serve several rounds (:mod:`fedprivacy.secagg.key_epoch`):
+        it then shares no masking key.
     """
 
     user: int
@@ -71,8 +75,9 @@ class ClientSnapshot:
     masking_key: bytes
     seed: bytes
     neighbour_keys: dict[int, tuple[bytes, bytes]]
-    held: dict[int, tuple[Share, Share]]
+    held: dict[int, tuple[Share, Share | None]]
     seconds: dict[str, float]
     consistency: bool = False
     signed: tuple[int, ...] | None = None
     noise: tuple[NoiseDraw, Components] | None = None
+    reusing: bool = False

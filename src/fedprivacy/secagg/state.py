@@ -9,10 +9,12 @@ Under Flower a node's ClientApp may run in a fresh process for each stage of the
     | c_sk (32) | s_sk (32) | self-mask seed b_u (32)
     | neighbour count (4) | (neighbour (4) | c_pk (32) | s_pk (32))...
     | held count (4) | (owner (4) | length (2) | share of b | length (2) | share of s_sk)...
+      (length 0 and no share of s_sk from a neighbour that reuses its keys)
     | timing count (4) | (name length (2) | stage name (UTF-8) | seconds (f64))...
     | consistency check (1: 0 off, 1 on, 2 on and signed)
     | if signed: count (4) | user (4)...  (the aggregated set it signed, strictly ascending)
     | removable noise (:mod:`fedprivacy.secagg.state_noise`; one zero byte without)
+    | reused keys (1: 0 fresh keys, 1 keys of a :mod:`~fedprivacy.secagg.key_epoch`)
 
 The private keys are raw X25519 scalars, the shares :meth:`Share.to_bytes
 <fedprivacy.crypto.shamir.Share.to_bytes>`; neighbours and owners are strictly ascending. The
@@ -54,7 +56,7 @@ from fedprivacy.wire import MessageFormat, WireReader
 __all__ = ["MAGIC", "VERSION", "dump_client", "load_client"]
 
 MAGIC = b"FPSS"
-VERSION = 1
+VERSION = 2
 _DIGEST_BYTES = 32
 _FORMAT = MessageFormat(
     MAGIC,
@@ -90,7 +92,7 @@ def dump_client(client: SecAggClient) -> bytes:
     >>> advert = client.advertise_keys()
     >>> data = dump_client(client)
     >>> data[:4], len(data)
-    (b'FPSS', 200)
+    (b'FPSS', 201)
     """
     snap = client._snapshot()
     p = client.params
@@ -112,7 +114,7 @@ def dump_client(client: SecAggClient) -> bytes:
         parts += [struct.pack(">I", v), c_pk, s_pk]
     parts.append(struct.pack(">I", len(snap.held)))
     for v in sorted(snap.held):
-        seed_share, key_share = (s.to_bytes() for s in snap.held[v])
+        seed_share, key_share = (b"" if s is None else s.to_bytes() for s in snap.held[v])
         parts += [struct.pack(">IH", v, len(seed_share)), seed_share]
         parts += [struct.pack(">H", len(key_share)), key_share]
     parts.append(struct.pack(">I", len(snap.seconds)))
@@ -124,6 +126,7 @@ def dump_client(client: SecAggClient) -> bytes:
     else:
         parts += [bytes([2]), struct.pack(f">I{len(snap.signed)}I", len(snap.signed), *snap.signed)]
     parts += noise_bytes(snap.noise)
+    parts.append(bytes([int(snap.reusing)]))
     return b"".join(parts)
 
 
@@ -132,8 +135,17 @@ def _ascending(users: list[int], what: str) -> None:
         raise MalformedMessageError(f"the {what} are not in strictly ascending order")
 
 
+def _optional_share(r: WireReader, what: str) -> Share | None:
+    """A share, or None for length 0 (a neighbour that reuses its keys shares no key)."""
+    length = r.u16(f"{what} length")
+    return _parse_share(r.take(length, what), what) if length else None
+
+
 def _share(r: WireReader, what: str) -> Share:
-    raw = r.take(r.u16(f"{what} length"), what)
+    return _parse_share(r.take(r.u16(f"{what} length"), what), what)
+
+
+def _parse_share(raw: bytes, what: str) -> Share:
     try:
         return Share.from_bytes(raw)
     except ShamirError as exc:
@@ -171,12 +183,12 @@ def _parse(data: bytes) -> tuple[bytes, int, bytes, ClientSnapshot]:
         order.append(v)
         neighbour_keys[v] = (r.take(KEY_BYTES, "c_pk"), r.take(KEY_BYTES, "s_pk"))
     _ascending(order, "neighbours")
-    held: dict[int, tuple[Share, Share]] = {}
+    held: dict[int, tuple[Share, Share | None]] = {}
     order = []
     for _ in range(r.count("held shares")):
         v = r.u32("share owner")
         order.append(v)
-        held[v] = (_share(r, "share of b"), _share(r, "share of s_sk"))
+        held[v] = (_share(r, "share of b"), _optional_share(r, "share of s_sk"))
     _ascending(order, "share owners")
     seconds: dict[str, float] = {}
     for _ in range(r.count("timings")):
@@ -190,6 +202,9 @@ def _parse(data: bytes) -> tuple[bytes, int, bytes, ClientSnapshot]:
         seconds[name] = value
     consistency, signed = _signed_set(r)
     noise = read_noise(r)
+    reusing = r.u8("reused keys flag")
+    if reusing > 1:
+        raise MalformedMessageError(f"unknown reused keys flag {reusing}")
     r.finish()
     if stage <= ClientStage.ADVERTISED and neighbour_keys:
         raise MalformedMessageError(f"neighbour keys before the roster (stage {stage.name})")
@@ -204,8 +219,9 @@ def _parse(data: bytes) -> tuple[bytes, int, bytes, ClientSnapshot]:
     if noise is not None and stage is not ClientStage.MASKED:
         raise MalformedMessageError(f"removable noise in stage {stage.name}")
     snap = ClientSnapshot(
-        user, stage, enc, mask, seed, neighbour_keys, held, seconds, consistency, signed, noise
-    )
+        user, stage, enc, mask, seed, neighbour_keys, held, seconds, consistency, signed, noise,
+        bool(reusing),
+    )  # fmt: skip
     return session_id, round_index, digest, snap
 
 
@@ -289,7 +305,7 @@ def load_client(
         raise WrongRoundError("the state was written with other parameters of this round")
     x = params.share_point(snap.user)
     if not set(snap.neighbour_keys) <= params.neighbours[snap.user] or any(
-        share.x != x for pair in snap.held.values() for share in pair
+        share.x != x for pair in snap.held.values() for share in pair if share is not None
     ):
         raise MalformedMessageError("neighbours or shares do not match this user's")
     if not set(snap.signed or ()) <= set(params.participants):
