@@ -89,11 +89,11 @@ def measure(k: int, rounds: int, rate: float, seed: int) -> dict[str, dict[str, 
         params = SecAggParameters.create(session, r, range(k), DIMENSION, codec, degree=degree)
         updates = {u: rng.uniform(-1, 1, DIMENSION) for u in range(k)}
         drop = dropouts(k, rate, rng) if r else {}
-        fresh = one_round(params, updates, drop, None, {})
+        *fresh, _ = one_round(params, updates, drop, None, {})
         *reused, keys = one_round(params, updates, drop, epochs, registered)
         registered = {**registered, **keys}
         if r:  # round 0 is the warm-up, and the round where everyone advertises
-            rows["fresh"].append(fresh[:4])
+            rows["fresh"].append((fresh[0], fresh[1], fresh[2], fresh[3]))
             rows["reused"].append((reused[0], reused[1], reused[2], reused[3]))
     out = {}
     for arm, values in rows.items():

@@ -66,29 +66,25 @@ def advertise_epoch(
         or epoch.max_rounds != policy.key_rounds
     ):
         epoch = KeyEpoch.start(params.session_id, user, policy.key_rounds)
-    epoch.check_round(params)
-    state[_KEY] = epoch.to_bytes()
+    state[_KEY] = epoch.to_bytes()  # the client checks the round (KeyEpoch.keys_for)
     return epoch
 
 
 def share_epoch(
     policy: PartyPolicy, user: int, params: SecAggParameters, state: dict[str, bytes]
 ) -> KeyEpoch:
-    """The epoch a round opened at ``share`` masks with.
+    """The epoch a round opened at ``share`` masks with (the client checks the round).
 
     Raises
     ------
     OutOfOrderError
         If the node does not reuse keys, or holds no live epoch of this session.
-    WrongRoundError
-        If the epoch already masked this round index or a later one.
     """
     epoch = _stored(user, state) if policy.key_rounds > 1 else None
     if epoch is None or epoch.session_id != params.session_id or epoch.expired:
         raise OutOfOrderError(
             f"user {user} holds no reusable keys for this session: it must advertise first"
         )
-    epoch.check_round(params)
     return epoch
 
 
@@ -99,5 +95,6 @@ def record_mask(
     if policy.key_rounds <= 1:
         return
     epoch = share_epoch(policy, user, params, state)
+    epoch.check_round(params)  # WrongRoundError: this index or a later one was masked
     epoch.record(params.round_index)
     state[_KEY] = epoch.to_bytes()

@@ -32,7 +32,7 @@ from fedprivacy.flower.exchange import StageExchange
 from fedprivacy.flower.lying_server import forge_policy
 from fedprivacy.flower.stages import Record, Stage
 from fedprivacy.secagg.errors import ProtocolViolationError, SecAggError, UnknownSenderError
-from fedprivacy.secagg.messages import Message, decode_message, encode_message
+from fedprivacy.secagg.messages import Message, ServerStage, decode_message, encode_message
 from fedprivacy.secagg.server import SecAggServer
 
 __all__ = ["SecureRound"]
@@ -75,7 +75,6 @@ class SecureRound:
     server: SecAggServer = field(init=False)
     error: SecAggError | None = field(init=False, default=None)
     _opening: dict[int, Record] = field(init=False, default_factory=dict)
-    _shared: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         self.server = SecAggServer(self.plan.params)
@@ -119,7 +118,6 @@ class SecureRound:
     def take_opening(self, stage: Stage, replies: dict[int, Record]) -> None:
         """The replies to :meth:`open`'s requests, however they came."""
         if stage is Stage.SHARE:
-            self._shared = True
             self._receive(self.server, Stage.SHARE, replies)
         else:
             self.take_keys(replies)
@@ -131,11 +129,11 @@ class SecureRound:
     def _requests(
         self, messages: Mapping[int, Message], more: Mapping[str, Any]
     ) -> dict[int, Record]:
-        return {
-            u: {**self._opening.get(u, {}), "round": self.round_index,
-                "message": encode_message(m), **more}
-            for u, m in messages.items()
-        }  # fmt: skip
+        r = self.round_index
+        out = {}
+        for u, m in messages.items():
+            out[u] = {**self._opening.get(u, {}), "round": r, "message": encode_message(m), **more}
+        return out
 
     def _share_requests(self, carry: Mapping[str, Any]) -> dict[int, Record]:
         """``share`` requests; the opening ones of users whose keys the server holds."""
@@ -164,7 +162,7 @@ class SecureRound:
             return None
         try:
             late = dict(carry or {})
-            if not self._shared:
+            if server.stage is ServerStage.KEYS:  # the round did not open at share
                 stage, requests = Stage.SHARE, self._share_requests(late)
                 if self.error is not None:
                     return None

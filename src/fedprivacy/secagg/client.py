@@ -132,10 +132,7 @@ class SecAggClient(RoundParty):
         if epoch is None:
             self._enc, self._mask = generate_keypair(), generate_keypair()
         else:
-            if epoch.user != self.user:
-                raise ParameterError("epoch", f"the keys of user {epoch.user}, not of {user}")
-            epoch.check_round(params)
-            self._enc, self._mask = epoch.keypairs()
+            self._enc, self._mask = epoch.keys_for(params, self.user)
         self._seed = os.urandom(SEED_BYTES)
         self._neighbour_keys: dict[int, tuple[bytes, bytes]] = {}
         self._held: dict[int, tuple[Share, Share | None]] = {}
@@ -193,7 +190,7 @@ class SecAggClient(RoundParty):
         if h.recipient != self.user:
             raise UnknownSenderError(f"message addressed to {h.recipient}, not to {self.user}")
         expected = _EXPECTED.get(self.stage)
-        if self.stage is ClientStage.NEW and self._epoch is not None:
+        if self.stage is ClientStage.NEW and self._reusing:
             expected = MessageKind.KEY_ROSTER  # reused keys: the server holds them already
         order = _ORDER if self._check is None else _ORDER_CHECKED
         if self.stage is ClientStage.MASKED and self._check is not None and self._signed is None:
@@ -276,11 +273,8 @@ class SecAggClient(RoundParty):
             )
         holders = [p.share_point(v) for v in sorted(peers)]
         seed_shares = split_secret(self._seed, holders, p.threshold)
-        key_shares = (
-            None  # a reused key is never shared (module fedprivacy.secagg.key_epoch)
-            if self._reusing
-            else split_secret(private_key_bytes(self._mask.private), holders, p.threshold)
-        )
+        secret = private_key_bytes(self._mask.private)  # a reused key is never shared
+        key_shares = None if self._reusing else split_secret(secret, holders, p.threshold)
         cts = []
         for v in sorted(peers):
             x = p.share_point(v)
@@ -358,7 +352,7 @@ class SecAggClient(RoundParty):
             plain = open_sealed(key, ct, share_associated_data(p, sender, self.user))
             u, v, seed_share, key_share = decode_share_plaintext(plain)
             x = p.share_point(self.user)
-            points = {seed_share.x} | ({x} if key_share is None else {key_share.x})
+            points = {s.x for s in (seed_share, key_share) if s is not None}
             if (u, v) != (sender, self.user) or points != {x}:
                 raise ProtocolViolationError(f"share from {sender} names the wrong users")
             held[sender] = (seed_share, key_share)

@@ -126,10 +126,8 @@ class KeyEpoch:
         if max_rounds < 1:
             raise ParameterError("max_rounds", f"must be at least 1, got {max_rounds}")
         enc, mask = generate_keypair(), generate_keypair()
-        return cls(
-            bytes(session_id), int(user), private_key_bytes(enc.private),
-            private_key_bytes(mask.private), int(max_rounds),
-        )  # fmt: skip
+        keys = private_key_bytes(enc.private), private_key_bytes(mask.private)
+        return cls(bytes(session_id), int(user), *keys, int(max_rounds))
 
     @property
     def expired(self) -> bool:
@@ -144,6 +142,19 @@ class KeyEpoch:
                 keypair_from_private_bytes(self.masking_key),
             )
         return self._pairs
+
+    def keys_for(self, params: SecAggParameters, user: int) -> tuple[KeyPair, KeyPair]:
+        """The key pairs for ``user`` in the round of ``params``, after :meth:`check_round`.
+
+        Raises
+        ------
+        ParameterError
+            If the epoch is another user's.
+        """
+        if user != self.user:
+            raise ParameterError("epoch", f"the keys of user {self.user}, not of {user}")
+        self.check_round(params)
+        return self.keypairs()
 
     def check_round(self, params: SecAggParameters) -> None:
         """Refuse a round these keys must not mask.
@@ -176,10 +187,9 @@ class KeyEpoch:
         >>> KeyEpoch.from_bytes(epoch.to_bytes()) == epoch, len(epoch.to_bytes())
         (True, 105)
         """
-        return _FORMAT.pack_header(
-            self.session_id, self.user, self.encryption_key, self.masking_key,
-            self.max_rounds, self.rounds, self.last_round,
-        )  # fmt: skip
+        keys = (self.encryption_key, self.masking_key)
+        counts = (self.max_rounds, self.rounds, self.last_round)
+        return _FORMAT.pack_header(self.session_id, self.user, *keys, *counts)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> KeyEpoch:

@@ -218,10 +218,10 @@ def _parse(data: bytes) -> tuple[bytes, int, bytes, ClientSnapshot]:
         raise MalformedMessageError(f"a signed aggregated set in stage {stage.name}")
     if noise is not None and stage is not ClientStage.MASKED:
         raise MalformedMessageError(f"removable noise in stage {stage.name}")
+    keys = (enc, mask, seed)
     snap = ClientSnapshot(
-        user, stage, enc, mask, seed, neighbour_keys, held, seconds, consistency, signed, noise,
-        bool(reusing),
-    )  # fmt: skip
+        user, stage, *keys, neighbour_keys, held, seconds, consistency, signed, noise, bool(reusing)
+    )
     return session_id, round_index, digest, snap
 
 
