@@ -208,3 +208,37 @@ def test_a_privacy_guard_is_never_asked_ahead() -> None:
     )
     loop.run(3)
     assert algo.early == [None, None]
+
+
+class AheadAll(DropFirst):
+    """Aggregates every selected user and draws the next round ahead (overlapped rounds)."""
+
+    def run_round(self, ctx: RoundContext) -> RoundResult[int]:
+        if ctx.ahead is not None:
+            ctx.ahead(ctx.selected.tolist())
+        return RoundResult(ctx.selected, ctx.round_index)
+
+
+def test_a_privacy_filter_charges_the_round_before_the_next_is_drawn_ahead() -> None:
+    """Issue #50, finding 5: with a cap of one round a user, drawn ahead, nobody gets two."""
+    from fedprivacy.participation.privacy_filter import PrivacyFilter
+
+    ledger = ParticipationLedger(8)
+    budgeted = PrivacyFilter(
+        RandomSelector(8, 2),
+        ledger,
+        budget=0.9,
+        noise_multiplier=5.0,
+        delta=1e-5,
+        accountant="pld",
+    )
+    assert budgeted.max_rounds == 1
+    loop = FederatedRun(
+        budgeted,
+        AlwaysAvailable(8),
+        AheadAll(8),
+        selection_rng=lambda t: np.random.default_rng([5, t]),
+        ledger=ledger,
+    )
+    loop.run(8)
+    assert ledger.frequency.max() == 1 and ledger.frequency.sum() == 8

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fedprivacy.crypto.fixed_point import FixedPointCodec
-from fedprivacy.crypto.signing import Roster, SigningKey
+from fedprivacy.crypto.signing import Roster, SigningKey, Statement
 from fedprivacy.errors import ParameterError
 from fedprivacy.secagg import (
     DuplicateMessageError,
@@ -126,8 +126,8 @@ def test_forged_missing_duplicate_foreign_and_replayed_signatures_are_refused() 
     users, sigs = good.aggregated, good.signatures
     assert 9 in r.signatures and 9 not in users
     assert [u for u, _ in sigs] == list(range(6))  # a quorum of members, by id
-    other = SigningKey.generate().sign(b"anything")
-    forged = ((0, KEYS[1].sign(b"fedprivacy")),) + sigs[1:]
+    other = SigningKey.generate().sign(Statement.SURVIVORS, b"anything")
+    forged = ((0, KEYS[1].sign(Statement.SURVIVORS, b"fedprivacy")),) + sigs[1:]
     garbage = ((0, b"\x30\x02\x00\x00"),) + sigs[1:]
     cases = {
         "forged": (forged, "signature of user 0 is invalid"),

@@ -24,7 +24,7 @@ from fedprivacy.crypto.fixed_point import FixedPointCodec
 from fedprivacy.crypto.keys import agree, keypair_from_private_bytes
 from fedprivacy.crypto.prg import MaskExpander, reduce
 from fedprivacy.crypto.shamir import Share, combine_shares
-from fedprivacy.crypto.signing import SigningKey
+from fedprivacy.crypto.signing import SigningKey, Statement
 from fedprivacy.errors import AuthenticationError
 from fedprivacy.secagg import SecAggClient, SecAggError, SecAggParameters, SecAggServer
 from fedprivacy.secagg.consistency import checks_for, consistency_quorum
@@ -196,7 +196,7 @@ def test_with_the_check_every_client_refuses_and_nothing_leaks(threshold: int | 
     for chosen, sigs in by_set.items():
         assert len(sigs) == 5
         for u, sig in sigs:
-            roster.verify(u, survivors_statement(r.params, chosen), sig)
+            roster.verify(u, Statement.SURVIVORS, survivors_statement(r.params, chosen), sig)
     # The other set cannot be signed any more, not even by re-asking.
     for u in range(N):
         with pytest.raises(ConsistencyError, match="already signed"):
@@ -235,6 +235,6 @@ def test_a_signature_from_another_set_does_not_verify() -> None:
     r = Round(threshold=5, check=True)
     sig = r.ask_to_sign(3, S1)
     roster = r.checks[3].roster
-    roster.verify(3, survivors_statement(r.params, S1), sig)
+    roster.verify(3, Statement.SURVIVORS, survivors_statement(r.params, S1), sig)
     with pytest.raises(AuthenticationError):
-        roster.verify(3, survivors_statement(r.params, S2), sig)
+        roster.verify(3, Statement.SURVIVORS, survivors_statement(r.params, S2), sig)

@@ -280,8 +280,10 @@ def test_the_epoch_refuses_a_replayed_round_another_session_and_expiry() -> None
 
 def test_a_registered_user_must_commit_with_its_shares() -> None:
     epochs = {u: KeyEpoch.start(SESSION, u, max_rounds=5) for u in range(N)}
-    registered = {u: (e.keypairs()[0].public_bytes, e.keypairs()[1].public_bytes)
-                  for u, e in epochs.items()}  # fmt: skip
+    registered = {
+        u: (e.keypairs()[0].public_bytes, e.keypairs()[1].public_bytes, b"")
+        for u, e in epochs.items()
+    }
     server = SecAggServer(params(0), registered=registered)
     rosters = server.finish_keys()
     reply = SecAggClient(params(0), 0, epoch=epochs[0]).share_keys(rosters[0])

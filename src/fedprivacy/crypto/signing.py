@@ -2,17 +2,27 @@
 
 The keys are the SuperNode authentication keys (:mod:`fedprivacy.flower.node_auth`, OpenSSH
 format), so a deployment needs no second key per node: the same key that admits a node to the
-SuperLink signs its claims (its user id, the survivor list of a round). :class:`Roster` maps
-each user to its public key; it is distributed by the federation's operator with the nodes'
-policies, never by the server.
+SuperLink signs its claims (its user id, its SecAgg public keys, the survivor list of a round).
+:class:`Roster` maps each user to its public key; it is distributed by the federation's operator
+with the nodes' policies, never by the server.
+
+**One context per kind of statement.** A key signs only through :meth:`SigningKey.sign`, which
+takes a :class:`Statement` and signs ``"fedprivacy/signature/v1" | kind | payload`` (encoded
+unambiguously), and a signature verifies only under the kind it was made for: a signed ``hello``
+can never pass as signed keys or a signed survivor list, whatever bytes the server chose for
+the nonce (adversary: a server that asks a node to sign bytes of its choosing).
 
 Examples
 --------
 >>> key = SigningKey.generate()
 >>> roster = Roster({3: key.public_openssh()})
->>> signature = key.sign(b"round 7: users 1, 2, 3")
->>> roster.verify(3, b"round 7: users 1, 2, 3", signature)
->>> roster.verify(3, b"round 7: users 1, 2", signature)
+>>> signature = key.sign(Statement.SURVIVORS, b"round 7: users 1, 2, 3")
+>>> roster.verify(3, Statement.SURVIVORS, b"round 7: users 1, 2, 3", signature)
+>>> roster.verify(3, Statement.SURVIVORS, b"round 7: users 1, 2", signature)
+Traceback (most recent call last):
+...
+fedprivacy.errors.AuthenticationError: user 3's signature does not verify
+>>> roster.verify(3, Statement.HELLO, b"round 7: users 1, 2, 3", signature)
 Traceback (most recent call last):
 ...
 fedprivacy.errors.AuthenticationError: user 3's signature does not verify
@@ -23,17 +33,33 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from fedprivacy.crypto.keys import encode_context
 from fedprivacy.errors import AuthenticationError, InvalidKeyError
 
-__all__ = ["Roster", "SigningKey", "load_public_key"]
+__all__ = ["Roster", "SigningKey", "Statement", "load_public_key"]
 
 _ALGORITHM = ec.ECDSA(hashes.SHA256())
+_DOMAIN = "fedprivacy/signature/v1"
+
+
+class Statement(Enum):
+    """The kinds of statement a node key signs; each is its own signing context."""
+
+    HELLO = "hello"  # a node's claim to a user id, over the server's fresh nonce
+    KEYS = "secagg-keys"  # a node's SecAgg public keys for a round or a key epoch
+    SURVIVORS = "survivors"  # the aggregated set of a round (the consistency check)
+
+
+def _signed_bytes(kind: Statement, payload: bytes) -> bytes:
+    """The bytes actually signed: the domain, the statement's kind, then the payload."""
+    return encode_context(_DOMAIN, kind.value, payload)
 
 
 def load_public_key(text: str) -> ec.EllipticCurvePublicKey:
@@ -87,9 +113,9 @@ class SigningKey:
                 return cls(key)
         raise InvalidKeyError(f"{path} holds no ECDSA P-256 private key")
 
-    def sign(self, data: bytes) -> bytes:
-        """The DER-encoded ECDSA signature of ``data``."""
-        return self.private.sign(data, _ALGORITHM)
+    def sign(self, kind: Statement, payload: bytes) -> bytes:
+        """The DER-encoded ECDSA signature of ``payload`` as a statement of ``kind``."""
+        return self.private.sign(_signed_bytes(kind, payload), _ALGORITHM)
 
     def public_openssh(self) -> str:
         """The public key as its OpenSSH line."""
@@ -140,8 +166,8 @@ class Roster:
     def __contains__(self, user: object) -> bool:
         return user in self._loaded
 
-    def verify(self, user: int, data: bytes, signature: bytes) -> None:
-        """Check ``signature`` on ``data`` under ``user``'s key.
+    def verify(self, user: int, kind: Statement, payload: bytes, signature: bytes) -> None:
+        """Check ``signature`` on ``payload``, a statement of ``kind``, under ``user``'s key.
 
         Raises
         ------
@@ -152,6 +178,6 @@ class Roster:
         if key is None:
             raise AuthenticationError(f"user {user} is not in the roster")
         try:
-            key.verify(signature, data, _ALGORITHM)
+            key.verify(signature, _signed_bytes(kind, payload), _ALGORITHM)
         except InvalidSignature:
             raise AuthenticationError(f"user {user}'s signature does not verify") from None

@@ -3,28 +3,30 @@
 A node's id is whatever it claims unless the claim is signed. With node authentication each
 node holds the private key of its SuperNode authentication pair (its policy's ``signing_key``);
 the server's ``hello`` carries a fresh nonce and the node answers with its user id and a
-signature over ``(nonce, user)`` (:func:`hello_payload`). The server checks each claim against
-the federation's :class:`~fedprivacy.crypto.signing.Roster` (user -> public key, from the
-operator who admits the nodes) in :func:`admit`: a claim that does not verify, a user outside
-the roster, or two nodes claiming one user drop those nodes (an ``identity_refused`` event
-each), never the run. Without a roster the claims are taken as they come, and a duplicate claim
+signature over ``(nonce, user)`` (:func:`hello_payload`), in the signing context of a hello
+(:class:`~fedprivacy.crypto.signing.Statement`), and only for a nonce of exactly
+:data:`NONCE_BYTES` bytes: the server cannot make the node sign bytes of its choosing. The
+server checks each claim against the federation's :class:`~fedprivacy.crypto.signing.Roster`
+(user -> public key, from the operator who admits the nodes) in :func:`admit`: a claim that
+does not verify, a user outside the roster, or two nodes claiming one user drop those nodes (an
+``identity_refused`` event each), never the run. Without a roster the claims are taken as they come, and a duplicate claim
 still drops both claimants.
 
 Adversary: a malicious node (claims another user's id, replays another node's signed hello
 from an earlier run: the nonce is fresh); not the server, which admits whom it likes (the nodes'
-own checks, :mod:`fedprivacy.flower.node_policy`, do not depend on the roster it builds).
+own checks, :mod:`fedprivacy.flower.node_policy`, do not depend on the roster it builds). A
+server that sends a nonce of another length gets no signature (:class:`~fedprivacy.errors.
+AuthenticationError` on the node).
 
 Examples
 --------
->>> from fedprivacy.crypto.signing import Roster, SigningKey
+>>> from fedprivacy.crypto.signing import Roster, SigningKey, Statement
 >>> keys = {u: SigningKey.generate() for u in (0, 1)}
 >>> roster = Roster({u: k.public_openssh() for u, k in keys.items()})
 >>> nonce = new_nonce()
->>> replies = {
-...     10: {"user": 0, "signature": keys[0].sign(hello_payload(nonce, 0))},
-...     11: {"user": 0, "signature": keys[1].sign(hello_payload(nonce, 0))},  # user 1 lies
-...     12: {"user": 1, "signature": keys[1].sign(hello_payload(nonce, 1))},
-... }
+>>> def hello(key, user):
+...     return {"user": user, "signature": key.sign(Statement.HELLO, hello_payload(nonce, user))}
+>>> replies = {10: hello(keys[0], 0), 11: hello(keys[1], 0), 12: hello(keys[1], 1)}  # 11 lies
 >>> admitted, refused = admit(replies, nonce, roster)
 >>> admitted, [(e["node"], e["detail"]) for e in refused]
 ({0: 10, 1: 12}, [(11, "user 0's signature does not verify")])
@@ -36,13 +38,12 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from fedprivacy.crypto.signing import Roster, SigningKey
+from fedprivacy.crypto.signing import Roster, SigningKey, Statement
 from fedprivacy.errors import AuthenticationError
 from fedprivacy.policy import PartyPolicy
 
 __all__ = ["admit", "hello_payload", "new_nonce", "signed_hello"]
 
-_DOMAIN = b"fedprivacy/hello/v1"
 NONCE_BYTES = 16
 
 
@@ -52,8 +53,18 @@ def new_nonce() -> bytes:
 
 
 def hello_payload(nonce: bytes, user: int) -> bytes:
-    """What a node signs to claim ``user`` in answer to ``nonce``."""
-    return _DOMAIN + len(nonce).to_bytes(2, "big") + nonce + int(user).to_bytes(8, "big")
+    """What a node signs to claim ``user`` in answer to ``nonce`` (:data:`NONCE_BYTES` bytes).
+
+    Raises
+    ------
+    AuthenticationError
+        If the nonce is not exactly :data:`NONCE_BYTES` bytes long.
+    """
+    if len(nonce) != NONCE_BYTES:
+        raise AuthenticationError(
+            f"a hello nonce has {NONCE_BYTES} bytes, not {len(nonce)}: nothing is signed"
+        )
+    return nonce + int(user).to_bytes(8, "big")
 
 
 def signed_hello(user: int, policy: PartyPolicy, request: Mapping[str, Any]) -> dict[str, Any]:
@@ -65,7 +76,7 @@ def signed_hello(user: int, policy: PartyPolicy, request: Mapping[str, Any]) -> 
     nonce = request.get("nonce")
     if policy.signing_key and isinstance(nonce, bytes):
         key = SigningKey.from_file(policy.signing_key)
-        reply["signature"] = key.sign(hello_payload(nonce, user))
+        reply["signature"] = key.sign(Statement.HELLO, hello_payload(nonce, user))
     return reply
 
 
@@ -78,7 +89,7 @@ def _claim(reply: Mapping[str, Any], nonce: bytes, roster: Roster | None) -> int
         signature = reply.get("signature")
         if not isinstance(signature, bytes):
             raise AuthenticationError(f"the claim to be user {user} is not signed")
-        roster.verify(user, hello_payload(nonce, user), signature)
+        roster.verify(user, Statement.HELLO, hello_payload(nonce, user), signature)
     return user
 
 

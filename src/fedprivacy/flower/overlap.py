@@ -32,6 +32,7 @@ from fedprivacy.flower.secure_round import SecureRound
 from fedprivacy.flower.stages import Record, Stage
 from fedprivacy.pipeline.algorithm import SelectAhead
 from fedprivacy.secagg.params import MIN_PARTICIPANTS
+from fedprivacy.secagg.round_keys import RegisteredKeys
 
 __all__ = ["OpenRound", "SecureRounds"]
 
@@ -64,7 +65,7 @@ class SecureRounds:
     open_round: OpenRound
     overlap: bool = False
     ahead: SecureRound | None = None  # the next round, opened with this one's unmask
-    registered: dict[int, tuple[bytes, bytes]] = field(default_factory=dict)
+    registered: dict[int, RegisteredKeys] = field(default_factory=dict)
 
     def _open(
         self, r: int, users: list[int], with_model: bool

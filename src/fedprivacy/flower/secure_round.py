@@ -33,6 +33,7 @@ from fedprivacy.flower.lying_server import forge_policy
 from fedprivacy.flower.stages import Record, Stage
 from fedprivacy.secagg.errors import ProtocolViolationError, SecAggError, UnknownSenderError
 from fedprivacy.secagg.messages import Message, ServerStage, decode_message, encode_message
+from fedprivacy.secagg.round_keys import RegisteredKeys
 from fedprivacy.secagg.server import SecAggServer
 
 __all__ = ["SecureRound"]
@@ -79,7 +80,7 @@ class SecureRound:
     def __post_init__(self) -> None:
         self.server = SecAggServer(self.plan.params)
 
-    def use_keys(self, registered: Mapping[int, tuple[bytes, bytes]]) -> None:
+    def use_keys(self, registered: Mapping[int, RegisteredKeys]) -> None:
         """Hold the reused keys of earlier rounds: those users skip ``advertise`` (before it)."""
         self.server = SecAggServer(self.plan.params, registered=registered)
 

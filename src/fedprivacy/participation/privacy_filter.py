@@ -11,6 +11,9 @@ plus one more round at ``z`` (the least the next round can hold) would pass that
 and decided from the ledger and the released noise alone (what was really aggregated, dropouts
 counted), never from the data or the model. Rounds whose noise is not given count at ``z``,
 which only retires users earlier. :func:`max_rounds` is how many rounds at ``z`` the budget holds.
+A round whose aggregated set is announced before it is recorded (overlapped rounds draw round
+``t + 1`` while round ``t`` finishes, :meth:`expect_round`) is charged at ``z`` at once, so the
+selection drawn ahead never takes a user that round ``t`` took to its budget.
 
 Why the guarantee survives the adaptivity: the rounds a user takes part in are chosen adaptively,
 but each is a Gaussian mechanism of noise at least ``z``, and the filter stops the user before
@@ -163,6 +166,7 @@ class PrivacyFilter(Selector):
         self.unit = unit_size(selector)
         self.mu2 = np.zeros(selector.num_users)
         self._charged = 0  # ledger rounds already in mu2
+        self._expected: tuple[int, NDArray[np.intp]] | None = None  # (round, aggregating)
         self.retired = np.zeros(selector.num_users, dtype=bool)
         self.retirements: list[Retirement] = []
 
@@ -175,10 +179,28 @@ class PrivacyFilter(Selector):
             self.mu2[self.ledger.selected(r)] += z_t**-2.0
         self._charged = self.ledger.rounds
 
+    def expect_round(self, aggregating: NDArray[np.intp]) -> None:
+        """Charge the round the ledger records next at ``z`` until it is recorded.
+
+        Called during that round, once its aggregated set ``aggregating`` is fixed and before
+        the next round is drawn ahead (:meth:`FederatedRun.select_ahead
+        <fedprivacy.pipeline.loop.FederatedRun.select_ahead>`).
+        """
+        self._expected = (self.ledger.rounds, np.asarray(aggregating, dtype=np.intp))
+
+    def _pending(self) -> NDArray[np.float64]:
+        """Each user's charge for an announced round the ledger has not recorded yet."""
+        pending = np.zeros_like(self.mu2)
+        if self._expected is not None and self._expected[0] >= self.ledger.rounds:
+            pending[self._expected[1]] = self.step
+        else:
+            self._expected = None
+        return pending
+
     def _retire(self) -> None:
         """Retire every unit holding a user that one more round would take past the budget."""
         self._charge()
-        spent = self.mu2 + self.step > self.mu2_budget
+        spent = self.mu2 + self._pending() + self.step > self.mu2_budget
         units = np.unique(np.flatnonzero(spent) // self.unit)
         now = np.zeros_like(self.retired)
         for u in units.tolist():

@@ -52,6 +52,7 @@ from fedprivacy.participation.availability import AvailabilityModel
 from fedprivacy.participation.guard import PrivacyGuard
 from fedprivacy.participation.incremental import AuditView, IncrementalAudit
 from fedprivacy.participation.ledger import ParticipationLedger
+from fedprivacy.participation.privacy_filter import PrivacyFilter
 from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
 
 __all__ = ["FederatedRun", "UserSampler"]
@@ -198,8 +199,11 @@ class FederatedRun(Generic[R]):
         if isinstance(self.selector, PrivacyGuard):
             return None
         t = self.round + 1
+        users = np.asarray(list(aggregating), dtype=np.intp)
+        if isinstance(self.selector, PrivacyFilter):
+            self.selector.expect_round(users)  # charged before the draw, not after the round
         frequency = self._frequency.copy()
-        frequency[np.asarray(list(aggregating), dtype=np.intp)] += 1
+        frequency[users] += 1
         rng = self.selection_rng(t)
         available = self.availability.sample(t, rng)
         selected = self.selector.select(available, frequency, rng)

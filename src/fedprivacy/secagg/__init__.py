@@ -22,6 +22,7 @@ from fedprivacy.secagg.errors import (
     SecAggError,
     UnknownSenderError,
     UnrecoverableSecretError,
+    UnsignedKeyError,
     WrongRoundError,
 )
 from fedprivacy.secagg.key_epoch import KeyEpoch
@@ -50,6 +51,7 @@ __all__ = [
     "Stage",
     "UnknownSenderError",
     "UnrecoverableSecretError",
+    "UnsignedKeyError",
     "WrongRoundError",
     "decode_params",
     "dump_client",

@@ -16,7 +16,6 @@ from fedprivacy.crypto.keys import (
     agree,
     generate_keypair,
     keypair_from_private_bytes,
-    load_public_key,
     private_key_bytes,
 )
 from fedprivacy.crypto.prg import MaskExpander, reduce
@@ -41,7 +40,6 @@ from fedprivacy.secagg.derivation import (
 )
 from fedprivacy.secagg.errors import (
     DuplicateMessageError,
-    MalformedMessageError,
     OutOfOrderError,
     ProtocolViolationError,
     RoundAbortedError,
@@ -69,6 +67,7 @@ from fedprivacy.secagg.messages import (
 from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.secagg.party import RoundParty, pairwise_sign
 from fedprivacy.secagg.reveals import reveal_kind
+from fedprivacy.secagg.signed_keys import check_participants, roster_keys, sign_keys
 from fedprivacy.secagg.snapshot import SEED_BYTES, ClientSnapshot, ClientStage
 
 # The server message each stage expects, and the stage it leads to.
@@ -122,6 +121,7 @@ class SecAggClient(RoundParty):
             raise ParameterError("user", f"{user} is not a participant of this round")
         if consistency is not None:
             consistency.check_user(int(user))
+            check_participants(consistency.roster, params)
         super().__init__(params, int(user), "this client")
         self._check = consistency
         self._signed: tuple[int, ...] | None = None
@@ -223,18 +223,24 @@ class SecAggClient(RoundParty):
         if self.stage is not ClientStage.NEW:
             raise OutOfOrderError("keys were already advertised")
         start = time.perf_counter()
-        msg = AdvertiseKeys(
-            self._to_server(MessageKind.ADVERTISE_KEYS),
-            self._enc.public_bytes,
-            self._mask.public_bytes,
-            seed_commitment(self._seed, self.params, self.user),
-        )
+        c_pk, s_pk = self._enc.public_bytes, self._mask.public_bytes
+        signature = b""
+        if self._check is not None:
+            signature = sign_keys(
+                self._check, self.params, self.user, c_pk, s_pk, epoch=self._reusing
+            )
+        commitment = seed_commitment(self._seed, self.params, self.user)
+        header = self._to_server(MessageKind.ADVERTISE_KEYS)
+        msg = AdvertiseKeys(header, c_pk, s_pk, commitment, signature)
         self.stage = ClientStage.ADVERTISED
         self._timed("advertise_keys", start)
         return msg
 
     def share_keys(self, roster: KeyRoster | bytes) -> ShareKeys:
         """Stage 1: Shamir-share ``b_u`` and ``s_sk_u`` among the neighbours that advertised.
+
+        With node authentication every key of the roster must carry its owner's signature
+        (:func:`~fedprivacy.secagg.signed_keys.roster_keys`); nothing is sealed otherwise.
 
         Parameters
         ----------
@@ -252,20 +258,9 @@ class SecAggClient(RoundParty):
         assert isinstance(msg, KeyRoster)
         p = self.params
         mine = p.neighbours[self.user]
-        keys: dict[int, tuple[bytes, bytes]] = {}
-        for user, c_pk, s_pk in msg.keys:
-            if user in keys:
-                raise MalformedMessageError(f"user {user} appears twice in the key roster")
-            if user not in p.participants:
-                raise UnknownSenderError(f"roster lists {user}, who is not a participant")
-            load_public_key(c_pk)
-            load_public_key(s_pk)
-            keys[user] = (c_pk, s_pk)
-        if keys.get(self.user) != (self._enc.public_bytes, self._mask.public_bytes):
-            raise ProtocolViolationError("the roster does not carry this client's own keys")
-        all_keys = [k for pair in keys.values() for k in pair]
-        if len(set(all_keys)) != len(all_keys):
-            raise ProtocolViolationError("two advertised public keys are equal")
+        own = (self._enc.public_bytes, self._mask.public_bytes)
+        trusted = None if self._check is None else self._check.roster
+        keys = roster_keys(msg, p, self.user, own, trusted)
         peers = {v: kv for v, kv in keys.items() if v in mine}
         if len(peers) < p.threshold:
             raise RoundAbortedError(

@@ -52,7 +52,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from fedprivacy.crypto.signing import Roster, SigningKey
+from fedprivacy.crypto.signing import Roster, SigningKey, Statement
 from fedprivacy.errors import AuthenticationError, ParameterError
 from fedprivacy.secagg.derivation import survivors_statement
 from fedprivacy.secagg.errors import (
@@ -150,7 +150,7 @@ class ConsistencyCheck:
 
     def sign(self, params: SecAggParameters, aggregated: Iterable[int]) -> bytes:
         """The signature on "round ``params`` aggregates ``aggregated``"."""
-        return self.signing_key.sign(survivors_statement(params, aggregated))
+        return self.signing_key.sign(Statement.SURVIVORS, survivors_statement(params, aggregated))
 
 
 def check_aggregated(params: SecAggParameters, users: tuple[int, ...]) -> set[int]:
@@ -263,7 +263,7 @@ def refuse_second_set(signed: tuple[int, ...] | None, message: Message) -> None:
 def verify_signature(roster: Roster, signer: int, statement: bytes, signature: bytes) -> None:
     """Check one signature on ``statement``; :class:`ConsistencyError` if it does not verify."""
     try:
-        roster.verify(signer, statement, signature)
+        roster.verify(signer, Statement.SURVIVORS, statement, signature)
     except AuthenticationError as exc:
         raise ConsistencyError(f"the signature of user {signer} is invalid: {exc}") from exc
 

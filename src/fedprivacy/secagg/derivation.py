@@ -4,7 +4,8 @@ All keys come from HKDF-SHA256 (:func:`fedprivacy.crypto.keys.derive_key`) over 
 secret or a 32-byte OS-random seed, with an unambiguous context naming the purpose, the session,
 the round, the users and (for masks) the vector. A key therefore never serves two purposes, two
 rounds or two vectors, which is what allows the AES-CTR expansion to start from a zero counter.
-The one signed statement, :func:`survivors_statement`, is bound the same way.
+The two signed statements, :func:`keys_statement` and :func:`survivors_statement`, are bound
+the same way.
 """
 
 from __future__ import annotations
@@ -71,6 +72,33 @@ def seed_commitment(seed: bytes, params: SecAggParameters, user: int) -> bytes:
         _PREFIX, "seed-commitment", params.session_id, params.round_index, user
     )
     return hashlib.sha256(context + seed).digest()
+
+
+def keys_statement(
+    params: SecAggParameters, user: int, encryption_key: bytes, masking_key: bytes, epoch: bool
+) -> bytes:
+    """What a node signs with its keys: "in session X, round R (or my key epoch), mine are these".
+
+    Fresh keys are bound to the round, so that a server holding a key it rebuilt in one round
+    (``s_sk_v`` of a user left out) cannot offer it again in a later one; keys of a key epoch
+    (:mod:`~fedprivacy.secagg.key_epoch`), never shared, are bound to the session.
+
+    Examples
+    --------
+    >>> from fedprivacy.crypto.fixed_point import FixedPointCodec
+    >>> codec = FixedPointCodec.for_sum(1.0, 5, 32)
+    >>> r0 = SecAggParameters.create(bytes(16), 0, range(5), 3, codec)
+    >>> r1 = SecAggParameters.create(bytes(16), 1, range(5), 3, codec)
+    >>> c, s = bytes(32), bytes(range(32))
+    >>> keys_statement(r0, 2, c, s, False) == keys_statement(r1, 2, c, s, False)
+    False
+    >>> keys_statement(r0, 2, c, s, True) == keys_statement(r1, 2, c, s, True)
+    True
+    """
+    scope = ("epoch", 0) if epoch else ("round", params.round_index)
+    return encode_context(
+        _PREFIX, "keys", params.session_id, *scope, user, encryption_key, masking_key
+    )
 
 
 def survivors_statement(params: SecAggParameters, aggregated: Iterable[int]) -> bytes:

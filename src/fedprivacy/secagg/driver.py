@@ -27,6 +27,7 @@ from fedprivacy.secagg.key_epoch import KeyEpoch
 from fedprivacy.secagg.messages import Message, encode_message
 from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.secagg.result import AggregationResult
+from fedprivacy.secagg.round_keys import RegisteredKeys
 from fedprivacy.secagg.server import AggregationPolicy, SecAggServer
 
 _T = TypeVar("_T")
@@ -111,7 +112,7 @@ def run_round(
     noise: NoiseDraw | None = None,
     signing_keys: Mapping[int, SigningKey] | None = None,
     epochs: Mapping[int, KeyEpoch] | None = None,
-    registered: Mapping[int, tuple[bytes, bytes]] | None = None,
+    registered: Mapping[int, RegisteredKeys] | None = None,
 ) -> RoundOutcome:
     """Run one round of secure aggregation in this process.
 
@@ -145,7 +146,7 @@ def run_round(
     epochs : mapping of int to KeyEpoch, optional
         The participants that reuse their keys (:mod:`fedprivacy.secagg.key_epoch`), each
         with its epoch.
-    registered : mapping of int to (bytes, bytes), optional
+    registered : mapping of int to RegisteredKeys, optional
         The server's record of reused public keys (:meth:`SecAggServer.reused_keys
         <fedprivacy.secagg.server.SecAggServer.reused_keys>` of earlier rounds): those users
         skip advertising.

@@ -68,3 +68,11 @@ class UnrecoverableSecretError(RoundAbortedError, ProtocolViolationError):
     aborted protocol into an aborted round handle it) and a :class:`ProtocolViolationError`
     (someone sent, or dealt, wrong shares).
     """
+
+
+class UnsignedKeyError(ProtocolViolationError):
+    """A key roster carries a key its owner did not sign, or a party outside the node's roster.
+
+    Raised by a client with node authentication (:mod:`fedprivacy.secagg.signed_keys`) before it
+    seals any share: the server substituted, replayed or invented keys or participants.
+    """

@@ -100,20 +100,28 @@ class Header:
 
 @dataclass(frozen=True)
 class AdvertiseKeys:
-    """Stage 0, client to server: the public keys ``c_pk``, ``s_pk`` and a commitment to ``b_u``."""
+    """Stage 0, client to server: the public keys ``c_pk``, ``s_pk`` and a commitment to ``b_u``.
+
+    ``signature`` is the node's signature on its keys (:mod:`fedprivacy.secagg.signed_keys`);
+    empty (and absent from the encoding) for a node without node authentication.
+    """
 
     header: Header
     encryption_key: bytes
     masking_key: bytes
     seed_commitment: bytes
+    signature: bytes = b""
 
 
 @dataclass(frozen=True)
 class KeyRoster:
-    """Stage 0 reply, server to client: the public keys of every user that advertised."""
+    """Stage 0 reply, server to client: the public keys of every user that advertised.
+
+    Each entry carries the signature its owner advertised with (empty: none).
+    """
 
     header: Header
-    keys: tuple[tuple[int, bytes, bytes], ...]  # (user, c_pk, s_pk)
+    keys: tuple[tuple[int, bytes, bytes, bytes], ...]  # (user, c_pk, s_pk, signature)
 
 
 @dataclass(frozen=True)
@@ -230,10 +238,13 @@ def encode_message(message: Message) -> bytes:
     parts = [_header_bytes(message.header)]
     if isinstance(message, AdvertiseKeys):
         parts += [message.encryption_key, message.masking_key, message.seed_commitment]
+        if message.signature:
+            parts += [struct.pack(">H", len(message.signature)), message.signature]
     elif isinstance(message, KeyRoster):
         parts.append(struct.pack(">I", len(message.keys)))
-        for user, c_pk, s_pk in message.keys:
+        for user, c_pk, s_pk, signature in message.keys:
             parts += [struct.pack(">I", user), c_pk, s_pk]
+            parts += [struct.pack(">H", len(signature)), signature]
     elif isinstance(message, ShareKeys | ShareDelivery):
         parts.append(pack_pairs(message.ciphertexts))
         if isinstance(message, ShareKeys) and message.seed_commitment is not None:
@@ -295,6 +306,14 @@ def _read_vector(r: WireReader, what: str) -> np.ndarray:
     return vector.astype(dtype.newbyteorder("="), copy=False)
 
 
+def _signature(r: WireReader) -> bytes:
+    """A trailing key signature; an empty one is encoded as none."""
+    signature = r.take(r.u16("signature length"), "signature")
+    if not signature:
+        raise MalformedMessageError("an empty signature is encoded as none")
+    return signature
+
+
 def decode_message(data: bytes) -> Message:
     """Parse bytes produced by :func:`encode_message`.
 
@@ -328,10 +347,16 @@ def decode_message(data: bytes) -> Message:
             r.take(PUBLIC_KEY_BYTES, "c_pk"),
             r.take(PUBLIC_KEY_BYTES, "s_pk"),
             r.take(COMMITMENT_BYTES, "seed commitment"),
+            _signature(r) if r.offset < len(r.data) else b"",
         )
     elif kind is MessageKind.KEY_ROSTER:
         keys = tuple(
-            (r.u32("user"), r.take(PUBLIC_KEY_BYTES, "c_pk"), r.take(PUBLIC_KEY_BYTES, "s_pk"))
+            (
+                r.u32("user"),
+                r.take(PUBLIC_KEY_BYTES, "c_pk"),
+                r.take(PUBLIC_KEY_BYTES, "s_pk"),
+                r.take(r.u16("signature length"), "signature"),
+            )
             for _ in range(r.count("roster"))
         )
         message = KeyRoster(header, keys)

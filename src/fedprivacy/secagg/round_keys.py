@@ -10,7 +10,7 @@ Examples
 --------
 >>> from fedprivacy.crypto.keys import generate_keypair
 >>> c, s = generate_keypair(), generate_keypair()
->>> keys = RoundKeys({7: (c.public_bytes, s.public_bytes)})
+>>> keys = RoundKeys({7: (c.public_bytes, s.public_bytes, b"")})
 >>> sorted(keys.present), keys.public(7) == (c.public_bytes, s.public_bytes)
 ([7], True)
 >>> keys.commit(7, bytes(32)); sorted(keys.reusing)
@@ -25,7 +25,11 @@ from fedprivacy.crypto.keys import load_public_key
 from fedprivacy.secagg.errors import ProtocolViolationError
 from fedprivacy.secagg.messages import AdvertiseKeys
 
-__all__ = ["RoundKeys"]
+__all__ = ["RegisteredKeys", "RoundKeys"]
+
+RegisteredKeys = tuple[bytes, bytes, bytes]
+"""A user's ``(c_pk, s_pk, signature)``: its public keys and its signature on them (empty: none,
+:mod:`fedprivacy.secagg.signed_keys`), as the server relays them in every key roster."""
 
 
 class RoundKeys:
@@ -33,8 +37,8 @@ class RoundKeys:
 
     Parameters
     ----------
-    registered : mapping of int to (bytes, bytes)
-        The reused public keys ``(c_pk, s_pk)`` of users that need not advertise.
+    registered : mapping of int to RegisteredKeys
+        The reused public keys ``(c_pk, s_pk, signature)`` of users that need not advertise.
 
     Raises
     ------
@@ -42,8 +46,8 @@ class RoundKeys:
         If a registered key is not a valid X25519 public key.
     """
 
-    def __init__(self, registered: Mapping[int, tuple[bytes, bytes]]) -> None:
-        for c_pk, s_pk in registered.values():
+    def __init__(self, registered: Mapping[int, RegisteredKeys]) -> None:
+        for c_pk, s_pk, _ in registered.values():
             load_public_key(c_pk)
             load_public_key(s_pk)
         self.advertised: dict[int, AdvertiseKeys] = {}
@@ -70,8 +74,13 @@ class RoundKeys:
 
     def public(self, user: int) -> tuple[bytes, bytes]:
         """``(c_pk, s_pk)`` of a user in :attr:`present`."""
+        return self.signed(user)[:2]
+
+    def signed(self, user: int) -> RegisteredKeys:
+        """``(c_pk, s_pk, signature)`` of a user in :attr:`present`, as the rosters carry them."""
         if user in self.advertised:
-            return self.advertised[user].encryption_key, self.advertised[user].masking_key
+            msg = self.advertised[user]
+            return msg.encryption_key, msg.masking_key, msg.signature
         return self._registered[user]
 
     def commit(self, user: int, commitment: bytes | None) -> None:
@@ -95,9 +104,9 @@ class RoundKeys:
             return self._commitments[user]
         return self.advertised[user].seed_commitment
 
-    def reused(self) -> dict[int, tuple[bytes, bytes]]:
-        """The public keys of the users that reuse them, to register for the next round."""
-        return {u: self.public(u) for u in sorted(self._commitments)}
+    def reused(self) -> dict[int, RegisteredKeys]:
+        """The signed public keys of the users that reuse them, to register for the next round."""
+        return {u: self.signed(u) for u in sorted(self._commitments)}
 
     def missing_pairs(
         self,

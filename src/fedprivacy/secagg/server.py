@@ -44,7 +44,7 @@ from fedprivacy.secagg.party import RoundParty, pairwise_sign
 from fedprivacy.secagg.recovery import BadShare, SecretCheck, SecretRecovery
 from fedprivacy.secagg.result import AggregationResult
 from fedprivacy.secagg.reveals import RevealedShares, check_response, reveal_kind
-from fedprivacy.secagg.round_keys import RoundKeys
+from fedprivacy.secagg.round_keys import RegisteredKeys, RoundKeys
 from fedprivacy.secagg.server_view import ReceivedState, ServerView, server_view
 
 AggregationPolicy = Callable[[frozenset[int]], frozenset[int]]
@@ -77,11 +77,11 @@ class SecAggServer(ServerConsistency, RoundParty):
     ----------
     params : SecAggParameters
         The public parameters of the round.
-    registered : mapping of int to (bytes, bytes), optional
-        The public keys ``(c_pk, s_pk)`` of users that reuse keys advertised in an earlier
-        round (:mod:`fedprivacy.secagg.key_epoch`, :meth:`reused_keys`): they are in U1
-        without advertising; each must commit to its seed with its shares. A user among them
-        that advertises anyway replaces its keys.
+    registered : mapping of int to RegisteredKeys, optional
+        The public keys and signatures ``(c_pk, s_pk, signature)`` of users that reuse keys
+        advertised in an earlier round (:mod:`fedprivacy.secagg.key_epoch`,
+        :meth:`reused_keys`): they are in U1 without advertising; each must commit to its seed
+        with its shares. A user among them that advertises anyway replaces its keys.
 
     """
 
@@ -89,7 +89,7 @@ class SecAggServer(ServerConsistency, RoundParty):
         self,
         params: SecAggParameters,
         *,
-        registered: Mapping[int, tuple[bytes, bytes]] | None = None,
+        registered: Mapping[int, RegisteredKeys] | None = None,
     ) -> None:
         super().__init__(params, SERVER, "the server")
         self.stage = ServerStage.KEYS
@@ -111,7 +111,7 @@ class SecAggServer(ServerConsistency, RoundParty):
         """U1: users whose keys arrived, or were registered in an earlier round."""
         return self._keys.present
 
-    def reused_keys(self) -> dict[int, tuple[bytes, bytes]]:
+    def reused_keys(self) -> dict[int, RegisteredKeys]:
         """The public keys of the users that reuse them, for the next round's ``registered``."""
         return self._keys.reused()
 
@@ -244,7 +244,7 @@ class SecAggServer(ServerConsistency, RoundParty):
         rosters = {}
         for u in sorted(present):
             visible = sorted((self.params.neighbours[u] | {u}) & present)
-            entries = tuple((v, *self._keys.public(v)) for v in visible)
+            entries = tuple((v, *self._keys.signed(v)) for v in visible)
             rosters[u] = KeyRoster(self._header(MessageKind.KEY_ROSTER, u), entries)
         self.stage = ServerStage.SHARES
         self._timed("finish_keys", start)
