@@ -9,8 +9,8 @@ signature over ``(nonce, user)`` (:func:`hello_payload`), in the signing context
 server checks each claim against the federation's :class:`~fedprivacy.crypto.signing.Roster`
 (user -> public key, from the operator who admits the nodes) in :func:`admit`: a claim that
 does not verify, a user outside the roster, or two nodes claiming one user drop those nodes (an
-``identity_refused`` event each), never the run. Without a roster the claims are taken as they come, and a duplicate claim
-still drops both claimants.
+``identity_refused`` event each), never the run. Without a roster the claims are taken as they
+come, and a duplicate claim still drops both claimants.
 
 Adversary: a malicious node (claims another user's id, replays another node's signed hello
 from an earlier run: the nonce is fresh); not the server, which admits whom it likes (the nodes'
