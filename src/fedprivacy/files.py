@@ -16,12 +16,15 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, private: bool = False) -> None:
+def atomic_write_bytes(
+    path: str | os.PathLike[str], data: bytes, *, private: bool = False, durable: bool = False
+) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename.
 
     The file gets the mode of an ordinary new file, ``0o666 & ~umask`` (``tempfile.mkstemp``
     alone would leave it at 0600, unreadable to colleagues on a shared server); with
-    ``private=True`` (private keys) it stays 0600 from its creation on.
+    ``private=True`` (private keys) it stays 0600 from its creation on. With ``durable=True``
+    the data and the rename are flushed to the disk (``fsync``) before the call returns.
 
     Examples
     --------
@@ -40,10 +43,19 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, private: bo
             os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    if durable:
+        folder = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:

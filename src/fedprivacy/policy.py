@@ -2,7 +2,7 @@
 
 The server proposes; each party decides. A :class:`PartyPolicy` is written by whoever runs the
 node or silo, on that machine (a TOML file named in the node's configuration, see
-:meth:`PartyPolicy.from_node_config`), never taken from the server. Every request is checked
+:meth:`PartyPolicy.for_node`), never taken from the server. Every request is checked
 against it *before anything is computed*; a weaker request raises
 :class:`~fedprivacy.errors.PolicyViolationError` naming the parameter it would weaken.
 
@@ -45,6 +45,10 @@ field                  meaning (the adversary: a server that lies about the para
                        it signs the party's identity (:mod:`fedprivacy.flower.identity`)
 ``roster``             path of the federation's public keys (:class:`~fedprivacy.crypto.
                        signing.Roster`), from the operator who admits the nodes
+``state_dir``          folder of the party's state that outlives every run: its spent budget,
+                       the last round it answered, its key epoch (``party-ID.state``,
+                       :mod:`fedprivacy.flower.party_state`); by default the policy file's
+                       folder. A party without a policy file keeps them per run
 =====================  ======================================================================
 
 Examples
@@ -66,6 +70,7 @@ batch_size
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Iterable, Mapping
@@ -128,6 +133,7 @@ class PartyPolicy(Config):
     delta: float | None = None
     signing_key: str = ""
     roster: str = ""
+    state_dir: str = ""
 
     def __post_init__(self) -> None:
         for name in ("noise_multiplier", "clip", "epsilon_budget", "delta"):
@@ -151,33 +157,45 @@ class PartyPolicy(Config):
 
     # ------------------------------------------------------------------ loading
     @classmethod
-    def from_node_config(cls, node_config: Mapping[str, Any]) -> PartyPolicy:
-        """The policy a node's operator configured: the file named by ``fedprivacy-policy``.
+    def for_node(cls, node_config: Mapping[str, Any], node: int) -> PartyPolicy:
+        """The policy a node's operator configured, read on the node's machine.
 
-        Without that key the safe defaults hold (no plaintext rounds, majority threshold,
-        3072-bit keys, no noise of the party's own).
+        The file named by the node configuration's ``fedprivacy-policy``, else
+        ``$FEDPRIVACY_POLICY_DIR/node-NODE.toml`` if present (for Flower's simulation runtime,
+        whose virtual nodes have no node configuration of their own: an environment variable of
+        this machine, never a value the server sends), else the safe defaults (no plaintext
+        rounds, majority threshold, 3072-bit keys, no noise of the party's own, state per run).
 
         Raises
         ------
         ParameterError
             If the file is missing or not a valid policy.
         """
-        path = str(node_config.get(POLICY_KEY, ""))
-        return cls.from_toml(Path(path)) if path else cls()
+        if POLICY_KEY in node_config:
+            path = Path(str(node_config[POLICY_KEY]))
+        else:
+            folder = os.environ.get(POLICY_DIR_ENV, "")
+            path = Path(folder) / f"node-{int(node)}.toml"
+            if not (folder and path.exists()):
+                return cls()
+        return cls.from_policy_file(path)
 
     @classmethod
-    def for_node(cls, node_config: Mapping[str, Any], node: int) -> PartyPolicy:
-        """:meth:`from_node_config`, else ``$FEDPRIVACY_POLICY_DIR/node-NODE.toml`` if present.
+    def from_policy_file(cls, path: Path) -> PartyPolicy:
+        """The policy in ``path``; its ``state_dir`` is the file's folder unless it names one.
 
-        The directory is for Flower's simulation runtime, whose virtual nodes have no node
-        configuration of their own: it is an environment variable of this machine, never a
-        value the server sends. Else the safe defaults.
+        Examples
+        --------
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "node-3.toml"
+        >>> _ = path.write_text("clip = 0.5")
+        >>> PartyPolicy.from_policy_file(path).state_dir == str(path.parent)
+        True
         """
-        if POLICY_KEY in node_config:
-            return cls.from_node_config(node_config)
-        folder = os.environ.get(POLICY_DIR_ENV, "")
-        path = Path(folder) / f"node-{int(node)}.toml"
-        return cls.from_toml(path) if folder and path.exists() else cls()
+        policy = cls.from_toml(path)
+        if policy.state_dir:
+            return policy
+        return dataclasses.replace(policy, state_dir=str(path.parent))
 
     # ------------------------------------------------------------------ checks
     def check_secure(self, secure: bool) -> None:

@@ -130,3 +130,21 @@ def test_nodes_in_the_exact_noise_mode_release_exactly_the_target(tmp_path: Path
     assert noise[0] == pytest.approx(1.0, rel=1e-9)
     # user 0 kept 1 of its 2 components and left: its excess stayed (7 draws), and is accounted
     assert noise[1] == pytest.approx((7 / 6) ** 0.5, rel=1e-9)
+
+
+def test_key_substitution_is_refused_before_any_share_is_sealed(tmp_path: Path) -> None:
+    """Issue #50, finding 1, on the deployment's code path: the server's forged key rosters.
+
+    Every node refuses the roster at ``share`` (its neighbours' keys do not carry their owners'
+    signatures), so no share is sealed to the server's keys and nothing is masked: the server
+    obtains no aggregate, and the honest rounds of the same nodes still run.
+    """
+    nodes, roster = _signed_nodes(tmp_path)
+    summary = run_deployed(
+        CONFIG, InProcessTransport(nodes), tmp_path / "run", signers=roster, forge="keys=1;"
+    )
+    refused = [e for e in _events(tmp_path / "run") if e["event"] == "node_refused"]
+    assert {(e["round"], e["user"], e["stage"], e["error"]) for e in refused} == {
+        (0, u, "share", "UnsignedKeyError") for u in range(USERS)
+    }
+    assert summary["rounds_aggregated"] == 1  # round 1 is honest

@@ -5,10 +5,13 @@ configuration: distributed DP at noise multiplier 1, clip 0.5, T = 2, secure rou
 ServerApp then lies, one lie a round (issue #28, finding 2): round 0 asks the parties for no
 noise while its report would say noise multiplier 1, round 1 proposes a threshold of 2, round 2
 asks for the update in the clear before its secure round, round 3 asks a round already answered
-again. Every node refuses each lie, names the parameter in the run's events and in its own log,
-and the run ends with its report: rounds 0 and 1 aggregate nothing, rounds 2 and 3 only their
-honest secure round. Node authentication is on by default: every node's claim to its user was
-signed and admitted, and every secure round ran the signed survivor list.
+again, round 4 hands each node a key roster whose other keys are the server's own (issue #50,
+finding 1: key substitution). Every node refuses each lie, names the parameter (or the unsigned
+key) in the run's events and in its own log, and the run ends with its report: rounds 0, 1 and
+4 aggregate nothing, rounds 2 and 3 only their honest secure round. Node authentication is on by
+default: every node's claim to its user was signed and admitted, every key it used was signed,
+and every secure round ran the signed survivor list. Each node's answered rounds and budget
+are in its own 0600 state file beside its policy (issue #50, finding 4).
 """
 
 from __future__ import annotations
@@ -31,12 +34,13 @@ pytestmark = pytest.mark.skipif(
 
 USERS = 4
 #: round -> the lie, and the parameter every node names refusing it
-LIES = {0: "noise=", 1: "threshold=2", 2: "plaintext=1", 3: "repeat=1"}
-NAMED = {0: "noise_multiplier", 1: "threshold", 2: "secure", 3: "round"}
+LIES = {0: "noise=", 1: "threshold=2", 2: "plaintext=1", 3: "repeat=1", 4: "keys=1"}
+NAMED = {0: "noise_multiplier", 1: "threshold", 2: "secure", 3: "round", 4: "the keys of user"}
+ERRORS = {4: "UnsignedKeyError"}  # else PolicyViolationError
 CONFIG = TrainConfig(
     users=USERS,
     per_round=4,
-    rounds=4,
+    rounds=5,
     scheme="multiround",
     target_privacy=2,
     secagg=True,
@@ -69,13 +73,14 @@ def lied_to(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def test_every_node_refuses_every_lie_and_names_the_parameter(lied_to: dict[str, Any]) -> None:
     refused = [e for e in lied_to["events"] if e["event"] == "node_refused"]
-    assert {(e["round"], e["user"], e["detail"].split(":")[0]) for e in refused} == {
-        (r, u, NAMED[r]) for r in LIES for u in range(USERS)
+    assert {
+        (e["round"], e["user"], e["error"], e["detail"][: len(NAMED[e["round"]])]) for e in refused
+    } == {
+        (r, u, ERRORS.get(r, "PolicyViolationError"), NAMED[r]) for r in LIES for u in range(USERS)
     }
-    assert {e["error"] for e in refused} == {"PolicyViolationError"}
     for u in range(USERS):  # and each node's own log says so
         log = (lied_to["run_dir"] / "logs" / f"supernode-{u}.log").read_text(errors="replace")
-        assert all(f"PolicyViolationError: {NAMED[r]}:" in log for r in LIES), u
+        assert all(f"{ERRORS.get(r, 'PolicyViolationError')}: {NAMED[r]}" in log for r in LIES), u
 
 
 def test_the_run_ends_with_its_report_and_only_the_honest_rounds(
@@ -83,8 +88,8 @@ def test_the_run_ends_with_its_report_and_only_the_honest_rounds(
 ) -> None:
     summary, run_dir = lied_to["summary"], lied_to["run_dir"]
     rounds = [e for e in lied_to["events"] if e["event"] == "round"]
-    assert [bool(e["aggregated"]) for e in rounds] == [False, False, True, True]
-    assert summary["rounds_aggregated"] == 2 and summary["rounds_aborted"] == 2
+    assert [bool(e["aggregated"]) for e in rounds] == [False, False, True, True, False]
+    assert summary["rounds_aggregated"] == 2 and summary["rounds_aborted"] == 3
     assert (run_dir / "privacy.md").stat().st_size > 0
     stages = [e for e in lied_to["events"] if e["event"] == "stage" and e["stage"] == "consistency"]
     assert [e["answered"] for e in stages] == [USERS, USERS]  # signed survivor lists
@@ -109,3 +114,6 @@ def test_each_node_has_its_own_policy_file_readable_by_its_operator_only(
         policy = PartyPolicy.from_toml(path)
         assert (policy.noise_multiplier, policy.clip, policy.batch_size) == (1.0, 0.5, 2)
         assert policy.signing_key.endswith(f"node-{u}") and policy.roster
+        state = json.loads((path.parent / f"party-{u}.state").read_text())  # finding 4
+        assert stat.S_IMODE((path.parent / f"party-{u}.state").stat().st_mode) == 0o600
+        assert bytes.fromhex(state["entries"]["answered"]) == b"4"  # round 4's advertise

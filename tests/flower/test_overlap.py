@@ -384,15 +384,21 @@ def test_a_dropout_under_reused_keys_reveals_round_keys_and_the_sum_only(tmp_pat
 
 
 class Restarting(Recording):
-    """Node ``user`` loses its state (a restart) just before exchange ``(stage, round)``."""
+    """Node ``user`` loses its state just before exchange ``(stage, round)``.
 
-    def __init__(self, tmp_path: Path, at: tuple[Stage, int, int]) -> None:
+    Its run's state and, with ``disk``, the state file beside its policy (a machine wiped); a
+    restart alone keeps the file, and with it the key epoch.
+    """
+
+    def __init__(self, tmp_path: Path, at: tuple[Stage, int, int], disk: bool = True) -> None:
         super().__init__(tmp_path, policy=REUSE)
-        self.at = at
+        self.at, self.disk, self.folder = at, disk, tmp_path
 
     def _exchange(self, stage: Stage, r: int, requests: dict[int, Record]) -> dict[int, Record]:
         if (stage, r) == self.at[:2]:
             self.inner.contexts[self.at[2]].state = RecordDict()
+            if self.disk:
+                (self.folder / f"party-{self.at[2]}.state").unlink()
         return super()._exchange(stage, r, requests)
 
 
@@ -405,3 +411,17 @@ def test_a_node_that_lost_its_keys_refuses_and_advertises_again(tmp_path: Path) 
     stages = [e for e in result.events if e.get("event") == "stage"]
     opening = {(e["round"], e["stage"], e["asked"]) for e in stages if e.get("joint")}
     assert (3, "advertise", 1) in opening  # only the node without keys advertises
+
+
+def test_a_restarted_node_keeps_its_key_epoch_from_its_state_file(tmp_path: Path) -> None:
+    """Issue #50, finding 4: the epoch outlives the run's state; only the round is lost."""
+    result = _run(
+        Restarting(tmp_path, (Stage.UNMASK, 1, 1), disk=False),
+        overlap_rounds=True,
+        per_round=USERS,
+        rounds=4,
+    )
+    assert {(u, s) for u, s, _, _ in _refusals(result)} == {(1, "unmask")}
+    assert all(1 in result.rounds[r].aggregated for r in (2, 3))
+    stages = [e for e in result.events if e.get("event") == "stage"]
+    assert not [e for e in stages if e["stage"] == "advertise" and e["round"] > 0]

@@ -15,6 +15,8 @@ its report. The names (:data:`FEDAVG_FORGES`):
 ``plaintext=1``       a plaintext ``train`` request before each secure round
 ``repeat=1``          every ``advertise`` sent twice (a round answered again)
 ``partial=1``         the server claims one member of a batch dropped: it unmasks part of it
+``keys=1``            key substitution: every user's key roster carries keys of the server's
+                      own for its neighbours (their owners' signatures left as they were)
 ====================  ===================================================================
 
 ``;`` separates rounds: ``"noise=;threshold=2"`` forges round 0, 2, ... with the first and
@@ -38,8 +40,10 @@ from collections.abc import Mapping
 
 import tomli_w
 
+from fedprivacy.crypto.keys import generate_keypair
 from fedprivacy.flower.forge import parse_forge
 from fedprivacy.policy import batches_of
+from fedprivacy.secagg.messages import KeyRoster
 from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.secagg.server import AggregationPolicy
 
@@ -48,6 +52,7 @@ __all__ = [
     "forge_config",
     "forge_params",
     "forge_policy",
+    "forge_rosters",
     "forges_by_round",
     "parse_forge",
 ]
@@ -61,6 +66,7 @@ FEDAVG_FORGES = (
     "plaintext",
     "repeat",
     "partial",
+    "keys",
 )
 
 
@@ -115,3 +121,28 @@ def forge_policy(
         return chosen - {max(whole[0])} if whole else chosen
 
     return partial
+
+
+def forge_rosters(
+    rosters: Mapping[int, KeyRoster], forge: Mapping[str, str]
+) -> Mapping[int, KeyRoster]:
+    """The key rosters, or with ``keys`` each user's with keys of the server's own for the others.
+
+    The server would know the private keys: the user's shares sealed "for its neighbours" and
+    its pairwise masks would be the server's to open (:mod:`fedprivacy.secagg.signed_keys`).
+    """
+    if "keys" not in forge:
+        return rosters
+
+    def substituted(user: int, roster: KeyRoster) -> KeyRoster:
+        entries = tuple(
+            entry if entry[0] == user else (entry[0], *_fresh_pair(), entry[3])
+            for entry in roster.keys
+        )
+        return KeyRoster(roster.header, entries)
+
+    return {u: substituted(u, roster) for u, roster in rosters.items()}
+
+
+def _fresh_pair() -> tuple[bytes, bytes]:
+    return generate_keypair().public_bytes, generate_keypair().public_bytes

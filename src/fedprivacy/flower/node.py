@@ -36,7 +36,6 @@ from fedprivacy.errors import FedPrivacyError, ParameterError
 from fedprivacy.flower.identity import signed_hello
 from fedprivacy.flower.node_keys import advertise_epoch, record_mask, share_epoch
 from fedprivacy.flower.node_policy import (
-    PERSISTENT,
     answer_once,
     check_secure_round,
     check_training,
@@ -45,6 +44,7 @@ from fedprivacy.flower.node_policy import (
     parse_training,
     party_draw,
 )
+from fedprivacy.flower.party_state import PERSISTENT, load_party_state, save_party_state
 from fedprivacy.flower.stages import (
     Record,
     Stage,
@@ -150,11 +150,19 @@ class Contribution:
 class StageHandler:
     """A node that answers one request per stage and keeps its state in a mapping of bytes.
 
-    Subclasses fill :attr:`handlers` (stage -> method); :meth:`handle` dispatches, and a
-    protocol error leaves the state as it was.
+    Subclasses fill :attr:`handlers` (stage -> method) and hold the party's :attr:`policy`;
+    :meth:`handle` dispatches, and a protocol error leaves the state as it was. The entries
+    that outlive every run come from the policy's state file and go back to it before the
+    reply leaves (:mod:`fedprivacy.flower.party_state`).
     """
 
+    policy: PartyPolicy
     handlers: ClassVar[dict[Stage, Callable[[Any, Record, dict[str, bytes]], Record]]] = {}
+
+    @property
+    def party(self) -> int:
+        """The party's id (a user's or a silo's): it names the party's state file."""
+        raise NotImplementedError
 
     def handle(self, request: Record, state: MutableMapping[str, bytes]) -> Record:
         """Answer ``request``; protocol errors become an ``error`` reply, state unchanged.
@@ -198,7 +206,10 @@ class StageHandler:
             return error_reply(OutOfOrderError(f"this node does not serve stage {stage.value!r}"))
         scratch = dict(state)
         try:
+            load_party_state(self.policy, self.party, scratch)  # what outlives the run wins
+            before = dict(scratch)
             reply = handler(self, request, scratch)
+            save_party_state(self.policy, self.party, before, scratch)  # before the reply
         except FedPrivacyError as exc:
             _LOG.warning("refused %s: %s: %s", stage.value, type(exc).__name__, exc)
             return error_reply(exc)
@@ -224,6 +235,11 @@ class Node(StageHandler):
     user: int
     fault: str = ""
     policy: PartyPolicy = dataclasses.field(default_factory=PartyPolicy)
+
+    @property
+    def party(self) -> int:
+        """The user this node is."""
+        return self.user
 
     # ------------------------------------------------------------------ stages
     def _hello(self, request: Record, state: dict[str, bytes]) -> Record:

@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from fedprivacy.experiments.training_config import TrainConfig
 
 __all__ = [
-    "PERSISTENT",
     "PolicyViolationError",
     "answer_once",
     "check_secure_round",
@@ -55,11 +54,6 @@ __all__ = [
     "spend_budget",
     "training_policy",
 ]
-
-PERSISTENT = ("answered", "spent", "epoch")
-"""The node's state entries that outlive a round: the last round index it answered, how many
-secure rounds it contributed to (its budget), and its reused keys, if its policy reuses them
-(:mod:`fedprivacy.flower.node_keys`)."""
 
 
 def batch_size_of(config: TrainConfig) -> int:
@@ -124,7 +118,11 @@ def answer_once(state: dict[str, bytes], round_index: int) -> None:
     """Refuse a round index at or before the last one answered; else note it as answered.
 
     A node that answered round ``r`` twice would let the server average the round's noise
-    away (or see two maskings of one update) while its ledger counts one round.
+    away (or see two maskings of one update) while its ledger counts one round. The index is
+    the party's across sessions and runs (:mod:`fedprivacy.flower.party_state`): it trains
+    deterministically, so a new session asking an old round again is the same replay; a new
+    training on the same parties goes on from the next round index, or starts from a state
+    file its operator removed on purpose.
 
     Raises
     ------

@@ -29,7 +29,7 @@ from fedprivacy.crypto.signing import Roster
 from fedprivacy.fl.aggregation import AggregateOutcome
 from fedprivacy.fl.secure_aggregation import SecureAggregator, SecureRoundPlan
 from fedprivacy.flower.exchange import StageExchange
-from fedprivacy.flower.lying_server import forge_policy
+from fedprivacy.flower.lying_server import forge_policy, forge_rosters
 from fedprivacy.flower.stages import Record, Stage
 from fedprivacy.secagg.errors import ProtocolViolationError, SecAggError, UnknownSenderError
 from fedprivacy.secagg.messages import Message, ServerStage, decode_message, encode_message
@@ -139,7 +139,8 @@ class SecureRound:
     def _share_requests(self, carry: Mapping[str, Any]) -> dict[int, Record]:
         """``share`` requests; the opening ones of users whose keys the server holds."""
         try:
-            requests = self._requests(self.server.finish_keys(), carry)
+            rosters = forge_rosters(self.server.finish_keys(), self.forge or {})
+            requests = self._requests(rosters, carry)
         except SecAggError as exc:
             self.error = exc
             return {}

@@ -40,7 +40,8 @@ from fedprivacy.crypto.paillier_public import PaillierPublicKey
 from fedprivacy.errors import PolicyViolationError
 from fedprivacy.flower.identity import signed_hello
 from fedprivacy.flower.node import StageHandler, single_threaded
-from fedprivacy.flower.node_policy import PERSISTENT, answer_once, spend_budget
+from fedprivacy.flower.node_policy import answer_once, spend_budget
+from fedprivacy.flower.party_state import PERSISTENT
 from fedprivacy.flower.silo_policy import check_proposal, proposed_config, silo_noise_std_of
 from fedprivacy.flower.stages import Record, Stage, decode_array, field
 from fedprivacy.policy import PartyPolicy
@@ -101,6 +102,11 @@ class SiloNode(StageHandler):
     fault: str = ""
     data_dir: str | None = None
     policy: PartyPolicy = dataclasses.field(default_factory=PartyPolicy)
+
+    @property
+    def party(self) -> int:
+        """The silo this node is."""
+        return self.silo
 
     def _hello(self, request: Record, state: dict[str, bytes]) -> Record:
         return signed_hello(self.silo, self.policy, request)
@@ -170,7 +176,7 @@ class SiloNode(StageHandler):
 
     # ------------------------------------------------------------------ rounds
     def _answer_once(self, state: dict[str, bytes], r: int, message: bytes) -> None:
-        """Refuse a round index this silo already answered (in this session or an earlier one)."""
+        """Refuse a round index this silo already answered (in any session, in any run)."""
         weights = decode_message(message)
         if not isinstance(weights, EncryptedWeights) or weights.header.round_index != r:
             raise MalformedMessageError(f"the silo-round stage of round {r} carries no weights")
