@@ -57,8 +57,8 @@ def one_round(
     updates: Mapping[int, np.ndarray],
     drop: dict[int, Stage],
     epochs: dict[int, KeyEpoch] | None,
-    registered: dict[int, tuple[bytes, bytes]],
-) -> tuple[float, float, int, bool, dict[int, tuple[bytes, bytes]]]:
+    registered: dict[int, tuple[bytes, bytes, bytes]],
+) -> tuple[float, float, int, bool, dict[int, tuple[bytes, bytes, bytes]]]:
     """Client seconds (mean), server seconds, bytes, aborted, and the keys to register next."""
     servers: list[SecAggServer] = []
     try:
@@ -82,7 +82,7 @@ def measure(k: int, rounds: int, rate: float, seed: int) -> dict[str, dict[str, 
     session = os.urandom(16)
     rng = np.random.default_rng(seed)
     epochs = {u: KeyEpoch.start(session, u, max_rounds=rounds + 1) for u in range(k)}
-    registered: dict[int, tuple[bytes, bytes]] = {}
+    registered: dict[int, tuple[bytes, bytes, bytes]] = {}
     rows: dict[str, list[tuple[float, float, int, bool]]] = {"fresh": [], "reused": []}
     for r in range(rounds + 1):
         degree = round_degree(None, k, 1)
