@@ -19,11 +19,15 @@ field                  meaning (the adversary: a server that lies about the para
                        both reach it, which the survivor-list consistency check relies on
 ``min_degree``         optional: the fewest share holders (SecAgg+ neighbours) a user of this
                        party accepts, capped at ``n - 1`` (a value of ``n - 1`` or more accepts
-                       the complete graph only); ``None``: any graph the threshold check
-                       passes (the server's default: complete up to 32 parties a round,
-                       ``O(log n)`` neighbours above, :func:`~fedprivacy.secagg.params.
-                       round_degree`). Against a server colluding with users, fewer
+                       the complete graph only); ``None``: computed by the party for each
+                       round: the complete graph up to 32 parties
+                       (:data:`~fedprivacy.secagg.params.COMPLETE_GRAPH_UP_TO`, the server's
+                       default), above it Bell et al.'s degree for the round's ``n`` and the
+                       party's ``corrupt_fraction`` (:func:`~fedprivacy.secagg.degree_bound.
+                       secure_degree`). Against a server colluding with users, fewer
                        neighbours need fewer colluders
+``corrupt_fraction``   the fraction of a round's parties this party assumes may collude with
+                       the server (0.05 by default), for its default ``min_degree``
 ``key_rounds``         the most secure rounds the party's node masks with one pair of SecAgg
                        keys (:mod:`fedprivacy.secagg.key_epoch`); 1 (the default): fresh keys
                        every round. Above 1 the node never shares its masking key and reveals
@@ -83,6 +87,8 @@ from fedprivacy.config import Config
 from fedprivacy.config_sections import DEFAULT_NOISE_MODE
 from fedprivacy.dp.noise_modes import NOISE_MODES
 from fedprivacy.errors import ParameterError, PolicyViolationError
+from fedprivacy.secagg.degree_bound import DEFAULT_CORRUPT_FRACTION, secure_degree
+from fedprivacy.secagg.params import COMPLETE_GRAPH_UP_TO
 
 __all__ = ["DEFAULT_MIN_KEY_BITS", "PartyPolicy", "batches_of", "majority"]
 
@@ -123,6 +129,7 @@ class PartyPolicy(Config):
     clip: float | None = None
     min_threshold: int | None = None
     min_degree: int | None = None
+    corrupt_fraction: float = DEFAULT_CORRUPT_FRACTION
     key_rounds: int = 1
     min_key_bits: int = DEFAULT_MIN_KEY_BITS
     allow_test_keys: bool = False
@@ -146,6 +153,10 @@ class PartyPolicy(Config):
             require_int("min_threshold", self.min_threshold, minimum=2)
         if self.min_degree is not None:
             require_int("min_degree", self.min_degree, minimum=2)
+        if not 0.0 <= self.corrupt_fraction < 0.5:
+            raise ParameterError(
+                "corrupt_fraction", f"must lie in [0, 0.5), got {self.corrupt_fraction}"
+            )
         require_int("key_rounds", self.key_rounds, minimum=1)
         require_int("min_key_bits", self.min_key_bits, minimum=512)
         require_int("batch_size", self.batch_size, minimum=1)
@@ -216,7 +227,12 @@ class PartyPolicy(Config):
             )
 
     def check_degree(self, holders: int, parties: int) -> None:
-        """Refuse fewer share holders than ``min_degree`` (capped at ``parties - 1``).
+        """Refuse fewer share holders than the party's floor for a round of ``parties``.
+
+        The floor is ``min_degree`` (capped at ``parties - 1``) when the policy sets it, else
+        computed here, never taken from the server: the complete graph up to
+        :data:`~fedprivacy.secagg.params.COMPLETE_GRAPH_UP_TO` parties, above it
+        :func:`~fedprivacy.secagg.degree_bound.secure_degree` for ``corrupt_fraction``.
 
         Examples
         --------
@@ -226,15 +242,31 @@ class PartyPolicy(Config):
         ... except PolicyViolationError as exc:
         ...     print(exc)
         degree: 8 share holders of 40 parties is below this party's minimum 12
+        >>> try:
+        ...     PartyPolicy().check_degree(holders=2, parties=10)
+        ... except PolicyViolationError as exc:
+        ...     print(exc)
+        degree: 2 share holders of 10 parties is below this party's minimum 9 (the complete \
+graph up to 32 parties)
+        >>> PartyPolicy().check_degree(holders=10, parties=100)
+        >>> PartyPolicy(corrupt_fraction=0.2).check_degree(holders=14, parties=100)
+        Traceback (most recent call last):
+        ...
+        fedprivacy.errors.PolicyViolationError: degree: 14 share holders of 100 parties is \
+below this party's minimum 40 (Bell et al.'s bound for 20 % corrupt parties)
         """
-        if self.min_degree is None:
-            return
-        least = min(self.min_degree, parties - 1)
+        if self.min_degree is not None:
+            least, why = min(self.min_degree, parties - 1), ""
+        elif parties <= COMPLETE_GRAPH_UP_TO:
+            least, why = parties - 1, f" (the complete graph up to {COMPLETE_GRAPH_UP_TO} parties)"
+        else:
+            least = secure_degree(parties, self.corrupt_fraction)
+            why = f" (Bell et al.'s bound for {100 * self.corrupt_fraction:g} % corrupt parties)"
         if holders < least:
             raise PolicyViolationError(
                 "degree",
                 f"{holders} share holders of {parties} parties is below this party's minimum "
-                f"{least}",
+                f"{least}{why}",
             )
 
     def check_noise(self, requested: float | None) -> None:

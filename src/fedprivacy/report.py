@@ -68,9 +68,10 @@ VIEW_CAVEATS: Final[Mapping[Aggregation, tuple[str, ...]]] = {
         _AGGREGATES_LEDGER,
         "Secure aggregation hides the individual updates of one round from a server colluding "
         "with fewer users than the threshold (above 32 users a round, unless a degree is "
-        "configured, SecAgg+'s random graph of O(log n) neighbours: fewer than the threshold "
-        "among each user's neighbours); what the server can combine across rounds is stated "
-        "above.",
+        "configured, SecAgg+'s random graph, with enough neighbours that a server colluding "
+        "with at most 5 % of the round's users holds fewer than the threshold of any user's "
+        "neighbours except with probability 2^-40 for a random graph; the server picks the "
+        "graph's seed); what the server can combine across rounds is stated above.",
     ),
     "plaintext": (
         _AGGREGATES_LEDGER,

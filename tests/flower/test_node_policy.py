@@ -247,13 +247,23 @@ def test_a_node_with_a_degree_floor_refuses_a_sparser_graph(tmp_path: Path) -> N
     assert summary["privacy"]["epsilon"] in (0, 0.0, None)
 
 
-def test_without_a_degree_floor_the_sparser_graph_is_answered(tmp_path: Path) -> None:
-    """``min_degree`` is the operator's choice: by default any graph the threshold check passes.
+def test_by_default_a_node_refuses_a_sparser_graph_than_the_complete_one(tmp_path: Path) -> None:
+    """Issue #50, finding 2: the degree downgrade. Up to 32 parties a node computes its floor
+    as the complete graph (what the server's default proposes), never taken from the server.
 
-    Without DP: with it, the sparser graph's lower threshold needs more noise than the request
-    carries, and the nodes refuse that (``noise_multiplier``).
+    Without DP, so that the refusal is the degree's and not the noise floor's.
     """
     config = dataclasses.replace(_config(rounds=1), dp="none", noise_multiplier=None, clip=None)
     summary, events = _run(config, tmp_path, "degree=2")
-    assert not _refusals(events)
+    assert _refusals(events) == {(u, "PolicyViolationError", "degree") for u in range(USERS)}
+    assert summary["rounds_aggregated"] == 0
+
+
+def test_an_operators_own_min_degree_accepts_a_sparser_graph(tmp_path: Path) -> None:
+    """``min_degree`` set by the operator (``flower deploy --secagg-degree`` writes it)."""
+    config = dataclasses.replace(_config(rounds=1), dp="none", noise_multiplier=None, clip=None)
+    assert training_policy(config.with_overrides(secagg_degree=2)).min_degree == 2
+    policy = dataclasses.replace(training_policy(config), min_degree=2)
+    transport = InProcessTransport({u: Node(u, policy=policy) for u in range(USERS)})
+    summary = run_deployed(config, transport, tmp_path, forge="degree=2")
     assert summary["rounds_aggregated"] == 1

@@ -191,7 +191,7 @@ class SecureAggregator(Aggregator):
         """
         started = time.perf_counter()
         users = sorted(int(u) for u in users)
-        degree = round_degree(self.degree, len(users), batch_size)
+        degree = round_degree(self.degree, len(users), batch_size, self.protocol_dropout)
         block = ring_block(batch_size, self.batch_policy, degree)
         params = SecAggParameters.create(
             self.session,

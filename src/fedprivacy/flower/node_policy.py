@@ -68,7 +68,12 @@ def _distributed(config: TrainConfig) -> bool:
 
 
 def training_policy(config: TrainConfig) -> PartyPolicy:
-    """The policy of a node whose operator agrees with ``config``."""
+    """The policy of a node whose operator agrees with ``config``.
+
+    A configured SecAgg+ degree (``secagg_degree``) is the operator's ``min_degree``; without
+    one the node computes its floor for each round (:meth:`PartyPolicy.check_degree`), which
+    the server's default degree meets.
+    """
     dp = config.dp != "none"
     return PartyPolicy(
         noise_multiplier=config.noise_multiplier if _distributed(config) else None,
@@ -76,6 +81,7 @@ def training_policy(config: TrainConfig) -> PartyPolicy:
         batch_size=batch_size_of(config),
         allow_plaintext=not config.secagg,
         noise_mode=config.noise_mode,
+        min_degree=config.secagg_degree if config.secagg else None,
     )
 
 

@@ -81,14 +81,19 @@ and mask stages cost more (0.79x at 40, 0.77x at 100).
 """
 
 
-def round_degree(configured: int | None, num_users: int, batch_size: int = 1) -> int | None:
+def round_degree(
+    configured: int | None, num_users: int, batch_size: int = 1, dropout: float = 0.0
+) -> int | None:
     """The SecAgg+ degree of a round of ``num_users`` parties; ``None``: the complete graph.
 
     A configured degree is capped at ``num_users - 1`` (so ``K - 1`` or more always means the
     complete graph). Without one, rounds of at most :data:`COMPLETE_GRAPH_UP_TO` parties use the
-    complete graph and larger ones SecAgg+ with :func:`batch_degree` neighbours (Bell et al.'s
-    ``O(log n)``, with each batch of ``batch_size`` a clique): a random graph whose guarantee
-    needs an honest majority among each user's neighbours, which the privacy report names.
+    complete graph and larger ones SecAgg+ with the larger of :func:`batch_degree` (Bell et al.'s
+    ``O(log n)``, with each batch of ``batch_size`` a clique) and :func:`~fedprivacy.secagg.
+    degree_bound.secure_degree` for the default fraction of corrupt parties and ``dropout``
+    (what a node's default policy asks, and what keeps the round correct under that dropout
+    rate): a random graph whose guarantee needs that bound on colluders, which the privacy
+    report names.
 
     Parameters
     ----------
@@ -98,6 +103,8 @@ def round_degree(configured: int | None, num_users: int, batch_size: int = 1) ->
         Parties of the round.
     batch_size : int
         ``T`` of Multi-RoundSecAgg batches, 1 without batches.
+    dropout : float
+        The fraction of parties expected to drop out during the protocol.
 
     Returns
     -------
@@ -110,12 +117,17 @@ def round_degree(configured: int | None, num_users: int, batch_size: int = 1) ->
     (None, 12, 14)
     >>> round_degree(8, 100), round_degree(8, 6), round_degree(99, 100)
     (8, 5, 99)
+    >>> round_degree(None, 1000), round_degree(None, 100, dropout=0.3)
+    (34, 60)
     """
+    from fedprivacy.secagg.degree_bound import DEFAULT_CORRUPT_FRACTION, secure_degree
+
     if configured is not None:
         return min(configured, num_users - 1)
     if num_users <= COMPLETE_GRAPH_UP_TO:
         return None
-    return batch_degree(num_users, batch_size)
+    bound = secure_degree(num_users, DEFAULT_CORRUPT_FRACTION, dropout)
+    return min(max(batch_degree(num_users, batch_size), bound), num_users - 1)
 
 
 def _ring_order(
