@@ -148,3 +148,36 @@ def test_key_substitution_is_refused_before_any_share_is_sealed(tmp_path: Path) 
         (0, u, "share", "UnsignedKeyError") for u in range(USERS)
     }
     assert summary["rounds_aggregated"] == 1  # round 1 is honest
+
+
+def test_a_model_sent_to_one_node_only_leaves_the_server_noise(tmp_path: Path) -> None:
+    """Issue #50, finding 6, on the deployment's code path (Pasquini et al., CCS 2022).
+
+    The lying server sends user 0 the real model and every other node an all-zero one, so that
+    the sum would be user 0's update alone. Each node binds its masks and its signature to the
+    digest of the model it received: user 0's signature is on another model (the server cannot
+    count it), the others unmask, and what the server unmasks is noise, not user 0's update:
+    uniform over the grid's range, or, when the noise in the total weight comes out negative,
+    nothing (the round is aborted, ``ProtocolViolationError``).
+    """
+    config = CONFIG.with_overrides(rounds=1)
+    nodes, roster = _signed_nodes(tmp_path, config)
+    run_dir = tmp_path / "run"
+    summary = run_deployed(
+        config, InProcessTransport(nodes), run_dir, signers=roster, forge="model=1"
+    )
+    rejected = [e for e in _events(run_dir) if e["event"] == "rejected"]
+    assert {(e["user"], e["stage"], e["error"]) for e in rejected} == {
+        (0, "consistency", "ConsistencyError")
+    }
+    (round_0,) = [e for e in _events(run_dir) if e["event"] == "round"]
+    if round_0["aborted"]:
+        assert summary["rounds_aggregated"] == 0
+        assert "ProtocolViolationError: the unmasked total weight" in round_0["aborted"]
+        return
+    mean = np.load(run_dir / "aggregates.npz")["round_0"]
+    clip = config.clip if config.clip is not None else 1.0
+    # an honest mean of updates clipped to L2 norm `clip` has a norm within it; this one is
+    # uniform noise over the grid's range divided by a noise weight
+    assert np.linalg.norm(mean) > 10 * clip
+    assert summary["rounds_aggregated"] == 1

@@ -292,11 +292,12 @@ def test_the_signed_set_survives_the_state_bytes() -> None:
     asked = r.server.start_consistency(ROSTER)
     c = r.clients[0]
     unsigned = dump_client(c)
-    assert unsigned[-3:] == bytes([1, 0, 0])  # the check on, no removable noise, fresh keys
+    # the check on, no removable noise, fresh keys, no model digest
+    assert unsigned[-4:] == bytes([1, 0, 0, 0])
     restored = load_client(r.params, unsigned, user=0, consistency=CHECKS[0])
     r.server.receive(restored.sign_survivors(asked[0]))
     signed = dump_client(restored)
-    assert signed[-43:] == bytes([2]) + struct.pack(">10I", 9, *range(9)) + bytes([0, 0])
+    assert signed[-44:] == bytes([2]) + struct.pack(">10I", 9, *range(9)) + bytes([0, 0, 0])
     again = load_client(r.params, signed, user=0, consistency=CHECKS[0])
     assert dump_client(again) == signed  # canonical
     everyone = ConsistencyRequest(asked[0].header, tuple(range(N)))
@@ -321,10 +322,10 @@ def test_the_signed_set_is_parsed_strictly() -> None:
     r = Round()
     r.sign()
     full = dump_client(r.clients[4])
-    assert full[-2:] == bytes([0, 0])  # no removable noise, fresh keys
-    data, tail = full[:-2], full[-2:]
+    assert full[-3:] == bytes([0, 0, 0])  # no removable noise, fresh keys, no model digest
+    data, tail = full[:-3], full[-3:]
     params = r.params
-    for end in range(len(full) - 47, len(full)):
+    for end in range(len(full) - 48, len(full)):
         with pytest.raises(MalformedMessageError):
             load_client(params, full[:end], consistency=CHECKS[4])
     bad = {
@@ -333,8 +334,9 @@ def test_the_signed_set_is_parsed_strictly() -> None:
         "empty": data[:-45] + bytes([2]) + struct.pack(">I", 0) + tail,
         "stranger": data[:-4] + struct.pack(">I", 99) + tail,
         "trailing": full + b"\x00",
-        "noise flag": data + bytes([2, 0]),
-        "reused keys flag": data + bytes([0, 2]),
+        "noise flag": data + bytes([2, 0, 0]),
+        "reused keys flag": data + bytes([0, 2, 0]),
+        "model digest length": data + bytes([0, 0, 5]) + bytes(5),
     }
     for what, mutated in bad.items():
         with pytest.raises(MalformedMessageError):
@@ -346,7 +348,7 @@ def test_the_signed_set_is_parsed_strictly() -> None:
         server.receive(c.advertise_keys())
     rosters = server.finish_keys()
     fresh[4].share_keys(rosters[4])
-    early = dump_client(fresh[4])[:-3] + data[-45:] + tail  # a signed set in stage SHARED
+    early = dump_client(fresh[4])[:-4] + data[-45:] + tail  # a signed set in stage SHARED
     with pytest.raises(MalformedMessageError, match="signed aggregated set in stage SHARED"):
         load_client(params, early, consistency=CHECKS[4])
 

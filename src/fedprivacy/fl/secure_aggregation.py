@@ -33,7 +33,12 @@ from fedprivacy.fl.aggregation import (
     rounding_rng,
 )
 from fedprivacy.secagg.driver import Stage, run_round
-from fedprivacy.secagg.errors import DisconnectedSetError, RoundAbortedError, SecAggError
+from fedprivacy.secagg.errors import (
+    DisconnectedSetError,
+    ProtocolViolationError,
+    RoundAbortedError,
+    SecAggError,
+)
 from fedprivacy.secagg.multiround import (
     RoundObserver,
     aggregation_policy,
@@ -249,6 +254,11 @@ class SecureAggregator(Aggregator):
         nothing aggregated, nothing for the ledger, the reason in ``aborted``.
         """
         removed = sum(plan.removed)
+        if not isinstance(result, SecAggError) and result.aggregated and result.total_weight <= 0:
+            result = ProtocolViolationError(
+                "the unmasked total weight is not positive: the masks did not cancel (the "
+                "parties masked with different models, or one deviated)"
+            )
         if isinstance(result, SecAggError):
             lost = "aborted" if plan.removed or isinstance(result, DisconnectedSetError) else ""
             seconds = time.perf_counter() - plan.started

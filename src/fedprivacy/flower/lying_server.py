@@ -17,6 +17,8 @@ its report. The names (:data:`FEDAVG_FORGES`):
 ``partial=1``         the server claims one member of a batch dropped: it unmasks part of it
 ``keys=1``            key substitution: every user's key roster carries keys of the server's
                       own for its neighbours (their owners' signatures left as they were)
+``model=1``           model inconsistency (Pasquini et al.): every user but the first gets an
+                      all-zero model, the first the real one
 ====================  ===================================================================
 
 ``;`` separates rounds: ``"noise=;threshold=2"`` forges round 0, 2, ... with the first and
@@ -37,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import tomllib
 from collections.abc import Mapping
+from typing import Any
 
 import tomli_w
 
@@ -52,6 +55,7 @@ __all__ = [
     "forge_config",
     "forge_params",
     "forge_policy",
+    "forge_models",
     "forge_rosters",
     "forges_by_round",
     "parse_forge",
@@ -67,6 +71,7 @@ FEDAVG_FORGES = (
     "repeat",
     "partial",
     "keys",
+    "model",
 )
 
 
@@ -146,3 +151,21 @@ def forge_rosters(
 
 def _fresh_pair() -> tuple[bytes, bytes]:
     return generate_keypair().public_bytes, generate_keypair().public_bytes
+
+
+def forge_models(
+    requests: Mapping[int, dict[str, Any]], forge: Mapping[str, str]
+) -> dict[int, dict[str, Any]]:
+    """The opening requests, or with ``model`` an all-zero model for every user but the first.
+
+    A crafted model that zeroes the others' updates would leave the first user's update alone
+    in the sum (Pasquini et al., CCS 2022); an all-zero vector stands for it.
+    """
+    out = dict(requests)
+    if "model" not in forge:
+        return out
+    for u in sorted(out)[1:]:
+        model = out[u].get("model")
+        if isinstance(model, bytes):
+            out[u] = {**out[u], "model": bytes(len(model))}
+    return out

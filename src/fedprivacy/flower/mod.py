@@ -41,7 +41,7 @@ from fedprivacy.flower.arrays import ArrayLayout
 from fedprivacy.flower.grid import RECORD, Wire
 from fedprivacy.flower.node import Contribution, Node
 from fedprivacy.flower.node_policy import answer_once
-from fedprivacy.flower.stages import Record, Stage, error_reply, field
+from fedprivacy.flower.stages import ARRAYS, Record, Stage, error_reply, field, model_digest
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg.errors import MalformedMessageError
 from fedprivacy.secagg.params import SecAggParameters
@@ -56,8 +56,6 @@ __all__ = [
     "request_content",
 ]
 
-ARRAYS = "arrays"
-"""The model's ``ArrayRecord`` (Flower's convention)."""
 CONFIG = "config"
 """The app's own training configuration (``ConfigRecord``), passed to its train function."""
 STATE = "fedprivacy-state"
@@ -188,7 +186,7 @@ class ModNode(Node):
             len(selected),
         )
         # the stochastic rounding: this node's own randomness
-        return Contribution(values, 1.0, secrets.randbits(63))
+        return Contribution(values, 1.0, secrets.randbits(63), model_digest(request))
 
 
 ModNode.handlers = {**Node.handlers, Stage.TRAIN: ModNode._train}

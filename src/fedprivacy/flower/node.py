@@ -53,6 +53,7 @@ from fedprivacy.flower.stages import (
     error_reply,
     field,
     join_replies,
+    model_digest,
     split_joint,
 )
 from fedprivacy.policy import PartyPolicy
@@ -128,15 +129,17 @@ def _expand(data: bytes) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Contribution:
-    """What a node masks in a round: its clipped update, weight and rounding seed.
+    """What a node masks in a round: its clipped update, weight, rounding seed and model.
 
     ``seed`` seeds the stochastic rounding of the encoding (:func:`~fedprivacy.fl.aggregation.
-    rounding_rng`).
+    rounding_rng`); ``model`` is the digest of the model the update was trained on
+    (:func:`~fedprivacy.flower.stages.model_digest`), which binds the node's masks.
     """
 
     values: np.ndarray
     weight: float
     seed: int
+    model: bytes = b""
 
     def keep(self, state: dict[str, bytes]) -> None:
         """Store it in the node's state until the mask stage."""
@@ -144,6 +147,7 @@ class Contribution:
             values=_compact(self.values),
             weight=encode_array(np.array([self.weight], dtype=np.float64)),
             seed=str(self.seed).encode(),
+            model=self.model,
         )
 
 
@@ -293,7 +297,7 @@ class Node(StageHandler):
         """Train on the request's model; the clipped update the node masks."""
         training, delta, weight, _ = self._local_update(request, state, answer=answer)
         values, _ = training.aggregator.clip_update(delta, weight)
-        return Contribution(values, weight, training.seed)
+        return Contribution(values, weight, training.seed, model_digest(request))
 
     def _advertise(self, request: Record, state: dict[str, bytes]) -> Record:
         """Check the round; train now if the request carries the model; publish the keys."""
@@ -434,6 +438,7 @@ class Node(StageHandler):
         if client.params.weighted:
             kw["weight"] = float(decode_array(state["weight"], np.float64)[0])
         kw["noise"] = party_draw(client.params, state["noise"].decode())
+        kw["model"] = state.get("model", b"")
         return self._step(state, lambda c: c.masked_input(message, values, **kw), client)
 
     def _consistency(self, request: Record, state: dict[str, bytes]) -> Record:

@@ -21,7 +21,8 @@ error that ends the protocol aborts this round only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +31,7 @@ from fedprivacy.fl.aggregation import AggregateOutcome
 from fedprivacy.fl.secure_aggregation import SecureAggregator, SecureRoundPlan
 from fedprivacy.flower.exchange import StageExchange
 from fedprivacy.flower.lying_server import forge_policy, forge_rosters
-from fedprivacy.flower.stages import Record, Stage
+from fedprivacy.flower.stages import Record, Stage, model_digest
 from fedprivacy.secagg.errors import ProtocolViolationError, SecAggError, UnknownSenderError
 from fedprivacy.secagg.messages import Message, ServerStage, decode_message, encode_message
 from fedprivacy.secagg.round_keys import RegisteredKeys
@@ -96,6 +97,16 @@ class SecureRound:
         replies = {} if unmask is None else self.exchange(Stage.UNMASK, self.round_index, unmask)
         return self.close(replies)
 
+    def _note_model(self, requests: Iterable[Mapping[str, Any]]) -> None:
+        """The digest of the model these requests carry binds the round's masks, if any.
+
+        An honest server sends one model; a lying one (``forge`` ``model``) is taken at the
+        model it sent to most parties, whose masks and signatures it can then match.
+        """
+        digests = Counter(d for d in map(model_digest, requests) if d)
+        if digests:
+            self.server.model = digests.most_common(1)[0][0]
+
     def advertise(self, first: Mapping[int, Record]) -> None:
         """The first stage: ``first`` is each user's opening request."""
         stage, requests = self.open(first)
@@ -109,6 +120,7 @@ class SecureRound:
         ``advertise`` for the users whose keys the server does not hold (the others get their
         opening request with ``share``); ``share`` when it holds every user's keys.
         """
+        self._note_model(first.values())
         held = self.server.advertised
         self._opening = {u: dict(req) for u, req in first.items() if u in held}
         new = {u: dict(req) for u, req in first.items() if u not in held}
@@ -162,6 +174,7 @@ class SecureRound:
 
         if self.error is not None:
             return None
+        self._note_model([carry or {}])
         try:
             late = dict(carry or {})
             if server.stage is ServerStage.KEYS:  # the round did not open at share

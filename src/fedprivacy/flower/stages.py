@@ -61,6 +61,7 @@ True
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
@@ -71,12 +72,14 @@ from numpy.typing import NDArray
 from fedprivacy.secagg.errors import MalformedMessageError
 
 __all__ = [
+    "ARRAYS",
     "Record",
     "Stage",
     "decode_array",
     "encode_array",
     "error_reply",
     "field",
+    "model_digest",
     "join_replies",
     "joint_request",
     "split_joint",
@@ -161,3 +164,39 @@ def split_joint(record: Mapping[str, Any]) -> tuple[Record, Record]:
 def join_replies(unmasked: Mapping[str, Any], advertised: Mapping[str, Any]) -> Record:
     """One reply to a joint request: the first stage's reply and the unmask reply's fields."""
     return {**advertised, **{JOINT + k: v for k, v in unmasked.items()}}
+
+
+ARRAYS = "arrays"
+"""The field of a request that carries the drop-in's model, a Flower ``ArrayRecord``."""
+
+
+def model_digest(request: Mapping[str, Any]) -> bytes:
+    """SHA-256 of the model ``request`` carries; empty when it carries none.
+
+    The deployment's model is the ``model`` field (the flat float32 vector's bytes), the
+    drop-in's an ``ArrayRecord`` under :data:`ARRAYS` (each array's name, dtype, shape, storage
+    type and bytes, in order). Server and node compute it alike, the server over what it sends
+    and the node over what it received: it binds the node's pairwise masks and signed set to
+    the model it trained on (:func:`~fedprivacy.secagg.derivation.pairwise_mask_key`).
+
+    Examples
+    --------
+    >>> model_digest({"model": b"1234"}) == model_digest({"model": b"1234"})
+    True
+    >>> model_digest({"model": b"1234"}) == model_digest({"model": b"1235"}), model_digest({})
+    (False, b'')
+    """
+    h = hashlib.sha256(b"fedprivacy/model/v1")
+    if "model" in request:
+        parts = [b"vector", bytes(request["model"])]
+    elif ARRAYS in request:
+        parts = [b"arrays"]
+        for name, array in request[ARRAYS].items():
+            shape = ",".join(str(int(n)) for n in array.shape)
+            parts += [name.encode(), array.dtype.encode(), shape.encode(), array.stype.encode()]
+            parts.append(bytes(array.data))
+    else:
+        return b""
+    for part in parts:
+        h.update(len(part).to_bytes(8, "big") + part)
+    return h.digest()

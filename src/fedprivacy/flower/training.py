@@ -30,7 +30,7 @@ from fedprivacy.fl.aggregation import AggregateOutcome
 from fedprivacy.fl.engine import FederatedTraining, RoundRecord
 from fedprivacy.fl.secure_aggregation import SecureAggregator, SecureRoundPlan
 from fedprivacy.flower.exchange import BeforeStage, StageExchange
-from fedprivacy.flower.lying_server import forge_config, forge_params
+from fedprivacy.flower.lying_server import forge_config, forge_models, forge_params
 from fedprivacy.flower.noise_request import noise_request
 from fedprivacy.flower.overlap import SecureRounds
 from fedprivacy.flower.secure_round import SecureRound
@@ -201,7 +201,7 @@ class DeployedTraining(FederatedTraining):
         if "plaintext" in forge:  # a lying server asks for the update in the clear
             self._exchange(Stage.TRAIN, r, dict.fromkeys(users, self._requests(r, selected)))
         secure = SecureRound(self._wire(), agg, plan, self.batch_size_t, self.signers, forge)
-        return secure, dict.fromkeys(users, first)
+        return secure, forge_models(dict.fromkeys(users, first), forge)
 
     def _secure_round(
         self, r: int, selected: NDArray[np.intp], agg: SecureAggregator

@@ -137,6 +137,7 @@ class SecAggClient(RoundParty):
         self._neighbour_keys: dict[int, tuple[bytes, bytes]] = {}
         self._held: dict[int, tuple[Share, Share | None]] = {}
         self._noise: tuple[NoiseDraw, Components] | None = None  # exact mode: removable
+        self._model = b""  # the digest of the model the masked update was trained on
 
     # ------------------------------------------------------------------ persistence
     def _snapshot(self) -> ClientSnapshot:
@@ -154,6 +155,7 @@ class SecAggClient(RoundParty):
             self._signed,
             self._noise,
             self._reusing,
+            self._model,
         )
 
     @classmethod
@@ -176,6 +178,7 @@ class SecAggClient(RoundParty):
         client.seconds = dict(snapshot.seconds)
         client._noise = snapshot.noise
         client._reusing = snapshot.reusing
+        client._model = snapshot.model
         return client
 
     # ------------------------------------------------------------------ helpers
@@ -291,6 +294,7 @@ class SecAggClient(RoundParty):
         weight: float | None = None,
         rng: np.random.Generator | None = None,
         noise: NoiseDraw | None = None,
+        model: bytes = b"",
     ) -> MaskedInput:
         """Stage 2: decrypt the received shares and send the masked, encoded update.
 
@@ -311,6 +315,10 @@ class SecAggClient(RoundParty):
             (:mod:`fedprivacy.dp.party_noise`); the weight entry is never noised. Removable
             noise (the exact mode, :mod:`fedprivacy.dp.noise_modes`) is kept until
             :meth:`unmask` and needs the consistency check.
+        model : bytes, optional
+            The digest of the model ``update`` was trained on: it binds the pairwise masks and
+            the set this client signs, so the masks of two parties sent different models do not
+            cancel (:func:`~fedprivacy.secagg.derivation.pairwise_mask_key`).
 
         Returns
         -------
@@ -355,6 +363,7 @@ class SecAggClient(RoundParty):
             raise RoundAbortedError(
                 f"only {len(held)} neighbours shared their keys; the threshold is {p.threshold}"
             )
+        self._model = bytes(model)
         encoded = p.codec.encode(values, rng if rng is not None else np.random.default_rng())
         if noise is not None:
             components = draw_components(noise, p.dimension)
@@ -409,7 +418,10 @@ class SecAggClient(RoundParty):
         assert isinstance(msg, UnmaskRequest)
         aggregated = check_aggregated(self.params, msg.aggregated)
         if self._check is not None:
-            verify_unmask(self.params, self._check.roster, self._signed, aggregated, msg.signatures)
+            check, signed = self._check, self._signed
+            verify_unmask(
+                self.params, check.roster, signed, aggregated, msg.signatures, self._model
+            )
         shares: list[tuple[int, ShareKind, bytes]] = []
         reusing = {v for v, (_, key_share) in self._held.items() if key_share is None}
         for v in sorted(self._held):
@@ -431,7 +443,7 @@ class SecAggClient(RoundParty):
     def _pair_key(self, v: int) -> bytes:
         """The key of this round's pairwise mask with ``v``."""
         agreement = agree(self._mask.private, self._neighbour_keys[v][1])
-        return pairwise_mask_key(agreement, self.params, self.user, v)
+        return pairwise_mask_key(agreement, self.params, self.user, v, self._model)
 
     def _excess(self, aggregated: set[int]) -> np.ndarray | None:
         """The components beyond those this client keeps for ``aggregated``, summed (or None)."""
@@ -483,7 +495,7 @@ class SecAggClient(RoundParty):
         assert isinstance(msg, ConsistencyRequest)
         aggregated = check_aggregated(self.params, msg.aggregated)
         check_signable(self.params, self.user, self._held, aggregated)
-        signature = self._check.sign(self.params, aggregated)
+        signature = self._check.sign(self.params, aggregated, self._model)
         self._signed = tuple(sorted(aggregated))
         self._timed("sign_survivors", start)
         header = self._to_server(MessageKind.CONSISTENCY_RESPONSE)

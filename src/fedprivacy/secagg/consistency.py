@@ -148,9 +148,12 @@ class ConsistencyCheck:
                 "consistency", f"the roster's key of user {user} is not this signing key"
             )
 
-    def sign(self, params: SecAggParameters, aggregated: Iterable[int]) -> bytes:
-        """The signature on "round ``params`` aggregates ``aggregated``"."""
-        return self.signing_key.sign(Statement.SURVIVORS, survivors_statement(params, aggregated))
+    def sign(
+        self, params: SecAggParameters, aggregated: Iterable[int], model: bytes = b""
+    ) -> bytes:
+        """The signature on "round ``params`` aggregates ``aggregated``, trained on ``model``"."""
+        statement = survivors_statement(params, aggregated, model)
+        return self.signing_key.sign(Statement.SURVIVORS, statement)
 
 
 def check_aggregated(params: SecAggParameters, users: tuple[int, ...]) -> set[int]:
@@ -273,6 +276,7 @@ def verify_signatures(
     roster: Roster,
     aggregated: Collection[int],
     signatures: Signatures,
+    model: bytes = b"",
 ) -> None:
     """Check that at least the quorum of distinct members of ``aggregated`` signed exactly it.
 
@@ -286,6 +290,9 @@ def verify_signatures(
         The set the verifier signed and is asked to unmask.
     signatures : tuple of (int, bytes)
         ``(signer, signature)`` pairs from the unmask request.
+    model : bytes
+        The digest of the model the verifier trained on: a signer sent another model signed
+        another statement, and its signature does not verify.
 
     Raises
     ------
@@ -316,7 +323,7 @@ unmasking needs 3 (a strict majority of the 4 participants and at least the thre
     fedprivacy.secagg.errors.ConsistencyError: a signature of user 3, not a member of the set
     """
     members = set(aggregated)
-    statement = survivors_statement(params, members)
+    statement = survivors_statement(params, members, model)
     seen: set[int] = set()
     for signer, signature in signatures:
         if signer in seen:
@@ -340,6 +347,7 @@ def verify_unmask(
     signed: tuple[int, ...] | None,
     aggregated: Collection[int],
     signatures: Signatures,
+    model: bytes = b"",
 ) -> None:
     """A client's check of an unmask request: the set it signed, signed by enough members.
 
@@ -354,7 +362,7 @@ def verify_unmask(
             f"asked to unmask {sorted(aggregated)}, not the set "
             + (f"{list(signed)} this client signed" if signed else "signed by this client")
         )
-    verify_signatures(params, roster, aggregated, signatures)
+    verify_signatures(params, roster, aggregated, signatures, model)
 
 
 def check_restorable(written_with: bool, consistency: ConsistencyCheck | None) -> None:

@@ -50,6 +50,8 @@ class SignatureCollector:
         ``S``.
     asked : frozenset of int
         The users asked to sign (U3).
+    model : bytes
+        The digest of the model the server sent (empty: none): the signed statement's.
 
     Examples
     --------
@@ -73,13 +75,14 @@ class SignatureCollector:
         roster: Roster,
         aggregated: frozenset[int],
         asked: frozenset[int],
+        model: bytes = b"",
     ) -> None:
         self.params = params
         self.roster = roster
         self.aggregated = aggregated
         self.asked = asked
         self.closed = False
-        self._statement = survivors_statement(params, aggregated)
+        self._statement = survivors_statement(params, aggregated, model)
         self._signatures: dict[int, bytes] = {}
 
     @property
@@ -121,6 +124,7 @@ class _Server(Protocol):
 
     params: SecAggParameters
     seconds: dict[str, float]
+    model: bytes
     _aggregated: frozenset[int]
     _asked: frozenset[int]
     _responses: dict[int, dict[int, tuple[ShareKind, Share]]]
@@ -172,7 +176,7 @@ class ServerConsistency:
         if self._consistency is not None or self._responses:
             raise OutOfOrderError("the consistency check has already started, or unmasking has")
         start = time.perf_counter()
-        check = SignatureCollector(self.params, roster, self._aggregated, self._asked)
+        check = SignatureCollector(self.params, roster, self._aggregated, self._asked, self.model)
         self._consistency = check
         self._asked = frozenset()  # no unmask response is accepted before finish_consistency
         ordered = tuple(sorted(self._aggregated))

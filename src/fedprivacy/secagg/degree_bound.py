@@ -39,7 +39,6 @@ import functools
 import math
 
 import numpy as np
-from scipy.stats import hypergeom
 
 from fedprivacy.errors import ParameterError
 
@@ -86,6 +85,8 @@ def secure_degree(
         The degree ``k`` (the threshold a majority of ``k + 1``); ``parties - 1`` (the complete
         graph) when no smaller degree meets both bounds.
     """
+    from scipy.stats import hypergeom  # the nodes' stages import no scipy until a round needs it
+
     n = int(parties)
     if n < 3:
         raise ParameterError("parties", f"must be at least 3, got {parties}")

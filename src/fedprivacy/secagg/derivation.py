@@ -46,9 +46,18 @@ def self_mask_key(seed: bytes, params: SecAggParameters, user: int) -> bytes:
     )
 
 
-def pairwise_mask_key(agreement: bytes, params: SecAggParameters, u: int, v: int) -> bytes:
-    """AES-CTR key of the pairwise mask shared by ``u`` and ``v`` (symmetric in u, v)."""
+def pairwise_mask_key(
+    agreement: bytes, params: SecAggParameters, u: int, v: int, model: bytes = b""
+) -> bytes:
+    """AES-CTR key of the pairwise mask shared by ``u`` and ``v`` (symmetric in u, v).
+
+    ``model`` is the digest of the model the masked update was trained on (empty: none, as
+    outside training): two neighbours that trained on different models mask with different
+    keys, so their masks do not cancel and a sum over them reveals nothing (a server that sends
+    different models to different parties of one round, Pasquini et al., CCS 2022).
+    """
     lo, hi = min(u, v), max(u, v)
+    bound = (model,) if model else ()
     return derive_key(
         agreement,
         _PREFIX,
@@ -58,6 +67,7 @@ def pairwise_mask_key(agreement: bytes, params: SecAggParameters, u: int, v: int
         lo,
         hi,
         params.vector_name,
+        *bound,
     )
 
 
@@ -101,14 +111,17 @@ def keys_statement(
     )
 
 
-def survivors_statement(params: SecAggParameters, aggregated: Iterable[int]) -> bytes:
+def survivors_statement(
+    params: SecAggParameters, aggregated: Iterable[int], model: bytes = b""
+) -> bytes:
     """What a client signs in the consistency check: "round R of session X aggregates S".
 
     The statement names the purpose, the session, the round, the SHA-256 of every public
     parameter of the round (:func:`~fedprivacy.secagg.params_wire.encode_params`: participants,
-    threshold, graph, codec) and the aggregated set in ascending order, so a signature is valid
-    for one set of one round only: it cannot be replayed in another round or session, with other
-    parameters, or for another set.
+    threshold, graph, codec), the aggregated set in ascending order and, in training, the
+    digest of the model the client trained on, so a signature is valid for one set of one
+    round and one model only: it cannot be replayed in another round or session, with other
+    parameters, for another set, or by a party that was sent another model.
 
     Examples
     --------
@@ -122,6 +135,14 @@ def survivors_statement(params: SecAggParameters, aggregated: Iterable[int]) -> 
     """
     digest = params_digest(params)
     users = sorted(int(u) for u in aggregated)
+    bound = (model,) if model else ()
     return encode_context(
-        _PREFIX, "survivors", params.session_id, params.round_index, digest, len(users), *users
+        _PREFIX,
+        "survivors",
+        params.session_id,
+        params.round_index,
+        digest,
+        len(users),
+        *users,
+        *bound,
     )

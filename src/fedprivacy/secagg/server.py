@@ -83,6 +83,13 @@ class SecAggServer(ServerConsistency, RoundParty):
         :meth:`reused_keys`): they are in U1 without advertising; each must commit to its seed
         with its shares. A user among them that advertises anyway replaces its keys.
 
+    Attributes
+    ----------
+    model : bytes
+        The digest of the model the server sent for this round (empty: none), set before the
+        unmasking: the aggregated users' pairwise masks and signatures are bound to it
+        (:func:`~fedprivacy.secagg.derivation.pairwise_mask_key`).
+
     """
 
     def __init__(
@@ -104,6 +111,7 @@ class SecAggServer(ServerConsistency, RoundParty):
         self._excess: dict[int, np.ndarray] = {}  # exact noise mode: what each survivor removes
         self._aggregated: frozenset[int] = frozenset()
         self._asked: frozenset[int] = frozenset()
+        self.model = b""
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -397,7 +405,7 @@ class SecAggServer(ServerConsistency, RoundParty):
         for v in fresh:
             for u in sorted(p.neighbours[v] & self._aggregated):
                 agreement = agree(private[v], self._keys.public(u)[1])
-                pair_keys[u, v] = pairwise_mask_key(agreement, p, u, v)
+                pair_keys[u, v] = pairwise_mask_key(agreement, p, u, v, self.model)
         for (u, v), key in sorted(pair_keys.items()):
             expander.combine(acc, key, -pairwise_sign(u, v))  # undo u's application
         removed = tuple(sorted(self._excess))  # exact noise mode (only aggregated users send it)

@@ -67,6 +67,8 @@ class ClientSnapshot:
     reusing : bool
         Whether the client's keys serve several rounds (:mod:`fedprivacy.secagg.key_epoch`):
         it then shares no masking key.
+    model : bytes
+        The digest of the model the masked update was trained on (empty: none given).
     """
 
     user: int
@@ -81,3 +83,4 @@ class ClientSnapshot:
     signed: tuple[int, ...] | None = None
     noise: tuple[NoiseDraw, Components] | None = None
     reusing: bool = False
+    model: bytes = b""

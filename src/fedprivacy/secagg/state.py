@@ -15,6 +15,8 @@ Under Flower a node's ClientApp may run in a fresh process for each stage of the
     | if signed: count (4) | user (4)...  (the aggregated set it signed, strictly ascending)
     | removable noise (:mod:`fedprivacy.secagg.state_noise`; one zero byte without)
     | reused keys (1: 0 fresh keys, 1 keys of a :mod:`~fedprivacy.secagg.key_epoch`)
+    | model digest length (1: 0 or 32) | model digest (the model the masked update was
+      trained on, from the masked input on; it binds the pairwise masks and the signed set)
 
 The private keys are raw X25519 scalars, the shares :meth:`Share.to_bytes
 <fedprivacy.crypto.shamir.Share.to_bytes>`; neighbours and owners are strictly ascending. The
@@ -56,7 +58,7 @@ from fedprivacy.wire import MessageFormat, WireReader
 __all__ = ["MAGIC", "VERSION", "dump_client", "load_client"]
 
 MAGIC = b"FPSS"
-VERSION = 2
+VERSION = 3
 _DIGEST_BYTES = 32
 _FORMAT = MessageFormat(
     MAGIC,
@@ -92,7 +94,7 @@ def dump_client(client: SecAggClient) -> bytes:
     >>> advert = client.advertise_keys()
     >>> data = dump_client(client)
     >>> data[:4], len(data)
-    (b'FPSS', 201)
+    (b'FPSS', 202)
     """
     snap = client._snapshot()
     p = client.params
@@ -126,7 +128,7 @@ def dump_client(client: SecAggClient) -> bytes:
     else:
         parts += [bytes([2]), struct.pack(f">I{len(snap.signed)}I", len(snap.signed), *snap.signed)]
     parts += noise_bytes(snap.noise)
-    parts.append(bytes([int(snap.reusing)]))
+    parts += [bytes([int(snap.reusing), len(snap.model)]), snap.model]
     return b"".join(parts)
 
 
@@ -205,6 +207,9 @@ def _parse(data: bytes) -> tuple[bytes, int, bytes, ClientSnapshot]:
     reusing = r.u8("reused keys flag")
     if reusing > 1:
         raise MalformedMessageError(f"unknown reused keys flag {reusing}")
+    model = r.take(r.u8("model digest length"), "model digest")
+    if len(model) not in (0, _DIGEST_BYTES):
+        raise MalformedMessageError(f"a model digest of {len(model)} bytes")
     r.finish()
     if stage <= ClientStage.ADVERTISED and neighbour_keys:
         raise MalformedMessageError(f"neighbour keys before the roster (stage {stage.name})")
@@ -218,9 +223,20 @@ def _parse(data: bytes) -> tuple[bytes, int, bytes, ClientSnapshot]:
         raise MalformedMessageError(f"a signed aggregated set in stage {stage.name}")
     if noise is not None and stage is not ClientStage.MASKED:
         raise MalformedMessageError(f"removable noise in stage {stage.name}")
-    keys = (enc, mask, seed)
     snap = ClientSnapshot(
-        user, stage, *keys, neighbour_keys, held, seconds, consistency, signed, noise, bool(reusing)
+        user,
+        stage,
+        enc,
+        mask,
+        seed,
+        neighbour_keys,
+        held,
+        seconds,
+        consistency=consistency,
+        signed=signed,
+        noise=noise,
+        reusing=bool(reusing),
+        model=model,
     )
     return session_id, round_index, digest, snap
 
