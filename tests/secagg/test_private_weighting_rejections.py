@@ -225,7 +225,7 @@ def test_roster_checks(key: PaillierPrivateKey) -> None:
     sess.keys()
     rosters = sess.server.finish_keys()
     keys = rosters[1].keys
-    for bad in (keys[:2], keys + keys[:1], ((0, keys[0][1]), (1, keys[0][1]), keys[2])):
+    for bad in (keys[:2], keys + keys[:1], ((0, keys[0][1], b""), (1, keys[0][1], b""), keys[2])):
         with pytest.raises(MalformedMessageError):
             sess.silos[1].on_roster(dataclasses.replace(rosters[1], keys=bad))
 

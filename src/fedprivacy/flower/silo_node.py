@@ -40,7 +40,7 @@ from fedprivacy.crypto.paillier_public import PaillierPublicKey
 from fedprivacy.errors import PolicyViolationError
 from fedprivacy.flower.identity import signed_hello
 from fedprivacy.flower.node import StageHandler, single_threaded
-from fedprivacy.flower.node_policy import answer_once, spend_budget
+from fedprivacy.flower.node_policy import answer_once, consistency_check, spend_budget
 from fedprivacy.flower.party_state import PERSISTENT
 from fedprivacy.flower.silo_policy import check_proposal, proposed_config, silo_noise_std_of
 from fedprivacy.flower.stages import Record, Stage, decode_array, field
@@ -156,7 +156,7 @@ class SiloNode(StageHandler):
             )
         records = side.fed.histogram()[self.silo]
         silo = PrivateWeightingSilo(params, self.silo, records)
-        reply = encode_message(silo.on_paillier_key(key))
+        reply = encode_message(silo.on_paillier_key(key, consistency_check(self.policy)))
         # outlive the session: a round is answered once, and the budget counts every round
         kept = {k: state[k] for k in PERSISTENT if k in state}
         state.clear()
@@ -166,7 +166,9 @@ class SiloNode(StageHandler):
 
     def _roster(self, request: Record, state: dict[str, bytes]) -> Record:
         _, silo = self._restore(state)
-        shares = silo.on_roster(field(request, "message", bytes))
+        check = consistency_check(self.policy)  # node authentication: every key signed
+        roster = None if check is None else check.roster
+        shares = silo.on_roster(field(request, "message", bytes), roster)
         return self._keep(state, silo, b"" if shares is None else encode_message(shares))
 
     def _seed(self, request: Record, state: dict[str, bytes]) -> Record:

@@ -103,18 +103,23 @@ class PaillierKeyAnnouncement:
 
 @dataclass(frozen=True)
 class DhPublicKey:
-    """1(a), silo to server: the silo's X25519 public key."""
+    """1(a), silo to server: the silo's X25519 public key and its signature on it.
+
+    The signature is empty (and absent from the encoding) without node authentication
+    (:mod:`~fedprivacy.secagg.private_weighting.authentication`).
+    """
 
     header: Header
     public_key: bytes
+    signature: bytes = b""
 
 
 @dataclass(frozen=True)
 class DhRoster:
-    """1(b), server to silo: ``(silo, X25519 public key)`` for every silo."""
+    """1(b), server to silo: ``(silo, X25519 public key, its signature)`` for every silo."""
 
     header: Header
-    keys: tuple[tuple[int, bytes], ...]
+    keys: tuple[tuple[int, bytes, bytes], ...]
 
 
 @dataclass(frozen=True)
@@ -216,10 +221,12 @@ def encode_message(message: Message) -> bytes:
     if isinstance(message, PaillierKeyAnnouncement):
         body = pack_integers((message.modulus,))
     elif isinstance(message, DhPublicKey):
-        body = message.public_key
+        sig = message.signature
+        body = message.public_key + (struct.pack(">H", len(sig)) + sig if sig else b"")
     elif isinstance(message, DhRoster):
         body = struct.pack(">I", len(message.keys)) + b"".join(
-            struct.pack(">I", s) + pk for s, pk in message.keys
+            struct.pack(">I", s) + pk + struct.pack(">H", len(sig)) + sig
+            for s, pk, sig in message.keys
         )
     elif isinstance(message, SeedShares | SeedDelivery):
         body = pack_pairs(message.ciphertexts)
@@ -269,10 +276,19 @@ def decode_message(data: bytes) -> Message:
             raise MalformedMessageError("a key announcement carries exactly one modulus")
         message = PaillierKeyAnnouncement(header, values[0])
     elif kind is MessageKind.DH_PUBLIC_KEY:
-        message = DhPublicKey(header, r.take(PUBLIC_KEY_BYTES, "public key"))
+        public_key, signature = r.take(PUBLIC_KEY_BYTES, "public key"), b""
+        if r.offset < len(data):
+            signature = r.take(r.u16("signature length"), "signature")
+            if not signature:
+                raise MalformedMessageError("an empty signature is encoded as none")
+        message = DhPublicKey(header, public_key, signature)
     elif kind is MessageKind.DH_ROSTER:
         keys = tuple(
-            (r.u32("silo"), r.take(PUBLIC_KEY_BYTES, "public key"))
+            (
+                r.u32("silo"),
+                r.take(PUBLIC_KEY_BYTES, "public key"),
+                r.take(r.u16("signature length"), "signature"),
+            )
             for _ in range(r.count("roster"))
         )
         message = DhRoster(header, keys)

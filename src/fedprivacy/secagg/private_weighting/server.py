@@ -109,7 +109,7 @@ class PrivateWeightingServer(Party):
         self.round_index: int | None = None
         self._key = private_key
         self._executor = executor
-        self._dh: dict[int, bytes] = {}
+        self._dh: dict[int, tuple[bytes, bytes]] = {}  # silo -> (X25519 key, its signature)
         self._seed_shares: dict[int, bytes] | None = None
         self._histograms: dict[int, tuple[int, ...]] = {}
         self._updates: dict[int, list[mpz]] = {}
@@ -205,7 +205,7 @@ class PrivateWeightingServer(Party):
         if isinstance(msg, DhPublicKey):
             if h.sender in self._dh:
                 raise DuplicateMessageError(f"silo {h.sender} already sent its public key")
-            self._dh[h.sender] = msg.public_key
+            self._dh[h.sender] = (msg.public_key, msg.signature)
         elif isinstance(msg, SeedShares):
             self._receive_seed_shares(msg)
         elif isinstance(msg, BlindedHistogram):
@@ -273,7 +273,7 @@ class PrivateWeightingServer(Party):
         if self.stage is not ServerStage.KEYS:
             raise OutOfOrderError(f"not collecting keys (stage {self.stage.name})")
         self._missing(self._dh, "public key")
-        keys = tuple(sorted(self._dh.items()))
+        keys = tuple((s, *self._dh[s]) for s in sorted(self._dh))
         self.stage = ServerStage.SEED
         return {
             s: DhRoster(self._header(MessageKind.DH_ROSTER, s), keys)

@@ -51,7 +51,10 @@ from fedprivacy.crypto.aead import open_sealed, seal
 from fedprivacy.crypto.fixed_base import choose_window
 from fedprivacy.crypto.keys import agree, generate_keypair
 from fedprivacy.crypto.paillier_public import PaillierPublicKey
+from fedprivacy.crypto.signing import Roster
 from fedprivacy.errors import InvalidKeyError, ParameterError
+from fedprivacy.secagg.consistency import ConsistencyCheck
+from fedprivacy.secagg.private_weighting.authentication import sign_dh_key, verify_dh_roster
 from fedprivacy.secagg.private_weighting.encoding import encode
 from fedprivacy.secagg.private_weighting.errors import (
     MalformedMessageError,
@@ -213,18 +216,23 @@ class PrivateWeightingSilo(Party):
         return msg
 
     # ------------------------------------------------------------------ 1(a)
-    def on_paillier_key(self, message: PaillierKeyAnnouncement | bytes) -> DhPublicKey:
+    def on_paillier_key(
+        self, message: PaillierKeyAnnouncement | bytes, check: ConsistencyCheck | None = None
+    ) -> DhPublicKey:
         """Step 1(a): store the Paillier key, check the range condition, send the X25519 key.
 
         Parameters
         ----------
         message : PaillierKeyAnnouncement or bytes
             The server's announcement.
+        check : ConsistencyCheck, optional
+            The silo's node key and roster (node authentication): the key is then signed
+            (:mod:`~fedprivacy.secagg.private_weighting.authentication`).
 
         Returns
         -------
         DhPublicKey
-            This silo's X25519 public key.
+            This silo's X25519 public key (signed with ``check``).
 
         Raises
         ------
@@ -245,16 +253,25 @@ class PrivateWeightingSilo(Party):
         self._public = public
         self.received.append(msg)
         self.stage = SiloStage.KEY_SENT
-        return DhPublicKey(self._to_server(MessageKind.DH_PUBLIC_KEY), self._keypair.public_bytes)
+        key = self._keypair.public_bytes
+        signature = b""
+        if check is not None:
+            signature = sign_dh_key(check, self.params.session_id, self.silo, key)
+        return DhPublicKey(self._to_server(MessageKind.DH_PUBLIC_KEY), key, signature)
 
     # ------------------------------------------------------------------ 1(b), 1(c)
-    def on_roster(self, message: DhRoster | bytes) -> SeedShares | None:
+    def on_roster(
+        self, message: DhRoster | bytes, roster: Roster | None = None
+    ) -> SeedShares | None:
         """Steps 1(b)-(c): agree pairwise keys; silo 0 also encrypts the seed for every silo.
 
         Parameters
         ----------
         message : DhRoster or bytes
             Every silo's X25519 public key, relayed by the server.
+        roster : Roster, optional
+            The federation's node keys, from this silo's own machine (node authentication):
+            every other silo's key must then carry its owner's signature.
 
         Returns
         -------
@@ -270,15 +287,15 @@ class PrivateWeightingSilo(Party):
         """
         msg = self._accept(message)
         assert isinstance(msg, DhRoster)
-        roster = dict(msg.keys)
-        if len(roster) != len(msg.keys) or sorted(roster) != list(range(self.params.n_silos)):
+        keys = {s: pk for s, pk, _ in msg.keys}
+        if len(keys) != len(msg.keys) or sorted(keys) != list(range(self.params.n_silos)):
             raise MalformedMessageError("the roster must list every silo exactly once")
-        if roster[self.silo] != self._keypair.public_bytes:
+        if keys[self.silo] != self._keypair.public_bytes:
             raise MalformedMessageError("the roster does not carry this silo's own public key")
+        if roster is not None:
+            verify_dh_roster(roster, self.params.session_id, self.silo, msg.keys)
         agreements = {
-            peer: agree(self._keypair.private, pk)
-            for peer, pk in roster.items()
-            if peer != self.silo
+            peer: agree(self._keypair.private, pk) for peer, pk in keys.items() if peer != self.silo
         }
         self._agreements = agreements
         self.received.append(msg)
