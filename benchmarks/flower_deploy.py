@@ -384,8 +384,9 @@ def example_app(arm: str, k: int, rounds: int, work: Path) -> dict[str, Any]:
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(tomli_w.dumps(overrides))
         policy = ""
-        if arm in ARM_NODE_POLICY:
-            path = work / "node-policy.toml"
+        if arm in ARM_NODE_POLICY:  # each run's nodes their own state (party-U.state beside it)
+            path = work / f"policy-{r}" / "node-policy.toml"
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(ARM_NODE_POLICY[arm])
             policy = f' {POLICY_KEY}="{path.resolve()}"'
         with LocalDeployment(work / f"deployment-{r}", nodes=k) as dep:

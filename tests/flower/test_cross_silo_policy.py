@@ -125,7 +125,10 @@ def test_a_round_asked_again_in_a_new_session_is_refused_and_the_run_goes_on(
     assert [(e["user"], e["round"], e["stage"]) for e in refused] == [
         (s, 2, "silo-round") for s in range(SILOS)
     ]
-    assert all(e["detail"].startswith("round: round 1 requested after round 1") for e in refused)
+    assert all(
+        e["detail"].startswith("model: this party already trained on this model in round 1")
+        for e in refused
+    )
     assert summary["rounds_aggregated"] == 2 and summary["rounds_aborted"] == 1
     ledger = ParticipationLedger.from_csv(tmp_path / "participation.csv")
     assert ledger.matrix().sum(axis=1).tolist() == [60, 0, 60]

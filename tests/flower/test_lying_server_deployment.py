@@ -116,4 +116,7 @@ def test_each_node_has_its_own_policy_file_readable_by_its_operator_only(
         assert policy.signing_key.endswith(f"node-{u}") and policy.roster
         state = json.loads((path.parent / f"party-{u}.state").read_text())  # finding 4
         assert stat.S_IMODE((path.parent / f"party-{u}.state").stat().st_mode) == 0o600
-        assert bytes.fromhex(state["entries"]["answered"]) == b"4"  # round 4's advertise
+        answered = json.loads(bytes.fromhex(state["entries"]["answered"]))
+        assert list(answered.values()) == [4]  # round 4's advertise, in the run's one session
+        trained = json.loads(bytes.fromhex(state["entries"]["trained"]))
+        assert [int(pair.split(":")[0]) for pair in trained] == [2, 3, 4]  # 0, 1 refused first

@@ -139,3 +139,19 @@ def test_the_clientapp_keeps_the_state_beside_the_nodes_policy(tmp_path: Path) -
     assert (tmp_path / "party-1.state").exists()
     again = answer_request(node_config, request, {})  # a new run: an empty context.state
     assert again["error"] == "PolicyViolationError" and again["detail"].startswith("round:")
+
+
+def test_a_new_session_asking_an_old_round_with_its_model_is_refused(tmp_path: Path) -> None:
+    """The same model in the same round index, in a new session of a new run: a replay."""
+    policy = training_policy(CONFIG).with_overrides(state_dir=str(tmp_path / "state"))
+    _, first = _run(policy, tmp_path / "run-1")
+    _, second = _run(policy, tmp_path / "run-2")  # a new session, the same initial model
+    refused = _refused(tmp_path / "run-2")
+    assert refused == {(u, "model") for u in range(USERS)}
+    sessions = {
+        requests[0]["params"]
+        for t in (first, second)
+        for s, _, requests in t.requests
+        if s is Stage.ADVERTISE
+    }
+    assert len(sessions) == 2  # two sessions: the round guard alone would have let it through

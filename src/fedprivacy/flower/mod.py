@@ -40,7 +40,7 @@ from fedprivacy.errors import FedPrivacyError, ParameterError
 from fedprivacy.flower.arrays import ArrayLayout
 from fedprivacy.flower.grid import RECORD, Wire
 from fedprivacy.flower.node import Contribution, Node
-from fedprivacy.flower.node_policy import answer_once
+from fedprivacy.flower.node_policy import answer_once, train_once
 from fedprivacy.flower.stages import ARRAYS, Record, Stage, error_reply, field, model_digest
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg.errors import MalformedMessageError
@@ -150,7 +150,9 @@ class ModNode(Node):
 
     def _train(self, request: Record, state: dict[str, bytes]) -> Record:
         self.policy.check_secure(False)
-        answer_once(state, field(request, "round", int))
+        r = field(request, "round", int)
+        answer_once(state, r)
+        train_once(state, r, model_digest(request))
         assert self.training is not None
         _, reply = self.training()
         return {ARRAYS: _returned_arrays(reply)}
@@ -164,7 +166,8 @@ class ModNode(Node):
         """The app's training on the request's arrays, clipped to the node's own L2 clip."""
         r = field(request, "round", int)
         if answer:
-            answer_once(state, r)
+            answer_once(state, r, params.session_id)
+        train_once(state, r, model_digest(request))
         selected = self._selected(request)
         delta = self._user_update()
         if delta.size != params.dimension:

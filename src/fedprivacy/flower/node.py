@@ -43,6 +43,7 @@ from fedprivacy.flower.node_policy import (
     consistency_check,
     parse_training,
     party_draw,
+    train_once,
 )
 from fedprivacy.flower.party_state import PERSISTENT, load_party_state, save_party_state
 from fedprivacy.flower.stages import (
@@ -250,15 +251,17 @@ class Node(StageHandler):
         return signed_hello(self.user, self.policy, request)
 
     def _local_update(
-        self, request: Record, state: dict[str, bytes], *, answer: bool = True
+        self, request: Record, state: dict[str, bytes], *, session: bytes | None = b""
     ) -> tuple[FederatedTraining, np.ndarray, float, int]:
+        """Train on the request's model once; the round is answered in ``session`` (None: was)."""
         import torch
 
         config_toml = field(request, "config", str)
         r = field(request, "round", int)
         check_training(self.policy, parse_training(config_toml))
-        if answer:
-            answer_once(state, r)
+        if session is not None:
+            answer_once(state, r, session)
+        train_once(state, r, model_digest(request))
         training = training_for(config_toml)
         selected = decode_array(field(request, "selected", bytes), np.int64).tolist()
         model = decode_array(field(request, "model", bytes), np.float32)
@@ -295,7 +298,8 @@ class Node(StageHandler):
         self, request: Record, state: dict[str, bytes], params: SecAggParameters, answer: bool
     ) -> Contribution:
         """Train on the request's model; the clipped update the node masks."""
-        training, delta, weight, _ = self._local_update(request, state, answer=answer)
+        session = params.session_id if answer else None
+        training, delta, weight, _ = self._local_update(request, state, session=session)
         values, _ = training.aggregator.clip_update(delta, weight)
         return Contribution(values, weight, training.seed, model_digest(request))
 
@@ -307,7 +311,7 @@ class Node(StageHandler):
         if self._carries_model(request):
             contribution = self._contribution(request, state, params, answer=True)
         else:  # the model comes with the share request (rounds overlapped)
-            answer_once(state, field(request, "round", int))
+            answer_once(state, field(request, "round", int), params.session_id)
             self._selected(request)
         return self._begin_secure_round(params, noise, contribution, state)
 
@@ -390,7 +394,7 @@ class Node(StageHandler):
         if self._carries_model(request):
             contribution = self._contribution(request, state, params, answer=True)
         else:  # the model comes with the mask request (rounds overlapped)
-            answer_once(state, params.round_index)
+            answer_once(state, params.round_index, params.session_id)
             self._selected(request)
         client = SecAggClient(
             params, self.user, consistency=consistency_check(self.policy), epoch=epoch

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 from typing import TYPE_CHECKING
 
 from fedprivacy.config_sections import DEFAULT_NOISE_MODE
@@ -52,6 +53,7 @@ __all__ = [
     "parse_training",
     "party_draw",
     "spend_budget",
+    "train_once",
     "training_policy",
 ]
 
@@ -120,29 +122,82 @@ def parse_training(config_toml: str) -> TrainConfig:
     return TrainConfig.from_mapping(data)
 
 
-def answer_once(state: dict[str, bytes], round_index: int) -> None:
-    """Refuse a round index at or before the last one answered; else note it as answered.
+def answer_once(state: dict[str, bytes], round_index: int, session: bytes = b"") -> None:
+    """Refuse a round index at or before the last one answered in ``session``; else note it.
 
     A node that answered round ``r`` twice would let the server average the round's noise
-    away (or see two maskings of one update) while its ledger counts one round. The index is
-    the party's across sessions and runs (:mod:`fedprivacy.flower.party_state`): it trains
-    deterministically, so a new session asking an old round again is the same replay; a new
-    training on the same parties goes on from the next round index, or starts from a state
-    file its operator removed on purpose.
+    away (or see two maskings of one update) while its ledger counts one round. The record
+    (``state["answered"]``: each session's last round, ``session`` the secure aggregation's
+    session id, empty for a plaintext round) outlives every run
+    (:mod:`fedprivacy.flower.party_state`); a new session starts its rounds anew, and
+    :func:`train_once` refuses the same round's model in it.
 
     Raises
     ------
     PolicyViolationError
         Naming ``round``.
+
+    Examples
+    --------
+    >>> state = {}
+    >>> answer_once(state, 0, b"A"); answer_once(state, 0, b"B"); answer_once(state, 1, b"A")
+    >>> answer_once(state, 1, b"A")
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.PolicyViolationError: round: round 1 requested after round 1 was \
+answered: a party answers each round once, in order (a repeated round would average its noise \
+away)
     """
-    last = state.get("answered")
-    if last is not None and round_index <= int(last):
+    answered: dict[str, int] = json.loads(state.get("answered", b"{}"))
+    last = answered.get(session.hex())
+    if last is not None and round_index <= last:
         raise PolicyViolationError(
             "round",
-            f"round {round_index} requested after round {int(last)} was answered: a party "
+            f"round {round_index} requested after round {last} was answered: a party "
             "answers each round once, in order (a repeated round would average its noise away)",
         )
-    state["answered"] = str(int(round_index)).encode()
+    answered[session.hex()] = int(round_index)
+    state["answered"] = json.dumps(answered, sort_keys=True).encode()
+
+
+TRAINED_KEPT = 1024
+"""How many (round, model) pairs a party remembers having trained on."""
+
+
+def train_once(state: dict[str, bytes], round_index: int, model: bytes) -> None:
+    """Refuse to train twice on one model in one round index, in any session or run.
+
+    The party's training is a function of the model and the round (its minibatches): asked
+    again, it would send the same update with fresh noise, whose average loses the noise. A new
+    session asking an old round with its old model is that replay; a round after an aborted one
+    (the same model, the next index) is not. The last :data:`TRAINED_KEPT` pairs are kept in
+    ``state["trained"]`` (:mod:`fedprivacy.flower.party_state`).
+
+    Raises
+    ------
+    PolicyViolationError
+        Naming ``model``.
+
+    Examples
+    --------
+    >>> state = {}
+    >>> train_once(state, 0, b"m"); train_once(state, 1, b"m")
+    >>> train_once(state, 0, b"m")
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.PolicyViolationError: model: this party already trained on this model \
+in round 0 (a replay would average its noise away)
+    """
+    trained: list[str] = json.loads(state.get("trained", b"[]"))
+    pair = f"{int(round_index)}:{model.hex()}"
+    if pair in trained:
+        raise PolicyViolationError(
+            "model",
+            f"this party already trained on this model in round {int(round_index)} (a replay "
+            "would average its noise away)",
+        )
+    trained = [*trained, pair][-TRAINED_KEPT:]
+    state["trained"] = json.dumps(trained).encode()
 
 
 def spend_budget(policy: PartyPolicy, state: dict[str, bytes]) -> None:

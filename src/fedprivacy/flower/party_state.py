@@ -5,8 +5,7 @@ rounds it answered, the budget it spent, its key epoch) would start again empty 
 ``flwr run`` on the same SuperNode, and a server that starts a new run could ask round 0 again
 (the node trains deterministically, so the replay masks the same update with fresh noise: the
 averaging :func:`~fedprivacy.flower.node_policy.answer_once` exists to stop) or spend the
-budget once per run. The round index a party answers is therefore its own across sessions and
-runs: a new training on the same parties goes on from the next index. So the entries of
+budget once per run. So the entries of
 :data:`PERSISTENT` live in a file of the party's own, ``party-ID.state`` in its policy's
 ``state_dir`` (by default the policy file's folder, :meth:`~fedprivacy.policy.PartyPolicy.
 from_policy_file`; one file per party even where several share a policy file):
@@ -58,10 +57,11 @@ from fedprivacy.policy import PartyPolicy
 
 __all__ = ["PERSISTENT", "load_party_state", "save_party_state", "state_path"]
 
-PERSISTENT = ("answered", "spent", "epoch")
+PERSISTENT = ("answered", "spent", "epoch", "trained")
 """The node's state entries that outlive a round and every run: the last round index it
-answered, how many secure rounds it contributed to (its budget), and its reused keys, if its
-policy reuses them (:mod:`fedprivacy.flower.node_keys`)."""
+answered in each session, how many secure rounds it contributed to (its budget), its reused
+keys, if its policy reuses them (:mod:`fedprivacy.flower.node_keys`), and the (round, model)
+pairs it trained on (:func:`~fedprivacy.flower.node_policy.train_once`)."""
 
 _FORMAT = "fedprivacy party state"
 _VERSION = 1

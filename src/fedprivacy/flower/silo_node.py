@@ -40,10 +40,15 @@ from fedprivacy.crypto.paillier_public import PaillierPublicKey
 from fedprivacy.errors import PolicyViolationError
 from fedprivacy.flower.identity import signed_hello
 from fedprivacy.flower.node import StageHandler, single_threaded
-from fedprivacy.flower.node_policy import answer_once, consistency_check, spend_budget
+from fedprivacy.flower.node_policy import (
+    answer_once,
+    consistency_check,
+    spend_budget,
+    train_once,
+)
 from fedprivacy.flower.party_state import PERSISTENT
 from fedprivacy.flower.silo_policy import check_proposal, proposed_config, silo_noise_std_of
-from fedprivacy.flower.stages import Record, Stage, decode_array, field
+from fedprivacy.flower.stages import Record, Stage, decode_array, field, model_digest
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg.private_weighting.errors import MalformedMessageError, OutOfOrderError
 from fedprivacy.secagg.private_weighting.messages import (
@@ -177,12 +182,14 @@ class SiloNode(StageHandler):
         return self._keep(state, silo, encode_message(silo.blinded_histogram()))
 
     # ------------------------------------------------------------------ rounds
-    def _answer_once(self, state: dict[str, bytes], r: int, message: bytes) -> None:
-        """Refuse a round index this silo already answered (in any session, in any run)."""
-        weights = decode_message(message)
+    def _answer_once(self, state: dict[str, bytes], request: Record, session: bytes) -> None:
+        """Refuse a round this silo answered in this session, or its model in any session."""
+        r = field(request, "round", int)
+        weights = decode_message(field(request, "message", bytes))
         if not isinstance(weights, EncryptedWeights) or weights.header.round_index != r:
             raise MalformedMessageError(f"the silo-round stage of round {r} carries no weights")
-        answer_once(state, r)
+        answer_once(state, r, session)
+        train_once(state, r, model_digest(request))
 
     def _round(self, request: Record, state: dict[str, bytes]) -> Record:
         from fedprivacy.uldp.deployment import silo_deltas, silo_side
@@ -191,8 +198,7 @@ class SiloNode(StageHandler):
         r = field(request, "round", int)
         if self.fault == f"replay@{r}":
             return {"message": state["last"]}
-        message = field(request, "message", bytes)
-        self._answer_once(state, r, message)
+        self._answer_once(state, request, params.session_id)
         spend_budget(self.policy, state)  # every round counts: the silo does not see the sample
         side = silo_side(state["config"].decode(), self.data_dir)  # cached since the setup
         self._check(side.config, params, silo.public_key.bits)
@@ -204,6 +210,7 @@ class SiloNode(StageHandler):
         keys = field(request, "keys", int)
         with single_threaded():
             deltas = silo_deltas(side, self.silo, model, keys)
+        message = field(request, "message", bytes)
         update = silo.on_weights(message, deltas, silo_noise_std_of(self.policy, side.config))
         if self.fault == f"garbage@{r}":
             update = _garbage(update, silo.public_key)
