@@ -31,7 +31,7 @@ from fedprivacy.fl.aggregation import AggregateOutcome
 from fedprivacy.fl.secure_aggregation import SecureAggregator, SecureRoundPlan
 from fedprivacy.flower.exchange import StageExchange
 from fedprivacy.flower.lying_server import forge_policy, forge_rosters
-from fedprivacy.flower.stages import Record, Stage, model_digest
+from fedprivacy.flower.stages import ARRAYS, Record, Stage, model_digest
 from fedprivacy.secagg.errors import ProtocolViolationError, SecAggError, UnknownSenderError
 from fedprivacy.secagg.messages import Message, ServerStage, decode_message, encode_message
 from fedprivacy.secagg.round_keys import RegisteredKeys
@@ -103,7 +103,14 @@ class SecureRound:
         An honest server sends one model; a lying one (``forge`` ``model``) is taken at the
         model it sent to most parties, whose masks and signatures it can then match.
         """
-        digests = Counter(d for d in map(model_digest, requests) if d)
+        digests: Counter[bytes] = Counter()
+        known: dict[int, bytes] = {}  # one hash per model object, not per user
+        for request in requests:
+            payload = request.get("model", request.get(ARRAYS))
+            if payload is not None:
+                if id(payload) not in known:
+                    known[id(payload)] = model_digest(request)
+                digests[known[id(payload)]] += 1
         if digests:
             self.server.model = digests.most_common(1)[0][0]
 
