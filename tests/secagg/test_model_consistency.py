@@ -29,39 +29,49 @@ N, D, VICTIM = 10, 16, 0
 REAL, CRAFTED = hashlib.sha256(b"model").digest(), hashlib.sha256(b"crafted").digest()
 
 
+class Masked:
+    """A round of ``n`` signed clients driven up to the consistency stage; the victim gets the
+    real model, every other client the crafted one (``bind``: each masks with its digest)."""
+
+    def __init__(self, n: int, x: np.ndarray, *, bind: bool) -> None:
+        codec = FixedPointCodec.for_sum(1.0, n, 32)
+        self.params = SecAggParameters.create(os.urandom(16), 0, range(n), D, codec)
+        self.checks = checks_for({u: SigningKey.generate() for u in range(n)})
+        self.clients = {
+            u: SecAggClient(self.params, u, consistency=self.checks[u]) for u in range(n)
+        }
+        self.server = server = SecAggServer(self.params)
+        server.model = CRAFTED if bind else b""  # what it tells the others it sent
+        for c in self.clients.values():
+            server.receive(c.advertise_keys())
+        rosters = server.finish_keys()
+        for u, c in self.clients.items():
+            server.receive(c.share_keys(rosters[u]))
+        deliveries = server.finish_shares()
+        for u, c in self.clients.items():  # the others' crafted model zeroes their updates
+            model = (REAL if u == VICTIM else CRAFTED) if bind else b""
+            update = x if u == VICTIM else np.zeros(D)
+            server.receive(c.masked_input(deliveries[u], update, model=model))
+        server.finish_inputs()
+        self.asked = server.start_consistency(self.checks[0].roster)
+
+
 def _round(bind: bool) -> tuple[np.ndarray, np.ndarray, set[int]]:
     """The victim's update, the server's aggregate, and who refused to unmask."""
-    params = SecAggParameters.create(
-        os.urandom(16), 0, range(N), D, FixedPointCodec.for_sum(1.0, N, 32)
-    )
-    checks = checks_for({u: SigningKey.generate() for u in range(N)})
-    clients = {u: SecAggClient(params, u, consistency=checks[u]) for u in range(N)}
-    server = SecAggServer(params)
-    server.model = CRAFTED if bind else b""  # what it tells the others it sent
     x = np.random.default_rng(6).uniform(-1, 1, D)
-    for c in clients.values():
-        server.receive(c.advertise_keys())
-    rosters = server.finish_keys()
-    for u, c in clients.items():
-        server.receive(c.share_keys(rosters[u]))
-    deliveries = server.finish_shares()
-    for u, c in clients.items():  # the others' crafted model zeroes their updates
-        model = (REAL if u == VICTIM else CRAFTED) if bind else b""
-        update = x if u == VICTIM else np.zeros(D)
-        server.receive(c.masked_input(deliveries[u], update, model=model))
-    server.finish_inputs()
-    for u, request in server.start_consistency(checks[0].roster).items():
+    r = Masked(N, x, bind=bind)
+    for u, request in r.asked.items():
         try:
-            server.receive(clients[u].sign_survivors(request))
+            r.server.receive(r.clients[u].sign_survivors(request))
         except ConsistencyError:  # the victim signed its own model: the server drops it
             assert bind and u == VICTIM
     refused = set()
-    for u, request in server.finish_consistency().items():
+    for u, request in r.server.finish_consistency().items():
         try:
-            server.receive(clients[u].unmask(request))
+            r.server.receive(r.clients[u].unmask(request))
         except ConsistencyError:
             refused.add(u)
-    result = server.finish_unmask()
+    result = r.server.finish_unmask()
     return x, np.asarray(result.total, dtype=np.float64), refused
 
 
@@ -79,28 +89,10 @@ def test_bound_to_the_model_the_aggregate_reveals_nothing_of_the_victim() -> Non
 
 
 def test_the_victim_refuses_an_unmask_request_signed_on_another_model() -> None:
-    params = SecAggParameters.create(
-        os.urandom(16), 0, range(4), D, FixedPointCodec.for_sum(1.0, 4, 32)
-    )
-    checks = checks_for({u: SigningKey.generate() for u in range(4)})
-    clients = {u: SecAggClient(params, u, consistency=checks[u]) for u in range(4)}
-    server = SecAggServer(params)
-    server.model = CRAFTED
-    for c in clients.values():
-        server.receive(c.advertise_keys())
-    rosters = server.finish_keys()
-    for u, c in clients.items():
-        server.receive(c.share_keys(rosters[u]))
-    deliveries = server.finish_shares()
-    for u, c in clients.items():
-        model = REAL if u == VICTIM else CRAFTED
-        server.receive(c.masked_input(deliveries[u], np.zeros(D), model=model))
-    server.finish_inputs()
-    requests = server.start_consistency(checks[0].roster)
-    signatures = {u: clients[u].sign_survivors(requests[u]) for u in range(4)}
+    r = Masked(4, np.zeros(D), bind=True)
+    signatures = {u: r.clients[u].sign_survivors(r.asked[u]) for u in range(4)}
     for u in range(1, 4):
-        server.receive(signatures[u])
-    unmask = server.finish_consistency()
-    forwarded = unmask[1]  # the others' signatures, shown to the victim
+        r.server.receive(signatures[u])
+    forwarded = r.server.finish_consistency()[1]  # the others' signatures, shown to the victim
     with pytest.raises(ConsistencyError, match="signature of user 1 is invalid"):
-        clients[VICTIM].unmask(replace(forwarded, header=replace(forwarded.header, recipient=0)))
+        r.clients[VICTIM].unmask(replace(forwarded, header=replace(forwarded.header, recipient=0)))
