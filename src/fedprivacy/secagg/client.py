@@ -27,10 +27,9 @@ from fedprivacy.secagg.consistency import (
     ConsistencyCheck,
     check_aggregated,
     check_restorable,
-    check_signable,
-    refuse_second_set,
     verify_unmask,
 )
+from fedprivacy.secagg.consistency_client import ClientConsistency
 from fedprivacy.secagg.derivation import (
     pairwise_mask_key,
     seed_commitment,
@@ -49,8 +48,6 @@ from fedprivacy.secagg.key_epoch import KeyEpoch
 from fedprivacy.secagg.messages import (
     SERVER,
     AdvertiseKeys,
-    ConsistencyRequest,
-    ConsistencyResponse,
     Header,
     KeyRoster,
     MaskedInput,
@@ -81,7 +78,7 @@ _ORDER = [MessageKind.KEY_ROSTER, MessageKind.SHARE_DELIVERY, MessageKind.UNMASK
 _ORDER_CHECKED = [*_ORDER[:2], MessageKind.CONSISTENCY_REQUEST, _ORDER[2]]
 
 
-class SecAggClient(RoundParty):
+class SecAggClient(ClientConsistency, RoundParty):
     """One user's side of a secure aggregation round.
 
     The client is driven by the messages it receives: :meth:`advertise_keys` starts it, and
@@ -456,47 +453,3 @@ class SecAggClient(RoundParty):
         zero = np.zeros(self.params.vector_length, dtype=self.params.codec.dtype)
         kept = draw.kept(sorted(aggregated), self.user)
         return add_components(self.params.codec, zero, components[kept:])
-
-    def sign_survivors(self, request: ConsistencyRequest | bytes) -> ConsistencyResponse:
-        """Consistency check: sign the aggregated set ``S``, once per round.
-
-        The set is checked as :meth:`unmask` checks it, and every neighbour in it must be one
-        whose shares this client received (:func:`check_signable
-        <fedprivacy.secagg.consistency.check_signable>`).
-
-        Parameters
-        ----------
-        request : ConsistencyRequest or bytes
-            The set the server will unmask.
-
-        Returns
-        -------
-        ConsistencyResponse
-            This client's signature on the round's statement for ``S``.
-
-        Raises
-        ------
-        ConsistencyError
-            If this client already signed another set in this round (the same set again is a
-            :class:`DuplicateMessageError`), or ``S`` names a neighbour whose shares never
-            arrived.
-        OutOfOrderError
-            If the client runs without the check, or is not in stage MASKED.
-
-        """
-        start = time.perf_counter()
-        if self._check is None:
-            raise OutOfOrderError("this client runs without the consistency check")
-        try:
-            msg = self._accept(request, MessageKind.CONSISTENCY_REQUEST)
-        except DuplicateMessageError:
-            refuse_second_set(self._signed, self._decode(request))
-            raise
-        assert isinstance(msg, ConsistencyRequest)
-        aggregated = check_aggregated(self.params, msg.aggregated)
-        check_signable(self.params, self.user, self._held, aggregated)
-        signature = self._check.sign(self.params, aggregated, self._model)
-        self._signed = tuple(sorted(aggregated))
-        self._timed("sign_survivors", start)
-        header = self._to_server(MessageKind.CONSISTENCY_RESPONSE)
-        return ConsistencyResponse(header, signature)
