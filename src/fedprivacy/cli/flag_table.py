@@ -330,6 +330,12 @@ _DEPLOYMENT = (
         metavar="NAME=VALUE,...",
         default="",
     ),
+    Flag(
+        "--rerun",
+        "fault injection: once the run ends, run the same app again on the same SuperNodes "
+        "(OUT/rerun); every node refuses what it answered in the first run",
+        action="store_true",
+    ),
 )
 
 _FILES = (

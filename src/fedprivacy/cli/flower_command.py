@@ -75,6 +75,7 @@ def _deploy(
         replay=_replays(args.replay),
         badshare=_replays(getattr(args, "bad_share", None), "--bad-share"),
         forge=args.forge,
+        rerun=getattr(args, "rerun", False),
     )
     faults.check(supernodes, rounds)
     with terminate_as_interrupt():
@@ -134,6 +135,12 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         "max |aggregate - in-process pipeline| = "
         + ("n/a (nothing aggregated)" if err is None else f"{err:.3g}")
     )
+    if "rerun" in summary:
+        again = summary["rerun"]
+        print(
+            f"Rerun on the same SuperNodes: {again['rounds_aggregated']} rounds aggregated, "
+            f"{again['rounds_aborted']} aborted ({Path(args.out) / 'rerun'})"
+        )
     print((Path(args.out) / "privacy.md").read_text())
     print(f"Run directory: {args.out} (participation log: {summary['participation']})")
     return 0
@@ -290,9 +297,11 @@ _DEPLOY_OPTIONS = (
     Use(
         "forge",
         help="fault injection, a lying server: parameters it proposes instead of the "
-        "configuration's (noise, threshold, clip, noise_multiplier, plaintext, repeat, partial; "
-        "';' separates rounds in turn): every node must refuse them",
+        "configuration's (noise, threshold, degree, clip, noise_multiplier, plaintext, repeat, "
+        "partial, keys, model, graph; ';' separates rounds in turn): every node must refuse "
+        "them",
     ),
+    "rerun",
     Use("out", default=Path("results/flower")),
     "json",
     Use("quiet", help="no progress lines"),

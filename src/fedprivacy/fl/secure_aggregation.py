@@ -150,6 +150,10 @@ class SecureAggregator(Aggregator):
         self.protocol_dropout = float(protocol_dropout)
         self.batch_policy = batch_policy
         self.session = os.urandom(16)
+        self.graph_seed: bytes | None = None
+        """The SecAgg+ graph's seed; ``None``: the session id (in this process, where no party
+        could grind it). A deployment sets the seed its nodes drew together
+        (:mod:`fedprivacy.flower.joint_draw`)."""
         self.scripted_dropouts: Mapping[int, Mapping[int, Stage]] | None = None
         """Replaces the sampled dropouts: round -> user -> the stage before which it drops (the
         dropouts a deployment observed, replayed by its reference simulation)."""
@@ -206,7 +210,7 @@ class SecureAggregator(Aggregator):
             self.codec,
             weighted=self.weighted,
             degree=degree,
-            graph_seed=self.session,
+            graph_seed=self.session if self.graph_seed is None else self.graph_seed,
             ring_block=block if self.batch_ring else None,
         )
         removed: list[int] = []

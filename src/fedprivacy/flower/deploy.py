@@ -20,13 +20,16 @@ import json
 import signal
 import subprocess
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
 from fedprivacy._validation import require_int
 from fedprivacy.experiments.training_config import TrainConfig
-from fedprivacy.files import atomic_write_json
+from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.flower.deploy_setup import PreparedRun, check_deploy_options, prepare_run_dir
 from fedprivacy.flower.deploy_tasks import DeployTask, deploy_task
 from fedprivacy.flower.fault_plan import FaultPlan, node_fault
@@ -98,13 +101,13 @@ def _watch(
     faults: FaultPlan,
     timeout: float,
     on_event: Callable[[dict[str, Any]], None] | None,
+    run_dir: Path,
 ) -> None:
-    """Follow the run's event log until ``summary.json`` appears.
+    """Follow the event log in ``run_dir`` until its ``summary.json`` appears.
 
     ``flwr run --stream`` may end before the ServerApp does (its log stream can drop under
     load): the events are then followed for :data:`GRACE_SECONDS` more after the last one.
     """
-    run_dir = dep.run_dir
     offset, deadline, quiet_since = 0, time.monotonic() + timeout, None
     while not (run_dir / "summary.json").exists():
         dep.track(every=1.0)  # the sessions of Ray's agents, while they can be seen
@@ -126,6 +129,24 @@ def _watch(
     events, _ = _follow(run_dir / "events.jsonl", offset)
     for e in events:
         _on_event(dep, e, faults, on_event)
+
+
+def _rerun(
+    dep: LocalDeployment,
+    files: PreparedRun,
+    faults: FaultPlan,
+    timeout: float,
+    on_event: Callable[[dict[str, Any]], None] | None,
+) -> None:
+    """The same app and configuration again, on the same SuperNodes, into ``RUN/rerun``."""
+    out = dep.run_dir / "rerun"
+    out.mkdir(exist_ok=True)
+    run_config = tomllib.loads(files.run_config.read_text())
+    run_config.update({"run-dir": str(out.resolve()), "pause-at": ""})
+    config_path = out / "run-config.toml"
+    atomic_write_text(config_path, tomli_w.dumps(run_config))
+    runner = dep.flwr_run(files.app_dir, config_path, name="flwr-rerun")
+    _watch(dep, runner, faults, timeout, on_event, out)
 
 
 #: How long events are followed after ``flwr run`` ends without a summary.
@@ -203,7 +224,8 @@ def deploy(
     Returns
     -------
     dict
-        ``summary.json`` plus ``tls``, ``run_dir`` and ``max_abs_error_vs_simulation``.
+        ``summary.json`` plus ``tls``, ``run_dir`` and ``max_abs_error_vs_simulation`` (and
+        ``rerun``: its rounds aggregated and aborted, with ``faults.rerun``).
     """
     from fedprivacy.flower.apps import app_pyproject
 
@@ -240,7 +262,9 @@ def deploy(
             node_auth=node_auth,
         )
         runner = dep.flwr_run(files.app_dir, files.run_config)
-        _watch(dep, runner, faults, timeout, on_event)
+        _watch(dep, runner, faults, timeout, on_event, run_dir)
+        if faults.rerun:
+            _rerun(dep, files, faults, timeout, on_event)
     summary: dict[str, Any] = json.loads((run_dir / "summary.json").read_text())
     summary.update(
         tls=tls,
@@ -249,6 +273,9 @@ def deploy(
         run_dir=str(run_dir),
         **task.compare(run_dir),
     )
+    if faults.rerun:
+        rerun = json.loads((run_dir / "rerun" / "summary.json").read_text())
+        summary["rerun"] = {k: rerun[k] for k in ("rounds_aggregated", "rounds_aborted")}
     atomic_write_json(run_dir / "summary.json", summary)
     return summary
 

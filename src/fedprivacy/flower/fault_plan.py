@@ -1,7 +1,7 @@
 """Faults a local deployment injects: a SuperNode killed, nodes that replay or send wrong shares.
 
 :class:`FaultPlan` is what ``fedprivacy flower deploy`` (``--kill``, ``--replay``,
-``--bad-share``, ``--forge``) and ``flower cross-silo`` (``--kill``, ``--replay``,
+``--bad-share``, ``--forge``, ``--rerun``) and ``flower cross-silo`` (``--kill``, ``--replay``,
 ``--forge``) ask of :func:`fedprivacy.flower.deploy.deploy`; :func:`node_fault` is the
 ``fedprivacy-fault`` node configuration it gives each node.
 
@@ -39,12 +39,18 @@ class FaultPlan:
         A lying server: ``"NAME=VALUE,..."`` parameters the ServerApp proposes instead of the
         configuration's (see :func:`fedprivacy.flower.forge.parse_forge`); every party must
         refuse them under its own policy.
+    rerun : bool
+        A server that starts a new run against nodes that answered the first: once the first
+        run ends, the same app and run configuration run again with ``flwr run`` on the same
+        SuperNodes (run directory ``RUN/rerun``); every node refuses what its state file says
+        it answered (:mod:`fedprivacy.flower.party_state`).
     """
 
     kill: tuple[int | None, int, Stage] | None = None
     replay: dict[int, int] = field(default_factory=dict)
     badshare: dict[int, int] = field(default_factory=dict)
     forge: str = ""
+    rerun: bool = False
 
     def check(self, users: int, rounds: range) -> None:
         """Refuse a fault for a user or a kill in a round the run does not have.

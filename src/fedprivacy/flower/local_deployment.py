@@ -344,7 +344,9 @@ class LocalDeployment:
             tomli_w.dumps({"superlink": {"default": "fedprivacy", "fedprivacy": conn}}),
         )
 
-    def flwr_run(self, app_dir: Path, run_config: Path) -> subprocess.Popen[bytes]:
-        """``flwr run APP fedprivacy --run-config FILE --stream`` as a process of the deployment."""
+    def flwr_run(
+        self, app_dir: Path, run_config: Path, name: str = "flwr-run"
+    ) -> subprocess.Popen[bytes]:
+        """``flwr run APP fedprivacy --run-config FILE --stream``: process ``name``, logged."""
         args = [_bin("flwr"), "run", str(app_dir), "fedprivacy", "--run-config", str(run_config)]
-        return self._start("flwr-run", [*args, "--stream"])
+        return self._start(name, [*args, "--stream"])

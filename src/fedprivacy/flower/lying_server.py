@@ -19,6 +19,8 @@ its report. The names (:data:`FEDAVG_FORGES`):
                       own for its neighbours (their owners' signatures left as they were)
 ``model=1``           model inconsistency (Pasquini et al.): every user but the first gets an
                       all-zero model, the first the real one
+``graph=1``           a SecAgg+ graph from a seed of the server's own (ground until its
+                      colluders neighbour a victim) instead of the one the nodes drew
 ====================  ===================================================================
 
 ``;`` separates rounds: ``"noise=;threshold=2"`` forges round 0, 2, ... with the first and
@@ -37,6 +39,7 @@ Examples
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import tomllib
 from collections.abc import Mapping
 from typing import Any
@@ -72,6 +75,7 @@ FEDAVG_FORGES = (
     "partial",
     "keys",
     "model",
+    "graph",
 )
 
 
@@ -96,7 +100,7 @@ def forge_config(config_toml: str, forge: Mapping[str, str]) -> str:
 
 
 def forge_params(params: SecAggParameters, forge: Mapping[str, str]) -> SecAggParameters:
-    """The round's parameters with a forged ``degree`` (a sparser graph), then ``threshold``."""
+    """The round's parameters with a forged ``degree``, then ``graph`` seed, then ``threshold``."""
     if "degree" in forge:
         params = SecAggParameters.create(
             params.session_id,
@@ -108,6 +112,9 @@ def forge_params(params: SecAggParameters, forge: Mapping[str, str]) -> SecAggPa
             degree=int(forge["degree"]),
             graph_seed=params.graph_seed or params.session_id,
         )
+    if "graph" in forge:
+        own = hashlib.sha256(b"the server's own graph" + params.graph_seed).digest()
+        params = dataclasses.replace(params, graph_seed=own)
     if "threshold" not in forge:
         return params
     return dataclasses.replace(params, threshold=int(forge["threshold"]))

@@ -34,6 +34,7 @@ import numpy as np
 
 from fedprivacy.errors import FedPrivacyError, ParameterError
 from fedprivacy.flower.identity import signed_hello
+from fedprivacy.flower.joint_draw import on_commit, on_draw, on_reveal
 from fedprivacy.flower.node_keys import advertise_epoch, record_mask, share_epoch
 from fedprivacy.flower.node_policy import (
     answer_once,
@@ -474,4 +475,7 @@ Node.handlers = {
     Stage.MASK: Node._mask,
     Stage.CONSISTENCY: Node._consistency,
     Stage.UNMASK: Node._unmask,
+    Stage.COMMIT: on_commit,
+    Stage.REVEAL: on_reveal,
+    Stage.DRAW: on_draw,
 }

@@ -33,6 +33,7 @@ from fedprivacy.crypto.signing import Roster, SigningKey
 from fedprivacy.dp.noise_modes import NOISE_MODES, NoiseDraw
 from fedprivacy.dp.party_noise import PartyNoise, RoundNoise
 from fedprivacy.errors import PolicyViolationError
+from fedprivacy.flower.joint_draw import check_graph_seed
 from fedprivacy.flower.noise_request import parse_noise_request
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg.consistency import ConsistencyCheck
@@ -239,6 +240,7 @@ def check_secure_round(
     """
     policy.check_threshold(params.threshold, params.min_holders)
     policy.check_degree(params.min_holders, params.num_users)
+    check_graph_seed(params, state)
     spend_budget(policy, state)
     requested = parse_noise_request(noise)
     mode = requested[0] if requested is not None else policy.noise_mode

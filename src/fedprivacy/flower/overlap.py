@@ -14,6 +14,10 @@ commitment instead of a key share; :class:`SecureRounds` remembers their public 
 round where the server holds every user's keys opens at ``share``, carried with the previous
 round's ``unmask``, and the model comes with ``mask``: two exchanges a round.
 
+Before the first round on a sparse (SecAgg+) graph the nodes draw its seed together
+(:func:`~fedprivacy.flower.joint_draw.draw_graph_seed`, three exchanges once a session): the
+server cannot choose the graph.
+
 :class:`SecureRounds` is shared by FedAvg with the pipeline's training
 (:class:`~fedprivacy.flower.training.DeployedTraining`) and FedAvg over any Flower app
 (:class:`~fedprivacy.flower.private_fedavg.PrivateFedAvg`); each opens a round its own way
@@ -27,14 +31,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedprivacy.fl.aggregation import AggregateOutcome
+from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.flower.exchange import StageExchange
+from fedprivacy.flower.joint_draw import draw_graph_seed
 from fedprivacy.flower.secure_round import SecureRound
 from fedprivacy.flower.stages import Record, Stage
 from fedprivacy.pipeline.algorithm import SelectAhead
 from fedprivacy.secagg.params import MIN_PARTICIPANTS
 from fedprivacy.secagg.round_keys import RegisteredKeys
 
-__all__ = ["OpenRound", "SecureRounds"]
+__all__ = ["DRAW_ATTEMPTS", "OpenRound", "SecureRounds"]
+
+DRAW_ATTEMPTS = 3
+"""How many times the server draws the graph's seed with the nodes before a sparse round."""
 
 OpenRound = Callable[[int, list[int], bool], tuple[SecureRound, dict[int, Record]]]
 """``open(round, users, with_model)``: the round's :class:`SecureRound` and ``advertise``
@@ -71,8 +80,27 @@ class SecureRounds:
         self, r: int, users: list[int], with_model: bool
     ) -> tuple[SecureRound, dict[int, Record]]:
         secure, first = self.open_round(r, users, with_model)
+        if not secure.plan.params.complete_graph and self._draw(r, secure.aggregator):
+            secure, first = self.open_round(r, users, with_model)  # on the drawn graph
         secure.use_keys({u: self.registered[u] for u in users if u in self.registered})
         return secure, first
+
+    def _draw(self, r: int, aggregator: SecureAggregator) -> bool:
+        """Draw the SecAgg+ graph's seed with the nodes, unless drawn; whether it was drawn now.
+
+        Up to :data:`DRAW_ATTEMPTS` draws (a node that left between two stages fails one); if
+        none succeeds, a ``draw_failed`` event, and the nodes refuse the sparse round.
+        """
+        if aggregator.graph_seed is not None:
+            return False
+        users = self.exchange.transport.users
+        for _ in range(DRAW_ATTEMPTS):
+            seed = draw_graph_seed(self.exchange, r, aggregator.session, users)
+            if seed is not None:
+                aggregator.graph_seed = seed
+                return True
+        self.exchange.log(round=r, event="draw_failed", attempts=DRAW_ATTEMPTS)
+        return False
 
     def _learn_keys(self, secure: SecureRound) -> None:
         """After a round's ``share``: who reuses its keys now (the others advertise next)."""

@@ -57,11 +57,12 @@ from fedprivacy.policy import PartyPolicy
 
 __all__ = ["PERSISTENT", "load_party_state", "save_party_state", "state_path"]
 
-PERSISTENT = ("answered", "spent", "epoch", "trained")
+PERSISTENT = ("answered", "spent", "epoch", "trained", "joint")
 """The node's state entries that outlive a round and every run: the last round index it
 answered in each session, how many secure rounds it contributed to (its budget), its reused
-keys, if its policy reuses them (:mod:`fedprivacy.flower.node_keys`), and the (round, model)
-pairs it trained on (:func:`~fedprivacy.flower.node_policy.train_once`)."""
+keys, if its policy reuses them (:mod:`fedprivacy.flower.node_keys`), the (round, model)
+pairs it trained on (:func:`~fedprivacy.flower.node_policy.train_once`), and its draw of the
+SecAgg+ graph's seed (:mod:`fedprivacy.flower.joint_draw`)."""
 
 _FORMAT = "fedprivacy party state"
 _VERSION = 1

@@ -18,6 +18,9 @@ stage         request (server -> node)                              reply (node 
 ``unmask``    ``round``, ``message`` (UnmaskRequest)               ``message`` (UnmaskResponse)
 ============  ===================================================  ==============================
 
+Before the first round on a sparse (SecAgg+) graph the nodes draw the graph's seed together in
+three more stages, ``commit``, ``reveal`` and ``draw`` (:mod:`fedprivacy.flower.joint_draw`).
+
 Cross-silo (ULDP-FL with the private weighting protocol, :mod:`fedprivacy.flower.cross_silo`),
 the node is a silo and the messages are Protocol 1's (:mod:`fedprivacy.secagg.private_weighting`):
 
@@ -102,6 +105,9 @@ class Stage(StrEnum):
     MASK = "mask"
     CONSISTENCY = "consistency"
     UNMASK = "unmask"
+    COMMIT = "commit"
+    REVEAL = "reveal"
+    DRAW = "draw"
     SILO_KEY = "silo-key"
     SILO_ROSTER = "silo-roster"
     SILO_SEED = "silo-seed"

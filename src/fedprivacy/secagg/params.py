@@ -337,6 +337,11 @@ class SecAggParameters:
         return self.dimension + (1 if self.weighted else 0)
 
     @property
+    def complete_graph(self) -> bool:
+        """Whether every participant neighbours every other (SecAgg; no graph seed needed)."""
+        return self.degree is None or self.degree >= self.num_users - 1
+
+    @property
     def min_holders(self) -> int:
         """Share holders per user (``n - 1`` for the complete graph, ``degree`` or more else)."""
         if self.degree is None:
@@ -369,7 +374,7 @@ class SecAggParameters:
 
         """
         chosen = frozenset(users)
-        if self.degree is None or self.degree == self.num_users - 1:
+        if self.complete_graph:
             return [chosen] if chosen else []
         return components(self.neighbours, chosen)
 

@@ -1,0 +1,175 @@
+"""The SecAgg+ graph's seed, drawn by the nodes together over three stages before a sparse round.
+
+The server proposes every round's parameters, the SecAgg+ graph's seed among them; chosen by
+the server, the graph is the server's (issue #50, finding 2: it grinds the seed until its
+colluders are a victim's only neighbours). So before the first round on a sparse graph the
+server runs :func:`draw_graph_seed` (the nodes' commit-then-reveal, :mod:`fedprivacy.secagg.
+joint_seed`), and every node refuses a sparse round whose ``graph_seed`` is not the one it drew
+(:func:`check_graph_seed`, a :class:`~fedprivacy.errors.PolicyViolationError` naming
+``graph_seed``):
+
+===========  ==================================================  ==========================
+stage        request (server -> node)                            reply (node -> server)
+===========  ==================================================  ==========================
+``commit``   ``session``                                         ``commitment``
+``reveal``   ``session``, ``commitments`` (every node's)         ``secret``
+``draw``     ``session``, ``secrets`` (every node's)             ``drawn``
+===========  ==================================================  ==========================
+
+A node keeps its draw in its ``joint`` state entry (which outlives the round; :mod:`fedprivacy.
+flower.party_state`): the session, the phase (committed, revealed, drawn), its secret and the
+digest of the list it revealed against. A ``commit`` starts a fresh draw (a new secret); a
+second list at ``reveal`` is refused. The complete graph needs no seed.
+
+Adversary: a server that chooses the graph (grinding the seed, or forging a node's commitment
+or secret). Not covered: a server that restarts draws until it likes the graph (each draw is a
+fresh uniform graph; the node's degree floor, :mod:`fedprivacy.secagg.degree_bound`, keeps each
+one's chance of handing colluders a threshold of a user's neighbours below 2^-40).
+
+Examples
+--------
+>>> from fedprivacy.flower.exchange import StageExchange
+>>> from fedprivacy.flower.node import Node
+>>> from fedprivacy.flower.transport import InProcessTransport
+>>> exchange = StageExchange(InProcessTransport({u: Node(u) for u in range(4)}))
+>>> seed = draw_graph_seed(exchange, 0, bytes(16), range(4))
+>>> len(seed), [e["stage"] for e in exchange.events]
+(32, ['commit', 'reveal', 'draw'])
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from fedprivacy.errors import PolicyViolationError
+from fedprivacy.flower.stages import Record, Stage, field
+from fedprivacy.secagg.errors import MalformedMessageError, OutOfOrderError, ProtocolViolationError
+from fedprivacy.secagg.joint_seed import (
+    SECRET_BYTES,
+    check_secrets,
+    commitment,
+    commitments_digest,
+    decode_entries,
+    encode_entries,
+    graph_seed,
+    joint_seed,
+)
+from fedprivacy.secagg.params import MIN_PARTICIPANTS, SESSION_ID_BYTES, SecAggParameters
+
+if TYPE_CHECKING:
+    from fedprivacy.flower.exchange import StageExchange
+
+__all__ = ["JOINT", "check_graph_seed", "draw_graph_seed", "on_commit", "on_draw", "on_reveal"]
+
+JOINT = "joint"
+"""The node's state entry of its draw: session, phase byte, then the phase's bytes."""
+_COMMITTED, _REVEALED, _DRAWN = b"c", b"r", b"s"
+
+
+def _session(request: Record) -> bytes:
+    session: bytes = field(request, "session", bytes)
+    if len(session) != SESSION_ID_BYTES:
+        raise MalformedMessageError(f"a session id has {SESSION_ID_BYTES} bytes")
+    return session
+
+
+def _entry(state: Mapping[str, bytes], session: bytes) -> tuple[bytes, bytes]:
+    """The phase and the bytes of the node's draw in ``session`` (``b""`` phase: none)."""
+    data = state.get(JOINT, b"")
+    if data[:SESSION_ID_BYTES] != session:
+        return b"", b""
+    return data[SESSION_ID_BYTES : SESSION_ID_BYTES + 1], data[SESSION_ID_BYTES + 1 :]
+
+
+def on_commit(node: Any, request: Record, state: dict[str, bytes]) -> Record:
+    """``commit``: a fresh secret from the OS; its commitment."""
+    session = _session(request)
+    secret = os.urandom(SECRET_BYTES)
+    state[JOINT] = session + _COMMITTED + secret
+    return {"commitment": commitment(session, node.party, secret)}
+
+
+def on_reveal(node: Any, request: Record, state: dict[str, bytes]) -> Record:
+    """``reveal``: the secret, once the list holds this node's commitment; one list a draw."""
+    session = _session(request)
+    phase, data = _entry(state, session)
+    if phase not in (_COMMITTED, _REVEALED):
+        raise OutOfOrderError("this node has no open commitment in this session")
+    secret = data[:SECRET_BYTES]
+    listed = decode_entries(request.get("commitments"))
+    if listed.get(node.party) != commitment(session, node.party, secret):
+        raise ProtocolViolationError("the list of commitments leaves out this node's own")
+    digest = commitments_digest(session, listed)
+    if phase == _REVEALED and data[SECRET_BYTES:] != digest:
+        raise ProtocolViolationError("a second list of commitments: this node revealed already")
+    state[JOINT] = session + _REVEALED + secret + digest
+    return {"secret": secret}
+
+
+def on_draw(node: Any, request: Record, state: dict[str, bytes]) -> Record:
+    """``draw``: the seed, once every secret opens the list this node revealed against."""
+    session = _session(request)
+    phase, data = _entry(state, session)
+    if phase not in (_REVEALED, _DRAWN):
+        raise OutOfOrderError("this node has not revealed its secret in this session")
+    digest = data[SECRET_BYTES:]
+    seed = check_secrets(session, digest, decode_entries(request.get("secrets")))
+    state[JOINT] = session + _DRAWN + seed + digest
+    return {"drawn": 1}
+
+
+def check_graph_seed(params: SecAggParameters, state: Mapping[str, bytes]) -> None:
+    """Refuse a sparse graph whose seed is not the one this node drew in the round's session.
+
+    Raises
+    ------
+    PolicyViolationError
+        Naming ``graph_seed``.
+    """
+    if params.complete_graph:
+        return
+    phase, data = _entry(state, params.session_id)
+    if phase != _DRAWN:
+        raise PolicyViolationError(
+            "graph_seed", "a SecAgg+ graph needs a seed this node drew with the others; none was"
+        )
+    if params.graph_seed != graph_seed(data[:SECRET_BYTES]):
+        raise PolicyViolationError(
+            "graph_seed", "is not the seed this node drew with the others: the server chose it"
+        )
+
+
+def _valid(replies: Mapping[int, Record], name: str, ok: Any) -> dict[int, bytes]:
+    """Each reply's ``name`` field, where ``ok(user, value)`` holds."""
+    out = {}
+    for u, reply in replies.items():
+        value = reply.get(name)
+        if isinstance(value, bytes) and ok(u, value):
+            out[u] = value
+    return out
+
+
+def draw_graph_seed(
+    exchange: StageExchange, r: int, session: bytes, users: Iterable[int]
+) -> bytes | None:
+    """The nodes' draw in ``session`` (logged as round ``r``'s): the graph seed, or None.
+
+    None when fewer than :data:`~fedprivacy.secagg.params.MIN_PARTICIPANTS` committed, or a node
+    that committed did not reveal a secret that opens its commitment (the nodes then refuse
+    every sparse round until a later draw succeeds).
+    """
+    requests = {int(u): {"session": session} for u in users}
+    replies = exchange(Stage.COMMIT, r, requests)
+    commitments = _valid(replies, "commitment", lambda _, c: len(c) == SECRET_BYTES)
+    if len(commitments) < MIN_PARTICIPANTS:
+        return None
+    listing = {"session": session, "commitments": encode_entries(commitments)}
+    replies = exchange(Stage.REVEAL, r, dict.fromkeys(commitments, listing))
+    secrets = _valid(replies, "secret", lambda u, s: commitment(session, u, s) == commitments[u])
+    if secrets.keys() != commitments.keys():
+        return None
+    opening = {"session": session, "secrets": encode_entries(secrets)}
+    exchange(Stage.DRAW, r, dict.fromkeys(secrets, opening))
+    return graph_seed(joint_seed(session, secrets))
