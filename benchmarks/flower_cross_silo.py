@@ -69,7 +69,8 @@ def _row(summary: dict[str, Any], wall: float, check: dict[str, Any]) -> dict[st
 
 def in_process(config: UldpConfig, data_dir: str, work: Path) -> dict[str, Any]:
     """The baseline: the silos are objects in this process."""
-    policy = silo_policy(config)  # what each silo's operator writes (as `deploy` does)
+    # what each silo's operator writes (as `deploy --insecure` does: no node keys in process)
+    policy = silo_policy(config).with_overrides(allow_unauthenticated=True)
     nodes = {s: SiloNode(s, "", data_dir, policy) for s in range(SILOS)}
     started = time.monotonic()
     summary = run_cross_silo(config, InProcessTransport(nodes), work)

@@ -38,6 +38,9 @@ field                  meaning (the adversary: a server that lies about the para
 ``batch_size``         T of batch partitioning: the aggregated set must be a union of whole
                        batches ``{bT, ..., bT + T - 1}`` of the round's parties
 ``allow_plaintext``    answer a plaintext (unmasked) round; never by default
+``allow_unauthen-``    answer a secure round without node authentication (no ``signing_key``
+``ticated``            and ``roster``): an active server can then substitute the keys and read
+                       any single input; never by default
 ``noise_mode``         how the party's noise survives dropouts (:mod:`fedprivacy.dp.
                        noise_modes`): ``over-provisioned`` (its floor for the threshold alone)
                        or ``exact`` (removable excess; only with the consistency check, i.e.
@@ -135,6 +138,7 @@ class PartyPolicy(Config):
     allow_test_keys: bool = False
     batch_size: int = 1
     allow_plaintext: bool = False
+    allow_unauthenticated: bool = False
     noise_mode: str = DEFAULT_NOISE_MODE
     epsilon_budget: float | None = None
     delta: float | None = None
@@ -214,6 +218,25 @@ class PartyPolicy(Config):
         if not secure and not self.allow_plaintext:
             raise PolicyViolationError(
                 "secure", "a plaintext round was requested; this party answers secure rounds only"
+            )
+
+    def check_authenticated(self) -> None:
+        """Refuse a secure round without node authentication unless the policy allows it.
+
+        >>> PartyPolicy(allow_unauthenticated=True).check_authenticated()
+        >>> PartyPolicy().check_authenticated()
+        Traceback (most recent call last):
+        ...
+        fedprivacy.errors.PolicyViolationError: allow_unauthenticated: a secure round \
+without node authentication (this party names no signing_key and roster): an active server \
+could substitute the keys and read any single input
+        """
+        if not (self.signing_key and self.roster) and not self.allow_unauthenticated:
+            raise PolicyViolationError(
+                "allow_unauthenticated",
+                "a secure round without node authentication (this party names no signing_key "
+                "and roster): an active server could substitute the keys and read any single "
+                "input",
             )
 
     def check_threshold(self, threshold: int, holders: int) -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "ULDP_SERVER_CHOSEN",
     "VIEW_CAVEATS",
     "LedgerEpsilons",
+    "aggregation_of",
     "Method",
     "PrivacyReport",
     "StatedEpsilons",
@@ -53,25 +54,36 @@ ACCOUNTANT_TEXT: Final[Mapping[str, str]] = {
     "pld": "pld (the composed Gaussian's exact privacy-loss distribution, in closed form)",
 }
 
-#: What the server received each round: secure aggregation of the updates, the updates in
+#: What the server received each round: secure aggregation of the updates (with every key
+#: signed by its node, or on a deployment without node authentication), the updates in
 #: plaintext, or (ULDP-FL) only the sum over silos of their noisy contributions.
-Aggregation = Literal["secagg", "plaintext", "silo-sum"]
+Aggregation = Literal["secagg", "secagg-unauthenticated", "plaintext", "silo-sum"]
 
 _AGGREGATES_LEDGER: Final = (
     "T_weak, T_strong and the exposed users are computed from the ledger of aggregates the "
     "server unmasked, against a server that runs the protocol as specified."
 )
 
+_SECAGG: Final = (
+    "Secure aggregation hides the individual updates of one round from a server colluding "
+    "with fewer users than the threshold (above 32 users a round, unless a degree is "
+    "configured, SecAgg+'s random graph, with enough neighbours that a server colluding "
+    "with at most 5 % of the round's users holds fewer than the threshold of any user's "
+    "neighbours except with probability 2^-40; on a deployment the nodes draw the graph's "
+    "seed together); what the server can combine across rounds is stated above."
+)
+
 #: What the server-view figures rest on, by what the server received (the first caveats).
 VIEW_CAVEATS: Final[Mapping[Aggregation, tuple[str, ...]]] = {
-    "secagg": (
+    "secagg": (_AGGREGATES_LEDGER, _SECAGG),
+    "secagg-unauthenticated": (
         _AGGREGATES_LEDGER,
-        "Secure aggregation hides the individual updates of one round from a server colluding "
-        "with fewer users than the threshold (above 32 users a round, unless a degree is "
-        "configured, SecAgg+'s random graph, with enough neighbours that a server colluding "
-        "with at most 5 % of the round's users holds fewer than the threshold of any user's "
-        "neighbours except with probability 2^-40 for a random graph; the server picks the "
-        "graph's seed); what the server can combine across rounds is stated above.",
+        "NO NODE AUTHENTICATION: the nodes' SecAgg keys were not signed, so a server that lies "
+        "about the keys (handing a user keys of its own for its neighbours) could have read any "
+        "single user's input; every figure here holds only against a server that runs the "
+        "protocol as specified. Deploy with node authentication (the default of `flower "
+        "deploy`) to rule this out.",
+        _SECAGG,
     ),
     "plaintext": (
         _AGGREGATES_LEDGER,
@@ -347,6 +359,17 @@ def _adversary(figures: _Released) -> str | None:
     if figures.per_user is None:
         return None
     return RELEASED_MODELS if figures.epsilon_server is None else SERVER_TOO
+
+
+def aggregation_of(secure: bool, authenticated: bool = True) -> Aggregation:
+    """What the server received: ``secagg`` (``-unauthenticated`` without node keys) or plaintext.
+
+    >>> aggregation_of(True), aggregation_of(True, authenticated=False), aggregation_of(False)
+    ('secagg', 'secagg-unauthenticated', 'plaintext')
+    """
+    if not secure:
+        return "plaintext"
+    return "secagg" if authenticated else "secagg-unauthenticated"
 
 
 def privacy_report(

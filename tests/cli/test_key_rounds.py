@@ -32,8 +32,8 @@ def test_bad_key_rounds_are_refused_before_any_process(
 
 def test_each_nodes_policy_file_says_how_long_it_keeps_its_keys(tmp_path: Path) -> None:
     task = deploy_task(TrainConfig(users=4, per_round=4, secagg=True), None)
-    folder = write_policies(task, tmp_path, 4, {}, None, key_rounds=7)
+    folder = write_policies(task.policy, tmp_path, 4, {}, None, key_rounds=7)
     policies = [PartyPolicy.from_toml(folder / f"node-{u}.toml") for u in range(4)]
     assert [p.key_rounds for p in policies] == [7] * 4
-    fresh = write_policies(task, tmp_path / "fresh", 4, {}, None)
+    fresh = write_policies(task.policy, tmp_path / "fresh", 4, {}, None)
     assert PartyPolicy.from_toml(fresh / "node-0.toml").key_rounds == 1

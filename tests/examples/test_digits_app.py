@@ -48,13 +48,24 @@ def _run_config(app: Path) -> dict[str, Any]:
 
 
 def _simulate(tmp_path: Path) -> dict[str, Any]:
-    """``flwr run`` the private app on a simulation SuperLink with 6 virtual SuperNodes."""
+    """``flwr run`` the private app on a simulation SuperLink with 6 virtual SuperNodes.
+
+    With node authentication, as docs/flower-app.md runs it: ``fedprivacy flower keys``'s
+    keys, roster and policies, the policies read by the virtual nodes from
+    ``$FEDPRIVACY_POLICY_DIR``, the roster named in the run config.
+    """
     from fedprivacy.flower.local_deployment import LocalDeployment
+    from fedprivacy.flower.operator import write_federation
+    from fedprivacy.policy import POLICY_DIR_ENV
 
     out = tmp_path / "out"
+    roster, policies = write_federation(tmp_path / "keys", NODES)
     overrides = tmp_path / "run-config.toml"
-    overrides.write_text(tomli_w.dumps({"out": str(out), "num-server-rounds": 2}))
+    overrides.write_text(
+        tomli_w.dumps({"out": str(out), "num-server-rounds": 2, "roster": str(roster)})
+    )
     with LocalDeployment(tmp_path / "deployment", tls=False) as deployment:
+        deployment.env[POLICY_DIR_ENV] = str(policies)
         deployment.start_superlink(simulation=True)
         deployment.write_flower_config(NODES)
         run = deployment.flwr_run(PRIVATE, overrides)
@@ -68,15 +79,25 @@ def _simulate(tmp_path: Path) -> dict[str, Any]:
     return summary
 
 
-def _in_process(example: dict[str, ModuleType]) -> dict[str, Any]:
+def _in_process(example: dict[str, ModuleType], tmp_path: Path) -> dict[str, Any]:
     from flwr.app import ArrayRecord
 
     from fedprivacy.flower.app_transport import ClientAppTransport
     from fedprivacy.flower.mod import MOD_WIRE
+    from fedprivacy.flower.operator import write_federation
     from fedprivacy.flower.private_fedavg import PrivateFedAvg, PrivateFedAvgConfig
+    from fedprivacy.policy import POLICY_KEY
 
-    run_config = {**_run_config(PRIVATE), "num-server-rounds": 2}
-    nodes = {u: {"partition-id": u, "num-partitions": NODES} for u in range(NODES)}
+    roster, policies = write_federation(tmp_path / "keys-in-process", NODES)
+    run_config = {**_run_config(PRIVATE), "num-server-rounds": 2, "roster": str(roster)}
+    nodes = {
+        u: {
+            "partition-id": u,
+            "num-partitions": NODES,
+            POLICY_KEY: str(policies / f"node-{u}.toml"),
+        }
+        for u in range(NODES)
+    }
     transport = ClientAppTransport(example["client_app"].app, nodes, MOD_WIRE, run_config)
     result = PrivateFedAvg(PrivateFedAvgConfig.from_run_config(run_config)).run(
         transport,
@@ -100,7 +121,7 @@ def test_the_example_app_runs_on_the_simulation_engine_like_in_process(
     tmp_path: Path, example: dict[str, ModuleType]
 ) -> None:
     deployed = _simulate(tmp_path)
-    local = _in_process(example)
+    local = _in_process(example, tmp_path)
     assert _shape({**deployed, "roster": {}}) == _shape({**local, "roster": {}})
     assert sorted(deployed["roster"]) == [str(u) for u in range(NODES)]  # Flower's node ids
     config = deployed["config"]
@@ -113,6 +134,9 @@ def test_the_example_app_runs_on_the_simulation_engine_like_in_process(
         assert privacy[key] == expected[key]
     assert privacy["epsilon"] is not None and privacy["t_weak"]["upper"] >= 2
     assert set(deployed["evaluate_metrics_serverapp"]) == {"1", "2"}
+    # every node was authenticated: the report carries no warning that keys went unsigned
+    assert privacy["caveats"] == expected["caveats"]
+    assert not any("NO NODE AUTHENTICATION" in c for c in privacy["caveats"])
 
 
 def changed_lines() -> list[str]:

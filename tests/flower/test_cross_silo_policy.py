@@ -40,7 +40,7 @@ STRICT = {"secure_key_bits": 3072, "insecure_test_keys": False}
 def _transport(
     config: UldpConfig, data_dir: str, faults: dict[int, str] | None = None
 ) -> InProcessTransport:
-    policy = silo_policy(config)
+    policy = silo_policy(config).with_overrides(allow_unauthenticated=True)  # no node keys
     faults = faults or {}
     return InProcessTransport(
         {s: SiloNode(s, faults.get(s, ""), data_dir, policy) for s in range(SILOS)}
@@ -174,8 +174,10 @@ def test_a_silo_without_a_noise_floor_takes_part_in_nothing(
     details = [e["detail"] for e in summary["rejected"]]
     assert len(details) == SILOS
     assert all(d.startswith("noise_multiplier: this silo's policy sets no noise") for d in details)
-    # and the default refuses the 1024-bit test keys of this configuration too
+    # and the default refuses the 1024-bit test keys of this configuration too, and a session
+    # without node authentication
     assert all("key_bits: a 1024-bit test key was proposed" in d for d in details)
+    assert all("allow_unauthenticated: a secure round without node auth" in d for d in details)
 
 
 def test_a_silo_policy_for_the_readme_and_test_runs_accepts_their_test_keys(
@@ -203,7 +205,9 @@ def test_a_silo_stops_answering_at_its_epsilon_budget(
 
     config = heart_config(rounds=3, data_dir=data_dir)
     one, two = (epsilon_for(config.noise_multiplier, k, config.delta) for k in (1, 2))
-    policy = silo_policy(config).with_overrides(epsilon_budget=(one + two) / 2, delta=config.delta)
+    policy = silo_policy(config).with_overrides(
+        epsilon_budget=(one + two) / 2, delta=config.delta, allow_unauthenticated=True
+    )
     nodes = {s: SiloNode(s, "", data_dir, policy) for s in range(SILOS)}
     summary = run_cross_silo(config, InProcessTransport(nodes), tmp_path)
     assert summary["rounds_aggregated"] == 1 and summary["rounds_aborted"] == 2

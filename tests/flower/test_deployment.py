@@ -23,6 +23,10 @@ import numpy as np
 import pytest
 
 from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.policy import PartyPolicy
+
+#: In process, without node keys: the nodes must allow it (never the default).
+OPEN = PartyPolicy(allow_unauthenticated=True)
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("flwr") is None or sys.platform != "linux",
@@ -60,7 +64,7 @@ def _predict_faults() -> tuple[int, int, int]:
     from fedprivacy.flower.transport import InProcessTransport
 
     def rounds(dropouts: dict[int, dict[int, Stage]]) -> list[dict[str, Any]]:
-        transport = InProcessTransport({u: Node(u) for u in range(USERS)}, dropouts)
+        transport = InProcessTransport({u: Node(u, policy=OPEN) for u in range(USERS)}, dropouts)
         training = build_training(
             CONFIG,
             training_class=DeployedTraining,

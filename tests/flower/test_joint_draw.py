@@ -32,6 +32,9 @@ from fedprivacy.secagg.joint_seed import commitment, encode_entries
 from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.secagg.params_wire import encode_params
 
+#: In process, without node keys: the nodes must allow it (never the default).
+OPEN = PartyPolicy(allow_unauthenticated=True)
+
 N = 10
 VICTIM, COLLUDERS = 0, (4, 7)
 
@@ -67,7 +70,9 @@ def _advertise(node: Node, state: dict[str, bytes], params: SecAggParameters) ->
 
 
 def test_the_victim_refuses_a_ground_graph_and_accepts_the_drawn_one() -> None:
-    policy = PartyPolicy(min_degree=2)  # accepts degree 2: only the seed stands in the way
+    policy = PartyPolicy(
+        min_degree=2, allow_unauthenticated=True
+    )  # accepts degree 2: only the seed stands in the way
     nodes, exchange = _nodes(policy)
     session = os.urandom(16)
     ground, tries = _grind(session)
@@ -93,7 +98,7 @@ def test_the_victim_refuses_a_ground_graph_and_accepts_the_drawn_one() -> None:
 
 def test_the_drawn_graph_is_the_one_the_server_cannot_predict() -> None:
     """30 draws among the same nodes: 30 different graphs (a fixed seed would give one)."""
-    nodes, exchange = _nodes(PartyPolicy(min_degree=2))
+    nodes, exchange = _nodes(PartyPolicy(min_degree=2, allow_unauthenticated=True))
     session = os.urandom(16)
     graphs = set()
     for _ in range(30):
@@ -158,7 +163,7 @@ def test_deployed_sparse_rounds_run_on_the_drawn_graph_and_a_ground_one_is_refus
     tmp_path: Path,
 ) -> None:
     config = _config(secagg_degree=4)
-    policy = training_policy(config)
+    policy = training_policy(config).with_overrides(allow_unauthenticated=True)  # no node keys
     transport = InProcessTransport({u: Node(u, policy=policy) for u in range(8)})
     summary = run_deployed(config, transport, tmp_path, forge=";graph=1")
     events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
@@ -178,7 +183,7 @@ def test_deployed_sparse_rounds_run_on_the_drawn_graph_and_a_ground_one_is_refus
 
 def test_complete_graph_rounds_need_no_draw(tmp_path: Path) -> None:
     config = _config(rounds=1)
-    transport = InProcessTransport({u: Node(u) for u in range(8)})
+    transport = InProcessTransport({u: Node(u, policy=OPEN) for u in range(8)})
     summary = run_deployed(config, transport, tmp_path)
     events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert not [e for e in events if e.get("stage") in ("commit", "reveal", "draw")]

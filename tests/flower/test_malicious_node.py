@@ -20,6 +20,10 @@ from fedprivacy.flower.node import Node
 from fedprivacy.flower.reference import max_abs_error, simulate
 from fedprivacy.flower.run import run_deployed
 from fedprivacy.flower.transport import InProcessTransport
+from fedprivacy.policy import PartyPolicy
+
+#: In process, without node keys: the nodes must allow it (never the default).
+OPEN = PartyPolicy(allow_unauthenticated=True)
 
 USERS = 6
 
@@ -41,7 +45,7 @@ def _config(**changes: Any) -> TrainConfig:
 
 
 def _run(config: TrainConfig, faults: dict[int, str], run_dir: Path) -> dict[str, Any]:
-    nodes = {u: Node(u, fault=faults.get(u, "")) for u in range(USERS)}
+    nodes = {u: Node(u, fault=faults.get(u, ""), policy=OPEN) for u in range(USERS)}
     return run_deployed(config, InProcessTransport(nodes), run_dir)
 
 

@@ -51,7 +51,9 @@ def _config(**changes: Any) -> TrainConfig:
 def _run(config: TrainConfig, tmp_path: Path, forge: str) -> tuple[dict[str, Any], list[Any]]:
     import json
 
-    policy = training_policy(config)
+    policy = training_policy(config).with_overrides(
+        allow_unauthenticated=True
+    )  # in process: no node keys
     transport = InProcessTransport({u: Node(u, policy=policy) for u in range(USERS)})
     summary = run_deployed(config, transport, tmp_path, forge=forge)
     events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
@@ -114,7 +116,7 @@ def test_without_the_policy_the_empty_noise_attack_gives_the_noiseless_mean(
 ) -> None:
     """What the issue measured on the old code: a node that takes its noise from the request."""
     config = _config(rounds=1)
-    lax = PartyPolicy()  # a node with no noise floor of its own (the old behaviour)
+    lax = PartyPolicy(allow_unauthenticated=True)  # no noise floor of its own (the old way)
     transport = InProcessTransport({u: Node(u, policy=lax) for u in range(USERS)})
     run_deployed(config, transport, tmp_path, forge="noise=")
     with np.load(tmp_path / "aggregates.npz") as z:
@@ -169,7 +171,11 @@ def test_a_node_stops_contributing_at_its_epsilon_budget(tmp_path: Path) -> None
 
     assert epsilon_for(1.0, 1, 1e-5) <= 5.0 < epsilon_for(1.0, 2, 1e-5)
     config = _config(rounds=3)
-    policy = training_policy(config).with_overrides(epsilon_budget=5.0, delta=1e-5)
+    policy = (
+        training_policy(config)
+        .with_overrides(epsilon_budget=5.0, delta=1e-5)
+        .with_overrides(allow_unauthenticated=True)
+    )
     transport = InProcessTransport({u: Node(u, policy=policy) for u in range(USERS)})
     summary = run_deployed(config, transport, tmp_path)
     assert summary["rounds_aggregated"] == 1
@@ -224,7 +230,9 @@ def test_a_node_adds_noise_only_in_its_own_mode_and_the_exact_one_only_with_the_
     with pytest.raises(PolicyViolationError, match="noise_mode"):
         check_secure_round(exact, params, str(10**12), {})
     with pytest.raises(PolicyViolationError, match="noise_mode.*consistency"):
-        check_secure_round(PartyPolicy(noise_mode="exact"), params, big, {})
+        check_secure_round(
+            PartyPolicy(noise_mode="exact", allow_unauthenticated=True), params, big, {}
+        )
     with pytest.raises(PolicyViolationError, match="noise_multiplier"):
         check_secure_round(exact, params, "exact:1", {})  # below the node's own floor
     assert check_secure_round(exact, params, big, {}) == big
@@ -237,7 +245,9 @@ def test_a_node_adds_noise_only_in_its_own_mode_and_the_exact_one_only_with_the_
 def test_a_node_with_a_degree_floor_refuses_a_sparser_graph(tmp_path: Path) -> None:
     """A lying server proposes SecAgg+ with 2 neighbours to nodes whose floor is 4."""
     config = _config()
-    policy = dataclasses.replace(training_policy(config), min_degree=4)
+    policy = dataclasses.replace(training_policy(config), min_degree=4).with_overrides(
+        allow_unauthenticated=True
+    )
     transport = InProcessTransport({u: Node(u, policy=policy) for u in range(USERS)})
     summary = run_deployed(config, transport, tmp_path, forge="degree=2")
     events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
@@ -263,7 +273,9 @@ def test_an_operators_own_min_degree_accepts_a_sparser_graph(tmp_path: Path) -> 
     """``min_degree`` set by the operator (``flower deploy --secagg-degree`` writes it)."""
     config = dataclasses.replace(_config(rounds=1), dp="none", noise_multiplier=None, clip=None)
     assert training_policy(config.with_overrides(secagg_degree=2)).min_degree == 2
-    policy = dataclasses.replace(training_policy(config), min_degree=2)
+    policy = dataclasses.replace(training_policy(config), min_degree=2).with_overrides(
+        allow_unauthenticated=True
+    )
     transport = InProcessTransport({u: Node(u, policy=policy) for u in range(USERS)})
     summary = run_deployed(config, transport, tmp_path, forge="degree=2")
     assert summary["rounds_aggregated"] == 1

@@ -8,6 +8,7 @@ recorded and inspected; a node's refusals are checked from what it answered.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -79,12 +80,11 @@ class Recording(Transport):
 
     def __init__(self, tmp_path: Path, policy: str = "", silent: Any = ()) -> None:
         super().__init__()
+        folder = Path(tempfile.mkdtemp(dir=tmp_path))  # the nodes' state beside their policy
         configs: dict[int, dict[str, Any]] = {}
         for u in range(USERS):
-            configs[u] = {"partition-id": u}
-            if policy:
-                (tmp_path / f"p{u}.toml").write_text(policy)
-                configs[u]["fedprivacy-policy"] = str(tmp_path / f"p{u}.toml")
+            (folder / f"p{u}.toml").write_text("allow_unauthenticated = true\n" + policy)
+            configs[u] = {"partition-id": u, "fedprivacy-policy": str(folder / f"p{u}.toml")}
         self.inner = ClientAppTransport(app, configs, MOD_WIRE)
         self.silent = set(silent)  # (stage, round, user)
         self.calls: list[tuple[Stage, int]] = []
@@ -272,7 +272,11 @@ class Counting(InProcessTransport):
 def _deployed(
     config: TrainConfig, overlap: bool, key_rounds: int = 1, **kw: Any
 ) -> tuple[Any, Counting]:
-    policy = training_policy(config).with_overrides(key_rounds=key_rounds)
+    policy = (
+        training_policy(config)
+        .with_overrides(key_rounds=key_rounds)
+        .with_overrides(allow_unauthenticated=True)
+    )
     transport = Counting({u: Node(u, policy=policy) for u in range(USERS)}, **kw)
     training = build_training(
         config,

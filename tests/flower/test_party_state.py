@@ -70,7 +70,10 @@ def _refused(run_dir: Path) -> set[tuple[int, str]]:
 def test_the_budget_is_spent_once_across_runs(tmp_path: Path) -> None:
     """Budget 5 at delta 1e-5, z = 1: one round. A second run on the same nodes gets nothing."""
     policy = training_policy(CONFIG).with_overrides(
-        epsilon_budget=5.0, delta=1e-5, state_dir=str(tmp_path / "state")
+        allow_unauthenticated=True,  # in process: no node keys
+        epsilon_budget=5.0,
+        delta=1e-5,
+        state_dir=str(tmp_path / "state"),
     )
     first, _ = _run(policy, tmp_path / "run-1")
     assert first["rounds_aggregated"] == 1
@@ -84,7 +87,10 @@ def test_the_budget_is_spent_once_across_runs(tmp_path: Path) -> None:
 
 def test_a_round_is_answered_once_across_runs(tmp_path: Path) -> None:
     """The server replays round 0 of the first run's session to the nodes of a new run."""
-    policy = training_policy(CONFIG).with_overrides(state_dir=str(tmp_path / "state"))
+    policy = training_policy(CONFIG).with_overrides(
+        allow_unauthenticated=True,  # in process: no node keys
+        state_dir=str(tmp_path / "state"),
+    )
     summary, transport = _run(policy, tmp_path / "run-1")
     assert summary["rounds_aggregated"] == 1
     advertise = next(
@@ -106,7 +112,10 @@ def test_a_round_is_answered_once_across_runs(tmp_path: Path) -> None:
     [("not json", "is not a party state file"), ("mode", "open to other users")],
 )
 def test_a_damaged_state_file_stops_the_party(tmp_path: Path, damage: str, why: str) -> None:
-    policy = training_policy(CONFIG).with_overrides(state_dir=str(tmp_path))
+    policy = training_policy(CONFIG).with_overrides(
+        allow_unauthenticated=True,  # in process: no node keys
+        state_dir=str(tmp_path),
+    )
     path = state_path(policy, 2)
     path.write_text("{}" if damage == "mode" else damage)
     os.chmod(path, 0o644 if damage == "mode" else 0o600)
@@ -143,7 +152,10 @@ def test_the_clientapp_keeps_the_state_beside_the_nodes_policy(tmp_path: Path) -
 
 def test_a_new_session_asking_an_old_round_with_its_model_is_refused(tmp_path: Path) -> None:
     """The same model in the same round index, in a new session of a new run: a replay."""
-    policy = training_policy(CONFIG).with_overrides(state_dir=str(tmp_path / "state"))
+    policy = training_policy(CONFIG).with_overrides(
+        allow_unauthenticated=True,  # in process: no node keys
+        state_dir=str(tmp_path / "state"),
+    )
     _, first = _run(policy, tmp_path / "run-1")
     _, second = _run(policy, tmp_path / "run-2")  # a new session, the same initial model
     refused = _refused(tmp_path / "run-2")

@@ -8,6 +8,7 @@ the honest-but-curious server: every reply it received is recorded and inspected
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -90,14 +91,18 @@ class Recording(Transport):
         return replies
 
 
+#: In process, without node keys: the nodes must allow it (never the default).
+OPEN = "allow_unauthenticated = true\n"
+
+
 def _nodes(tmp_path: Path, policy: str = "") -> Recording:
+    """The nodes, each with ``policy`` in a file of a fresh folder (its state beside it)."""
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
     configs: dict[int, dict[str, Any]] = {}
     for u in range(USERS):
-        configs[u] = {"partition-id": u}
-        if policy:
-            path = tmp_path / f"policy-{u}.toml"
-            path.write_text(policy)
-            configs[u]["fedprivacy-policy"] = str(path)
+        path = folder / f"policy-{u}.toml"
+        path.write_text(OPEN + policy)
+        configs[u] = {"partition-id": u, "fedprivacy-policy": str(path)}
     return Recording(ClientAppTransport(app, configs, MOD_WIRE))
 
 

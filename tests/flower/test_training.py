@@ -16,8 +16,12 @@ from fedprivacy.flower.stages import Stage
 from fedprivacy.flower.training import DeployedTraining, LiveNodes
 from fedprivacy.flower.transport import InProcessTransport
 from fedprivacy.participation.audit import audit_ledger
+from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg.driver import Stage as ProtocolStage
 from fedprivacy.secagg.errors import MalformedMessageError
+
+#: In process, without node keys: the nodes must allow it (never the default).
+OPEN = PartyPolicy(allow_unauthenticated=True)
 
 USERS = 6
 
@@ -44,7 +48,7 @@ def _deployed(
     transport_class: type[InProcessTransport] = InProcessTransport,
     **kw: Any,
 ) -> Any:
-    policy = training_policy(config)
+    policy = training_policy(config).with_overrides(allow_unauthenticated=True)  # no node keys
     transport = transport_class(nodes or {u: Node(u, policy=policy) for u in range(USERS)}, **kw)
     training = build_training(
         config,
@@ -95,8 +99,8 @@ def test_a_node_silent_in_the_masked_input_stage_costs_its_whole_batch() -> None
 
 
 def test_a_replayed_message_is_rejected_with_the_protocols_typed_error() -> None:
-    nodes = {u: Node(u) for u in range(USERS)}
-    nodes[2] = Node(2, fault="replay@0")
+    nodes = {u: Node(u, policy=OPEN) for u in range(USERS)}
+    nodes[2] = Node(2, fault="replay@0", policy=OPEN)
     deployed = _deployed(_config(per_round=6, rounds=1), nodes)
     rejected = [e for e in deployed.events if e["event"] == "rejected"]
     assert [(e["user"], e["stage"], e["error"]) for e in rejected] == [
@@ -107,7 +111,7 @@ def test_a_replayed_message_is_rejected_with_the_protocols_typed_error() -> None
 
 
 def test_a_node_refuses_a_stage_out_of_order_with_a_typed_error() -> None:
-    node, state = Node(1), {}
+    node, state = Node(1, policy=OPEN), {}
     reply = node.handle({"stage": "mask", "round": 0, "message": b"x"}, state)
     assert reply["error"] == "OutOfOrderError"
     assert state == {}
@@ -121,7 +125,7 @@ def test_dp_runs_through_the_deployment_and_the_run_directory_reports_it(
     from fedprivacy.flower.run import run_deployed
 
     config = _config(dp=dp, noise_multiplier=1.0, clip=0.5, rounds=2)
-    transport = InProcessTransport({u: Node(u) for u in range(USERS)})
+    transport = InProcessTransport({u: Node(u, policy=OPEN) for u in range(USERS)})
     summary = run_deployed(config, transport, tmp_path)
     assert summary["rounds_aggregated"] == 2
     privacy = summary["privacy"]

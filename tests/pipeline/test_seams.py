@@ -101,7 +101,7 @@ def test_fedavg_aggregates_the_normalised_updates() -> None:
 def test_the_deployed_rounds_apply_it_on_the_nodes() -> None:
     """The deployment's round logic (nodes behind a transport, SecAgg) equals the pipeline."""
     config = _fedavg_config(secagg=True, scheme="multiround", target_privacy=2)
-    policy = training_policy(config)
+    policy = training_policy(config).with_overrides(allow_unauthenticated=True)  # no node keys
     transport = InProcessTransport({u: Node(u, policy=policy) for u in range(6)})
     deployed = build_training(
         config,
@@ -268,7 +268,7 @@ def test_the_deployed_server_aggregates_with_a_registered_aggregator() -> None:
     """Plaintext deployment: the nodes train, the server calls the registered aggregator."""
     config = _plain_config()
     with _halved_float():
-        policy = training_policy(config)
+        policy = training_policy(config).with_overrides(allow_unauthenticated=True)  # no node keys
         transport = InProcessTransport({u: Node(u, policy=policy) for u in range(6)})
         deployed = build_training(
             config,

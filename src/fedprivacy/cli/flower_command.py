@@ -255,6 +255,25 @@ def cmd_app(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_keys(args: argparse.Namespace) -> int:
+    """Write node keys, the roster and each node's policy for nodes on this machine."""
+    from fedprivacy.flower.operator import write_federation
+
+    if args.users < 3:
+        raise ParameterError("--users", f"must be at least 3, got {args.users}")
+    roster, policies = write_federation(args.dir, args.users)
+    if args.json:
+        print(json.dumps({"roster": str(roster), "policies": str(policies)}))
+    elif not args.quiet:
+        print(
+            f"wrote {args.users} node keys, {roster} and one policy per node in {policies}\n"
+            "run a Flower app with node authentication on Flower's simulation runtime:\n"
+            f"  FEDPRIVACY_POLICY_DIR={policies} flwr run APP --run-config "
+            f"'roster=\"{roster}\"'"
+        )
+    return 0
+
+
 #: ``flower deploy``'s options, in the order ``--help`` lists them
 _DEPLOY_OPTIONS = (
     Use("users", default=6, help="users, one SuperNode each (default 6)"),
@@ -335,16 +354,44 @@ def _add_app_parser(fsub: Any) -> None:
     app.set_defaults(func=cmd_app)
 
 
+def _add_keys_parser(fsub: Any) -> None:
+    """Add ``flower keys`` to the ``flower`` subcommand parser ``fsub``."""
+    keys = fsub.add_parser(
+        "keys",
+        help="write node keys, the roster and each node's policy (nodes on this machine)",
+        description="Write DIR/node-keys (a P-256 key pair per node, private keys 0600, and "
+        "roster.toml, the federation's public keys) and DIR/policies/node-U.toml (each node's "
+        "policy: the safe defaults with its own key and the roster), as the operator of every "
+        "node would: for Flower's simulation runtime ($FEDPRIVACY_POLICY_DIR) with the roster "
+        "in the run config, so every secure round runs with node authentication.",
+    )
+    keys.add_argument("dir", type=run_directory, help="the folder to write")
+    add_options(
+        keys,
+        "flower keys",
+        (
+            Use("users", default=6, help="nodes (default 6)"),
+            "json",
+            Use("quiet", help="print nothing"),
+        ),
+    )
+    keys.set_defaults(func=cmd_keys)
+
+
 def add_flower_parser(sub: Any) -> None:
-    """Add ``flower`` (``deploy``, ``app``) to the subcommand parser ``sub``."""
+    """Add ``flower`` (``deploy``, ``cross-silo``, ``app``, ``keys``) to the parser ``sub``."""
     flower = sub.add_parser(
         "flower",
         help="run the pipeline on Flower (SuperLink and SuperNodes over TLS)",
         description="Deploy the round loop, secure aggregation and the privacy report on Flower.",
     )
     fsub = flower.add_subparsers(
-        dest="flower_command", required=True, metavar="ACTION", help="deploy, cross-silo or app"
+        dest="flower_command",
+        required=True,
+        metavar="ACTION",
+        help="deploy, cross-silo, app or keys",
     )
     _add_deploy_parser(fsub)
     _add_cross_silo_parser(fsub)
     _add_app_parser(fsub)
+    _add_keys_parser(fsub)

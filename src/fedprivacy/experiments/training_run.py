@@ -49,7 +49,7 @@ from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.privacy_filter import PrivacyFilter, budget_markdown, filter_summary
 from fedprivacy.participation.selectors import make_selector
 from fedprivacy.pipeline.algorithm import RoundResult
-from fedprivacy.report import LedgerEpsilons, PrivacyReport, privacy_report
+from fedprivacy.report import LedgerEpsilons, PrivacyReport, aggregation_of, privacy_report
 from fedprivacy.run_directory import write_run_directory
 
 CHECKPOINT = "checkpoint.pt"
@@ -180,7 +180,7 @@ class TrainingResult:
                     [r.wrap_log_probability for r in tr.records], dtype=np.float64
                 ),
             ),
-            aggregation="secagg" if self.config.secagg else "plaintext",
+            aggregation=aggregation_of(self.config.secagg, tr.authenticated),
             server_view=None
             if curve is None
             else {

@@ -235,6 +235,16 @@ class FederatedTraining(Algorithm[RoundRecord]):
         return self.clients.device_name
 
     @property
+    def authenticated(self) -> bool:
+        """Whether a server lying about the SecAgg keys is stopped (always, in this process).
+
+        No server runs apart from the users here; a deployment's
+        :class:`~fedprivacy.flower.training.DeployedTraining` answers whether its nodes' keys
+        are signed.
+        """
+        return True
+
+    @property
     def round(self) -> int:
         """The index of the next round."""
         return self.ledger.rounds

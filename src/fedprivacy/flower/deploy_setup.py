@@ -146,7 +146,9 @@ def prepare_run_dir(
         (run_dir / stale).unlink(missing_ok=True)
     keys = generate_node_keys(run_dir / "node-keys", range(supernodes)) if node_auth else {}
     roster = write_roster(keys, run_dir / "node-keys" / "roster.toml")
-    policies = write_policies(task, run_dir / "policies", supernodes, keys, roster, key_rounds)
+    policies = write_policies(
+        task.policy, run_dir / "policies", supernodes, keys, roster, key_rounds
+    )
     app_dir = run_dir / "app"
     app_dir.mkdir(exist_ok=True)
     atomic_write_text(app_dir / "pyproject.toml", pyproject)

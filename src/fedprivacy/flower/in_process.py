@@ -29,6 +29,7 @@ Examples
 from __future__ import annotations
 
 import copy
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,11 +41,15 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from fedprivacy.errors import ParameterError
+from fedprivacy.files import atomic_write_text
 from fedprivacy.flower.app_transport import ClientAppTransport
 from fedprivacy.flower.mod import MOD_WIRE, fedprivacy_mod
+from fedprivacy.flower.node_auth import generate_node_keys
+from fedprivacy.flower.operator import write_roster
 from fedprivacy.flower.private_config import PrivateFedAvgConfig
 from fedprivacy.flower.private_fedavg import EvaluateFn, PrivateFedAvg
 from fedprivacy.flower.private_result import PrivateFedAvgResult
+from fedprivacy.policy import POLICY_KEY, PartyPolicy
 
 __all__ = ["run_private_fedavg"]
 
@@ -82,6 +87,31 @@ def _client_app(
     return app
 
 
+def _authenticated_nodes(
+    folder: Path, users: int, policy_files: Mapping[int, str | Path]
+) -> tuple[dict[int, dict[str, Any]], Path]:
+    """Each node's configuration: its policy (the user's own, or the defaults) with a node key.
+
+    The policies go to ``folder`` with the key and roster added where they name none (as
+    ``flower deploy``'s operator adds them); a user's own file keeps its folder as its
+    ``state_dir``.
+    """
+    keys = generate_node_keys(folder / "keys", range(users))
+    roster_path = write_roster(keys, folder / "keys" / "roster.toml")
+    assert roster_path is not None
+    nodes: dict[int, dict[str, Any]] = {}
+    for u in range(users):
+        own = policy_files.get(u)
+        policy = PartyPolicy() if own is None else PartyPolicy.from_policy_file(Path(own))
+        if not (policy.signing_key and policy.roster):
+            key = {"signing_key": str(keys[u].private), "roster": str(roster_path)}
+            policy = policy.with_overrides(**key)
+        path = folder / f"node-{u}.toml"
+        atomic_write_text(path, policy.to_toml())
+        nodes[u] = {"partition-id": u, POLICY_KEY: str(path)}
+    return nodes, roster_path
+
+
 def run_private_fedavg(
     model: nn.Module,
     datasets: Sequence[Dataset[Any]],
@@ -111,7 +141,9 @@ def run_private_fedavg(
         ``loss(model(inputs), targets)`` (default cross-entropy).
     policy_files : mapping of int to path, optional
         A user's own policy file (:class:`~fedprivacy.policy.PartyPolicy` TOML); users without
-        one keep the safe defaults.
+        one keep the safe defaults. Every node gets a fresh node key (P-256, from the OS) and
+        the federation's roster, unless its policy names its own: the rounds run with node
+        authentication, every SecAgg key and survivor list signed, as ``flower deploy``'s.
     evaluate_fn, run_dir
         As in :meth:`PrivateFedAvg.run <fedprivacy.flower.private_fedavg.PrivateFedAvg.run>`.
 
@@ -124,16 +156,15 @@ def run_private_fedavg(
         raise ParameterError(
             "datasets", f"one dataset per user: {len(datasets)} given, users = {config.users}"
         )
-    nodes: dict[int, dict[str, Any]] = {u: {"partition-id": u} for u in range(config.users)}
-    for u, path in (policy_files or {}).items():
-        nodes[int(u)]["fedprivacy-policy"] = str(path)
     app = _client_app(model, datasets, local_epochs, batch_size, loss)
-    result = PrivateFedAvg(config).run(
-        ClientAppTransport(app, nodes, MOD_WIRE),
-        ArrayRecord(model.state_dict()),
-        train_config={"lr": float(lr)},
-        evaluate_fn=evaluate_fn,
-        run_dir=run_dir,
-    )
+    with tempfile.TemporaryDirectory(prefix="fedprivacy-nodes-") as folder:
+        nodes, roster = _authenticated_nodes(Path(folder), config.users, policy_files or {})
+        result = PrivateFedAvg(config.with_overrides(roster=str(roster))).run(
+            ClientAppTransport(app, nodes, MOD_WIRE),
+            ArrayRecord(model.state_dict()),
+            train_config={"lr": float(lr)},
+            evaluate_fn=evaluate_fn,
+            run_dir=run_dir,
+        )
     model.load_state_dict(result.arrays.to_torch_state_dict())
     return result

@@ -238,6 +238,7 @@ def check_secure_round(
     MalformedMessageError
         If ``noise`` is not a noise request (:mod:`fedprivacy.flower.noise_request`).
     """
+    policy.check_authenticated()
     policy.check_threshold(params.threshold, params.min_holders)
     policy.check_degree(params.min_holders, params.num_users)
     check_graph_seed(params, state)

@@ -7,14 +7,15 @@ the operator of all of its nodes and writes them into the run directory, each po
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from fedprivacy.crypto.signing import Roster
 from fedprivacy.files import atomic_write_text
-from fedprivacy.flower.deploy_tasks import DeployTask
-from fedprivacy.flower.node_auth import NodeKeys
+from fedprivacy.flower.node_auth import NodeKeys, generate_node_keys
+from fedprivacy.policy import PartyPolicy
 
-__all__ = ["write_policies", "write_roster"]
+__all__ = ["write_federation", "write_policies", "write_roster"]
 
 
 def write_roster(keys: dict[int, NodeKeys], path: Path) -> Path | None:
@@ -27,7 +28,7 @@ def write_roster(keys: dict[int, NodeKeys], path: Path) -> Path | None:
 
 
 def write_policies(
-    task: DeployTask,
+    policy_of: Callable[[int], PartyPolicy],
     folder: Path,
     nodes: int,
     keys: dict[int, NodeKeys],
@@ -36,18 +37,48 @@ def write_policies(
 ) -> Path:
     """Each node's policy file, as its operator would write it (``folder/node-U.toml``, 0600).
 
-    With node authentication it names the node's own key and the federation's roster;
-    ``key_rounds`` is how many rounds each node masks with one pair of SecAgg keys.
+    ``policy_of(u)`` is what node ``u``'s operator accepts; with node authentication the file
+    also names the node's own key and the federation's roster, without it it allows rounds
+    without (the operator chose so); ``key_rounds`` is how many rounds each node masks with one
+    pair of SecAgg keys.
     """
     folder.mkdir(parents=True, exist_ok=True)
     for u in range(nodes):
-        policy = task.policy(u)
+        policy = policy_of(u)
         if key_rounds != 1:
             policy = policy.with_overrides(key_rounds=key_rounds)
         if u in keys and roster is not None:
             own = {"signing_key": str(keys[u].private.resolve()), "roster": str(roster.resolve())}
             policy = policy.with_overrides(**own)
+        else:  # the operator chose a deployment without node authentication
+            policy = policy.with_overrides(allow_unauthenticated=True)
         path = folder / f"node-{u}.toml"
         atomic_write_text(path, policy.to_toml())
         path.chmod(0o600)
     return folder
+
+
+def write_federation(folder: Path, users: int) -> tuple[Path, Path]:
+    """Node keys, the roster and each node's policy (the safe defaults, with its key) in ``folder``.
+
+    For nodes that all run on this machine (Flower's simulation runtime, which reads
+    ``$FEDPRIVACY_POLICY_DIR/node-U.toml``, or a ClientApp in process): ``folder/node-keys``
+    (``node-U`` 0600, ``node-U.pub``, ``roster.toml``) and ``folder/policies``.
+
+    Returns
+    -------
+    tuple of Path
+        The roster and the folder of policies.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> roster, policies = write_federation(Path(tempfile.mkdtemp()), 3)
+    >>> roster.name, sorted(p.name for p in policies.iterdir())
+    ('roster.toml', ['node-0.toml', 'node-1.toml', 'node-2.toml'])
+    """
+    keys = generate_node_keys(folder / "node-keys", range(users))
+    roster = write_roster(keys, folder / "node-keys" / "roster.toml")
+    assert roster is not None
+    policies = write_policies(lambda _: PartyPolicy(), folder / "policies", users, keys, roster)
+    return roster, policies

@@ -54,6 +54,12 @@ class PrivateFedAvgConfig(Config, DPSection, SecureAggregationSection, SchemeSec
         round ``t + 1``'s keys, whose selection is then drawn once round ``t``'s aggregated set
         is fixed (:meth:`~fedprivacy.pipeline.loop.FederatedRun.select_ahead`; not with the
         privacy guard), and the model comes with ``share``.
+    roster : str
+        Path of the federation's public keys (a :class:`~fedprivacy.crypto.signing.Roster`
+        TOML, from the operator who admits the nodes; ``fedprivacy flower keys`` writes one for
+        nodes on this machine): with it every node signs its claim to its user, its SecAgg keys
+        and the survivor list of every round (node authentication). Empty: none, and every node
+        whose policy does not allow it (``allow_unauthenticated``) refuses the secure rounds.
     """
 
     users: int = 6
@@ -64,6 +70,7 @@ class PrivateFedAvgConfig(Config, DPSection, SecureAggregationSection, SchemeSec
     dp: str = "none"
     metrics_time_limit: float = 5.0
     overlap_rounds: bool = False
+    roster: str = ""
 
     @classmethod
     def from_run_config(cls, run_config: Mapping[str, Any]) -> PrivateFedAvgConfig:

@@ -202,9 +202,12 @@ class PrivateFedAvg:
         Seconds to wait for ``config.users`` nodes (default: 60 s plus 0.5 s a node).
     on_event : callable, optional
         Called with every event as it is logged (stages, dropouts, rounds, ``privacy``).
-    signers : Roster, optional
-        The federation's public keys: nodes must sign their identity, and every secure round
-        runs the survivor-list consistency check.
+
+    Attributes
+    ----------
+    signers : Roster or None
+        The federation's public keys, from ``config.roster``: nodes must sign their identity,
+        and every secure round runs the survivor-list consistency check.
     """
 
     def __init__(
@@ -214,14 +217,13 @@ class PrivateFedAvg:
         stage_timeout: float | None = None,
         node_wait: float | None = None,
         on_event: Callable[[dict[str, Any]], None] | None = None,
-        signers: Roster | None = None,
     ) -> None:
         self.config = config.validate()
         default = 60.0 + 2.0 * self.config.per_round
         self.stage_timeout = default if stage_timeout is None else float(stage_timeout)
         self.node_wait = 60.0 + 0.5 * config.users if node_wait is None else float(node_wait)
         self.on_event = on_event
-        self.signers = signers
+        self.signers = Roster.from_file(config.roster) if config.roster else None
 
     def start(self, grid: Any, initial_arrays: ArrayRecord, **options: Any) -> PrivateFedAvgResult:
         """Wait for the nodes on ``grid`` (a ``flwr.serverapp.Grid``), then :meth:`run`.
@@ -292,6 +294,7 @@ class PrivateFedAvg:
         result = PrivateFedAvgResult(
             config, algorithm.arrays, algorithm.records, ledger, exchange.events, dict(roster or {})
         )
+        result.authenticated = self.signers is not None
 
         def after_round(_: RoundResult[PrivateRound]) -> None:
             result.arrays = algorithm.arrays

@@ -24,7 +24,7 @@ from fedprivacy.participation.incremental import AuditView
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.privacy import t_weak
-from fedprivacy.report import LedgerEpsilons, PrivacyReport, privacy_report
+from fedprivacy.report import LedgerEpsilons, PrivacyReport, aggregation_of, privacy_report
 
 __all__ = ["PrivateFedAvgResult", "PrivateRound", "RosterError"]
 
@@ -103,6 +103,9 @@ class PrivateFedAvgResult:
     roster: dict[int, int] = field(default_factory=dict)
     evaluate_metrics_serverapp: dict[int, dict[str, Any]] = field(default_factory=dict)
     """The app's ``evaluate_fn`` after each round (rounds from 1), as in Flower's ``Result``."""
+    authenticated: bool = True
+    """Whether the nodes' keys were signed (the server held the federation's roster): without,
+    the report says that a server lying about the keys could have read any single input."""
 
     def report(
         self, time_limit: float | None = None, *, view: AuditView | None = None
@@ -129,7 +132,7 @@ class PrivateFedAvgResult:
             LedgerEpsilons(
                 p.astype(bool), round_noise=column[:, 0], wrap_log_probability=column[:, 1]
             ),
-            aggregation="secagg" if self.config.secagg else "plaintext",
+            aggregation=aggregation_of(self.config.secagg, self.authenticated),
             server_view=server_view,
         )
 

@@ -18,6 +18,8 @@ parameter              refused when
                        actually received is below ``min_key_bits``, or the key is a test key
                        (marked as one, or below 2048 bits) and the policy allows none; or the
                        modulus is not the size the parameters say
+``allow_unauthen-``    the silo has no node key and roster (its key-agreement key unsigned:
+``ticated``            the server could substitute it) and its policy does not allow it
 =====================  ====================================================================
 
 Every violation is reported in one :class:`~fedprivacy.errors.PolicyViolationError`, named
@@ -35,7 +37,9 @@ Examples
 ... except PolicyViolationError as exc:
 ...     print(exc.name, "|", exc)  # doctest: +NORMALIZE_WHITESPACE
 noise_multiplier | noise_multiplier: noise multiplier 1e-06 requested; this party adds at
-least 1; clip: clip 1 requested; this party clips at 0.1
+least 1; clip: clip 1 requested; this party clips at 0.1; allow_unauthenticated: a secure
+round without node authentication (this party names no signing_key and roster): an active
+server could substitute the keys and read any single input
 >>> round(silo_noise_std_of(policy, cfg.resolved()), 6)  # sigma C / sqrt(4 silos)
 0.05
 """
@@ -195,14 +199,15 @@ def check_proposal(
     Raises
     ------
     PolicyViolationError
-        Naming ``noise_multiplier``, ``clip`` or ``key_bits`` (the first violation; the message
-        lists every one).
+        Naming ``noise_multiplier``, ``clip``, ``key_bits`` or ``allow_unauthenticated`` (the
+        first violation; the message lists every one).
     """
     checks = _noise_checks(policy, config, params)
     checks.append(lambda: policy.check_clip(config.clip))
     if params is not None:
         checks.append(lambda: policy.check_clip(params.clip_bound))
     checks += _key_checks(policy, config, params, modulus_bits)
+    checks.append(policy.check_authenticated)  # else the server could substitute DH keys
     found = _violations(checks)
     if found:
         first = found[0]

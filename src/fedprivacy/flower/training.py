@@ -112,6 +112,11 @@ class DeployedTraining(FederatedTraining):
     _rounds: SecureRounds | None = field(default=None, init=False, repr=False)
     _select_ahead: SelectAhead | None = field(default=None, init=False, repr=False)
 
+    @property
+    def authenticated(self) -> bool:
+        """Whether the nodes' SecAgg keys are signed (the server holds the roster)."""
+        return self.signers is not None
+
     def _wire(self) -> StageExchange:
         assert self.transport is not None
         return StageExchange(
