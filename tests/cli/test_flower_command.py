@@ -71,6 +71,26 @@ def test_flower_app_writes_a_flower_app_directory(
     assert set(project["tool"]["flwr"]["app"]["config"]) >= {"train-config", "run-dir"}
 
 
+def test_flower_keys_writes_what_each_nodes_operator_would(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fedprivacy.crypto.signing import Roster, SigningKey, Statement
+    from fedprivacy.policy import PartyPolicy
+
+    assert main(["flower", "keys", str(tmp_path / "keys"), "--users", "4"]) == 0
+    assert "FEDPRIVACY_POLICY_DIR=" in capsys.readouterr().out
+    roster = Roster.from_file(str(tmp_path / "keys" / "node-keys" / "roster.toml"))
+    for u in range(4):
+        path = tmp_path / "keys" / "policies" / f"node-{u}.toml"
+        assert oct(path.stat().st_mode & 0o777) == "0o600"
+        policy = PartyPolicy.from_policy_file(path)
+        assert not policy.allow_unauthenticated and policy.roster  # the safe defaults, a key
+        signature = SigningKey.from_file(policy.signing_key).sign(Statement.HELLO, b"x")
+        roster.verify(u, Statement.HELLO, b"x", signature)  # its own key, in the roster
+    assert main(["flower", "keys", str(tmp_path / "few"), "--users", "2"]) == 2
+    assert "--users: must be at least 3, got 2" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -194,6 +194,7 @@ def _base(command: str, tmp: Path) -> list[str]:
             str(DATA),
         ],
         "flower app": [str(tmp / "app")],
+        "flower keys": [str(tmp / "keys")],
         "demo": ["--out", str(tmp / "demo")],
         "flower deploy": ["--out", str(tmp / "deploy")],
     }.get(command, _required(command))

@@ -29,7 +29,7 @@ COMMANDS = [
     "flower",
 ]
 # each block names a command, or a nested action as COMMAND/ACTION
-BLOCKS = [*COMMANDS, "flower/deploy", "flower/cross-silo", "flower/app"]
+BLOCKS = [*COMMANDS, "flower/deploy", "flower/cross-silo", "flower/app", "flower/keys"]
 WIDTH = "100"
 BLOCK = re.compile(r"(<!-- help: (\S+) -->\n```text\n)(.*?)(```\n<!-- /help -->)", re.S)
 

@@ -83,6 +83,29 @@ def test_signed_rounds_aggregate_what_the_pipeline_aggregates(tmp_path: Path) ->
     assert views[-1]["t_strong"] == audit.exposure.t_strong
     assert views[-1]["t_weak_lower"] <= audit.t_weak.upper
     assert audit.t_weak.lower <= views[-1]["t_weak_upper"]
+    assert "NO NODE AUTHENTICATION" not in (run_dir / "privacy.md").read_text()
+
+
+def test_without_node_authentication_nodes_refuse_and_an_allowing_policy_is_reported(
+    tmp_path: Path,
+) -> None:
+    """The safe default refuses every secure round; an operator who allows it gets a report
+    that says, first, that a server lying about the keys could have read any single input."""
+    default = {u: Node(u, policy=training_policy(CONFIG)) for u in range(USERS)}
+    summary = run_deployed(CONFIG, InProcessTransport(default), tmp_path / "default")
+    refused = [e for e in _events(tmp_path / "default") if e["event"] == "node_refused"]
+    assert {(e["round"], e["user"], e["detail"].split(":")[0]) for e in refused} == {
+        (r, u, "allow_unauthenticated") for r in range(2) for u in range(USERS)
+    }
+    assert summary["rounds_aggregated"] == 0
+    allowing = training_policy(CONFIG).with_overrides(allow_unauthenticated=True)
+    nodes = {u: Node(u, policy=allowing) for u in range(USERS)}
+    summary = run_deployed(CONFIG, InProcessTransport(nodes), tmp_path / "allowed")
+    assert summary["rounds_aggregated"] == 2
+    caveats = summary["privacy"]["caveats"]
+    assert caveats[1].startswith("NO NODE AUTHENTICATION: the nodes' SecAgg keys were not signed")
+    assert "could have read any single user's input" in caveats[1]
+    assert "NO NODE AUTHENTICATION" in (tmp_path / "allowed" / "privacy.md").read_text()
 
 
 def test_nodes_with_the_check_refuse_a_server_that_skips_it(tmp_path: Path) -> None:

@@ -99,3 +99,13 @@ def test_the_clip_is_the_nodes_own_whatever_the_server_asks(tmp_path: Path) -> N
     asked = set(loose.rounds[0].selected)
     assert len(asked) == 4 and refused == asked and loose.rounds[0].aggregated == []
     assert np.isnan(loose.rounds[0].noise_multiplier)
+
+
+def test_every_node_is_authenticated_in_process() -> None:
+    """Each node gets a fresh key: every round signs its survivor list, the report no warning."""
+    torch.manual_seed(0)
+    result = run_private_fedavg(TwoHeads(), _datasets(), _config())
+    signed = [e for e in result.events if e["event"] == "stage" and e["stage"] == "consistency"]
+    assert [e["answered"] for e in signed] == [4, 4]
+    assert result.authenticated
+    assert not any("NO NODE AUTHENTICATION" in c for c in result.report().caveats)
