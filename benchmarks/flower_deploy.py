@@ -13,7 +13,9 @@ deployment (``fedprivacy.flower.deploy.LocalDeployment``: a SuperLink and K Supe
   signing the aggregated set and verifying a majority's signatures;
 * (app) **the example Flower app** (``examples/digits-fedavg``, Flower's ``FedAvg``) and **the
   same app with fedprivacy** (``examples/digits-private``: the mod and ``PrivateFedAvg``, SecAgg
-  and distributed DP), arms ``app-fedavg`` and ``app-private``; their own CNN (2,410
+  and distributed DP, with node authentication: ``fedprivacy flower keys``'s keys and roster,
+  since every node refuses secure rounds without it by default), arms ``app-fedavg`` and
+  ``app-private``; their own CNN (2,410
   parameters, ``--d`` does not apply), half the nodes a round; seconds a round end to end (a
   run of R rounds minus a run of one); ``app-private-overlap`` is the private app with
   ``overlap-rounds`` (three exchanges a round: round t's unmasking with round t + 1's keys);
@@ -361,6 +363,25 @@ def app_dir(app: str, work: Path) -> Path:
     return target
 
 
+def _node_policies(arm: str, k: int, folder: Path, overrides: dict[str, Any]) -> dict[int, Path]:
+    """The private app's nodes: a key each, the roster in the run config, each run its own state.
+
+    Node authentication, as docs/flower-app.md runs the app (every node refuses secure rounds
+    without it by default): ``fedprivacy flower keys``'s keys, roster and policies, plus the
+    arm's own policy lines (:data:`ARM_NODE_POLICY`).
+    """
+    if APP_ARMS[arm] != "digits-private":
+        return {}
+    from fedprivacy.flower.operator import write_federation
+
+    roster, folder = write_federation(folder, k)
+    overrides["roster"] = str(roster.resolve())
+    paths = {u: (folder / f"node-{u}.toml").resolve() for u in range(k)}
+    for path in paths.values():
+        path.write_text(path.read_text() + ARM_NODE_POLICY.get(arm, ""))
+    return paths
+
+
 def example_app(arm: str, k: int, rounds: int, work: Path) -> dict[str, Any]:
     """An example Flower app (``examples/APP`` of the arm) on K SuperNodes: seconds a round.
 
@@ -380,18 +401,14 @@ def example_app(arm: str, k: int, rounds: int, work: Path) -> dict[str, Any]:
         if app == "digits-secaggplus":
             overrides["nodes"] = k
         overrides.update(ARM_RUN_CONFIG.get(arm, {}))
+        policies = _node_policies(arm, k, work / f"keys-{r}", overrides)
         config = work / f"run-config-{r}.toml"
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(tomli_w.dumps(overrides))
-        policy = ""
-        if arm in ARM_NODE_POLICY:  # each run's nodes their own state (party-U.state beside it)
-            path = work / f"policy-{r}" / "node-policy.toml"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(ARM_NODE_POLICY[arm])
-            policy = f' {POLICY_KEY}="{path.resolve()}"'
         with LocalDeployment(work / f"deployment-{r}", nodes=k) as dep:
             dep.start_superlink()
             for u in range(k):
+                policy = f' {POLICY_KEY}="{policies[u]}"' if u in policies else ""
                 dep.start_supernode(u, node_config=f"partition-id={u} num-partitions={k}{policy}")
             dep.write_flower_config()
             started = time.monotonic()

@@ -188,6 +188,9 @@ def test_a_silo_policy_for_the_readme_and_test_runs_accepts_their_test_keys(
     config = heart_config().resolved()
     policy = silo_policy(config)
     assert (policy.min_key_bits, policy.allow_test_keys) == (1024, True)
+    with pytest.raises(PolicyViolationError, match="allow_unauthenticated"):  # no node key
+        check_proposal(policy, config)
+    policy = policy.with_overrides(allow_unauthenticated=True)
     check_proposal(policy, config)
     # a floor above the configuration's sigma is refused; the noise is never below the floor
     stricter = PartyPolicy(noise_multiplier=2.0, clip=0.1)

@@ -49,7 +49,7 @@ def test_a_summary_written_after_flwr_run_ended_is_still_followed(
 
     thread = threading.Thread(target=server_app)
     thread.start()
-    deploy_module._watch(dep, _ended(), FaultPlan(), 30.0, seen.append)  # type: ignore[arg-type]
+    deploy_module._watch(dep, _ended(), FaultPlan(), 30.0, seen.append, tmp_path)  # type: ignore[arg-type]
     thread.join()
     assert seen == [{"event": "round", "round": 1}]
 
@@ -61,5 +61,5 @@ def test_a_run_without_a_summary_is_an_error_that_quotes_the_logs(
     dep = _Dep(tmp_path)
     dep.log_path("flwr-run").write_text("starting\nTraceback: the ServerApp failed\n")
     with pytest.raises(DeploymentError, match="ended without a summary") as caught:
-        deploy_module._watch(dep, _ended(), FaultPlan(), 30.0, None)  # type: ignore[arg-type]
+        deploy_module._watch(dep, _ended(), FaultPlan(), 30.0, None, tmp_path)  # type: ignore[arg-type]
     assert "the ServerApp failed" in str(caught.value) and "superlink.log" in str(caught.value)

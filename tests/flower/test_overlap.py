@@ -81,6 +81,7 @@ class Recording(Transport):
     def __init__(self, tmp_path: Path, policy: str = "", silent: Any = ()) -> None:
         super().__init__()
         folder = Path(tempfile.mkdtemp(dir=tmp_path))  # the nodes' state beside their policy
+        self.folder = folder
         configs: dict[int, dict[str, Any]] = {}
         for u in range(USERS):
             (folder / f"p{u}.toml").write_text("allow_unauthenticated = true\n" + policy)
@@ -396,7 +397,7 @@ class Restarting(Recording):
 
     def __init__(self, tmp_path: Path, at: tuple[Stage, int, int], disk: bool = True) -> None:
         super().__init__(tmp_path, policy=REUSE)
-        self.at, self.disk, self.folder = at, disk, tmp_path
+        self.at, self.disk = at, disk
 
     def _exchange(self, stage: Stage, r: int, requests: dict[int, Record]) -> dict[int, Record]:
         if (stage, r) == self.at[:2]:
