@@ -49,7 +49,8 @@ from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.privacy_filter import PrivacyFilter, budget_markdown, filter_summary
 from fedprivacy.participation.selectors import make_selector
 from fedprivacy.pipeline.algorithm import RoundResult
-from fedprivacy.report import LedgerEpsilons, PrivacyReport, aggregation_of, privacy_report
+from fedprivacy.report import LedgerEpsilons, PrivacyReport, privacy_report
+from fedprivacy.report_sentences import aggregation_of
 from fedprivacy.run_directory import write_run_directory
 
 CHECKPOINT = "checkpoint.pt"

@@ -24,7 +24,8 @@ from fedprivacy.participation.incremental import AuditView
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.privacy import t_weak
-from fedprivacy.report import LedgerEpsilons, PrivacyReport, aggregation_of, privacy_report
+from fedprivacy.report import LedgerEpsilons, PrivacyReport, privacy_report
+from fedprivacy.report_sentences import aggregation_of
 
 __all__ = ["PrivateFedAvgResult", "PrivateRound", "RosterError"]
 
