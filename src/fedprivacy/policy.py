@@ -91,9 +91,9 @@ from fedprivacy.config_sections import DEFAULT_NOISE_MODE
 from fedprivacy.dp.noise_modes import NOISE_MODES
 from fedprivacy.errors import ParameterError, PolicyViolationError
 from fedprivacy.secagg.degree_bound import DEFAULT_CORRUPT_FRACTION, secure_degree
-from fedprivacy.secagg.params import COMPLETE_GRAPH_UP_TO
+from fedprivacy.secagg.params import COMPLETE_GRAPH_UP_TO, batches_of
 
-__all__ = ["DEFAULT_MIN_KEY_BITS", "PartyPolicy", "batches_of", "majority"]
+__all__ = ["DEFAULT_MIN_KEY_BITS", "PartyPolicy", "majority"]
 
 DEFAULT_MIN_KEY_BITS = 3072
 #: The node-configuration key that names a party's policy file.
@@ -109,19 +109,6 @@ def majority(parties: int) -> int:
     (6, 4)
     """
     return max(2, int(parties) // 2 + 1)
-
-
-def batches_of(users: Iterable[int], batch_size: int) -> dict[int, frozenset[int]]:
-    """The users grouped by batch ``u // batch_size`` (Multi-RoundSecAgg's public layout).
-
-    >>> batches_of([0, 1, 3, 4], 2)
-    {0: frozenset({0, 1}), 1: frozenset({3}), 2: frozenset({4})}
-    """
-    size = require_int("batch_size", batch_size, minimum=1)
-    out: dict[int, set[int]] = {}
-    for u in sorted(int(u) for u in users):
-        out.setdefault(u // size, set()).add(u)
-    return {b: frozenset(m) for b, m in out.items()}
 
 
 @dataclass(frozen=True)

@@ -48,9 +48,8 @@ import tomli_w
 
 from fedprivacy.crypto.keys import generate_keypair
 from fedprivacy.flower.forge import parse_forge
-from fedprivacy.policy import batches_of
 from fedprivacy.secagg.messages import KeyRoster
-from fedprivacy.secagg.params import SecAggParameters
+from fedprivacy.secagg.params import SecAggParameters, batches_of
 from fedprivacy.secagg.server import AggregationPolicy
 
 __all__ = [

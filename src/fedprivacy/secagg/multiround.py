@@ -19,7 +19,7 @@ import numpy as np
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
 from fedprivacy.secagg.driver import Stage
-from fedprivacy.secagg.params import SecAggParameters
+from fedprivacy.secagg.params import SecAggParameters, batches_of
 from fedprivacy.secagg.server import AggregationPolicy, SecAggServer
 
 RoundObserver = Callable[[int, SecAggServer], None]
@@ -45,10 +45,7 @@ def parse_batch_policy(policy: BatchPolicy | str) -> BatchPolicy:
 
 
 def _batches(selected: frozenset[int], size: int) -> list[frozenset[int]]:
-    groups: dict[int, set[int]] = {}
-    for u in selected:
-        groups.setdefault(u // size, set()).add(u)
-    return [frozenset(g) for g in groups.values()]
+    return list(batches_of(selected, size).values())
 
 
 # The units each policy aggregates whole: a unit is in S only if every member of it is.

@@ -130,19 +130,30 @@ def round_degree(
     return min(max(batch_degree(num_users, batch_size), bound), num_users - 1)
 
 
+def batches_of(users: Iterable[int], batch_size: int) -> dict[int, frozenset[int]]:
+    """The users grouped by batch ``u // batch_size`` (Multi-RoundSecAgg's public layout).
+
+    >>> batches_of([0, 1, 3, 4], 2)
+    {0: frozenset({0, 1}), 1: frozenset({3}), 2: frozenset({4})}
+    """
+    size = require_int("batch_size", batch_size, minimum=1)
+    out: dict[int, set[int]] = {}
+    for u in sorted(int(u) for u in users):
+        out.setdefault(u // size, set()).add(u)
+    return {b: frozenset(m) for b, m in out.items()}
+
+
 def _ring_order(
     participants: Sequence[int], rng: np.random.Generator, block: int | None
 ) -> list[int]:
-    """The participants in ring order: uniform, or block by block (both orders from ``rng``)."""
+    """The participants in ring order: uniform, or batch by batch (both orders from ``rng``)."""
     if block is None:
         return [participants[i] for i in rng.permutation(len(participants))]
-    groups: dict[int, list[int]] = {}
-    for u in sorted(participants):
-        groups.setdefault(u // block, []).append(u)
+    groups = batches_of(participants, block)
     keys = sorted(groups)
     ring: list[int] = []
     for b in rng.permutation(len(keys)):
-        members = groups[keys[int(b)]]
+        members = sorted(groups[keys[int(b)]])
         ring.extend(members[int(i)] for i in rng.permutation(len(members)))
     return ring
 
