@@ -41,11 +41,9 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from fedprivacy.errors import ParameterError
-from fedprivacy.files import atomic_write_text
 from fedprivacy.flower.app_transport import ClientAppTransport
 from fedprivacy.flower.mod import MOD_WIRE, fedprivacy_mod
-from fedprivacy.flower.node_auth import generate_node_keys
-from fedprivacy.flower.operator import write_roster
+from fedprivacy.flower.operator import write_federation
 from fedprivacy.flower.private_config import PrivateFedAvgConfig
 from fedprivacy.flower.private_fedavg import EvaluateFn, PrivateFedAvg
 from fedprivacy.flower.private_result import PrivateFedAvgResult
@@ -92,24 +90,20 @@ def _authenticated_nodes(
 ) -> tuple[dict[int, dict[str, Any]], Path]:
     """Each node's configuration: its policy (the user's own, or the defaults) with a node key.
 
-    The policies go to ``folder`` with the key and roster added where they name none (as
-    ``flower deploy``'s operator adds them); a user's own file keeps its folder as its
-    ``state_dir``.
+    :func:`~fedprivacy.flower.operator.write_federation` in ``folder``, the key and roster added
+    where a policy names none (as ``flower deploy``'s operator adds them); a user's own file
+    keeps its folder as its ``state_dir``.
     """
-    keys = generate_node_keys(folder / "keys", range(users))
-    roster_path = write_roster(keys, folder / "keys" / "roster.toml")
-    assert roster_path is not None
-    nodes: dict[int, dict[str, Any]] = {}
-    for u in range(users):
+
+    def policy_of(u: int) -> PartyPolicy:
         own = policy_files.get(u)
-        policy = PartyPolicy() if own is None else PartyPolicy.from_policy_file(Path(own))
-        if not (policy.signing_key and policy.roster):
-            key = {"signing_key": str(keys[u].private), "roster": str(roster_path)}
-            policy = policy.with_overrides(**key)
-        path = folder / f"node-{u}.toml"
-        atomic_write_text(path, policy.to_toml())
-        nodes[u] = {"partition-id": u, POLICY_KEY: str(path)}
-    return nodes, roster_path
+        return PartyPolicy() if own is None else PartyPolicy.from_policy_file(Path(own))
+
+    roster, policies = write_federation(folder, users, policy_of)
+    nodes = {
+        u: {"partition-id": u, POLICY_KEY: str(policies / f"node-{u}.toml")} for u in range(users)
+    }
+    return nodes, roster
 
 
 def run_private_fedavg(

@@ -40,7 +40,7 @@ Examples
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from fedprivacy.errors import PolicyViolationError
@@ -141,7 +141,9 @@ def check_graph_seed(params: SecAggParameters, state: Mapping[str, bytes]) -> No
         )
 
 
-def _valid(replies: Mapping[int, Record], name: str, ok: Any) -> dict[int, bytes]:
+def _valid(
+    replies: Mapping[int, Record], name: str, ok: Callable[[int, bytes], bool]
+) -> dict[int, bytes]:
     """Each reply's ``name`` field, where ``ok(user, value)`` holds."""
     out = {}
     for u, reply in replies.items():

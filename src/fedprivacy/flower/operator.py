@@ -27,6 +27,18 @@ def write_roster(keys: dict[int, NodeKeys], path: Path) -> Path | None:
     return path
 
 
+def _with_key(policy: PartyPolicy, key: NodeKeys | None, roster: Path | None) -> PartyPolicy:
+    """``policy`` naming the node's key and the roster; without them, allowing unsigned rounds.
+
+    A deployment without node keys is its operator's choice (``--no-tls``, ``--simulation``).
+    """
+    if key is None or roster is None:
+        return policy.with_overrides(allow_unauthenticated=True)
+    return policy.with_overrides(
+        signing_key=str(key.private.resolve()), roster=str(roster.resolve())
+    )
+
+
 def write_policies(
     policy_of: Callable[[int], PartyPolicy],
     folder: Path,
@@ -38,32 +50,34 @@ def write_policies(
     """Each node's policy file, as its operator would write it (``folder/node-U.toml``, 0600).
 
     ``policy_of(u)`` is what node ``u``'s operator accepts; with node authentication the file
-    also names the node's own key and the federation's roster, without it it allows rounds
-    without (the operator chose so); ``key_rounds`` is how many rounds each node masks with one
-    pair of SecAgg keys.
+    also names the node's own key and the federation's roster (unless the policy names its
+    own), without it it allows rounds without (the operator chose so); ``key_rounds`` is how
+    many rounds each node masks with one pair of SecAgg keys.
     """
     folder.mkdir(parents=True, exist_ok=True)
     for u in range(nodes):
         policy = policy_of(u)
         if key_rounds != 1:
             policy = policy.with_overrides(key_rounds=key_rounds)
-        if u in keys and roster is not None:
-            own = {"signing_key": str(keys[u].private.resolve()), "roster": str(roster.resolve())}
-            policy = policy.with_overrides(**own)
-        else:  # the operator chose a deployment without node authentication
-            policy = policy.with_overrides(allow_unauthenticated=True)
+        if not (policy.signing_key and policy.roster):  # else the operator's own
+            policy = _with_key(policy, keys.get(u), roster)
         path = folder / f"node-{u}.toml"
         atomic_write_text(path, policy.to_toml())
         path.chmod(0o600)
     return folder
 
 
-def write_federation(folder: Path, users: int) -> tuple[Path, Path]:
-    """Node keys, the roster and each node's policy (the safe defaults, with its key) in ``folder``.
+def write_federation(
+    folder: Path,
+    users: int,
+    policy_of: Callable[[int], PartyPolicy] = lambda _: PartyPolicy(),
+) -> tuple[Path, Path]:
+    """Node keys, the roster and each node's policy (``policy_of``, with its key) in ``folder``.
 
     For nodes that all run on this machine (Flower's simulation runtime, which reads
     ``$FEDPRIVACY_POLICY_DIR/node-U.toml``, or a ClientApp in process): ``folder/node-keys``
-    (``node-U`` 0600, ``node-U.pub``, ``roster.toml``) and ``folder/policies``.
+    (``node-U`` 0600, ``node-U.pub``, ``roster.toml``) and ``folder/policies``; by default
+    each policy is the safe defaults.
 
     Returns
     -------
@@ -80,5 +94,5 @@ def write_federation(folder: Path, users: int) -> tuple[Path, Path]:
     keys = generate_node_keys(folder / "node-keys", range(users))
     roster = write_roster(keys, folder / "node-keys" / "roster.toml")
     assert roster is not None
-    policies = write_policies(lambda _: PartyPolicy(), folder / "policies", users, keys, roster)
+    policies = write_policies(policy_of, folder / "policies", users, keys, roster)
     return roster, policies

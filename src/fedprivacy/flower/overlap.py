@@ -27,17 +27,17 @@ server cannot choose the graph.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fedprivacy.fl.aggregation import AggregateOutcome
-from fedprivacy.fl.secure_aggregation import SecureAggregator
+from fedprivacy.fl.secure_aggregation import SecureAggregator, SecureRoundPlan
 from fedprivacy.flower.exchange import StageExchange
 from fedprivacy.flower.joint_draw import draw_graph_seed
 from fedprivacy.flower.secure_round import SecureRound
 from fedprivacy.flower.stages import Record, Stage
 from fedprivacy.pipeline.algorithm import SelectAhead
-from fedprivacy.secagg.params import MIN_PARTICIPANTS
+from fedprivacy.secagg.params import MIN_PARTICIPANTS, SecAggParameters
 from fedprivacy.secagg.round_keys import RegisteredKeys
 
 __all__ = ["DRAW_ATTEMPTS", "OpenRound", "SecureRounds"]
@@ -80,27 +80,42 @@ class SecureRounds:
         self, r: int, users: list[int], with_model: bool
     ) -> tuple[SecureRound, dict[int, Record]]:
         secure, first = self.open_round(r, users, with_model)
-        if not secure.plan.params.complete_graph and self._draw(r, secure.aggregator):
-            secure, first = self.open_round(r, users, with_model)  # on the drawn graph
         secure.use_keys({u: self.registered[u] for u in users if u in self.registered})
         return secure, first
 
-    def _draw(self, r: int, aggregator: SecureAggregator) -> bool:
-        """Draw the SecAgg+ graph's seed with the nodes, unless drawn; whether it was drawn now.
+    def plan(
+        self,
+        aggregator: SecureAggregator,
+        r: int,
+        users: list[int],
+        dimension: int,
+        batch: int,
+        proposed: Callable[[SecAggParameters], SecAggParameters] = lambda params: params,
+    ) -> SecureRoundPlan:
+        """Round ``r``'s plan (:meth:`SecureAggregator.plan_round`), on a graph the nodes drew.
 
-        Up to :data:`DRAW_ATTEMPTS` draws (a node that left between two stages fails one); if
-        none succeeds, a ``draw_failed`` event, and the nodes refuse the sparse round.
+        ``proposed`` maps the planned parameters to those the server sends (a lying server's,
+        :func:`~fedprivacy.flower.lying_server.forge_params`). Before the session's first
+        sparse round the server draws the graph's seed with the nodes, up to
+        :data:`DRAW_ATTEMPTS` times (a node that left between two stages fails one); if none
+        succeeds, a ``draw_failed`` event, and the nodes refuse the sparse round.
         """
-        if aggregator.graph_seed is not None:
-            return False
-        users = self.exchange.transport.users
+
+        def planned() -> SecureRoundPlan:
+            plan = aggregator.plan_round(r, users, dimension, batch)
+            return replace(plan, params=proposed(plan.params))
+
+        plan = planned()
+        if plan.params.complete_graph or aggregator.graph_seed is not None:
+            return plan
+        everyone = self.exchange.transport.users
         for _ in range(DRAW_ATTEMPTS):
-            seed = draw_graph_seed(self.exchange, r, aggregator.session, users)
+            seed = draw_graph_seed(self.exchange, r, aggregator.session, everyone)
             if seed is not None:
                 aggregator.graph_seed = seed
-                return True
+                return planned()
         self.exchange.log(round=r, event="draw_failed", attempts=DRAW_ATTEMPTS)
-        return False
+        return plan
 
     def _learn_keys(self, secure: SecureRound) -> None:
         """After a round's ``share``: who reuses its keys now (the others advertise next)."""

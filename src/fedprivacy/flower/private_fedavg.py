@@ -139,7 +139,7 @@ class _RemoteFedAvg(Algorithm[PrivateRound]):
         """Round ``r``'s secure round and its ``advertise`` requests (with the model or not)."""
         agg = self.aggregator
         assert isinstance(agg, SecureAggregator)
-        plan = agg.plan_round(r, users, self.layout.size, self.batch_size)
+        plan = self.rounds.plan(agg, r, users, self.layout.size, self.batch_size)
         request = self._request(r, users) if model else {"round": r, "selected": _ids(users)}
         first = {
             **request,
@@ -292,9 +292,14 @@ class PrivateFedAvg:
         exchange.on_silent = lambda users: live.gone.update(users)
         ledger = ParticipationLedger(config.users)
         result = PrivateFedAvgResult(
-            config, algorithm.arrays, algorithm.records, ledger, exchange.events, dict(roster or {})
+            config,
+            algorithm.arrays,
+            algorithm.records,
+            ledger,
+            exchange.events,
+            dict(roster or {}),
+            authenticated=self.signers is not None,
         )
-        result.authenticated = self.signers is not None
 
         def after_round(_: RoundResult[PrivateRound]) -> None:
             result.arrays = algorithm.arrays

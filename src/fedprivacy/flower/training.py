@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ from fedprivacy.crypto.signing import Roster
 from fedprivacy.errors import FedPrivacyError
 from fedprivacy.fl.aggregation import AggregateOutcome
 from fedprivacy.fl.engine import FederatedTraining, RoundRecord
-from fedprivacy.fl.secure_aggregation import SecureAggregator, SecureRoundPlan
+from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.flower.exchange import BeforeStage, StageExchange
 from fedprivacy.flower.lying_server import forge_config, forge_models, forge_params
 from fedprivacy.flower.noise_request import noise_request
@@ -189,12 +189,16 @@ class DeployedTraining(FederatedTraining):
     def _open(self, r: int, users: list[int], model: bool) -> tuple[SecureRound, dict[int, Record]]:
         """Round ``r``'s secure round and ``advertise`` requests (forged by a lying server)."""
         agg = self.aggregator
-        assert isinstance(agg, SecureAggregator)
-        plan: SecureRoundPlan = agg.plan_round(
-            r, users, int(self.global_flat.numel()), self.batch_size_t
-        )
+        assert isinstance(agg, SecureAggregator) and self._rounds is not None
         forge = self._forge(r)
-        plan = replace(plan, params=forge_params(plan.params, forge))
+        plan = self._rounds.plan(
+            agg,
+            r,
+            users,
+            int(self.global_flat.numel()),
+            self.batch_size_t,
+            lambda params: forge_params(params, forge),
+        )
         selected = np.asarray(users, dtype=np.intp)
         request = self._requests(r, selected) if model else self._selection(r, selected)
         first = {
