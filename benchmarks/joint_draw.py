@@ -1,9 +1,11 @@
-"""The drawn SecAgg+ graph seed (issue #50), in process: what the nodes' draw adds to a session.
+"""The nodes' draw (issue #50), in process: what it adds to a session.
 
-Before the first round on a sparse graph the nodes draw the graph's seed together (three
-exchanges: ``commit``, ``reveal``, ``draw``; :mod:`fedprivacy.flower.joint_draw`), once a
-session; each later round costs each node one hash (``check_graph_seed``). Measured on the real
-path: the server's :func:`~fedprivacy.flower.joint_draw.draw_graph_seed` over the in-process
+Before the first selection with batches, or the first round on a sparse graph, the nodes draw a
+seed together (three exchanges: ``commit``, ``reveal``, ``draw``; :mod:`fedprivacy.flower.
+joint_draw`), once a session: the SecAgg+ graph's seed and the batch layout. Each later round
+costs each node one hash (``check_graph_seed``) and, with batches, its layout's derivation and
+comparison with the round's positions (``check_batch_layout``: K hashes and a sort). Measured on
+the real path: the server's :func:`~fedprivacy.flower.joint_draw.draw_joint` over the in-process
 transport to :class:`~fedprivacy.flower.node.Node` objects (each handling its requests with its
 state, as a SuperNode does, network excepted).
 
@@ -31,7 +33,7 @@ import numpy as np
 from fedprivacy.crypto.fixed_point import FixedPointCodec
 from fedprivacy.crypto.signing import SigningKey
 from fedprivacy.flower.exchange import StageExchange
-from fedprivacy.flower.joint_draw import check_graph_seed, draw_graph_seed
+from fedprivacy.flower.joint_draw import check_batch_layout, check_graph_seed, draw_joint
 from fedprivacy.flower.node import Node
 from fedprivacy.flower.transport import InProcessTransport
 from fedprivacy.policy import PartyPolicy
@@ -46,7 +48,7 @@ def _sparse_degree(k: int) -> int:
 
 
 def measure(k: int, repeats: int, dimension: int) -> dict[str, float]:
-    """Median seconds of a draw, of a signed secure round, and of one node's per-round check."""
+    """Median seconds of a draw, of a signed secure round, and of one node's per-round checks."""
     nodes = {u: Node(u, policy=PartyPolicy(allow_unauthenticated=True)) for u in range(k)}
     transport = InProcessTransport(nodes)
     exchange = StageExchange(transport)
@@ -54,30 +56,38 @@ def measure(k: int, repeats: int, dimension: int) -> dict[str, float]:
     keys = {u: SigningKey.generate() for u in range(k)}
     rng = np.random.default_rng(0)
     degree = _sparse_degree(k)
-    draws, rounds, checks = [], [], []
+    draws, rounds, checks, layouts = [], [], [], []
+    batches = PartyPolicy(batch_size=2, allow_unauthenticated=True)
     for r in range(repeats + 1):
         session = os.urandom(16)
         start = time.perf_counter()
-        seed = draw_graph_seed(exchange, r, session, range(k))
+        draw = draw_joint(exchange, r, session, range(k))
         drawn = time.perf_counter() - start
-        assert seed is not None
+        assert draw is not None
+        positions = [draw.layout.position[u] for u in range(k)]
         params = SecAggParameters.create(
-            session, r, range(k), dimension, codec, degree=degree, graph_seed=seed
+            session, r, range(k), dimension, codec, degree=degree, graph_seed=draw.graph_seed
         )
         start = time.perf_counter()
         check_graph_seed(params, transport.states[0])
         checked = time.perf_counter() - start
+        placed = SecAggParameters.create(session, r, range(k), 1, codec, positions=positions)
+        start = time.perf_counter()
+        check_batch_layout(batches, placed, transport.states[0])
+        layout_checked = time.perf_counter() - start
         updates = {u: rng.uniform(-1, 1, dimension) for u in range(k)}
         outcome = run_round(params, updates, signing_keys=keys)
         if r:  # the first repeat warms up
             draws.append(drawn)
             checks.append(checked)
+            layouts.append(layout_checked)
             rounds.append(sum(outcome.client_seconds.values()) + outcome.server_seconds)
     return {
         "degree": float(degree),
         "draw": float(np.median(draws)),
         "round": float(np.median(rounds)),
         "check": float(np.median(checks)),
+        "layout": float(np.median(layouts)),
     }
 
 
@@ -94,16 +104,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# d = {args.dimension}, median of {args.repeats}, R = {args.session_rounds}\n")
     print(
         "| K | degree | draw s (once a session) | signed secure round s | draw / round | "
-        f"draw's share of {args.session_rounds} rounds | a node's check per round s |"
+        f"draw's share of {args.session_rounds} rounds | a node's seed check per round s | "
+        "its layout check per round s |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for k in (int(k) for k in args.k.split(",")):
         print(f"K = {k} ...", file=sys.stderr)
         v = measure(k, args.repeats, args.dimension)
         share = v["draw"] / (v["draw"] + args.session_rounds * v["round"])
         print(
             f"| {k} | {v['degree']:.0f} | {v['draw']:.4f} | {v['round']:.4f} | "
-            f"{v['draw'] / v['round']:.2f}x | {100 * share:.1f} % | {v['check']:.2e} |"
+            f"{v['draw'] / v['round']:.2f}x | {100 * share:.1f} % | {v['check']:.2e} | "
+            f"{v['layout']:.2e} |"
         )
     return 0
 

@@ -90,8 +90,9 @@ from fedprivacy.config import Config
 from fedprivacy.config_sections import DEFAULT_NOISE_MODE
 from fedprivacy.dp.noise_modes import NOISE_MODES
 from fedprivacy.errors import ParameterError, PolicyViolationError
+from fedprivacy.participation.layout import batches_of
 from fedprivacy.secagg.degree_bound import DEFAULT_CORRUPT_FRACTION, secure_degree
-from fedprivacy.secagg.params import COMPLETE_GRAPH_UP_TO, batches_of
+from fedprivacy.secagg.params import COMPLETE_GRAPH_UP_TO
 
 __all__ = ["DEFAULT_MIN_KEY_BITS", "PartyPolicy", "majority"]
 
@@ -319,10 +320,18 @@ below this party's minimum 40 (Bell et al.'s bound for 20 % corrupt parties)
                 "(T must be a multiple of it)",
             )
 
-    def check_aggregated(self, aggregated: Iterable[int], participants: Iterable[int]) -> None:
-        """Refuse an aggregated set that is not a union of whole batches of the participants."""
+    def check_aggregated(
+        self,
+        aggregated: Iterable[int],
+        participants: Iterable[int],
+        position: Mapping[int, int] | None = None,
+    ) -> None:
+        """Refuse an aggregated set that is not a union of whole batches of the participants.
+
+        ``position``: each participant's place in the batch layout (by default its id).
+        """
         chosen = frozenset(int(u) for u in aggregated)
-        for b, members in batches_of(participants, self.batch_size).items():
+        for b, members in batches_of(participants, self.batch_size, position).items():
             inside = members & chosen
             if inside and inside != members:
                 raise PolicyViolationError(

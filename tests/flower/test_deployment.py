@@ -23,10 +23,7 @@ import numpy as np
 import pytest
 
 from fedprivacy.experiments.training_config import TrainConfig
-from fedprivacy.policy import PartyPolicy
-
-#: In process, without node keys: the nodes must allow it (never the default).
-OPEN = PartyPolicy(allow_unauthenticated=True)
+from fedprivacy.flower.reference import observed_layout
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("flwr") is None or sys.platform != "linux",
@@ -50,45 +47,11 @@ CONFIG = TrainConfig(
 )
 
 
-def _predict_faults() -> tuple[int, int, int]:
-    """Who the deployment will ask: the in-process run with the same seeds gives the selection.
-
-    The victim is the last user asked in round 1 (``--kill-supernode *@1:mask``); the replayer is
-    the first user asked in round 2 once the victim is gone; the offender (wrong unmasking
-    shares in round 0, ``--bad-share``) the first user asked in round 0 who is neither.
-    """
-    from fedprivacy.experiments.training_run import build_training
-    from fedprivacy.flower.node import Node
-    from fedprivacy.flower.stages import Stage
-    from fedprivacy.flower.training import DeployedTraining, LiveNodes
-    from fedprivacy.flower.transport import InProcessTransport
-
-    def rounds(dropouts: dict[int, dict[int, Stage]]) -> list[dict[str, Any]]:
-        transport = InProcessTransport({u: Node(u, policy=OPEN) for u in range(USERS)}, dropouts)
-        training = build_training(
-            CONFIG,
-            training_class=DeployedTraining,
-            availability=LiveNodes(USERS, range(USERS)),
-            transport=transport,
-            config_toml=CONFIG.to_toml(),
-        )
-        training.run(CONFIG.rounds)
-        assert isinstance(training, DeployedTraining)
-        return [e for e in training.events if e["event"] == "round"]
-
-    honest = rounds({})
-    victim = max(honest[1]["selected"])
-    replayer = min(rounds({1: {victim: Stage.MASK}})[2]["selected"])
-    offender = min(set(honest[0]["selected"]) - {victim, replayer})
-    return victim, replayer, offender
-
-
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from fedprivacy.flower.deploy import FaultPlan, deploy
     from fedprivacy.flower.stages import Stage
 
-    victim, replayer, offender = _predict_faults()
     run_dir = tmp_path_factory.mktemp("deployment")
     events: list[dict[str, Any]] = []
     summary = deploy(
@@ -99,17 +62,30 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         node_auth=True,
         stage_timeout=90.0,
         timeout=900.0,
-        faults=FaultPlan(kill=(None, 1, Stage.MASK), replay={replayer: 2}, badshare={offender: 0}),
+        # the nodes draw their batches: who is asked when is known only once the run goes, so
+        # each fault falls on the last user asked in its round (``*@R``)
+        faults=FaultPlan(kill=(None, 1, Stage.MASK), replay={None: 2}, badshare={None: 0}),
         on_event=events.append,
     )
+    rounds = [e for e in events if e["event"] == "round"]
+    (killed,) = [e["user"] for e in events if e["event"] == "killed"]
+    layout = observed_layout(events)
+    assert layout is not None
     return {
         "summary": summary,
         "run_dir": run_dir,
-        "victim": victim,
-        "replayer": replayer,
-        "offender": offender,
+        "victim": killed,
+        "replayer": max(rounds[2]["selected"]),
+        "offender": max(rounds[0]["selected"]),
         "events": events,
+        "batches": layout.batches(range(USERS), 2),
     }
+
+
+def _batch_of(deployment: dict[str, Any], user: int) -> frozenset[int]:
+    """The user's batch among those the nodes drew."""
+    (batch,) = [b for b in deployment["batches"].values() if user in b]
+    return batch
 
 
 def _rounds(deployment: dict[str, Any]) -> list[dict[str, Any]]:
@@ -139,7 +115,7 @@ def test_killing_a_supernode_before_the_masked_input_costs_its_whole_batch(
     r1 = _rounds(deployment)[1]
     assert victim in r1["selected"] and victim not in r1["aggregated"]
     lost = set(r1["selected"]) - set(r1["aggregated"])
-    assert lost == {victim, victim ^ 1}  # its batch {2b, 2b + 1}, whole
+    assert lost == _batch_of(deployment, victim)  # its batch (drawn by the nodes), whole
     assert victim not in _rounds(deployment)[2]["selected"]  # gone: not asked again
 
 
@@ -152,7 +128,7 @@ def test_a_replayed_message_is_rejected_with_the_protocols_typed_error(
     error = deployment["summary"]["rejected"][0]["error"]
     assert error in ("DuplicateMessageError", "OutOfOrderError")
     r2 = _rounds(deployment)[2]
-    assert replayer not in r2["aggregated"] and replayer ^ 1 not in r2["aggregated"]
+    assert not _batch_of(deployment, replayer) & set(r2["aggregated"])
 
 
 def test_wrong_unmasking_shares_cost_nothing_but_the_offenders_name(

@@ -10,20 +10,24 @@ its sparse rounds on the drawn graph.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from fedprivacy.crypto.fixed_point import FixedPointCodec
+from fedprivacy.errors import PolicyViolationError
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.flower.deploy_tasks import FedAvgTask
 from fedprivacy.flower.exchange import StageExchange
-from fedprivacy.flower.joint_draw import JOINT, draw_graph_seed
+from fedprivacy.flower.joint_draw import JOINT, draw_joint, drawn_layout
 from fedprivacy.flower.node import Node
 from fedprivacy.flower.node_policy import training_policy
+from fedprivacy.flower.reference import observed_layout
 from fedprivacy.flower.run import run_deployed
 from fedprivacy.flower.stages import encode_array
 from fedprivacy.flower.transport import InProcessTransport
@@ -85,8 +89,9 @@ def test_the_victim_refuses_a_ground_graph_and_accepts_the_drawn_one() -> None:
         "graph_seed",
     )
     # the draw, as the server runs it before its first sparse round
-    drawn = draw_graph_seed(exchange, 0, session, range(N))
-    assert drawn is not None
+    draw = draw_joint(exchange, 0, session, range(N))
+    assert draw is not None
+    drawn = draw.graph_seed
     states = exchange.transport.states  # type: ignore[attr-defined]
     refused = _advertise(nodes[VICTIM], dict(states[VICTIM]), _params(session, ground))
     assert refused["error"] == "PolicyViolationError" and "the server chose it" in refused["detail"]
@@ -102,9 +107,9 @@ def test_the_drawn_graph_is_the_one_the_server_cannot_predict() -> None:
     session = os.urandom(16)
     graphs = set()
     for _ in range(30):
-        seed = draw_graph_seed(exchange, 0, session, range(N))
-        assert seed is not None
-        graphs.add(_params(session, seed).neighbours[VICTIM])
+        draw = draw_joint(exchange, 0, session, range(N))
+        assert draw is not None
+        graphs.add(_params(session, draw.graph_seed).neighbours[VICTIM])
     assert len(graphs) >= 10  # C(9, 2) = 36 neighbour pairs; 30 uniform draws hit >= 10 surely
 
 
@@ -181,10 +186,71 @@ def test_deployed_sparse_rounds_run_on_the_drawn_graph_and_a_ground_one_is_refus
     assert FedAvgTask(config).compare(tmp_path)["max_abs_error_vs_simulation"] == 0.0
 
 
-def test_complete_graph_rounds_need_no_draw(tmp_path: Path) -> None:
-    config = _config(rounds=1)
+def test_complete_graph_rounds_without_batches_need_no_draw(tmp_path: Path) -> None:
+    config = dataclasses.replace(_config(rounds=1), scheme="random", target_privacy=None)
     transport = InProcessTransport({u: Node(u, policy=OPEN) for u in range(8)})
     summary = run_deployed(config, transport, tmp_path)
     events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert not [e for e in events if e.get("stage") in ("commit", "reveal", "draw")]
     assert summary["rounds_aggregated"] == 1
+
+
+def _batch_params(session: bytes, positions: tuple[int, ...] = ()) -> SecAggParameters:
+    codec = FixedPointCodec.for_sum(1.0, N, 32)
+    return SecAggParameters.create(session, 0, range(N), 4, codec, positions=positions)
+
+
+def test_a_node_with_batches_refuses_batch_mates_it_did_not_draw() -> None:
+    """Batches by id (whoever numbers the users picks the mates) or the server's own: refused."""
+    policy = PartyPolicy(batch_size=2, allow_unauthenticated=True)
+    nodes, exchange = _nodes(policy)
+    session = os.urandom(16)
+    by_id = _advertise(nodes[VICTIM], {}, _batch_params(session))
+    assert by_id["error"] == "PolicyViolationError"
+    assert by_id["detail"].startswith("batch_layout") and "by id" in by_id["detail"]
+    draw = draw_joint(exchange, 0, session, range(N))
+    assert draw is not None
+    states = exchange.transport.states  # type: ignore[attr-defined]
+    layout = draw.layout
+    drawn = tuple(layout.position[u] for u in range(N))
+    # the server's own: the victim's batch mate a colluder (positions 0 and 1)
+    mates = [VICTIM, COLLUDERS[0], *[u for u in range(N) if u not in (VICTIM, COLLUDERS[0])]]
+    forged = tuple(mates.index(u) for u in range(N))
+    assert forged != drawn or layout.order[:2] == (VICTIM, COLLUDERS[0])
+    refused = _advertise(nodes[VICTIM], dict(states[VICTIM]), _batch_params(session, forged))
+    if forged != drawn:
+        assert refused["detail"].startswith("batch_layout") and "server chose" in refused["detail"]
+    accepted = _advertise(nodes[VICTIM], dict(states[VICTIM]), _batch_params(session, drawn))
+    assert "message" in accepted
+    # every node places everyone as the server's layout does
+    assert {drawn_layout(states[u], session) for u in range(N)} == {layout}
+    # at unmask, only unions of the drawn batches
+    params = _batch_params(session, drawn)
+    whole = set(layout.order[:4])
+    policy.check_aggregated(whole, params.participants, params.position)
+    with pytest.raises(PolicyViolationError, match="part of batch"):
+        policy.check_aggregated(set(layout.order[:3]), params.participants, params.position)
+
+
+def test_deployed_batches_are_the_drawn_ones_and_the_servers_own_are_refused(
+    tmp_path: Path,
+) -> None:
+    config = _config(per_round=4, rounds=3)
+    policy = training_policy(config).with_overrides(allow_unauthenticated=True)
+    transport = InProcessTransport({u: Node(u, policy=policy) for u in range(8)})
+    summary = run_deployed(config, transport, tmp_path, forge=";;layout=1")
+    events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
+    draws = [e["stage"] for e in events if e["event"] == "stage" and e["stage"] == "commit"]
+    assert len(draws) == 1  # one draw, before round 0's selection
+    layout = observed_layout(events)
+    assert layout is not None and sorted(layout.order) == list(range(8))
+    batches = {frozenset(b) for b in layout.batches(range(8), 2).values()}
+    rounds = [e for e in events if e["event"] == "round"]
+    for e in rounds:
+        chosen = set(e["selected"])
+        assert all(b <= chosen or not b & chosen for b in batches), (e, layout)
+    refused = [e for e in events if e["event"] == "node_refused"]
+    assert {(e["round"], e["detail"].split(":")[0]) for e in refused} == {(2, "batch_layout")}
+    assert {e["user"] for e in refused} == set(rounds[2]["selected"])
+    assert summary["rounds_aggregated"] == 2
+    assert FedAvgTask(config).compare(tmp_path)["max_abs_error_vs_simulation"] == 0.0

@@ -20,16 +20,23 @@ from torch import nn
 
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.experiments.training_run import build_training
+from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.flower.app_transport import ClientAppTransport
 from fedprivacy.flower.arrays import ArrayLayout
 from fedprivacy.flower.mod import ARRAYS, MOD_WIRE, fedprivacy_mod
 from fedprivacy.flower.node import Node
 from fedprivacy.flower.node_policy import training_policy
 from fedprivacy.flower.private_fedavg import PrivateFedAvg, PrivateFedAvgConfig
-from fedprivacy.flower.reference import max_abs_error, observed_dropouts, simulate
+from fedprivacy.flower.reference import (
+    max_abs_error,
+    observed_dropouts,
+    observed_layout,
+    simulate,
+)
 from fedprivacy.flower.stages import Record, Stage
 from fedprivacy.flower.training import DeployedTraining, LiveNodes
 from fedprivacy.flower.transport import InProcessTransport, Transport
+from fedprivacy.participation.layout import BatchLayout
 from fedprivacy.secagg.driver import Stage as ProtocolStage
 from fedprivacy.secagg.messages import (
     MaskedInput,
@@ -120,8 +127,9 @@ def _flat(arrays: ArrayRecord) -> np.ndarray:
 
 def test_overlapped_rounds_take_three_exchanges_and_give_the_same_rounds(tmp_path: Path) -> None:
     plain_nodes, nodes = Recording(tmp_path), Recording(tmp_path)
-    plain = _run(plain_nodes)
-    overlapped = _run(nodes, overlap_rounds=True)
+    unbatched = {"scheme": "random", "target_privacy": None}  # no draw: the same selections
+    plain = _run(plain_nodes, **unbatched)
+    overlapped = _run(nodes, overlap_rounds=True, **unbatched)
     assert len(plain_nodes.calls) == 4 * 3
     assert len(nodes.calls) == 3 * 3 + 1  # the last round's unmasking goes alone
     assert [r.selected for r in overlapped.rounds] == [r.selected for r in plain.rounds]
@@ -142,6 +150,9 @@ def test_the_server_receives_protocol_messages_only_and_sends_the_model_with_sha
     nodes = Recording(tmp_path)
     _run(nodes, overlap_rounds=True)
     for stage, r, _u, request, reply in nodes.log:
+        if stage in DRAW_STAGES:  # the nodes' draw of their batches, before round 0
+            assert set(reply) <= {"commitment", "secret", "drawn"} and ARRAYS not in request
+            continue
         assert ARRAYS not in reply  # never a model or an update
         assert set(reply) <= {"message", "unmask-message"} and "message" in reply
         assert (ARRAYS in request) == (stage is Stage.SHARE)  # the nodes train at share
@@ -242,6 +253,17 @@ def test_only_a_rounds_opening_request_carries_an_unmasking(tmp_path: Path) -> N
 # ---------------------------------------------------------------- FedAvg with the pipeline's nodes
 
 
+DRAW = 3
+"""Exchanges of the nodes' draw of their batches (commit, reveal, draw), once a session."""
+DRAW_STAGES = {Stage.COMMIT, Stage.REVEAL, Stage.DRAW}
+
+
+def _layout(deployed: DeployedTraining) -> BatchLayout | None:
+    """The batches the deployment's nodes drew."""
+    assert isinstance(deployed.aggregator, SecureAggregator)
+    return deployed.aggregator.layout
+
+
 def _train_config(**changes: Any) -> TrainConfig:
     base = TrainConfig(
         users=USERS,
@@ -294,13 +316,15 @@ def _deployed(
 def test_overlapped_deployed_rounds_equal_the_in_process_pipeline_bit_for_bit() -> None:
     config = _train_config(rounds=4)
     deployed, transport = _deployed(config, overlap=True)
-    assert transport.calls == 3 * 4 + 1
-    means = simulate(config, deployed.availability.trace, {})
+    assert transport.calls == DRAW + 3 * 4 + 1
+    means = simulate(config, deployed.availability.trace, {}, _layout(deployed))
     assert sorted(deployed.aggregates) == sorted(means) == [0, 1, 2, 3]
     assert max_abs_error(deployed.aggregates, means) == 0.0
     plain, plain_transport = _deployed(config, overlap=False)
-    assert plain_transport.calls == 4 * 4
-    assert all(np.array_equal(plain.aggregates[r], deployed.aggregates[r]) for r in range(4))
+    assert plain_transport.calls == DRAW + 4 * 4
+    # the same rounds, once each run is replayed on the batches its nodes drew
+    replayed = simulate(config, plain.availability.trace, {}, _layout(plain))
+    assert max_abs_error(plain.aggregates, replayed) == 0.0
 
 
 def test_the_reference_replays_a_dropout_in_the_joint_exchange() -> None:
@@ -310,7 +334,7 @@ def test_the_reference_replays_a_dropout_in_the_joint_exchange() -> None:
     dropouts = observed_dropouts(deployed.events)
     assert dropouts == {0: {5: ProtocolStage.UNMASK}, 1: {5: ProtocolStage.ADVERTISE_KEYS}}
     assert 5 in deployed.ledger.selected(0)  # its input was unmasked by the others' shares
-    means = simulate(config, deployed.availability.trace, dropouts)
+    means = simulate(config, deployed.availability.trace, dropouts, _layout(deployed))
     assert max_abs_error(deployed.aggregates, means) == 0.0
     assert len(deployed.ledger.selected(1)) == USERS - 2  # its batch left round 1 with it
 
@@ -318,8 +342,8 @@ def test_the_reference_replays_a_dropout_in_the_joint_exchange() -> None:
 def test_reused_deployed_keys_equal_the_in_process_pipeline_in_two_exchanges_a_round() -> None:
     config = _train_config(per_round=USERS, rounds=4)
     deployed, transport = _deployed(config, overlap=True, key_rounds=10)
-    assert transport.calls == 3 + 2 * 3 + 1  # round 0 advertises; then unmask + share, mask
-    means = simulate(config, deployed.availability.trace, {})
+    assert transport.calls == DRAW + 3 + 2 * 3 + 1  # round 0 advertises; then unmask + share, mask
+    means = simulate(config, deployed.availability.trace, {}, _layout(deployed))
     assert max_abs_error(deployed.aggregates, means) == 0.0
 
 
@@ -351,8 +375,8 @@ def test_reused_keys_open_rounds_at_share_two_exchanges_a_round(tmp_path: Path) 
     fresh, reuse = Recording(tmp_path), Recording(tmp_path, policy=REUSE)
     plain = _run(fresh, overlap_rounds=True, per_round=USERS, rounds=4)
     reused = _run(reuse, overlap_rounds=True, per_round=USERS, rounds=4)
-    assert len(fresh.calls) == 3 * 4 + 1
-    assert len(reuse.calls) == 3 + 2 * 3 + 1
+    assert len(fresh.calls) == DRAW + 3 * 4 + 1
+    assert len(reuse.calls) == DRAW + 3 + 2 * 3 + 1
     assert [r.aggregated for r in reused.rounds] == [r.aggregated for r in plain.rounds]
     assert np.abs(_flat(reused.arrays) - _flat(plain.arrays)).max() < 1e-5
     stages = [e for e in reused.events if e.get("event") == "stage"]
@@ -376,14 +400,19 @@ def test_reused_keys_open_rounds_at_share_two_exchanges_a_round(tmp_path: Path) 
 
 
 def test_a_dropout_under_reused_keys_reveals_round_keys_and_the_sum_only(tmp_path: Path) -> None:
-    """User 3 shares in round 2, then is silent at mask; its batch {2, 3} is left out."""
+    """User 3 shares in round 2, then is silent at mask; its batch (the nodes drew) is left out."""
     nodes = Recording(tmp_path, policy=REUSE, silent={(Stage.MASK, 2, 3)})
     result = _run(nodes, overlap_rounds=True, per_round=USERS, rounds=3)
-    assert result.rounds[2].aggregated == [0, 1, 4, 5]
+    layout = observed_layout(result.events)
+    assert layout is not None
+    (batch,) = [b for b in layout.batches(range(USERS), 2).values() if 3 in b]
+    (mate,) = batch - {3}
+    rest = sorted(set(range(USERS)) - batch)
+    assert result.rounds[2].aggregated == rest
     state = _view(nodes.log, 2)
-    assert state.mask_keys == frozenset() and 2 not in state.seeds
-    assert state.pair_keys == {(min(u, v), max(u, v)) for u in (0, 1, 4, 5) for v in (2, 3)}
-    assert server_view(state).components == (frozenset({0, 1, 4, 5}),)
+    assert state.mask_keys == frozenset() and mate not in state.seeds
+    assert state.pair_keys == {(min(u, v), max(u, v)) for u in rest for v in batch}
+    assert server_view(state).components == (frozenset(rest),)
     for r in (0, 1):
         assert server_view(_view(nodes.log, r)).components == (frozenset(range(USERS)),)
 
@@ -408,8 +437,15 @@ class Restarting(Recording):
 
 
 def test_a_node_that_lost_its_keys_refuses_and_advertises_again(tmp_path: Path) -> None:
+    # without batches: a node whose machine was wiped also lost its draw of them, and refuses
+    # every round of the session with batches (it cannot check its batch mates)
     result = _run(
-        Restarting(tmp_path, (Stage.UNMASK, 1, 1)), overlap_rounds=True, per_round=USERS, rounds=4
+        Restarting(tmp_path, (Stage.UNMASK, 1, 1)),
+        overlap_rounds=True,
+        per_round=USERS,
+        rounds=4,
+        scheme="random",
+        target_privacy=None,
     )
     assert _refusals(result) >= {(2, "share", 1, "OutOfOrderError")}
     assert 1 not in result.rounds[2].aggregated and 1 in result.rounds[3].aggregated

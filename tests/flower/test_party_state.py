@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.flower.joint_draw import JOINT
 from fedprivacy.flower.node import Node
 from fedprivacy.flower.node_policy import training_policy
-from fedprivacy.flower.party_state import state_path
+from fedprivacy.flower.party_state import load_party_state, state_path
 from fedprivacy.flower.run import run_deployed
 from fedprivacy.flower.stages import Record, Stage
 from fedprivacy.flower.transport import InProcessTransport
@@ -101,9 +102,12 @@ def test_a_round_is_answered_once_across_runs(tmp_path: Path) -> None:
     assert all(
         r["detail"].startswith("round: round 0 requested after round 0") for r in again.values()
     )
-    # without the file (the old per-run state) the same replay was answered
+    # without the answered rounds (the old per-run state) the same replay was answered: here
+    # the node keeps only its draw of the batches from the file
     volatile = policy.with_overrides(state_dir="")
-    answered = Node(0, policy=volatile).handle(advertise[0], {})
+    kept: dict[str, bytes] = {}
+    load_party_state(policy, 0, kept)
+    answered = Node(0, policy=volatile).handle(advertise[0], {JOINT: kept[JOINT]})
     assert "error" not in answered
 
 

@@ -24,6 +24,7 @@ from fedprivacy.flower.arrays import ArrayLayout
 from fedprivacy.flower.mod import ARRAYS, MOD_WIRE, fedprivacy_mod
 from fedprivacy.flower.private_fedavg import PrivateFedAvg, PrivateFedAvgConfig
 from fedprivacy.flower.private_result import RosterError
+from fedprivacy.flower.reference import observed_layout
 from fedprivacy.flower.stages import Record, Stage
 from fedprivacy.flower.transport import Transport
 from fedprivacy.secagg.messages import MaskedInput, decode_message
@@ -125,9 +126,9 @@ def test_secure_rounds_give_the_plaintext_average_and_the_server_never_sees_an_u
     tmp_path: Path,
 ) -> None:
     policy = "allow_plaintext = true\n"
-    clear = _run(_nodes(tmp_path, policy), secagg=False, scheme="multiround", target_privacy=2)
+    clear = _run(_nodes(tmp_path, policy), secagg=False)
     nodes = _nodes(tmp_path)
-    secure = _run(nodes, scheme="multiround", target_privacy=2)
+    secure = _run(nodes)
     assert [r.aggregated for r in secure.rounds] == [r.aggregated for r in clear.rounds]
     assert all(len(r.aggregated) == 4 for r in secure.rounds)
     moved = np.abs(_flat(clear.arrays) - _flat(_initial())).max()
@@ -141,6 +142,23 @@ def test_secure_rounds_give_the_plaintext_average_and_the_server_never_sees_an_u
     # what the server received: protocol messages only, never a model or an update
     assert all(ARRAYS not in reply and set(reply) == {"message"} for _, _, reply in nodes.received)
     _masked_inputs_hide_the_updates(nodes)
+
+
+def test_rounds_with_batches_take_whole_batches_the_nodes_drew(tmp_path: Path) -> None:
+    """Before the first selection the nodes draw the batches (three exchanges, once)."""
+    nodes = _nodes(tmp_path, "batch_size = 2\n")  # each node checks its batch mates
+    result = _run(nodes, scheme="multiround", target_privacy=2, rounds=3)
+    stages = [stage for stage, _, _, _ in nodes.log]
+    draw = [Stage.COMMIT, Stage.REVEAL, Stage.DRAW]
+    assert stages[: 3 * USERS] == [s for s in draw for _ in range(USERS)]
+    assert Stage.COMMIT not in stages[3 * USERS :]
+    layout = observed_layout(result.events)
+    assert layout is not None and sorted(layout.order) == list(range(USERS))
+    batches = list(layout.batches(range(USERS), 2).values())
+    for r in result.rounds:
+        assert len(r.aggregated) == 4
+        assert all(b <= set(r.aggregated) or not b & set(r.aggregated) for b in batches)
+    assert not [e for e in result.events if e["event"] == "node_refused"]
 
 
 def _masked_inputs_hide_the_updates(nodes: Recording) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -11,11 +12,17 @@ from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.experiments.training_run import build_training
 from fedprivacy.flower.node import Node
 from fedprivacy.flower.node_policy import training_policy
-from fedprivacy.flower.reference import max_abs_error, observed_dropouts, simulate
+from fedprivacy.flower.reference import (
+    max_abs_error,
+    observed_dropouts,
+    observed_layout,
+    simulate,
+)
 from fedprivacy.flower.stages import Stage
 from fedprivacy.flower.training import DeployedTraining, LiveNodes
 from fedprivacy.flower.transport import InProcessTransport
 from fedprivacy.participation.audit import audit_ledger
+from fedprivacy.participation.layout import BatchLayout
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg.driver import Stage as ProtocolStage
 from fedprivacy.secagg.errors import MalformedMessageError
@@ -61,13 +68,27 @@ def _deployed(
     return training
 
 
+def _layout(deployed: DeployedTraining) -> BatchLayout | None:
+    """The batches the deployment's nodes drew (secure rounds with batches only)."""
+    return getattr(deployed.aggregator, "layout", None)
+
+
+def _without_batch_of(deployed: DeployedTraining, user: int, selected: list[int]) -> list[int]:
+    """``selected`` less ``user``'s batch among those the nodes drew."""
+    layout = _layout(deployed)
+    assert layout is not None
+    (batch,) = [b for b in layout.batches(range(USERS), 2).values() if user in b]
+    return sorted(set(selected) - batch)
+
+
 @pytest.mark.parametrize("secagg", [True, False])
 def test_the_deployed_rounds_equal_the_in_process_pipeline_bit_for_bit(secagg: bool) -> None:
     config = _config(secagg=secagg)
     deployed = _deployed(config)
     trace = deployed.availability.trace
     assert np.array(trace).all()  # nobody dropped: the plain pipeline without availability loss
-    means = simulate(config, trace, {})
+    assert (_layout(deployed) is not None) == secagg  # the nodes drew the batches they check
+    means = simulate(config, trace, {}, _layout(deployed))
     assert sorted(deployed.aggregates) == sorted(means) == [0, 1, 2]
     for r, mean in means.items():
         assert np.array_equal(deployed.aggregates[r], mean)
@@ -79,9 +100,10 @@ def test_the_reference_replays_the_dropouts_the_deployment_saw() -> None:
     deployed = _deployed(config, dropouts={1: {5: Stage.MASK}})
     dropouts = observed_dropouts(deployed.events)
     assert dropouts == {1: {5: ProtocolStage.MASKED_INPUT}}
-    means = simulate(config, deployed.availability.trace, dropouts)
+    trace, layout = deployed.availability.trace, _layout(deployed)
+    means = simulate(config, trace, dropouts, layout)
     assert max_abs_error(deployed.aggregates, means) == 0.0
-    assert max_abs_error(deployed.aggregates, simulate(config, deployed.availability.trace, {})) > 0
+    assert max_abs_error(deployed.aggregates, simulate(config, trace, {}, layout)) > 0
 
 
 def test_a_node_silent_in_the_masked_input_stage_costs_its_whole_batch() -> None:
@@ -89,7 +111,7 @@ def test_a_node_silent_in_the_masked_input_stage_costs_its_whole_batch() -> None
     deployed = _deployed(config, dropouts={0: {5: Stage.MASK}})
     first = next(e for e in deployed.events if e["event"] == "round")
     assert first["selected"] == list(range(6))
-    assert first["aggregated"] == [0, 1, 2, 3]  # batch {4, 5} left out whole
+    assert first["aggregated"] == _without_batch_of(deployed, 5, first["selected"])  # whole
     assert {"round": 0, "stage": "mask", "user": 5, "event": "no_reply"} in deployed.events
     assert not deployed.availability.trace[1][5]  # gone: not asked again
     assert deployed.ledger.matrix()[1].sum() == 0  # K = 6 cannot be met: the round is skipped
@@ -107,7 +129,7 @@ def test_a_replayed_message_is_rejected_with_the_protocols_typed_error() -> None
         (2, "mask", "DuplicateMessageError")
     ]
     rounds = [e for e in deployed.events if e["event"] == "round"]
-    assert rounds[0]["aggregated"] == [0, 1, 4, 5]
+    assert rounds[0]["aggregated"] == _without_batch_of(deployed, 2, rounds[0]["selected"])
 
 
 def test_a_node_refuses_a_stage_out_of_order_with_a_typed_error() -> None:
@@ -131,7 +153,9 @@ def test_dp_runs_through_the_deployment_and_the_run_directory_reports_it(
     privacy = summary["privacy"]
     assert privacy["mechanism"] == dp and privacy["epsilon"] > 0
     assert privacy["t_weak"]["lower"] >= 2
-    means = simulate(config, list(np.load(tmp_path / "availability.npy")), {})
+    events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
+    trace = list(np.load(tmp_path / "availability.npy"))
+    means = simulate(config, trace, {}, observed_layout(events))
     with np.load(tmp_path / "aggregates.npz") as z:
         deployed = {int(k.removeprefix("round_")): z[k] for k in z.files}
     assert sorted(deployed) == sorted(means) == [0, 1]

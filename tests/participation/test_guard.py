@@ -13,6 +13,7 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.participation.audit import audit_ledger
 from fedprivacy.participation.availability import AlwaysAvailable, BernoulliDropout
 from fedprivacy.participation.guard import PrivacyGuard
+from fedprivacy.participation.layout import unit_size
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.selectors import make_selector
 from fedprivacy.pipeline.selection import run_selection
@@ -74,7 +75,7 @@ def test_without_the_guard_random_selection_exposes_users(mode: str) -> None:
 
 def test_shrinking_multiround_keeps_batches_whole() -> None:
     ledger, guard = guarded_run("multiround", 24, 12, 6, "shrink", 3, 40, t=3)
-    assert guard.unit == 3 and guard.decisions
+    assert unit_size(guard) == 3 and guard.decisions
     for r in range(ledger.rounds):
         members = ledger.selected(r)
         batches, counts = np.unique(members // 3, return_counts=True)

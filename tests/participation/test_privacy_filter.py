@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from fedprivacy.dp.per_user import per_user_epsilons, per_user_epsilons_by_round
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.audit import audit_ledger
+from fedprivacy.participation.layout import unit_size
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.privacy_filter import PrivacyFilter, filter_summary, max_rounds
 from fedprivacy.participation.selectors import RandomSelector, make_selector
@@ -100,7 +101,7 @@ def test_the_filter_charges_the_noise_really_released() -> None:
 @given(spec=_runs().filter(lambda s: s["scheme"] == "multiround"))
 def test_batches_retire_whole_so_t_weak_stays_at_least_t(spec: dict[str, object]) -> None:
     f, ledger = _run(spec)
-    t = f.unit
+    t = unit_size(f)
     for retirement in f.retirements:
         users = np.array(retirement.users)
         assert users.size % t == 0 and set(np.unique(users // t).tolist()) == set(

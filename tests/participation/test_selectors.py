@@ -134,8 +134,8 @@ def test_weighted_random_breaks_ties_at_random() -> None:
 
 def test_partition_picks_group_with_minimum_frequency_user() -> None:
     selector = UserPartitionSelector(N, K)
-    assert selector.num_groups == 4
-    np.testing.assert_array_equal(selector.groups[1], np.arange(6, 12))
+    assert selector.num_units == 4
+    np.testing.assert_array_equal(selector.units[1], np.arange(6, 12))
     rng = np.random.default_rng(8)
     for _ in range(400):
         available, frequency = _random_inputs(rng, 0.1)
@@ -161,8 +161,8 @@ def test_multiround_selects_unions_of_whole_batches_and_skips_correctly() -> Non
     for t in (1, 2, 3, 6):
         for fairness, rule in ((False, "paper"), (True, "paper"), (True, "authors")):
             selector = BatchPartitionSelector(N, K, t, fairness=fairness, fairness_rule=rule)
-            assert selector.num_batches == N // t
-            np.testing.assert_array_equal(selector.batches, np.arange(N).reshape(N // t, t))
+            assert selector.num_units == N // t
+            np.testing.assert_array_equal(selector.units, np.arange(N).reshape(N // t, t))
             rng = np.random.default_rng(t)
             for p in (0.05, 0.2, 0.4):
                 for _ in range(100):

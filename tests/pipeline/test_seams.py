@@ -111,11 +111,12 @@ def test_the_deployed_rounds_apply_it_on_the_nodes() -> None:
         config_toml=config.to_toml(),
     )
     deployed.run(2)
-    means = simulate(config, deployed.availability.trace, {})
+    trace, layout = deployed.availability.trace, deployed.aggregator.layout  # the nodes' batches
+    means = simulate(config, trace, {}, layout)
     assert sorted(deployed.aggregates) == sorted(means) == [0, 1]
     for r, mean in means.items():
         assert np.array_equal(deployed.aggregates[r], mean)
-    plain = simulate(replace(config, dp="none", clip=None), deployed.availability.trace, {})
+    plain = simulate(replace(config, dp="none", clip=None), trace, {}, layout)
     assert not np.allclose(plain[0], means[0])  # the toy changed what was aggregated
 
 

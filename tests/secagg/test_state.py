@@ -404,6 +404,7 @@ def test_the_encoding_covers_every_field() -> None:
         "graph_seed",
         "vector_name",
         "ring_block",
+        "positions",
     }
     assert {f.name for f in dataclasses.fields(SecAggParameters)} == covered
     assert {f.name for f in dataclasses.fields(FixedPointCodec)} == {"clip", "scale", "bits"}
@@ -420,6 +421,7 @@ def test_the_encoding_covers_every_field() -> None:
         dataclasses.replace(base, graph_seed=b"x"),
         dataclasses.replace(base, vector_name="bias"),
         dataclasses.replace(base, ring_block=None),
+        dataclasses.replace(base, positions=tuple(range(7, -1, -1))),
     ]
     encodings = {encode_params(p) for p in [base, *variants]}
     assert len(encodings) == len(variants) + 1

@@ -312,14 +312,15 @@ _DEPLOYMENT = (
     ),
     Flag(
         "--replay",
-        "fault injection: party P replays a message in round R (repeatable)",
+        "fault injection: party P (*: the last party asked) replays a message in round R "
+        "(repeatable)",
         action="append",
         metavar="P@R",
     ),
     Flag(
         "--bad-share",
-        "fault injection: user U's node sends wrong unmasking shares in round R (repeatable); "
-        "the server names it and still unmasks the sum",
+        "fault injection: user U's node (*: the last user asked) sends wrong unmasking shares "
+        "in round R (repeatable); the server names it and still unmasks the sum",
         action="append",
         metavar="U@R",
     ),

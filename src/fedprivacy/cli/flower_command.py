@@ -47,13 +47,13 @@ def _users(users: list[int]) -> str:
     return str(users) if len(users) <= 12 else f"{len(users)} users"
 
 
-def _replays(items: list[str] | None, option: str = "--replay") -> dict[int, int]:
-    """``["U@R", ...]`` -> ``{U: R}``; :class:`ParameterError` naming ``option``."""
-    out: dict[int, int] = {}
+def _replays(items: list[str] | None, option: str = "--replay") -> dict[int | None, int]:
+    """``["U@R", ...]`` -> ``{U: R}`` (``*``: None); :class:`ParameterError` naming ``option``."""
+    out: dict[int | None, int] = {}
     for item in items or []:
         user, sep, r = item.partition("@")
         try:
-            out[int(user)] = int(r)
+            out[None if user == "*" else int(user)] = int(r)
         except ValueError:
             raise ParameterError(option, f"must be USER@ROUND, got {item!r}") from None
         if not sep:

@@ -34,8 +34,10 @@ from fedprivacy.fl.clients import LocalClients
 from fedprivacy.fl.local_training import LocalTrainingSpec
 from fedprivacy.fl.mechanism import Mechanism, NoMechanism
 from fedprivacy.fl.params import flatten_parameters
+from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.participation.availability import AvailabilityModel
 from fedprivacy.participation.guard import PrivacyGuard
+from fedprivacy.participation.layout import BatchLayout, use_layout
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.privacy_filter import PrivacyFilter
 from fedprivacy.participation.selectors import (
@@ -193,6 +195,18 @@ class FederatedTraining(Algorithm[RoundRecord]):
             self.batch_size_t = self.selector.target_privacy
         elif isinstance(self.selector, UserPartitionSelector):
             self.batch_size_t = self.selector.per_round
+
+    def use_layout(self, layout: BatchLayout) -> None:
+        """Place the users in batches (or groups) by ``layout``: selection and secure rounds.
+
+        A deployment's layout, drawn by its nodes (:mod:`fedprivacy.flower.joint_draw`);
+        its reference simulation replays it. Call it before the first round.
+        """
+        if self.ledger.rounds:
+            raise ParameterError("batch_layout", "must be set before the first round")
+        use_layout(self.selector, layout)
+        if isinstance(self.aggregator, SecureAggregator):
+            self.aggregator.layout = layout
 
     def guard_selection(self, mode: str, target: int) -> PrivacyGuard:
         """Run the selection under :class:`~fedprivacy.participation.guard.PrivacyGuard`.

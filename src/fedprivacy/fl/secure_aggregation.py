@@ -32,6 +32,7 @@ from fedprivacy.fl.aggregation import (
     _outcome,
     rounding_rng,
 )
+from fedprivacy.participation.layout import BatchLayout
 from fedprivacy.secagg.driver import Stage, run_round
 from fedprivacy.secagg.errors import (
     DisconnectedSetError,
@@ -154,6 +155,9 @@ class SecureAggregator(Aggregator):
         """The SecAgg+ graph's seed; ``None``: the session id (in this process, where no party
         could grind it). A deployment sets the seed its nodes drew together
         (:mod:`fedprivacy.flower.joint_draw`)."""
+        self.layout: BatchLayout | None = None
+        """Where each user sits in the batches; ``None``: by id (batch ``u // T``). A
+        deployment sets the layout its nodes drew together, and its selector's."""
         self.scripted_dropouts: Mapping[int, Mapping[int, Stage]] | None = None
         """Replaces the sampled dropouts: round -> user -> the stage before which it drops (the
         dropouts a deployment observed, replayed by its reference simulation)."""
@@ -212,6 +216,7 @@ class SecureAggregator(Aggregator):
             degree=degree,
             graph_seed=self.session if self.graph_seed is None else self.graph_seed,
             ring_block=block if self.batch_ring else None,
+            positions=self._positions(users, batch_size),
         )
         removed: list[int] = []
         policy = aggregation_policy(
@@ -226,6 +231,12 @@ class SecureAggregator(Aggregator):
                 self.codec, self.clip, params.threshold, dimension, parties=len(users)
             )
         return SecureRoundPlan(params, policy, removed, noise, started)
+
+    def _positions(self, users: Sequence[int], batch_size: int) -> tuple[int, ...]:
+        """The users' places in the drawn layout, where the round has batches (else none)."""
+        if self.layout is None or batch_size == 1:
+            return ()
+        return tuple(self.layout.position[u] for u in sorted(users))
 
     def client_arguments(self, plan: SecureRoundPlan, user: int, weight: float) -> dict[str, Any]:
         """The keyword arguments of ``user``'s :meth:`SecAggClient.masked_input` in ``plan``.

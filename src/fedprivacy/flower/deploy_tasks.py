@@ -153,13 +153,19 @@ class FedAvgTask(DeployTask):
         """Every aggregate against the in-process pipeline (:mod:`fedprivacy.flower.reference`)."""
         import numpy as np
 
-        from fedprivacy.flower.reference import max_abs_error, observed_dropouts, simulate
+        from fedprivacy.flower.reference import (
+            max_abs_error,
+            observed_dropouts,
+            observed_layout,
+            simulate,
+        )
 
         events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines() if x]
         trace = np.load(run_dir / "availability.npy")
         with np.load(run_dir / "aggregates.npz") as z:
             deployed = {int(k.removeprefix("round_")): z[k] for k in z.files}
-        simulated = simulate(self.config, list(trace), observed_dropouts(events))
+        layout = observed_layout(events)
+        simulated = simulate(self.config, list(trace), observed_dropouts(events), layout)
         # None: no round aggregated, nothing to compare
         err = max_abs_error(deployed, simulated) if deployed else None
         return {"max_abs_error_vs_simulation": err}

@@ -31,10 +31,12 @@ class FaultPlan:
         ``(user, round, stage)``: the ServerApp pauses before ``stage`` of ``round``, the
         deployment kills the SuperNode of ``user`` (``None``: the last user asked in that stage)
         with SIGKILL to its process group, and the run goes on.
-    replay : dict of int to int
-        User -> round in which that node replays its previous message at the masked-input stage.
-    badshare : dict of int to int
-        User -> round in which that node (a malicious node) sends wrong unmasking shares.
+    replay : dict of (int or None) to int
+        User -> round in which that node replays its previous message at the masked-input stage
+        (``None``: the last user asked in that round, whoever it is).
+    badshare : dict of (int or None) to int
+        User -> round in which that node (a malicious node) sends wrong unmasking shares
+        (``None``: the last user asked).
     forge : str
         A lying server: ``"NAME=VALUE,..."`` parameters the ServerApp proposes instead of the
         configuration's (see :func:`fedprivacy.flower.forge.parse_forge`); every party must
@@ -47,8 +49,8 @@ class FaultPlan:
     """
 
     kill: tuple[int | None, int, Stage] | None = None
-    replay: dict[int, int] = field(default_factory=dict)
-    badshare: dict[int, int] = field(default_factory=dict)
+    replay: dict[int | None, int] = field(default_factory=dict)
+    badshare: dict[int | None, int] = field(default_factory=dict)
     forge: str = ""
     rerun: bool = False
 
@@ -107,9 +109,15 @@ class FaultPlan:
 
 
 def node_fault(faults: FaultPlan, user: int) -> str:
-    """The ``fedprivacy-fault`` of ``user``'s node: ``replay@R``, ``badshare@R`` or nothing."""
-    if user in faults.replay:
-        return f"replay@{faults.replay[user]}"
-    if user in faults.badshare:
-        return f"badshare@{faults.badshare[user]}"
-    return ""
+    """The ``fedprivacy-fault`` of ``user``'s node (:mod:`fedprivacy.flower.node_faults`).
+
+    >>> node_fault(FaultPlan(replay={None: 2}, badshare={3: 0}), 3)
+    'replay@2:last,badshare@0'
+    """
+    items = []
+    for kind, plan in (("replay", faults.replay), ("badshare", faults.badshare)):
+        if user in plan:
+            items.append(f"{kind}@{plan[user]}")
+        if None in plan:
+            items.append(f"{kind}@{plan[None]}:last")
+    return ",".join(items)

@@ -1,12 +1,14 @@
-"""The SecAgg+ graph's seed, drawn by the nodes together over three stages before a sparse round.
+"""The nodes' joint draw: the SecAgg+ graph's seed and the batch layout, over three stages.
 
 The server proposes every round's parameters, the SecAgg+ graph's seed among them; chosen by
 the server, the graph is the server's (issue #50, finding 2: it grinds the seed until its
-colluders are a victim's only neighbours). So before the first round on a sparse graph the
-server runs :func:`draw_graph_seed` (the nodes' commit-then-reveal, :mod:`fedprivacy.secagg.
-joint_seed`), and every node refuses a sparse round whose ``graph_seed`` is not the one it drew
-(:func:`check_graph_seed`, a :class:`~fedprivacy.errors.PolicyViolationError` naming
-``graph_seed``):
+colluders are a victim's only neighbours), and so are the batches of Multi-RoundSecAgg if it
+lays the users out (it puts a victim's batch mates among its colluders and reads the victim in a
+"batch sum"). So before a session's first round with batches, or on a sparse graph, the server
+runs :func:`draw_joint` (the nodes' commit-then-reveal, :mod:`fedprivacy.secagg.joint_seed`)
+and every node refuses a round whose ``graph_seed`` or batch ``positions`` are not those of its
+draw (:func:`check_graph_seed`, :func:`check_batch_layout`: a
+:class:`~fedprivacy.errors.PolicyViolationError` naming ``graph_seed`` or ``batch_layout``):
 
 ===========  ==================================================  ==========================
 stage        request (server -> node)                            reply (node -> server)
@@ -18,13 +20,16 @@ stage        request (server -> node)                            reply (node -> 
 
 A node keeps its draw in its ``joint`` state entry (which outlives the round; :mod:`fedprivacy.
 flower.party_state`): the session, the phase (committed, revealed, drawn), its secret and the
-digest of the list it revealed against. A ``commit`` starts a fresh draw (a new secret); a
-second list at ``reveal`` is refused. The complete graph needs no seed.
+digest of the list it revealed against; once drawn, the seed and the users who drew. A
+``commit`` starts a fresh draw (a new secret); a second list at ``reveal`` is refused. The
+layout orders the users who drew by a hash of the seed (:meth:`~fedprivacy.participation.layout.
+BatchLayout.drawn`), a uniform order whatever the server and its colluders committed to.
 
-Adversary: a server that chooses the graph (grinding the seed, or forging a node's commitment
-or secret). Not covered: a server that restarts draws until it likes the graph (each draw is a
-fresh uniform graph; the node's degree floor, :mod:`fedprivacy.secagg.degree_bound`, keeps each
-one's chance of handing colluders a threshold of a user's neighbours below 2^-40).
+Adversary: a server that chooses the graph or the batches (grinding the seed, forging a node's
+commitment or secret, or sending positions of its own). Not covered: a server that restarts
+draws until it likes the graph (each draw is a fresh uniform graph; the node's degree floor,
+:mod:`fedprivacy.secagg.degree_bound`, keeps each one's chance of handing colluders a threshold
+of a user's neighbours below 2^-40); a new session (a new ``flwr run``) draws a new layout.
 
 Examples
 --------
@@ -32,19 +37,21 @@ Examples
 >>> from fedprivacy.flower.node import Node
 >>> from fedprivacy.flower.transport import InProcessTransport
 >>> exchange = StageExchange(InProcessTransport({u: Node(u) for u in range(4)}))
->>> seed = draw_graph_seed(exchange, 0, bytes(16), range(4))
->>> len(seed), [e["stage"] for e in exchange.events]
-(32, ['commit', 'reveal', 'draw'])
+>>> drawn = draw_joint(exchange, 0, bytes(16), range(4))
+>>> len(drawn.graph_seed), sorted(drawn.layout.order), [e["stage"] for e in exchange.events]
+(32, [0, 1, 2, 3], ['commit', 'reveal', 'draw'])
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fedprivacy.errors import PolicyViolationError
 from fedprivacy.flower.stages import Record, Stage, field
+from fedprivacy.participation.layout import BatchLayout
 from fedprivacy.secagg.errors import MalformedMessageError, OutOfOrderError, ProtocolViolationError
 from fedprivacy.secagg.joint_seed import (
     SECRET_BYTES,
@@ -60,12 +67,24 @@ from fedprivacy.secagg.params import MIN_PARTICIPANTS, SESSION_ID_BYTES, SecAggP
 
 if TYPE_CHECKING:
     from fedprivacy.flower.exchange import StageExchange
+    from fedprivacy.policy import PartyPolicy
 
-__all__ = ["JOINT", "check_graph_seed", "draw_graph_seed", "on_commit", "on_draw", "on_reveal"]
+__all__ = [
+    "JOINT",
+    "JointDraw",
+    "check_batch_layout",
+    "check_graph_seed",
+    "draw_joint",
+    "drawn_layout",
+    "on_commit",
+    "on_draw",
+    "on_reveal",
+]
 
 JOINT = "joint"
 """The node's state entry of its draw: session, phase byte, then the phase's bytes."""
 _COMMITTED, _REVEALED, _DRAWN = b"c", b"r", b"s"
+_USER_BYTES = 8  # each user who drew, after the seed and digest of a finished draw
 
 
 def _session(request: Record) -> bytes:
@@ -114,10 +133,23 @@ def on_draw(node: Any, request: Record, state: dict[str, bytes]) -> Record:
     phase, data = _entry(state, session)
     if phase not in (_REVEALED, _DRAWN):
         raise OutOfOrderError("this node has not revealed its secret in this session")
-    digest = data[SECRET_BYTES:]
-    seed = check_secrets(session, digest, decode_entries(request.get("secrets")))
-    state[JOINT] = session + _DRAWN + seed + digest
+    digest = data[SECRET_BYTES : 2 * SECRET_BYTES]
+    secrets = decode_entries(request.get("secrets"))
+    seed = check_secrets(session, digest, secrets)
+    users = b"".join(int(u).to_bytes(_USER_BYTES, "big") for u in sorted(secrets))
+    state[JOINT] = session + _DRAWN + seed + digest + users
     return {"drawn": 1}
+
+
+def drawn_layout(state: Mapping[str, bytes], session: bytes) -> BatchLayout | None:
+    """The batch layout of this node's draw in ``session``; None before a draw."""
+    phase, data = _entry(state, session)
+    if phase != _DRAWN:
+        return None
+    users = data[2 * SECRET_BYTES :]
+    step = _USER_BYTES
+    ids = [int.from_bytes(users[i : i + step], "big") for i in range(0, len(users), step)]
+    return BatchLayout.drawn(data[:SECRET_BYTES], ids)
 
 
 def check_graph_seed(params: SecAggParameters, state: Mapping[str, bytes]) -> None:
@@ -141,6 +173,39 @@ def check_graph_seed(params: SecAggParameters, state: Mapping[str, bytes]) -> No
         )
 
 
+def check_batch_layout(
+    policy: PartyPolicy, params: SecAggParameters, state: Mapping[str, bytes]
+) -> None:
+    """Refuse batch positions that are not this node's draw, or none where its batches count.
+
+    A node whose policy has batches (``batch_size > 1``) needs the round's participants
+    placed by the layout it drew; any positions sent must be that layout's.
+
+    Raises
+    ------
+    PolicyViolationError
+        Naming ``batch_layout``.
+    """
+    if not params.positions:
+        if policy.batch_size > 1:
+            raise PolicyViolationError(
+                "batch_layout",
+                "batches need a layout this node drew with the others; the request places "
+                "the users by id (whoever assigns the ids picks every user's batch mates)",
+            )
+        return
+    layout = drawn_layout(state, params.session_id)
+    if layout is None:
+        raise PolicyViolationError(
+            "batch_layout", "batch positions came, but this node drew no layout in the session"
+        )
+    if [layout.position.get(u) for u in params.participants] != list(params.positions):
+        raise PolicyViolationError(
+            "batch_layout",
+            "the batch positions are not the layout this node drew: the server chose them",
+        )
+
+
 def _valid(
     replies: Mapping[int, Record], name: str, ok: Callable[[int, bytes], bool]
 ) -> dict[int, bytes]:
@@ -153,14 +218,32 @@ def _valid(
     return out
 
 
-def draw_graph_seed(
+@dataclass(frozen=True)
+class JointDraw:
+    """What a successful draw gives the server: the joint seed and the users who drew."""
+
+    seed: bytes
+    users: tuple[int, ...]
+
+    @property
+    def graph_seed(self) -> bytes:
+        """The SecAgg+ graph's seed."""
+        return graph_seed(self.seed)
+
+    @property
+    def layout(self) -> BatchLayout:
+        """The batch layout of the users who drew."""
+        return BatchLayout.drawn(self.seed, self.users)
+
+
+def draw_joint(
     exchange: StageExchange, r: int, session: bytes, users: Iterable[int]
-) -> bytes | None:
-    """The nodes' draw in ``session`` (logged as round ``r``'s): the graph seed, or None.
+) -> JointDraw | None:
+    """The nodes' draw in ``session`` (logged as round ``r``'s), or None.
 
     None when fewer than :data:`~fedprivacy.secagg.params.MIN_PARTICIPANTS` committed, or a node
     that committed did not reveal a secret that opens its commitment (the nodes then refuse
-    every sparse round until a later draw succeeds).
+    every sparse round, and every round with batches, until a later draw succeeds).
     """
     requests = {int(u): {"session": session} for u in users}
     replies = exchange(Stage.COMMIT, r, requests)
@@ -174,4 +257,4 @@ def draw_graph_seed(
         return None
     opening = {"session": session, "secrets": encode_entries(secrets)}
     exchange(Stage.DRAW, r, dict.fromkeys(secrets, opening))
-    return graph_seed(joint_seed(session, secrets))
+    return JointDraw(joint_seed(session, secrets), tuple(sorted(secrets)))

@@ -21,6 +21,8 @@ its report. The names (:data:`FEDAVG_FORGES`):
                       all-zero model, the first the real one
 ``graph=1``           a SecAgg+ graph from a seed of the server's own (ground until its
                       colluders neighbour a victim) instead of the one the nodes drew
+``layout=1``          batches of the server's own (users by id: whoever assigns the ids
+                      picks every user's batch mates) instead of the layout the nodes drew
 ====================  ===================================================================
 
 ``;`` separates rounds: ``"noise=;threshold=2"`` forges round 0, 2, ... with the first and
@@ -48,8 +50,9 @@ import tomli_w
 
 from fedprivacy.crypto.keys import generate_keypair
 from fedprivacy.flower.forge import parse_forge
+from fedprivacy.participation.layout import batches_of
 from fedprivacy.secagg.messages import KeyRoster
-from fedprivacy.secagg.params import SecAggParameters, batches_of
+from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.secagg.server import AggregationPolicy
 
 __all__ = [
@@ -75,6 +78,7 @@ FEDAVG_FORGES = (
     "keys",
     "model",
     "graph",
+    "layout",
 )
 
 
@@ -99,7 +103,7 @@ def forge_config(config_toml: str, forge: Mapping[str, str]) -> str:
 
 
 def forge_params(params: SecAggParameters, forge: Mapping[str, str]) -> SecAggParameters:
-    """The round's parameters with a forged ``degree``, then ``graph`` seed, then ``threshold``."""
+    """The round's parameters with a forged ``degree``, ``layout``, ``graph``, ``threshold``."""
     if "degree" in forge:
         params = SecAggParameters.create(
             params.session_id,
@@ -110,7 +114,10 @@ def forge_params(params: SecAggParameters, forge: Mapping[str, str]) -> SecAggPa
             weighted=params.weighted,
             degree=int(forge["degree"]),
             graph_seed=params.graph_seed or params.session_id,
+            positions=params.positions,
         )
+    if "layout" in forge:
+        params = dataclasses.replace(params, positions=params.participants)
     if "graph" in forge:
         own = hashlib.sha256(b"the server's own graph" + params.graph_seed).digest()
         params = dataclasses.replace(params, graph_seed=own)
@@ -120,7 +127,7 @@ def forge_params(params: SecAggParameters, forge: Mapping[str, str]) -> SecAggPa
 
 
 def forge_policy(
-    policy: AggregationPolicy, forge: Mapping[str, str], batch_size: int
+    policy: AggregationPolicy, forge: Mapping[str, str], params: SecAggParameters, batch_size: int
 ) -> AggregationPolicy:
     """The batch policy, or with ``partial`` one that leaves out a member of a whole batch."""
     if "partial" not in forge:
@@ -128,7 +135,8 @@ def forge_policy(
 
     def partial(submitted: frozenset[int]) -> frozenset[int]:
         chosen = policy(submitted)
-        whole = [m for m in batches_of(chosen, batch_size).values() if len(m) > 1]
+        grouped = batches_of(chosen, batch_size, params.position)
+        whole = [m for m in grouped.values() if len(m) > 1]
         return chosen - {max(whole[0])} if whole else chosen
 
     return partial

@@ -427,7 +427,7 @@ class Node(StageHandler):
     def _mask(self, request: Record, state: dict[str, bytes]) -> Record:
         message = field(request, "message", bytes)
         client = self._client(state)
-        if self.fault == f"replay@{client.params.round_index}":
+        if self._misbehaves("replay", client.params):
             return {"message": state["last"]}
         from fedprivacy.fl.aggregation import rounding_rng
 
@@ -446,6 +446,14 @@ class Node(StageHandler):
         kw["model"] = state.get("model", b"")
         return self._step(state, lambda c: c.masked_input(message, values, **kw), client)
 
+    def _misbehaves(self, kind: str, params: SecAggParameters) -> bool:
+        """Whether this node's ``fault`` (fault injection) names ``kind`` in this round."""
+        if not self.fault:
+            return False
+        from fedprivacy.flower.node_faults import fault_fires
+
+        return fault_fires(self.fault, kind, params.round_index, self.user, params.participants)
+
     def _consistency(self, request: Record, state: dict[str, bytes]) -> Record:
         message = field(request, "message", bytes)
         client = self._client(state)
@@ -457,7 +465,7 @@ class Node(StageHandler):
         client = self._client(state)
         check_unmask_request(self.policy, client.params, message)
         reply = self._step(state, lambda c: c.unmask(message), client)
-        if self.fault == f"badshare@{client.params.round_index}":  # a malicious node
+        if self._misbehaves("badshare", client.params):  # a malicious node
             from fedprivacy.flower.node_faults import bend_shares
 
             reply = {"message": bend_shares(reply["message"])}

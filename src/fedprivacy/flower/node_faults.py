@@ -1,18 +1,41 @@
 """Fault injection on a node's side: the messages a malicious node sends instead of its own.
 
-Used by :class:`~fedprivacy.flower.node.Node` when its ``fault`` names them (tests and
-demonstrations of what the server does about a malicious party); an honest node never calls them.
+Used by :class:`~fedprivacy.flower.node.Node` and :class:`~fedprivacy.flower.silo_node.SiloNode`
+when their ``fault`` names them (tests and demonstrations of what the server does about a
+malicious party); an honest node never calls them. A ``fault`` is a comma-separated list of
+``KIND@R`` (this party, in round ``R``) and ``KIND@R:last`` (whichever party is the last one
+asked in round ``R``: :func:`fault_fires`, what ``--replay *@R`` gives every node, since on a
+deployment the nodes draw their batches and nobody knows beforehand who will be asked).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 
 from fedprivacy.crypto.shamir import PRIME, Share
 from fedprivacy.secagg.errors import MalformedMessageError
 from fedprivacy.secagg.messages import UnmaskResponse, decode_message, encode_message
 
-__all__ = ["bend_shares"]
+__all__ = ["bend_shares", "fault_fires"]
+
+
+def fault_fires(
+    fault: str, kind: str, round_index: int, party: int, asked: Collection[int]
+) -> bool:
+    """Whether ``fault`` makes ``party`` misbehave as ``kind`` now (see the module docstring).
+
+    >>> fault_fires("badshare@0,replay@2:last", "replay", 2, 5, [1, 5])
+    True
+    >>> fault_fires("replay@2:last", "replay", 2, 1, [1, 5]), fault_fires("", "replay", 2, 1, [1])
+    (False, False)
+    """
+    for item in filter(None, fault.split(",")):
+        name, _, rest = item.partition("@")
+        r, _, who = rest.partition(":")
+        if name == kind and r == str(round_index) and (who != "last" or party == max(asked)):
+            return True
+    return False
 
 
 def bend_shares(reply: bytes) -> bytes:

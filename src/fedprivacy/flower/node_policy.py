@@ -33,7 +33,7 @@ from fedprivacy.crypto.signing import Roster, SigningKey
 from fedprivacy.dp.noise_modes import NOISE_MODES, NoiseDraw
 from fedprivacy.dp.party_noise import PartyNoise, RoundNoise
 from fedprivacy.errors import PolicyViolationError
-from fedprivacy.flower.joint_draw import check_graph_seed
+from fedprivacy.flower.joint_draw import check_batch_layout, check_graph_seed
 from fedprivacy.flower.noise_request import parse_noise_request
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg.consistency import ConsistencyCheck
@@ -233,8 +233,8 @@ def check_secure_round(
     Raises
     ------
     PolicyViolationError
-        Naming ``threshold``, ``degree``, ``epsilon_budget``, ``noise_multiplier`` or
-        ``noise_mode``.
+        Naming ``threshold``, ``degree``, ``graph_seed``, ``batch_layout``, ``epsilon_budget``,
+        ``noise_multiplier`` or ``noise_mode``.
     MalformedMessageError
         If ``noise`` is not a noise request (:mod:`fedprivacy.flower.noise_request`).
     """
@@ -242,6 +242,7 @@ def check_secure_round(
     policy.check_threshold(params.threshold, params.min_holders)
     policy.check_degree(params.min_holders, params.num_users)
     check_graph_seed(params, state)
+    check_batch_layout(policy, params, state)
     spend_budget(policy, state)
     requested = parse_noise_request(noise)
     mode = requested[0] if requested is not None else policy.noise_mode
@@ -294,6 +295,9 @@ def party_draw(params: SecAggParameters, noise: str) -> NoiseDraw | None:
 def check_unmask_request(policy: PartyPolicy, params: SecAggParameters, message: bytes) -> None:
     """Refuse to sign or unmask an aggregated set that is not a union of whole batches.
 
+    The batches are the round's layout (``params.positions``, checked against the node's own
+    draw when the round opened, :func:`~fedprivacy.flower.joint_draw.check_batch_layout`).
+
     ``message`` is the server's :class:`ConsistencyRequest` or :class:`UnmaskRequest`.
 
     Raises
@@ -303,7 +307,7 @@ def check_unmask_request(policy: PartyPolicy, params: SecAggParameters, message:
     """
     request = decode_message(message)
     if isinstance(request, UnmaskRequest | ConsistencyRequest):
-        policy.check_aggregated(request.aggregated, params.participants)
+        policy.check_aggregated(request.aggregated, params.participants, params.position)
 
 
 def consistency_check(policy: PartyPolicy) -> ConsistencyCheck | None:

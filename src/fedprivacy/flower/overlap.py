@@ -14,9 +14,10 @@ commitment instead of a key share; :class:`SecureRounds` remembers their public 
 round where the server holds every user's keys opens at ``share``, carried with the previous
 round's ``unmask``, and the model comes with ``mask``: two exchanges a round.
 
-Before the first round on a sparse (SecAgg+) graph the nodes draw its seed together
-(:func:`~fedprivacy.flower.joint_draw.draw_graph_seed`, three exchanges once a session): the
-server cannot choose the graph.
+Before the first round on a sparse (SecAgg+) graph, and before the first selection of a run
+with batches, the nodes draw a seed together (:func:`~fedprivacy.flower.joint_draw.draw_joint`,
+three exchanges once a session, :meth:`SecureRounds.draw`): the server chooses neither the graph
+nor anyone's batch mates.
 
 :class:`SecureRounds` is shared by FedAvg with the pipeline's training
 (:class:`~fedprivacy.flower.training.DeployedTraining`) and FedAvg over any Flower app
@@ -26,16 +27,17 @@ server cannot choose the graph.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fedprivacy.fl.aggregation import AggregateOutcome
 from fedprivacy.fl.secure_aggregation import SecureAggregator, SecureRoundPlan
 from fedprivacy.flower.exchange import StageExchange
-from fedprivacy.flower.joint_draw import draw_graph_seed
+from fedprivacy.flower.joint_draw import JointDraw, draw_joint
 from fedprivacy.flower.secure_round import SecureRound
 from fedprivacy.flower.stages import Record, Stage
+from fedprivacy.participation.layout import BatchLayout
 from fedprivacy.pipeline.algorithm import SelectAhead
 from fedprivacy.secagg.params import MIN_PARTICIPANTS, SecAggParameters
 from fedprivacy.secagg.round_keys import RegisteredKeys
@@ -68,6 +70,8 @@ class SecureRounds:
     registered : dict of int to (bytes, bytes)
         The reused public keys ``(c_pk, s_pk)`` the server holds, by user: those of the users
         that shared with a seed commitment in their last round.
+    drawn : JointDraw or None
+        The session's draw with the nodes, once one succeeded.
     """
 
     exchange: StageExchange
@@ -75,6 +79,7 @@ class SecureRounds:
     overlap: bool = False
     ahead: SecureRound | None = None  # the next round, opened with this one's unmask
     registered: dict[int, RegisteredKeys] = field(default_factory=dict)
+    drawn: JointDraw | None = None
 
     def _open(
         self, r: int, users: list[int], with_model: bool
@@ -96,9 +101,8 @@ class SecureRounds:
 
         ``proposed`` maps the planned parameters to those the server sends (a lying server's,
         :func:`~fedprivacy.flower.lying_server.forge_params`). Before the session's first
-        sparse round the server draws the graph's seed with the nodes, up to
-        :data:`DRAW_ATTEMPTS` times (a node that left between two stages fails one); if none
-        succeeds, a ``draw_failed`` event, and the nodes refuse the sparse round.
+        sparse round the server draws with the nodes (:meth:`draw`); if that fails, the nodes
+        refuse the sparse round.
         """
 
         def planned() -> SecureRoundPlan:
@@ -108,14 +112,42 @@ class SecureRounds:
         plan = planned()
         if plan.params.complete_graph or aggregator.graph_seed is not None:
             return plan
-        everyone = self.exchange.transport.users
+        return planned() if self.draw(aggregator, r) is not None else plan
+
+    def draw(
+        self, aggregator: SecureAggregator, r: int, every: Collection[int] = ()
+    ) -> JointDraw | None:
+        """The session's draw with the nodes (once), which sets the aggregator's graph seed.
+
+        Up to :data:`DRAW_ATTEMPTS` tries (a node that left between two stages fails one),
+        each also failing unless every user of ``every`` drew; after the last, a
+        ``draw_failed`` event and None.
+        """
+        if self.drawn is not None:
+            return self.drawn
         for _ in range(DRAW_ATTEMPTS):
-            seed = draw_graph_seed(self.exchange, r, aggregator.session, everyone)
-            if seed is not None:
-                aggregator.graph_seed = seed
-                return planned()
+            users = self.exchange.transport.users
+            drawn = draw_joint(self.exchange, r, aggregator.session, users)
+            if drawn is not None and set(every) <= set(drawn.users):
+                aggregator.graph_seed = drawn.graph_seed
+                self.drawn = drawn
+                return drawn
         self.exchange.log(round=r, event="draw_failed", attempts=DRAW_ATTEMPTS)
-        return plan
+        return None
+
+    def draw_layout(self, aggregator: SecureAggregator, num_users: int) -> BatchLayout | None:
+        """Before the first selection: the batch layout of a draw by all ``num_users`` users.
+
+        Sets the aggregator's layout and logs a ``layout`` event (its order, which the
+        reference simulation replays); None (nothing set) if the draw failed: the nodes then
+        refuse every round with batches.
+        """
+        drawn = self.draw(aggregator, 0, range(num_users))
+        if drawn is None or len(drawn.users) != num_users:
+            return None
+        aggregator.layout = drawn.layout
+        self.exchange.log(round=0, event="layout", order=list(drawn.layout.order))
+        return drawn.layout
 
     def _learn_keys(self, secure: SecureRound) -> None:
         """After a round's ``share``: who reuses its keys now (the others advertise next)."""

@@ -55,6 +55,7 @@ from fedprivacy.flower.secure_round import SecureRound
 from fedprivacy.flower.stages import Record, Stage, encode_array
 from fedprivacy.flower.training import LiveNodes
 from fedprivacy.flower.transport import Transport
+from fedprivacy.participation.layout import use_layout
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.selectors import BatchPartitionSelector, make_selector
 from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
@@ -288,6 +289,11 @@ class PrivateFedAvg:
         )
         batch = selector.target_privacy if isinstance(selector, BatchPartitionSelector) else 1
         algorithm = _RemoteFedAvg(config, initial_arrays, exchange, settings, self.signers, batch)
+        agg = algorithm.aggregator
+        if batch > 1 and isinstance(agg, SecureAggregator):  # the nodes' own batches
+            layout = algorithm.rounds.draw_layout(agg, config.users)
+            if layout is not None:
+                use_layout(selector, layout)
         live = LiveNodes(config.users, transport.users)
         exchange.on_silent = lambda users: live.gone.update(users)
         ledger = ParticipationLedger(config.users)

@@ -4,7 +4,8 @@
 the in-process protocol driver) with the availability the deployment saw
 (:class:`~fedprivacy.participation.availability.TraceAvailability` of
 :attr:`fedprivacy.flower.training.LiveNodes.trace`) and its protocol dropouts replayed
-(:func:`observed_dropouts`); :func:`max_abs_error` compares the two runs' aggregates. The masks
+(:func:`observed_dropouts`) and the batch layout its nodes drew (:func:`observed_layout`);
+:func:`max_abs_error` compares the two runs' aggregates. The masks
 and keys differ between the runs (fresh OS randomness), the aggregates must not.
 """
 
@@ -19,9 +20,10 @@ from numpy.typing import NDArray
 
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.flower.stages import Stage
+from fedprivacy.participation.layout import BatchLayout
 from fedprivacy.secagg.driver import Stage as ProtocolStage
 
-__all__ = ["max_abs_error", "observed_dropouts", "simulate"]
+__all__ = ["max_abs_error", "observed_dropouts", "observed_layout", "simulate"]
 
 _PROTOCOL_STAGE = {
     Stage.ADVERTISE: ProtocolStage.ADVERTISE_KEYS,
@@ -53,10 +55,23 @@ def observed_dropouts(events: Iterable[Mapping[str, Any]]) -> dict[int, dict[int
     return out
 
 
+def observed_layout(events: Iterable[Mapping[str, Any]]) -> BatchLayout | None:
+    """The batch layout the nodes drew (the ``layout`` event), if any.
+
+    >>> observed_layout([{"round": 0, "event": "layout", "order": [2, 0, 1, 3]}]).order
+    (2, 0, 1, 3)
+    """
+    for e in events:
+        if e.get("event") == "layout":
+            return BatchLayout(tuple(int(u) for u in e["order"]))
+    return None
+
+
 def simulate(
     config: TrainConfig,
     trace: Sequence[NDArray[np.bool_]],
     dropouts: Mapping[int, Mapping[int, ProtocolStage]],
+    layout: BatchLayout | None = None,
 ) -> dict[int, NDArray[np.float64]]:
     """The in-process pipeline's aggregate (mean update) of each round that aggregated.
 
@@ -69,6 +84,8 @@ def simulate(
         The availability of each round as the deployment saw it.
     dropouts : mapping
         The protocol dropouts the deployment observed (:func:`observed_dropouts`).
+    layout : BatchLayout, optional
+        The batch layout the deployment's nodes drew (:func:`observed_layout`).
 
     Returns
     -------
@@ -93,6 +110,8 @@ def simulate(
     )
     if isinstance(training.aggregator, SecureAggregator):
         training.aggregator.scripted_dropouts = dropouts
+    if layout is not None:
+        training.use_layout(layout)
     with single_threaded():  # as the nodes train
         training.run(len(trace))
     return means

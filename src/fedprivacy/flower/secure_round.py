@@ -191,7 +191,8 @@ class SecureRound:
                 self._receive(server, stage, self.exchange(stage, r, requests))
                 late = {}
             run(Stage.MASK, server.finish_shares(), **late)
-            policy = forge_policy(self.plan.policy, dict(self.forge or {}), self.batch_size)
+            forge = dict(self.forge or {})
+            policy = forge_policy(self.plan.policy, forge, self.plan.params, self.batch_size)
             unmask = server.finish_inputs(policy)
             if self.signers is not None:  # every node signs S; only a quorum's S is unmasked
                 run(Stage.CONSISTENCY, server.start_consistency(self.signers))

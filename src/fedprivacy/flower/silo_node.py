@@ -40,6 +40,7 @@ from fedprivacy.crypto.paillier_public import PaillierPublicKey
 from fedprivacy.errors import PolicyViolationError
 from fedprivacy.flower.identity import signed_hello
 from fedprivacy.flower.node import StageHandler, single_threaded
+from fedprivacy.flower.node_faults import fault_fires
 from fedprivacy.flower.node_policy import (
     answer_once,
     consistency_check,
@@ -196,7 +197,8 @@ class SiloNode(StageHandler):
 
         params, silo = self._restore(state)
         r = field(request, "round", int)
-        if self.fault == f"replay@{r}":
+        every = range(params.n_silos)  # every silo answers every round
+        if fault_fires(self.fault, "replay", r, self.silo, every):
             return {"message": state["last"]}
         self._answer_once(state, request, params.session_id)
         spend_budget(self.policy, state)  # every round counts: the silo does not see the sample
@@ -212,7 +214,7 @@ class SiloNode(StageHandler):
             deltas = silo_deltas(side, self.silo, model, keys)
         message = field(request, "message", bytes)
         update = silo.on_weights(message, deltas, silo_noise_std_of(self.policy, side.config))
-        if self.fault == f"garbage@{r}":
+        if fault_fires(self.fault, "garbage", r, self.silo, every):
             update = _garbage(update, silo.public_key)
         return self._keep(state, silo, encode_message(update))
 

@@ -181,6 +181,27 @@ class DeployedTraining(FederatedTraining):
     def _reject(self, r: int, stage: Stage, user: int, exc: Exception) -> None:
         self._wire().reject(r, stage, user, exc)
 
+    def run(
+        self, rounds: int, *, progress: Callable[[int], None] | None = None
+    ) -> list[RoundRecord]:
+        """:meth:`FederatedTraining.run`; first, with batches, the layout the nodes draw.
+
+        Secure rounds of whole batches (or partition groups) need the nodes' own layout
+        (:meth:`~fedprivacy.flower.overlap.SecureRounds.draw_layout`), drawn once before the
+        first selection.
+        """
+        agg = self.aggregator
+        if isinstance(agg, SecureAggregator) and self.batch_size_t > 1 and agg.layout is None:
+            layout = self._secure_rounds().draw_layout(agg, self.num_users)
+            if layout is not None:
+                self.use_layout(layout)
+        return super().run(rounds, progress=progress)
+
+    def _secure_rounds(self) -> SecureRounds:
+        if self._rounds is None:
+            self._rounds = SecureRounds(self._wire(), self._open, self.overlap)
+        return self._rounds
+
     def run_round(self, ctx: RoundContext) -> RoundResult[RoundRecord]:
         """:meth:`FederatedTraining.run_round`; the loop's ``ahead`` kept for overlapped rounds."""
         self._select_ahead = ctx.ahead
@@ -220,7 +241,5 @@ class DeployedTraining(FederatedTraining):
             return AggregateOutcome(
                 (), None, None, 0.0, 0, 0.0, f"fewer than {MIN_PARTICIPANTS} users selected"
             )
-        if self._rounds is None:
-            self._rounds = SecureRounds(self._wire(), self._open, self.overlap)
         carry = self._requests(r, selected)
-        return self._rounds.run(r, users, carry, self._select_ahead)
+        return self._secure_rounds().run(r, users, carry, self._select_ahead)

@@ -47,8 +47,9 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.participation.audit import audit_ledger
 from fedprivacy.participation.exposure import CertificationError
 from fedprivacy.participation.incremental import IncrementalAudit
+from fedprivacy.participation.layout import unit_index
 from fedprivacy.participation.ledger import ParticipationLedger
-from fedprivacy.participation.selectors import Selector, unit_size
+from fedprivacy.participation.selectors import Selector
 
 __all__ = ["GUARD_MODES", "GuardDecision", "PrivacyGuard", "guard_summary"]
 
@@ -139,7 +140,6 @@ class PrivacyGuard(Selector):
             raise ParameterError("search_seconds", f"must be >= 0, got {search_seconds!r}")
         self.search_seconds = float(search_seconds)
         self._deadline = 0.0
-        self.unit = unit_size(selector)
         self.audit = IncrementalAudit(selector.num_users, prime=prime)
         self.decisions: list[GuardDecision] = []
 
@@ -188,9 +188,10 @@ class PrivacyGuard(Selector):
         The largest round that one drop makes pass, else the first unit is dropped and the rest
         tried again (empty: nothing passes).
         """
+        index = unit_index(self.selector)  # the layout may come after the guard
         while users.size:
-            units = np.unique(users // self.unit)
-            trials = [users[users // self.unit != u] for u in units.tolist()]
+            units = np.unique(index[users])
+            trials = [users[index[users] != u] for u in units.tolist()]
             passing = [t for t in trials if t.size and self._failure(t) is None]
             if passing:
                 return max(passing, key=lambda t: t.size)

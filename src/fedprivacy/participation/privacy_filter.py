@@ -56,8 +56,9 @@ from fedprivacy.dp._checks import require_delta, require_positive
 from fedprivacy.dp.accounting import AccountantKind
 from fedprivacy.dp.per_user import mu2_budget
 from fedprivacy.errors import ParameterError
+from fedprivacy.participation.layout import unit_index
 from fedprivacy.participation.ledger import ParticipationLedger
-from fedprivacy.participation.selectors import Selector, unit_size
+from fedprivacy.participation.selectors import Selector
 
 __all__ = ["PrivacyFilter", "Retirement", "budget_markdown", "filter_summary", "max_rounds"]
 
@@ -163,7 +164,6 @@ class PrivacyFilter(Selector):
                 f"{budget:g} holds not even one round at noise multiplier {noise_multiplier:g}",
             )
         self.step = self.noise_multiplier**-2.0
-        self.unit = unit_size(selector)
         self.mu2 = np.zeros(selector.num_users)
         self._charged = 0  # ledger rounds already in mu2
         self._expected: tuple[int, NDArray[np.intp]] | None = None  # (round, aggregating)
@@ -201,10 +201,8 @@ class PrivacyFilter(Selector):
         """Retire every unit holding a user that one more round would take past the budget."""
         self._charge()
         spent = self.mu2 + self._pending() + self.step > self.mu2_budget
-        units = np.unique(np.flatnonzero(spent) // self.unit)
-        now = np.zeros_like(self.retired)
-        for u in units.tolist():
-            now[u * self.unit : (u + 1) * self.unit] = True
+        index = unit_index(self.selector)  # the layout may come after the filter
+        now = np.isin(index, index[spent])
         new = np.flatnonzero(now & ~self.retired)
         if new.size:
             self.retired |= now

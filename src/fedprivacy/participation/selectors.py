@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -30,11 +30,15 @@ from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.fairness import (
     DEFAULT_FAIRNESS_RULE,
+    FairnessRule,
     fewest,
     get_fairness_rule,
     sample,
     select_blocks,
 )
+
+if TYPE_CHECKING:
+    from fedprivacy.participation.layout import BatchLayout
 
 
 def validate_batch_parameters(
@@ -206,7 +210,55 @@ class WeightedRandomSelector(Selector):
         return np.sort(fewest(idx, freq[idx], self.per_round, rng)).astype(np.intp, copy=False)
 
 
-class UserPartitionSelector(Selector):
+class UnitSelector(Selector):
+    """A selection of whole *units* of :attr:`unit` users (batches, groups), by a layout.
+
+    Unit ``g`` holds the users at positions ``g*unit .. g*unit+unit-1`` of :attr:`layout`
+    (:class:`~fedprivacy.participation.layout.BatchLayout`): by default the users' ids, so
+    unit ``u // unit``; a deployment lays the users out by a seed its nodes drew
+    (:func:`~fedprivacy.participation.layout.use_layout`), so that no server picks anyone's
+    unit mates.
+    """
+
+    unit: int
+    layout: BatchLayout | None = None
+
+    @property
+    def num_units(self) -> int:
+        """``N / unit``."""
+        return self.num_users // self.unit
+
+    @property
+    def units(self) -> NDArray[np.intp]:
+        """User indices of each unit, shape ``(N/unit, unit)``."""
+        order = np.arange(self.num_users, dtype=np.intp)
+        if self.layout is not None:
+            order = self.layout.permutation()
+        return order.reshape(self.num_units, self.unit)
+
+    def unit_index(self) -> NDArray[np.intp]:
+        """The unit of each user."""
+        if self.layout is None:
+            return np.arange(self.num_users, dtype=np.intp) // self.unit
+        return self.layout.unit_index(self.unit)
+
+    def _select_units(
+        self,
+        avail: NDArray[np.bool_],
+        freq: NDArray[np.int64],
+        count: int,
+        rule: FairnessRule | None,
+        rng: np.random.Generator,
+    ) -> NDArray[np.intp]:
+        """:func:`~fedprivacy.participation.fairness.select_blocks` in the layout's order."""
+        if self.layout is None:
+            return select_blocks(avail, freq, self.unit, count, rule, rng)
+        order = self.layout.permutation()
+        picked = select_blocks(avail[order], freq[order], self.unit, count, rule, rng)
+        return np.sort(order[picked]).astype(np.intp, copy=False)
+
+
+class UserPartitionSelector(UnitSelector):
     """User partitioning (grouping): ``N/K`` fixed groups of ``K`` consecutive users.
 
     Group ``g`` holds users ``g*K .. g*K+K-1``. A group is available if all its users are. Among
@@ -231,23 +283,16 @@ class UserPartitionSelector(Selector):
                 f"must divide num_users = {self.num_users} for user partitioning, "
                 f"got {self.per_round}",
             )
-        self.num_groups = self.num_users // self.per_round
-
-    @property
-    def groups(self) -> NDArray[np.intp]:
-        """User indices of each group, shape ``(N/K, K)``."""
-        return np.arange(self.num_users, dtype=np.intp).reshape(self.num_groups, self.per_round)
+        self.unit = self.per_round
 
     def _choose(
         self, avail: NDArray[np.bool_], freq: NDArray[np.int64], rng: np.random.Generator
     ) -> NDArray[np.intp]:
         """Select one fully available group; see :meth:`Selector.select`."""
-        return select_blocks(
-            avail, freq, self.per_round, 1, get_fairness_rule(DEFAULT_FAIRNESS_RULE), rng
-        )
+        return self._select_units(avail, freq, 1, get_fairness_rule(DEFAULT_FAIRNESS_RULE), rng)
 
 
-class BatchPartitionSelector(Selector):
+class BatchPartitionSelector(UnitSelector):
     """Multi-RoundSecAgg (Algorithms 1 and 2 of the paper) without materialising the family.
 
     The users are partitioned into ``N/T`` batches of ``T`` consecutive users (batch ``b`` holds
@@ -325,7 +370,7 @@ class BatchPartitionSelector(Selector):
         self.fairness = bool(fairness)
         self.fairness_rule = rule.name
         self._rule = rule if self.fairness else None
-        self.num_batches = n // t
+        self.unit = t
         self.batches_per_round = k // t
 
     def __repr__(self) -> str:
@@ -335,20 +380,11 @@ class BatchPartitionSelector(Selector):
             f"fairness_rule={self.fairness_rule!r})"
         )
 
-    @property
-    def batches(self) -> NDArray[np.intp]:
-        """User indices of each batch, shape ``(N/T, T)``."""
-        return np.arange(self.num_users, dtype=np.intp).reshape(
-            self.num_batches, self.target_privacy
-        )
-
     def _choose(
         self, avail: NDArray[np.bool_], freq: NDArray[np.int64], rng: np.random.Generator
     ) -> NDArray[np.intp]:
         """Select the union of ``K/T`` fully available batches; see :meth:`Selector.select`."""
-        return select_blocks(
-            avail, freq, self.target_privacy, self.batches_per_round, self._rule, rng
-        )
+        return self._select_units(avail, freq, self.batches_per_round, self._rule, rng)
 
 
 #: Builds a selector from ``(num_users, per_round, target_privacy, fairness, fairness_rule)``;
@@ -428,21 +464,3 @@ def make_selector(
     build = SELECTORS.lookup(scheme)
     rule = get_fairness_rule(fairness_rule).name
     return build(num_users, per_round, target_privacy, fairness, rule)
-
-
-def unit_size(selector: Selector) -> int:
-    """Users that leave (or retire from) a round together: a batch, a partition group, or one.
-
-    Examples
-    --------
-    >>> unit_size(BatchPartitionSelector(6, 4, 2)), unit_size(RandomSelector(6, 4))
-    (2, 1)
-    """
-    inner = getattr(selector, "selector", None)  # a wrapper: the guard, the privacy filter
-    if isinstance(inner, Selector):
-        return unit_size(inner)
-    if isinstance(selector, BatchPartitionSelector):
-        return selector.target_privacy
-    if isinstance(selector, UserPartitionSelector):
-        return selector.per_round
-    return 1

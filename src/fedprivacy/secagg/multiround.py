@@ -19,7 +19,7 @@ import numpy as np
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
 from fedprivacy.secagg.driver import Stage
-from fedprivacy.secagg.params import SecAggParameters, batches_of
+from fedprivacy.secagg.params import SecAggParameters
 from fedprivacy.secagg.server import AggregationPolicy, SecAggServer
 
 RoundObserver = Callable[[int, SecAggServer], None]
@@ -44,15 +44,15 @@ def parse_batch_policy(policy: BatchPolicy | str) -> BatchPolicy:
         ) from None
 
 
-def _batches(selected: frozenset[int], size: int) -> list[frozenset[int]]:
-    return list(batches_of(selected, size).values())
+def _batches(params: SecAggParameters, size: int) -> list[frozenset[int]]:
+    return list(params.batches(size).values())
 
 
 # The units each policy aggregates whole: a unit is in S only if every member of it is.
-_UNITS: dict[BatchPolicy, Callable[[frozenset[int], int], list[frozenset[int]]]] = {
+_UNITS: dict[BatchPolicy, Callable[[SecAggParameters, int], list[frozenset[int]]]] = {
     BatchPolicy.ATOMIC: _batches,
-    BatchPolicy.ROUND: lambda selected, size: [selected],
-    BatchPolicy.PARTIAL: lambda selected, size: [frozenset({u}) for u in selected],
+    BatchPolicy.ROUND: lambda params, size: [frozenset(params.participants)],
+    BatchPolicy.PARTIAL: lambda params, size: [frozenset({u}) for u in params.participants],
 }
 
 ShrinkHook = Callable[[frozenset[int], frozenset[int]], None]
@@ -90,7 +90,8 @@ def aggregation_policy(
     params : SecAggParameters
         The round's parameters: its participants (the users asked) and neighbour graph.
     batch_size : int
-        ``T``: batch ``b`` holds users ``b*T .. b*T+T-1`` (the layout of
+        ``T``: batch ``b`` holds the users at positions ``b*T .. b*T+T-1`` of the round's
+        layout (``params.positions``; by default users ``b*T .. b*T+T-1``, as in
         :class:`~fedprivacy.participation.selectors.BatchPartitionSelector`). Use 1 when the
         selection has no batches.
     policy : BatchPolicy or str
@@ -115,7 +116,7 @@ def aggregation_policy(
 
     """
     size = require_int("batch_size", batch_size, minimum=1)
-    units = _UNITS[parse_batch_policy(policy)](frozenset(params.participants), size)
+    units = _UNITS[parse_batch_policy(policy)](params, size)
 
     def connected(users: frozenset[int]) -> frozenset[int]:
         parts = params.components(users)

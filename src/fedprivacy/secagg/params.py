@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -14,6 +14,7 @@ from fedprivacy._validation import require_int
 from fedprivacy.crypto.fixed_point import FixedPointCodec
 from fedprivacy.crypto.shamir import PRIME
 from fedprivacy.errors import ParameterError
+from fedprivacy.participation.layout import batches_of
 from fedprivacy.secagg.graph import components
 
 SESSION_ID_BYTES = 16
@@ -130,26 +131,16 @@ def round_degree(
     return min(max(batch_degree(num_users, batch_size), bound), num_users - 1)
 
 
-def batches_of(users: Iterable[int], batch_size: int) -> dict[int, frozenset[int]]:
-    """The users grouped by batch ``u // batch_size`` (Multi-RoundSecAgg's public layout).
-
-    >>> batches_of([0, 1, 3, 4], 2)
-    {0: frozenset({0, 1}), 1: frozenset({3}), 2: frozenset({4})}
-    """
-    size = require_int("batch_size", batch_size, minimum=1)
-    out: dict[int, set[int]] = {}
-    for u in sorted(int(u) for u in users):
-        out.setdefault(u // size, set()).add(u)
-    return {b: frozenset(m) for b, m in out.items()}
-
-
 def _ring_order(
-    participants: Sequence[int], rng: np.random.Generator, block: int | None
+    participants: Sequence[int],
+    rng: np.random.Generator,
+    block: int | None,
+    position: Mapping[int, int] | None,
 ) -> list[int]:
     """The participants in ring order: uniform, or batch by batch (both orders from ``rng``)."""
     if block is None:
         return [participants[i] for i in rng.permutation(len(participants))]
-    groups = batches_of(participants, block)
+    groups = batches_of(participants, block, position)
     keys = sorted(groups)
     ring: list[int] = []
     for b in rng.permutation(len(keys)):
@@ -159,17 +150,24 @@ def _ring_order(
 
 
 def harary_neighbours(
-    participants: Sequence[int], degree: int, seed: bytes, *, block: int | None = None
+    participants: Sequence[int],
+    degree: int,
+    seed: bytes,
+    *,
+    block: int | None = None,
+    position: Mapping[int, int] | None = None,
 ) -> dict[int, frozenset[int]]:
     """Random Harary graph H(k, n) of SecAgg+ over ``participants``.
 
     The participants are placed on a ring in a random order and each is joined to the
     ``k/2`` nearest on both sides (for odd ``k`` also to the opposite node when ``n`` is even,
-    as in Harary's construction). The order is a public function of ``seed`` (chosen by the
-    server, honest-but-curious as in the paper), so every party computes the same graph.
+    as in Harary's construction). The order is a public function of ``seed`` (on a
+    deployment one the nodes drew together, :mod:`fedprivacy.flower.joint_draw`), so every
+    party computes the same graph.
 
-    With ``block = T`` the ring is *batch-aware*: the participants are grouped by ``u // T``
-    (the batches of :class:`~fedprivacy.participation.selectors.BatchPartitionSelector`), the
+    With ``block = T`` the ring is *batch-aware*: the participants are grouped by
+    ``position[u] // T`` (``u // T`` without ``position``), the batches of
+    :class:`~fedprivacy.participation.selectors.BatchPartitionSelector`; the
     groups are placed on the ring in a seeded random order, each group contiguous and in a
     seeded random order within. With ``k/2 >= T - 1`` each batch is then a clique, and removing
     whole batches disconnects the rest only when two separate runs of removed users, each at
@@ -185,6 +183,9 @@ def harary_neighbours(
         Public randomness fixing the ring order.
     block : int or None
         Batch size ``T`` (at least 1) for the batch-aware ring; ``None`` for a uniform order.
+    position : mapping of int to int, optional
+        Each participant's place in the batch layout
+        (:class:`~fedprivacy.participation.layout.BatchLayout`); by default its id.
 
     Returns
     -------
@@ -199,7 +200,7 @@ def harary_neighbours(
     if k == n - 1:
         return {u: frozenset(set(participants) - {u}) for u in participants}
     order_seed = int.from_bytes(hashlib.sha256(b"fedprivacy/secagg+/graph" + seed).digest(), "big")
-    ring = _ring_order(participants, np.random.default_rng(order_seed), block)
+    ring = _ring_order(participants, np.random.default_rng(order_seed), block, position)
     neighbours: dict[int, set[int]] = {u: set() for u in participants}
     steps = list(range(1, k // 2 + 1)) + ([n // 2] if k % 2 == 1 and n % 2 == 0 else [])
     for pos, u in enumerate(ring):
@@ -242,8 +243,12 @@ class SecAggParameters:
         Name of the aggregated vector, bound into the mask keys.
     ring_block : int or None
         SecAgg+ only: the batch size ``T`` (at least 2) for a batch-aware graph, whose ring
-        keeps the users of each batch ``u // T`` contiguous (see :func:`harary_neighbours`), so
+        keeps the users of each batch contiguous (see :func:`harary_neighbours`), so
         that unions of whole batches stay connected; ``None`` for the plain random ring.
+    positions : tuple of int
+        Each participant's place in the batch layout, in the order of ``participants`` (a
+        deployment's layout drawn by the nodes, :mod:`fedprivacy.flower.joint_draw`); empty:
+        the participant's id (batch ``u // T``).
 
     """
 
@@ -258,6 +263,7 @@ class SecAggParameters:
     graph_seed: bytes = b""
     vector_name: str = DEFAULT_VECTOR_NAME
     ring_block: int | None = None
+    positions: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.session_id, bytes) or len(self.session_id) != SESSION_ID_BYTES:
@@ -281,10 +287,21 @@ class SecAggParameters:
             if self.degree is None:
                 raise ParameterError("ring_block", "applies to the SecAgg+ graph only (set degree)")
             require_int("ring_block", self.ring_block, minimum=2, maximum=MAX_USER_ID + 1)
+        self._check_positions()
         require_int("threshold", self.threshold, minimum=MIN_THRESHOLD, maximum=self.min_holders)
         self.codec.check_capacity(len(users))
         if not self.vector_name:
             raise ParameterError("vector_name", "must not be empty")
+
+    def _check_positions(self) -> None:
+        positions = tuple(int(p) for p in self.positions)
+        if positions and len(positions) != len(self.participants):
+            raise ParameterError("positions", "must hold one place per participant, or none")
+        if len(set(positions)) != len(positions):
+            raise ParameterError("positions", "places two participants at one position")
+        if positions and (min(positions) < 0 or max(positions) > MAX_USER_ID):
+            raise ParameterError("positions", f"must lie in [0, {MAX_USER_ID}]")
+        object.__setattr__(self, "positions", positions)
 
     @classmethod
     def create(
@@ -300,14 +317,15 @@ class SecAggParameters:
         degree: int | None = None,
         graph_seed: bytes = b"",
         ring_block: int | None = None,
+        positions: Sequence[int] = (),
     ) -> SecAggParameters:
         """Parameters with the default threshold: a strict majority of each user's sharing group.
 
         Parameters
         ----------
         session_id, round_index, participants, dimension, codec, weighted, degree, graph_seed
-        ring_block
-            As in the class.
+        ring_block, positions
+            As in the class (``positions`` in the order of the sorted participants).
         threshold : int, optional
             Defaults to ``max(2, floor((h + 1) / 2) + 1)`` where ``h`` is the number of share
             holders per user: a strict majority of the user and its holders (all ``n`` parties
@@ -335,6 +353,7 @@ class SecAggParameters:
             degree=degree,
             graph_seed=graph_seed,
             ring_block=ring_block,
+            positions=tuple(positions),
         )
 
     @property
@@ -363,7 +382,24 @@ class SecAggParameters:
     def neighbours(self) -> dict[int, frozenset[int]]:
         """Each participant's neighbours: the users it exchanges shares and pairwise masks with."""
         degree = self.num_users - 1 if self.degree is None else self.degree  # None: complete
-        return harary_neighbours(self.participants, degree, self.graph_seed, block=self.ring_block)
+        return harary_neighbours(
+            self.participants,
+            degree,
+            self.graph_seed,
+            block=self.ring_block,
+            position=self.position,
+        )
+
+    @property
+    def position(self) -> dict[int, int] | None:
+        """Each participant's place in the batch layout; ``None``: its id."""
+        if not self.positions:
+            return None
+        return dict(zip(self.participants, self.positions, strict=True))
+
+    def batches(self, batch_size: int) -> dict[int, frozenset[int]]:
+        """The participants grouped by batch of ``batch_size`` in the round's layout."""
+        return batches_of(self.participants, batch_size, self.position)
 
     def components(self, users: Iterable[int]) -> list[frozenset[int]]:
         """Connected components of the neighbour graph restricted to ``users``.

@@ -5,6 +5,7 @@ The encoding, all integers big-endian::
     magic "FPSP" | version (1) | session id (16) | round (8) | dimension (8) | threshold (4)
     | clip (f64) | scale (f64) | bits (1) | weighted (1: 0 or 1) | degree (4) | ring block (4)
     | participant count (4) | participant (4)...  (strictly ascending)
+    | position count (4: 0 or the participant count) | position (4)...
     | graph seed length (4) | graph seed | vector name length (4) | vector name (UTF-8)
 
 A degree or ring block of 0 stands for ``None`` (both are at least 2 when set). Floats are
@@ -28,7 +29,7 @@ from fedprivacy.wire import MessageFormat
 __all__ = ["MAGIC", "VERSION", "decode_params", "encode_params", "params_digest"]
 
 MAGIC = b"FPSP"
-VERSION = 1
+VERSION = 2
 _FORMAT = MessageFormat(
     MAGIC,
     VERSION,
@@ -58,7 +59,7 @@ def encode_params(params: SecAggParameters) -> bytes:
     >>> params = SecAggParameters.create(bytes(16), 3, range(6), 10, codec, degree=2)
     >>> data = encode_params(params)
     >>> data[:4], len(data)
-    (b'FPSP', 109)
+    (b'FPSP', 113)
     >>> decode_params(data) == params
     True
     """
@@ -79,6 +80,7 @@ def encode_params(params: SecAggParameters) -> bytes:
             params.ring_block or 0,
         ),
         struct.pack(f">I{len(users)}I", len(users), *users),
+        struct.pack(f">I{len(params.positions)}I", len(params.positions), *params.positions),
         struct.pack(">I", len(params.graph_seed)),
         params.graph_seed,
         struct.pack(">I", len(name)),
@@ -128,6 +130,7 @@ def decode_params(data: bytes) -> SecAggParameters:
     participants = tuple(r.u32("participant") for _ in range(r.count("participants")))
     if any(a >= b for a, b in zip(participants, participants[1:], strict=False)):
         raise MalformedMessageError("participants are not in strictly ascending order")
+    positions = tuple(r.u32("position") for _ in range(r.count("positions")))
     graph_seed = r.take(r.u32("graph seed length"), "graph seed")
     raw_name = r.take(r.u32("vector name length"), "vector name")
     r.finish()
@@ -147,4 +150,5 @@ def decode_params(data: bytes) -> SecAggParameters:
         graph_seed=graph_seed,
         vector_name=vector_name,
         ring_block=block or None,
+        positions=positions,
     )
