@@ -76,7 +76,8 @@ def _simulate(tmp_path: Path) -> dict[str, Any]:
             time.sleep(0.5)
     assert (out / "final_model.pt").exists(), deployment.log_path("flwr-run").read_text()[-3000:]
     summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
-    return summary
+    events = (out / "events.jsonl").read_text().splitlines()
+    return {**summary, "events": [json.loads(line) for line in events]}
 
 
 def _in_process(example: dict[str, ModuleType], tmp_path: Path) -> dict[str, Any]:
@@ -105,7 +106,16 @@ def _in_process(example: dict[str, ModuleType], tmp_path: Path) -> dict[str, Any
         train_config={"lr": run_config["lr"]},
         evaluate_fn=example["server_app"].global_evaluate,
     )
-    return result.to_dict()
+    return {**result.to_dict(), "events": result.events}
+
+
+def _positions(summary: dict[str, Any], key: str) -> list[list[int]]:
+    """Each round's ``key`` users as their places in the batches the run's nodes drew."""
+    from fedprivacy.flower.reference import observed_layout
+
+    layout = observed_layout(summary["events"])
+    assert layout is not None
+    return [sorted(layout.position[u] for u in r[key]) for r in summary["rounds"]]
 
 
 def _shape(value: Any) -> Any:
@@ -122,12 +132,17 @@ def test_the_example_app_runs_on_the_simulation_engine_like_in_process(
 ) -> None:
     deployed = _simulate(tmp_path)
     local = _in_process(example, tmp_path)
-    assert _shape({**deployed, "roster": {}}) == _shape({**local, "roster": {}})
+    unequal = {"roster": {}, "events": []}  # Flower's node ids; each run's own events
+    assert _shape({**deployed, **unequal}) == _shape({**local, **unequal})
     assert sorted(deployed["roster"]) == [str(u) for u in range(NODES)]  # Flower's node ids
     config = deployed["config"]
     assert config["secagg"] and config["dp"] == "distributed" and config["rounds"] == 2
-    for key in ("selected", "aggregated", "noise_multiplier"):
-        assert [r[key] for r in deployed["rounds"]] == [r[key] for r in local["rounds"]]
+    assert [r["noise_multiplier"] for r in deployed["rounds"]] == [
+        r["noise_multiplier"] for r in local["rounds"]
+    ]
+    # each run's nodes drew their own batches; the same seed picks the same batch positions
+    for key in ("selected", "aggregated"):
+        assert _positions(deployed, key) == _positions(local, key)
     assert all(len(r["aggregated"]) == 4 for r in deployed["rounds"])
     privacy, expected = deployed["privacy"], local["privacy"]
     for key in ("t_weak", "t_strong", "exposed_users", "epsilon", "epsilon_server", "mechanism"):

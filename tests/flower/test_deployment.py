@@ -63,7 +63,8 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         stage_timeout=90.0,
         timeout=900.0,
         # the nodes draw their batches: who is asked when is known only once the run goes, so
-        # each fault falls on the last user asked in its round (``*@R``)
+        # each node's fault falls on the first user asked in its round (``*@R``), the kill on
+        # the last
         faults=FaultPlan(kill=(None, 1, Stage.MASK), replay={None: 2}, badshare={None: 0}),
         on_event=events.append,
     )
@@ -75,8 +76,8 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "summary": summary,
         "run_dir": run_dir,
         "victim": killed,
-        "replayer": max(rounds[2]["selected"]),
-        "offender": max(rounds[0]["selected"]),
+        "replayer": min(rounds[2]["selected"]),
+        "offender": min(rounds[0]["selected"]),
         "events": events,
         "batches": layout.batches(range(USERS), 2),
     }

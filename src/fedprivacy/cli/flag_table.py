@@ -312,14 +312,14 @@ _DEPLOYMENT = (
     ),
     Flag(
         "--replay",
-        "fault injection: party P (*: the last party asked) replays a message in round R "
+        "fault injection: party P (*: the first party asked) replays a message in round R "
         "(repeatable)",
         action="append",
         metavar="P@R",
     ),
     Flag(
         "--bad-share",
-        "fault injection: user U's node (*: the last user asked) sends wrong unmasking shares "
+        "fault injection: user U's node (*: the first user asked) sends wrong unmasking shares "
         "in round R (repeatable); the server names it and still unmasks the sum",
         action="append",
         metavar="U@R",

@@ -37,13 +37,11 @@ from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.participation.availability import AvailabilityModel
 from fedprivacy.participation.guard import PrivacyGuard
-from fedprivacy.participation.layout import BatchLayout, use_layout
+from fedprivacy.participation.layout import BatchLayout, unit_size, use_layout
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.privacy_filter import PrivacyFilter
 from fedprivacy.participation.selectors import (
-    BatchPartitionSelector,
     Selector,
-    UserPartitionSelector,
 )
 from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
 from fedprivacy.pipeline.loop import FederatedRun
@@ -190,11 +188,7 @@ class FederatedTraining(Algorithm[RoundRecord]):
         )
         self.records: list[RoundRecord] = []
         # the unit the secure path aggregates atomically: a batch of T users, or a whole group
-        self.batch_size_t = 1
-        if isinstance(self.selector, BatchPartitionSelector):
-            self.batch_size_t = self.selector.target_privacy
-        elif isinstance(self.selector, UserPartitionSelector):
-            self.batch_size_t = self.selector.per_round
+        self.batch_size_t = unit_size(self.selector)
 
     def use_layout(self, layout: BatchLayout) -> None:
         """Place the users in batches (or groups) by ``layout``: selection and secure rounds.

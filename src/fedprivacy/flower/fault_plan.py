@@ -33,10 +33,10 @@ class FaultPlan:
         with SIGKILL to its process group, and the run goes on.
     replay : dict of (int or None) to int
         User -> round in which that node replays its previous message at the masked-input stage
-        (``None``: the last user asked in that round, whoever it is).
+        (``None``: the first user asked in that round, whoever it is).
     badshare : dict of (int or None) to int
         User -> round in which that node (a malicious node) sends wrong unmasking shares
-        (``None``: the last user asked).
+        (``None``: the first user asked).
     forge : str
         A lying server: ``"NAME=VALUE,..."`` parameters the ServerApp proposes instead of the
         configuration's (see :func:`fedprivacy.flower.forge.parse_forge`); every party must
@@ -112,12 +112,12 @@ def node_fault(faults: FaultPlan, user: int) -> str:
     """The ``fedprivacy-fault`` of ``user``'s node (:mod:`fedprivacy.flower.node_faults`).
 
     >>> node_fault(FaultPlan(replay={None: 2}, badshare={3: 0}), 3)
-    'replay@2:last,badshare@0'
+    'replay@2:first,badshare@0'
     """
     items = []
     for kind, plan in (("replay", faults.replay), ("badshare", faults.badshare)):
         if user in plan:
             items.append(f"{kind}@{plan[user]}")
         if None in plan:
-            items.append(f"{kind}@{plan[None]}:last")
+            items.append(f"{kind}@{plan[None]}:first")
     return ",".join(items)

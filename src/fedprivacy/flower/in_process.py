@@ -20,8 +20,8 @@ Examples
 ...                              target_privacy=2, dp="distributed", noise_multiplier=1.0,
 ...                              clip=1.0)
 >>> result = run_private_fedavg(model, datasets, config, lr=0.1)
->>> [r.aggregated for r in result.rounds]
-[[0, 1, 2, 3], [2, 3, 4, 5]]
+>>> [len(r.aggregated) for r in result.rounds]  # two of three batches the nodes drew
+[4, 4]
 >>> result.report().t_weak["upper"], round(result.report().epsilon, 2)
 (4, 5.98)
 """

@@ -3,9 +3,10 @@
 Used by :class:`~fedprivacy.flower.node.Node` and :class:`~fedprivacy.flower.silo_node.SiloNode`
 when their ``fault`` names them (tests and demonstrations of what the server does about a
 malicious party); an honest node never calls them. A ``fault`` is a comma-separated list of
-``KIND@R`` (this party, in round ``R``) and ``KIND@R:last`` (whichever party is the last one
-asked in round ``R``: :func:`fault_fires`, what ``--replay *@R`` gives every node, since on a
-deployment the nodes draw their batches and nobody knows beforehand who will be asked).
+``KIND@R`` (this party, in round ``R``) and ``KIND@R:first`` (whichever party is the first one
+asked in round ``R``, the lowest id: :func:`fault_fires`; what ``--replay *@R`` gives every
+node, since on a deployment the nodes draw their batches and nobody knows beforehand who will be
+asked; the first party's unmasking shares are the first the server tries).
 """
 
 from __future__ import annotations
@@ -25,15 +26,15 @@ def fault_fires(
 ) -> bool:
     """Whether ``fault`` makes ``party`` misbehave as ``kind`` now (see the module docstring).
 
-    >>> fault_fires("badshare@0,replay@2:last", "replay", 2, 5, [1, 5])
+    >>> fault_fires("badshare@0,replay@2:first", "replay", 2, 1, [1, 5])
     True
-    >>> fault_fires("replay@2:last", "replay", 2, 1, [1, 5]), fault_fires("", "replay", 2, 1, [1])
+    >>> fault_fires("replay@2:first", "replay", 2, 5, [1, 5]), fault_fires("", "replay", 2, 1, [1])
     (False, False)
     """
     for item in filter(None, fault.split(",")):
         name, _, rest = item.partition("@")
         r, _, who = rest.partition(":")
-        if name == kind and r == str(round_index) and (who != "last" or party == max(asked)):
+        if name == kind and r == str(round_index) and (who != "first" or party == min(asked)):
             return True
     return False
 

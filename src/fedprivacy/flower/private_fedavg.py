@@ -55,9 +55,9 @@ from fedprivacy.flower.secure_round import SecureRound
 from fedprivacy.flower.stages import Record, Stage, encode_array
 from fedprivacy.flower.training import LiveNodes
 from fedprivacy.flower.transport import Transport
-from fedprivacy.participation.layout import use_layout
+from fedprivacy.participation.layout import unit_size, use_layout
 from fedprivacy.participation.ledger import ParticipationLedger
-from fedprivacy.participation.selectors import BatchPartitionSelector, make_selector
+from fedprivacy.participation.selectors import make_selector
 from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
 from fedprivacy.pipeline.loop import FederatedRun
 from fedprivacy.secagg.params import MIN_PARTICIPANTS
@@ -287,7 +287,7 @@ class PrivateFedAvg:
         selector = make_selector(
             config.scheme, config.users, config.per_round, target_privacy=config.target_privacy
         )
-        batch = selector.target_privacy if isinstance(selector, BatchPartitionSelector) else 1
+        batch = unit_size(selector)  # a batch of T, a partition group, or 1
         algorithm = _RemoteFedAvg(config, initial_arrays, exchange, settings, self.signers, batch)
         agg = algorithm.aggregator
         if batch > 1 and isinstance(agg, SecureAggregator):  # the nodes' own batches

@@ -156,9 +156,11 @@ def unit_index(selector: Selector) -> NDArray[np.intp]:
     from fedprivacy.participation.selectors import UnitSelector
 
     inner = _innermost(selector)
-    if isinstance(inner, UnitSelector):
-        return inner.unit_index()
-    return np.arange(selector.num_users, dtype=np.intp)
+    if not isinstance(inner, UnitSelector):
+        return np.arange(selector.num_users, dtype=np.intp)
+    if inner.layout is None:
+        return np.arange(inner.num_users, dtype=np.intp) // inner.unit
+    return inner.layout.unit_index(inner.unit)
 
 
 def use_layout(selector: Selector, layout: BatchLayout) -> None:

@@ -236,12 +236,6 @@ class UnitSelector(Selector):
             order = self.layout.permutation()
         return order.reshape(self.num_units, self.unit)
 
-    def unit_index(self) -> NDArray[np.intp]:
-        """The unit of each user."""
-        if self.layout is None:
-            return np.arange(self.num_users, dtype=np.intp) // self.unit
-        return self.layout.unit_index(self.unit)
-
     def _select_units(
         self,
         avail: NDArray[np.bool_],
