@@ -7,9 +7,10 @@ SecAgg+ graph of degree 4 the configuration names. The ServerApp then lies, one 
 multiplier 1, round 1 proposes a threshold of 2, round 2 asks for the update in the clear before
 its secure round, round 3 asks a round already answered again, round 4 hands each node a key
 roster whose other keys are the server's own (issue #50, finding 1: key substitution), round 5
-proposes a graph from a seed of its own instead of the one the nodes drew together (finding 2).
+proposes a graph from a seed of its own instead of the one the nodes drew together (finding 2),
+round 6 batches of its own (the users by id) instead of those the same draw gave.
 Every node refuses each lie, names the parameter (or the unsigned key) in the run's events and
-in its own log, and the run ends with its report: rounds 0, 1, 4 and 5 aggregate nothing,
+in its own log, and the run ends with its report: rounds 0, 1, 4, 5 and 6 aggregate nothing,
 rounds 2 and 3 only their honest secure round. Node authentication is on by default: every
 node's claim to its user was signed and admitted, every key it used was signed, and every
 secure round ran the signed survivor list.
@@ -47,6 +48,7 @@ LIES = {
     3: "repeat=1",
     4: "keys=1",
     5: "graph=1",
+    6: "layout=1",
 }
 NAMED = {
     0: "noise_multiplier",
@@ -55,12 +57,13 @@ NAMED = {
     3: "round",
     4: "the keys of user",
     5: "graph_seed",
+    6: "batch_layout",
 }
 ERRORS = {4: "UnsignedKeyError"}  # else PolicyViolationError
 CONFIG = TrainConfig(
     users=USERS,
     per_round=6,
-    rounds=6,
+    rounds=7,
     scheme="multiround",
     target_privacy=2,
     secagg=True,
@@ -117,8 +120,8 @@ def test_the_run_ends_with_its_report_and_only_the_honest_rounds(
 ) -> None:
     summary, run_dir = lied_to["summary"], lied_to["run_dir"]
     rounds = [e for e in lied_to["events"] if e["event"] == "round"]
-    assert [bool(e["aggregated"]) for e in rounds] == [False, False, True, True, False, False]
-    assert summary["rounds_aggregated"] == 2 and summary["rounds_aborted"] == 4
+    assert [bool(e["aggregated"]) for e in rounds] == [False, False, True, True] + [False] * 3
+    assert summary["rounds_aggregated"] == 2 and summary["rounds_aborted"] == 5
     assert (run_dir / "privacy.md").stat().st_size > 0
     stages = [e for e in lied_to["events"] if e["event"] == "stage" and e["stage"] == "consistency"]
     assert [e["answered"] for e in stages] == [USERS, USERS]  # signed survivor lists
@@ -148,13 +151,15 @@ def test_each_node_has_its_own_policy_file_readable_by_its_operator_only(
         answered = json.loads(bytes.fromhex(state["entries"]["answered"]))
         assert list(answered.values()) == [4, 4]  # round 4's advertise, in each run's session
         trained = json.loads(bytes.fromhex(state["entries"]["trained"]))
-        # run 1: 0, 1 refused before training, 5 too; run 2: 2 refused (its model trained on)
+        # run 1: 0, 1 refused before training, 5 and 6 too; run 2: 2 refused (its model trained
+        # on)
         assert [int(pair.split(":")[0]) for pair in trained] == [2, 3, 4, 3, 4]
         assert bytes.fromhex(state["entries"]["spent"]) == b"5"  # 3 rounds, then 2 more
 
 
 def test_the_sparse_rounds_ran_on_the_graph_the_nodes_drew(lied_to: dict[str, Any]) -> None:
     for events in (lied_to["events"], lied_to["rerun"]):  # one draw a run, before round 0
+        assert [e["round"] for e in events if e["event"] == "layout"] == [0]  # the batches too
         drawn = [(e["stage"], e["answered"]) for e in events if e["event"] == "stage"]
         assert [d for d in drawn if d[0] in ("commit", "reveal", "draw")] == [
             ("commit", USERS),
@@ -174,5 +179,5 @@ def test_a_second_run_on_the_same_supernodes_is_refused_what_the_first_answered(
     }
     assert {(2, u, "model") for u in range(USERS)} <= refused
     rounds = [bool(e["aggregated"]) for e in lied_to["rerun"] if e["event"] == "round"]
-    assert rounds == [False, False, False, True, False, False]  # only round 3 (a new model)
-    assert lied_to["summary"]["rerun"] == {"rounds_aggregated": 1, "rounds_aborted": 5}
+    assert rounds == [False, False, False, True] + [False] * 3  # only round 3 (a new model)
+    assert lied_to["summary"]["rerun"] == {"rounds_aggregated": 1, "rounds_aborted": 6}

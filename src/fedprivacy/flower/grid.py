@@ -72,7 +72,7 @@ QUERY_WIRE = Wire(MESSAGE_TYPE, to_record, _fields)
 
 
 #: First and largest pause between two pulls of a stage's replies (seconds).
-FIRST_POLL, LAST_POLL = 0.05, 1.0
+FIRST_POLL, LAST_POLL = 0.05, 0.25
 
 
 def send_and_receive(grid: Grid, messages: list[Message], timeout: float) -> list[Message]:
@@ -81,8 +81,9 @@ def send_and_receive(grid: Grid, messages: list[Message], timeout: float) -> lis
     Flower's ``Grid.send_and_receive`` (flwr 1.41) sleeps 3 s between pulls, so every stage
     waited up to 3 s after its last reply. Here the pause starts at :data:`FIRST_POLL` and
     grows by half each pull up to :data:`LAST_POLL`: a stage whose nodes answer in 0.2 s ends
-    within about 0.1 s of the last reply, and a long stage (local training) pulls about once a
-    second (one small request to the SuperLink each).
+    within about 0.1 s of the last reply, a stage of a second or more within 0.25 s of it (a
+    pause of 1 s wasted about 0.4 s an exchange, ``benchmarks/RESULTS.md``), and a long stage
+    (local training) pulls four times a second (one small request to the SuperLink each).
 
     Examples
     --------

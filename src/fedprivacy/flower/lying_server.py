@@ -116,8 +116,11 @@ def forge_params(params: SecAggParameters, forge: Mapping[str, str]) -> SecAggPa
             graph_seed=params.graph_seed or params.session_id,
             positions=params.positions,
         )
-    if "layout" in forge:
-        params = dataclasses.replace(params, positions=params.participants)
+    if "layout" in forge:  # by id; reversed where the nodes' draw happened to give that
+        by_id = params.participants
+        if by_id == params.positions:
+            by_id = by_id[::-1]
+        params = dataclasses.replace(params, positions=by_id)
     if "graph" in forge:
         own = hashlib.sha256(b"the server's own graph" + params.graph_seed).digest()
         params = dataclasses.replace(params, graph_seed=own)
