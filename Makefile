@@ -17,10 +17,8 @@ $(STAMP): pyproject.toml
 demo: install
 	$(BIN)/fedprivacy demo --out results/demo
 
-# one BLAS/OpenMP thread in every test and every process a test starts (tiny models run many
-# times faster on one thread on a shared 2-core machine; tests/conftest.py pins torch too)
 test: install docs
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest
+	$(BIN)/python -m pytest
 
 # the documentation site (mkdocs.yml), strict: a broken link or a docstring warning fails
 docs: install

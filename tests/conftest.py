@@ -1,27 +1,8 @@
-"""Suite-wide hooks: one torch thread; say in the summary which tests were skipped for want of data.
-
-Every test runs torch on one thread (the models are tiny; on a shared 2-core machine two threads
-made the inversion test five times slower), and every process a test starts inherits
-``OMP_NUM_THREADS=1`` (``make test`` sets it before numpy loads).
-"""
+"""Suite-wide hooks: say in the summary which tests were skipped for want of the shared data."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
-
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """One torch thread for the whole suite (where torch is installed)."""
-    try:
-        import torch
-    except ImportError:
-        return
-    torch.set_num_threads(1)
-
 
 #: The skip reason of every test that reads the real datasets (``../shared/data``).
 NEEDS_DATA = "needs the shared datasets"
