@@ -17,8 +17,13 @@ $(STAMP): pyproject.toml
 demo: install
 	$(BIN)/fedprivacy demo --out results/demo
 
+# two pytest-xdist workers, one test file at a time each (a file's module fixtures, such as a
+# Flower deployment, start once; the deployments' waiting overlaps the other worker's tests);
+# one BLAS/OpenMP thread in every worker and every process a test starts (tiny models run many
+# times faster on one thread on a 2-core machine; tests/conftest.py pins torch too)
+TEST_WORKERS ?= 2
 test: install docs
-	$(BIN)/python -m pytest
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # the documentation site (mkdocs.yml), strict: a broken link or a docstring warning fails
 docs: install

@@ -2,11 +2,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
 
 from fedprivacy.cli.main import main
 from fedprivacy.uldp.method_names import METHODS
@@ -14,14 +12,6 @@ from fedprivacy.uldp.method_names import METHODS
 DATA = Path(
     os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
 )
-
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture()

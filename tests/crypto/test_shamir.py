@@ -77,6 +77,7 @@ def test_arbitrary_evaluation_points() -> None:
         b"\x00" * 32,
         b"\x00\x00\x01",
     ],
+    ids=lambda secret: f"{len(secret)}-bytes",
 )
 def test_secret_lengths(secret: bytes) -> None:
     shares = split_secret(secret, [1, 2, 3, 4], 3)

@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 import tomli_w
 
+pytestmark = pytest.mark.deployment  # starts processes (pyproject.toml: markers)
+
 ROOT = Path(__file__).resolve().parents[2]
 PLAIN = ROOT / "examples" / "digits-fedavg"
 PRIVATE = ROOT / "examples" / "digits-private"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,14 +22,6 @@ from fedprivacy.uldp.config import DEFAULT_HYPER
 DATA = Path(
     os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
 )
-
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _tiny(name: str, users: int, curves: tuple[Curve, ...], panels: int = 2) -> FigureSpec:

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 import torch
@@ -35,15 +33,6 @@ SHAPES = {
     "mnist-cnn": ((1, 28, 28), 10),
     "vgg11": ((3, 32, 32), 100),
 }
-
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    """Small per-group batches run fastest on one thread (on a shared CPU, many times faster)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def make_data(

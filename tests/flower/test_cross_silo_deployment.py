@@ -28,10 +28,13 @@ import pytest
 from fedprivacy.flower.local_deployment import DeploymentError
 from fedprivacy.uldp.config import UldpConfig
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("flwr") is None or sys.platform != "linux",
-    reason="needs fedprivacy[flower] (make install installs it) on Linux",
-)
+pytestmark = [
+    pytest.mark.deployment,
+    pytest.mark.skipif(
+        importlib.util.find_spec("flwr") is None or sys.platform != "linux",
+        reason="needs fedprivacy[flower] (make install installs it) on Linux",
+    ),
+]
 
 
 def _deploy(run_dir: Path, data_dir: str, config: UldpConfig, **kw: Any) -> dict[str, Any]:

@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+pytestmark = [
+    pytest.mark.deployment,
+    pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc"),
+]
 
 
 _IGNORE_TERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"

@@ -15,6 +15,8 @@ from fedprivacy.flower import deploy as deploy_module
 from fedprivacy.flower.deploy import FaultPlan
 from fedprivacy.flower.local_deployment import DeploymentError
 
+pytestmark = pytest.mark.deployment  # starts processes (pyproject.toml: markers)
+
 
 class _Dep:
     """The parts of a LocalDeployment that ``_watch`` uses."""

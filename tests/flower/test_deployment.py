@@ -25,10 +25,13 @@ import pytest
 from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.flower.reference import observed_layout
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("flwr") is None or sys.platform != "linux",
-    reason="needs fedprivacy[flower] (make install installs it) on Linux",
-)
+pytestmark = [
+    pytest.mark.deployment,
+    pytest.mark.skipif(
+        importlib.util.find_spec("flwr") is None or sys.platform != "linux",
+        reason="needs fedprivacy[flower] (make install installs it) on Linux",
+    ),
+]
 
 # K = 6 (three batches of T = 2): a lost batch leaves 4 inputs, the majority threshold of 6
 # parties; with K = 4 the strict-majority threshold (3 of 4) aborts any round that loses a batch

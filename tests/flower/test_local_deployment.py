@@ -8,6 +8,8 @@ import pytest
 
 from fedprivacy.flower.local_deployment import LocalDeployment, polling
 
+pytestmark = pytest.mark.deployment  # starts processes (pyproject.toml: markers)
+
 PULL, POLL = "FEDPRIVACY_SUPERNODE_IDLE_PULL", "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"
 
 

@@ -34,10 +34,13 @@ import pytest
 
 from fedprivacy.experiments.training_config import TrainConfig
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("flwr") is None or sys.platform != "linux",
-    reason="needs fedprivacy[flower] (make install installs it) on Linux",
-)
+pytestmark = [
+    pytest.mark.deployment,
+    pytest.mark.skipif(
+        importlib.util.find_spec("flwr") is None or sys.platform != "linux",
+        reason="needs fedprivacy[flower] (make install installs it) on Linux",
+    ),
+]
 
 USERS = 6
 #: round -> the lie, and the parameter every node names refusing it

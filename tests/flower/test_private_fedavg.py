@@ -30,6 +30,8 @@ from fedprivacy.flower.transport import Transport
 from fedprivacy.secagg.messages import MaskedInput, decode_message
 from fedprivacy.secagg.params_wire import decode_params
 
+pytestmark = pytest.mark.deployment  # starts processes (pyproject.toml: markers)
+
 USERS = 6
 
 

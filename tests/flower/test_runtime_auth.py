@@ -20,10 +20,13 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("flwr") is None or sys.platform != "linux",
-    reason="needs fedprivacy[flower] (make install installs it) on Linux",
-)
+pytestmark = [
+    pytest.mark.deployment,
+    pytest.mark.skipif(
+        importlib.util.find_spec("flwr") is None or sys.platform != "linux",
+        reason="needs fedprivacy[flower] (make install installs it) on Linux",
+    ),
+]
 
 ACQUIRE = "/flwr.proto.Runtime/AcquireTask"
 

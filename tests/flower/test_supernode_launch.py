@@ -10,6 +10,8 @@ import pytest
 from fedprivacy.flower import supernode_launch
 from fedprivacy.flower.supernode_launch import IDLE_PULL, _ShorterIdlePull, check_flower_internals
 
+pytestmark = pytest.mark.deployment  # starts processes (pyproject.toml: markers)
+
 
 def test_the_installed_flower_has_the_loop_the_launcher_patches() -> None:
     from flwr.supernode import start_client_internal

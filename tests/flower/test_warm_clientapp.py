@@ -22,6 +22,8 @@ import pytest
 from fedprivacy.flower import warm_clientapp as warm
 from fedprivacy.flower.warm_clientapp import _Subprocess, check_flower_internals
 
+pytestmark = pytest.mark.deployment  # starts processes (pyproject.toml: markers)
+
 
 def test_the_installed_flower_launches_clientapps_as_the_worker_expects() -> None:
     from flwr.supercore.constant import TASK_TYPE_TO_COMMAND

@@ -8,6 +8,10 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+pytestmark = pytest.mark.deployment  # starts processes (pyproject.toml: markers)
+
 #: a "command" that starts a process group, tells its watchdog, prints the pid, then waits
 COMMAND = """
 import subprocess, sys, time

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -22,34 +22,6 @@ from fedprivacy.uldp.rounds import RoundHyper
 DATA = Path(
     os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
 )
-
-
-#: The test modules of the ULDP-FL methods (the fixtures below are theirs).
-_METHOD_TESTS = {
-    "test_algorithm.py",
-    "test_config.py",
-    "test_families.py",
-    "test_federation.py",
-    "test_group_dp.py",
-    "test_methods.py",
-    "test_metrics.py",
-    "test_run.py",
-    "test_sensitivity.py",
-    "test_synthetic_stand_in.py",
-    "test_tasks.py",
-}
-
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Small per-user batches run fastest on one thread (on a shared CPU, many times faster)."""
-    if Path(str(request.path)).name not in _METHOD_TESTS:
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")
