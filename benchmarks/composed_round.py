@@ -25,8 +25,7 @@ import time
 
 import numpy as np
 
-from fedprivacy.experiments.training_config import TrainConfig
-from fedprivacy.experiments.training_run import build_training
+from fedprivacy.fl.training_config import TrainConfig, build_training
 
 CONFIGS: dict[str, dict[str, object]] = {
     "plaintext": {},

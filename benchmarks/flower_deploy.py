@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 import tomli_w
 
-from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.fl.training_config import TrainConfig
 from fedprivacy.flower.deploy import deploy, terminate_as_interrupt
 from fedprivacy.flower.local_deployment import LocalDeployment
 from fedprivacy.policy import POLICY_KEY

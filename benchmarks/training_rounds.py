@@ -35,8 +35,7 @@ import time
 import torch
 
 from fedprivacy.data.images import load_dataset
-from fedprivacy.experiments.training_config import TrainConfig
-from fedprivacy.experiments.training_run import build_training
+from fedprivacy.fl.training_config import TrainConfig, build_training
 
 VARIANTS = ("loop/fixed-point", "vectorised/fixed-point", "vectorised/float")
 BASELINE = VARIANTS[0]

@@ -25,8 +25,8 @@ from fedprivacy.experiments.demo import DemoConfig
 from fedprivacy.experiments.inversion_study import InversionStudyConfig
 from fedprivacy.experiments.reproduce import parse_experiment
 from fedprivacy.experiments.selection_run import SelectionConfig
-from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.fl.secure_selection import SecureSelectionConfig
+from fedprivacy.fl.training_config import TrainConfig
 from fedprivacy.participation import fairness
 from fedprivacy.regression.config import RegressionConfig
 from fedprivacy.uldp.config import UldpConfig
@@ -458,7 +458,7 @@ def test_every_bundled_config_file_loads() -> None:
 def test_a_stored_configuration_of_an_older_spelling_still_reads() -> None:
     """Our own run directories keep resuming after a rename; a user's file gets the error."""
     from fedprivacy.errors import ParameterError
-    from fedprivacy.experiments.training_config import TrainConfig
+    from fedprivacy.fl.training_config import TrainConfig
     from fedprivacy.uldp.config import UldpConfig
 
     old = {"method": "ULDP-AVG", "sigma": 2.0, "local_lr": 0.1}

@@ -22,9 +22,9 @@ if TYPE_CHECKING:
     from fedprivacy.attacks.least_squares import least_squares_reconstruction
     from fedprivacy.dp.accounting import PrivacyAccountant, epsilon_for
     from fedprivacy.dp.per_user import per_user_epsilons
-    from fedprivacy.experiments.training_config import TrainConfig
     from fedprivacy.experiments.training_run import run_training
     from fedprivacy.fl.mechanism import make_mechanism
+    from fedprivacy.fl.training_config import TrainConfig
     from fedprivacy.participation.audit import audit_ledger
     from fedprivacy.participation.curve import t_weak_curve
     from fedprivacy.participation.ledger import ParticipationLedger
@@ -53,7 +53,7 @@ _LAZY = {
     "epsilon_for": "fedprivacy.dp.accounting",
     "per_user_epsilons": "fedprivacy.dp.per_user",
     "make_mechanism": "fedprivacy.fl.mechanism",
-    "TrainConfig": "fedprivacy.experiments.training_config",
+    "TrainConfig": "fedprivacy.fl.training_config",
     "run_training": "fedprivacy.experiments.training_run",
     "PrivacyReport": "fedprivacy.report",
     "privacy_report": "fedprivacy.report",

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fedprivacy.cli.main import main
-from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.fl.training_config import TrainConfig
 from fedprivacy.flower.deploy_tasks import deploy_task
 from fedprivacy.flower.operator import write_policies
 from fedprivacy.policy import PartyPolicy

@@ -6,11 +6,8 @@ import numpy as np
 import pytest
 
 from fedprivacy.errors import ParameterError
-from fedprivacy.experiments.selection_run import (
-    SelectionConfig,
-    run_selection_experiment,
-    write_outputs,
-)
+from fedprivacy.experiments.selection_outputs import write_outputs
+from fedprivacy.experiments.selection_run import SelectionConfig, run_selection_experiment
 from fedprivacy.participation.metrics import cardinality_curve, fairness_gap_curve
 
 

@@ -2,7 +2,7 @@ import numpy as np
 
 from fedprivacy.data.images import load_dataset
 from fedprivacy.experiments.training_attack import run_training_attack, write_attack_outputs
-from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.fl.training_config import TrainConfig
 
 DIGITS = load_dataset("digits")
 

@@ -8,8 +8,8 @@ import torch
 from fedprivacy.data.images import load_dataset
 from fedprivacy.errors import ParameterError
 from fedprivacy.experiments.reproduce import experiment_names, load_experiment, run_experiment
-from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.experiments.training_run import CHECKPOINT, resume_config, run_training
+from fedprivacy.fl.training_config import TrainConfig
 
 DIGITS = load_dataset("digits")
 

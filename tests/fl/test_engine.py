@@ -4,9 +4,8 @@ import torch
 
 from fedprivacy.data.images import load_dataset
 from fedprivacy.errors import ParameterError
-from fedprivacy.experiments.training_config import TrainConfig
-from fedprivacy.experiments.training_run import build_training
 from fedprivacy.fl.engine import LearningRateSchedule
+from fedprivacy.fl.training_config import TrainConfig, build_training
 
 DIGITS = load_dataset("digits")
 

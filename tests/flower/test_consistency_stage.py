@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from fedprivacy.crypto.signing import Roster
-from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.fl.training_config import TrainConfig
 from fedprivacy.flower.node import Node
 from fedprivacy.flower.node_auth import generate_node_keys
 from fedprivacy.flower.node_policy import training_policy

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.fl.training_config import TrainConfig
 from fedprivacy.flower.reference import observed_layout
 
 pytestmark = [

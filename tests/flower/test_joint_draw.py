@@ -21,7 +21,7 @@ import pytest
 
 from fedprivacy.crypto.fixed_point import FixedPointCodec
 from fedprivacy.errors import PolicyViolationError
-from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.fl.training_config import TrainConfig
 from fedprivacy.flower.deploy_tasks import FedAvgTask
 from fedprivacy.flower.exchange import StageExchange
 from fedprivacy.flower.joint_draw import JOINT, draw_joint, drawn_layout

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.fl.training_config import TrainConfig
 
 pytestmark = [
     pytest.mark.deployment,

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.fl.training_config import TrainConfig
 from fedprivacy.flower.node import Node
 from fedprivacy.flower.reference import max_abs_error, observed_layout, simulate
 from fedprivacy.flower.run import run_deployed

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from fedprivacy.errors import PolicyViolationError
-from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.fl.training_config import TrainConfig
 from fedprivacy.flower.node import Node, training_for
 from fedprivacy.flower.node_policy import check_training, training_policy
 from fedprivacy.flower.reference import simulate

@@ -18,9 +18,8 @@ from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from torch import nn
 
-from fedprivacy.experiments.training_config import TrainConfig
-from fedprivacy.experiments.training_run import build_training
 from fedprivacy.fl.secure_aggregation import SecureAggregator
+from fedprivacy.fl.training_config import TrainConfig, build_training
 from fedprivacy.flower.app_transport import ClientAppTransport
 from fedprivacy.flower.arrays import ArrayLayout
 from fedprivacy.flower.mod import ARRAYS, MOD_WIRE, fedprivacy_mod

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.fl.training_config import TrainConfig
 from fedprivacy.flower.joint_draw import JOINT
 from fedprivacy.flower.node import Node
 from fedprivacy.flower.node_policy import training_policy

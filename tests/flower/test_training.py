@@ -8,8 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fedprivacy.experiments.training_config import TrainConfig
-from fedprivacy.experiments.training_run import build_training
+from fedprivacy.fl.training_config import TrainConfig, build_training
 from fedprivacy.flower.node import Node
 from fedprivacy.flower.node_policy import training_policy
 from fedprivacy.flower.reference import (

@@ -13,9 +13,9 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.participation.audit import audit_ledger
 from fedprivacy.participation.availability import AlwaysAvailable, BernoulliDropout
 from fedprivacy.participation.guard import PrivacyGuard
-from fedprivacy.participation.layout import unit_size
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.selectors import make_selector
+from fedprivacy.participation.units import unit_size
 from fedprivacy.pipeline.selection import run_selection
 
 BruteForce = Callable[[np.ndarray], int | None]

@@ -17,10 +17,11 @@ import pytest
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.audit import audit_ledger
 from fedprivacy.participation.guard import PrivacyGuard
-from fedprivacy.participation.layout import BatchLayout, batches_of, unit_index, use_layout
+from fedprivacy.participation.layout import BatchLayout, batches_of
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.privacy_filter import PrivacyFilter
 from fedprivacy.participation.selectors import BatchPartitionSelector, UserPartitionSelector
+from fedprivacy.participation.units import unit_index, use_layout
 
 N, K, T = 24, 8, 2
 

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from fedprivacy.dp.per_user import per_user_epsilons, per_user_epsilons_by_round
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.audit import audit_ledger
-from fedprivacy.participation.layout import unit_size
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.privacy_filter import PrivacyFilter, filter_summary, max_rounds
 from fedprivacy.participation.selectors import RandomSelector, make_selector
+from fedprivacy.participation.units import unit_size
 
 DELTA = 1e-5
 

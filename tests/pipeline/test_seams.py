@@ -22,12 +22,11 @@ import pytest
 import torch
 from numpy.typing import NDArray
 
-from fedprivacy.experiments.training_config import TrainConfig
-from fedprivacy.experiments.training_run import build_training
 from fedprivacy.fl.aggregation import AggregateOutcome, FloatAggregator
 from fedprivacy.fl.aggregators import AGGREGATORS
 from fedprivacy.fl.mechanism import MECHANISMS, Mechanism
 from fedprivacy.fl.params import flatten_parameters
+from fedprivacy.fl.training_config import TrainConfig, build_training
 from fedprivacy.flower.node import Node, training_for
 from fedprivacy.flower.node_policy import training_policy
 from fedprivacy.flower.reference import simulate
@@ -123,7 +122,12 @@ def test_the_deployed_rounds_apply_it_on_the_nodes() -> None:
 @pytest.fixture(scope="module")
 def federation() -> tuple[UldpConfig, Federation]:
     cfg = UldpConfig(
-        dataset="creditcard-synthetic", method="ULDP-AVG", users=20, silos=3, clip=CLIP
+        dataset="creditcard-synthetic",
+        method="ULDP-AVG",
+        users=20,
+        silos=3,
+        clip=CLIP,
+        local_lr=0.01,
     )
     cfg = cfg.resolved()
     ds = load_dataset(cfg)

@@ -97,7 +97,7 @@ def _deploy(
 
 def cmd_deploy(args: argparse.Namespace) -> int:
     """Run a configuration on a local SuperLink and SuperNodes; print the summary."""
-    from fedprivacy.experiments.training_config import TrainConfig
+    from fedprivacy.fl.training_config import TrainConfig
 
     n = args.users
     if n < 3:

@@ -140,7 +140,8 @@ def cmd_simulate(
     int
         The exit status, 0.
     """
-    from fedprivacy.experiments.selection_run import run_selection_experiment, write_outputs
+    from fedprivacy.experiments.selection_outputs import write_outputs
+    from fedprivacy.experiments.selection_run import run_selection_experiment
 
     config = _simulate_config(args)
     factory = progress_factory(not args.json and not args.quiet)

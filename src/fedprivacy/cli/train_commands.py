@@ -148,8 +148,8 @@ def cmd_train(
     progress_factory: Callable[[bool], Callable[[str, int], Callable[[int], None]] | None],
 ) -> int:
     """Train one configuration (flags override the config file)."""
-    from fedprivacy.experiments.training_config import TrainConfig
     from fedprivacy.experiments.training_run import resume_config, run_training
+    from fedprivacy.fl.training_config import TrainConfig
 
     overrides = {name: getattr(args, name) for name in _FIELDS}
     overrides["local_lr_milestones"] = (

@@ -21,10 +21,10 @@ import numpy as np
 from fedprivacy.attacks.least_squares import least_squares_reconstruction, simulate_aggregates
 from fedprivacy.config import Config
 from fedprivacy.experiments import plots
+from fedprivacy.experiments.selection_outputs import per_round_csv
 from fedprivacy.experiments.selection_run import (
     SelectionConfig,
     SelectionResult,
-    per_round_csv,
     run_selection_experiment,
 )
 from fedprivacy.files import atomic_write_json, atomic_write_text

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -14,11 +13,8 @@ import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from fedprivacy.experiments.selection_run import SelectionResult  # noqa: E402
 from fedprivacy.files import save_figure  # noqa: E402
-
-if TYPE_CHECKING:
-    from fedprivacy.experiments.selection_run import SelectionResult
-
 
 #: One style per curve, so that curves which coincide stay visible: later curves are drawn
 #: thinner, dashed and on top of the earlier ones, with sparse markers.

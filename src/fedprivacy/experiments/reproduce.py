@@ -26,13 +26,13 @@ from fedprivacy.data.images import ImageDataset, load_dataset
 from fedprivacy.dp.accountants import AccountantKind
 from fedprivacy.dp.per_user import per_user_epsilons_by_round
 from fedprivacy.errors import ParameterError
-from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.experiments.training_plots import (
     plot_accuracy_comparison,
     plot_privacy_comparison,
 )
 from fedprivacy.experiments.training_run import CHECKPOINT, CONFIG, run_training
 from fedprivacy.files import atomic_write_json, atomic_write_text
+from fedprivacy.fl.training_config import TrainConfig
 
 
 @dataclass(frozen=True)

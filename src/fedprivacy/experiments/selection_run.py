@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -30,7 +27,6 @@ from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.selectors import SCHEMES, Selector, make_selector
 from fedprivacy.pipeline.selection import run_selection
-from fedprivacy.run_directory import write_run_directory
 from fedprivacy.secagg.params import MIN_PARTICIPANTS
 
 MetricsMode = Literal["exact", "bounds", "none"]
@@ -308,63 +304,3 @@ def run_selection_experiment(
         extra,
         secure,
     )
-
-
-def per_round_csv(result: SelectionResult) -> str:
-    """Per-round metrics as CSV text."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(
-        [
-            "round",
-            "aggregated",
-            "average_cardinality",
-            "fairness_gap",
-            "t_weak_lower",
-            "t_weak_upper",
-            "official_rref_upper",
-        ]
-    )
-    card = result.ledger.cardinalities
-    for t in range(result.ledger.rounds):
-        row: list[object] = [
-            t,
-            int(card[t]),
-            f"{result.cardinality[t]:.6g}",
-            f"{result.fairness_gap[t]:.6g}",
-        ]
-        if result.t_weak is None:
-            row += ["", "", ""]
-        else:
-            row += [
-                _fmt(result.t_weak.lower[t]),
-                _fmt(result.t_weak.upper[t]),
-                _fmt(result.t_weak.official_upper[t]),
-            ]
-        writer.writerow(row)
-    return buf.getvalue()
-
-
-def _fmt(x: float) -> str:
-    return "" if np.isnan(x) else str(int(x))
-
-
-def write_outputs(result: SelectionResult, out_dir: str | Path) -> list[Path]:
-    """Write ``metrics.csv``, ``summary.json``, ``participation.csv`` and plots into ``out_dir``."""
-    from fedprivacy.experiments import plots
-
-    files: dict[str, object] = {
-        "metrics.csv": per_round_csv(result),
-        "summary.json": result.summary(),
-    }
-    if result.secure is not None:
-        files["secagg.csv"] = result.secure.to_csv()
-
-    def ledger_and_plots(folder: Path) -> list[Path]:
-        written = []
-        if result.config.users * result.config.rounds <= MAX_DENSE_CELLS:
-            result.ledger.to_csv(folder / "participation.csv")
-            written.append(folder / "participation.csv")
-        return written + plots.plot_run(result, folder)
-
-    return write_run_directory(out_dir, files, ledger_and_plots)

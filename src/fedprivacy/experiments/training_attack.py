@@ -21,10 +21,10 @@ from numpy.typing import NDArray
 
 from fedprivacy.attacks.least_squares import least_squares_reconstruction
 from fedprivacy.data.images import ImageDataset
-from fedprivacy.experiments.training_config import TrainConfig
-from fedprivacy.experiments.training_run import CHECKPOINT, build_training, run_training
+from fedprivacy.experiments.training_run import CHECKPOINT, run_training
 from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.fl.aggregation import AggregateOutcome
+from fedprivacy.fl.training_config import TrainConfig, build_training
 
 
 @dataclass(frozen=True)

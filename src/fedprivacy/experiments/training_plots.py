@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -14,10 +13,8 @@ import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from fedprivacy.experiments.training_result import TrainingResult  # noqa: E402
 from fedprivacy.fl.engine import RoundRecord  # noqa: E402
-
-if TYPE_CHECKING:
-    from fedprivacy.experiments.training_run import TrainingResult
 
 
 def accuracy_points(records: Sequence[RoundRecord]) -> tuple[np.ndarray, np.ndarray]:

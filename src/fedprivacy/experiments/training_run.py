@@ -12,45 +12,29 @@ A run directory holds::
 
 from __future__ import annotations
 
-import functools
 import io
-import math
-import platform
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from fedprivacy._validation import require_int
-from fedprivacy.data.images import ImageDataset, load_dataset
-from fedprivacy.data.partition import make_partition
+from fedprivacy.data.images import ImageDataset
 from fedprivacy.errors import ParameterError
-from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.experiments.training_csv import metrics_csv
+from fedprivacy.experiments.training_result import TrainingResult
 from fedprivacy.files import atomic_write_bytes, atomic_write_text
-from fedprivacy.fl.aggregators import section_aggregator
 from fedprivacy.fl.engine import (
     FederatedTraining,
-    LearningRateSchedule,
     RoundRecord,
-    summarise_records,
 )
-from fedprivacy.fl.local_training import LocalTrainingSpec
-from fedprivacy.fl.secure_aggregation import SecureAggregator
-from fedprivacy.models.registry import build_model, count_parameters
-from fedprivacy.participation.availability import AvailabilityModel, make_availability
-from fedprivacy.participation.curve import TWeakCurve, t_weak_curve
-from fedprivacy.participation.guard import PrivacyGuard, guard_summary
-from fedprivacy.participation.metrics import exposed_users, t_strong
-from fedprivacy.participation.privacy_filter import PrivacyFilter, budget_markdown, filter_summary
-from fedprivacy.participation.selectors import make_selector
+from fedprivacy.fl.training_config import TrainConfig, build_training
+from fedprivacy.participation.curve import t_weak_curve
+from fedprivacy.participation.metrics import exposed_users
+from fedprivacy.participation.privacy_filter import budget_markdown
 from fedprivacy.pipeline.algorithm import RoundResult
-from fedprivacy.report import LedgerEpsilons, PrivacyReport, privacy_report
-from fedprivacy.report_sentences import aggregation_of
 from fedprivacy.run_directory import write_run_directory
 
 CHECKPOINT = "checkpoint.pt"
@@ -59,204 +43,6 @@ CHECKPOINT = "checkpoint.pt"
 RESUMABLE_ACROSS = frozenset({"data_dir", "device"})
 CONFIG = "config.toml"
 _FORMAT = 1
-
-
-def build_training(
-    config: TrainConfig,
-    dataset: ImageDataset | None = None,
-    *,
-    training_class: type[FederatedTraining] = FederatedTraining,
-    availability: AvailabilityModel | None = None,
-    **hooks: Any,
-) -> FederatedTraining:
-    """Assemble data, partition, model, selector, availability and aggregator of ``config``.
-
-    Parameters
-    ----------
-    config : TrainConfig
-        The run (validated here).
-    dataset : ImageDataset, optional
-        Already loaded data (else loaded from ``config.data_dir`` / ``$FEDPRIVACY_DATA``).
-    training_class : type, optional
-        :class:`~fedprivacy.fl.engine.FederatedTraining` or a subclass (a deployment's
-        :class:`~fedprivacy.flower.training.DeployedTraining`).
-    availability : AvailabilityModel, optional
-        Replaces the availability of ``config.dropout`` (a deployment's live nodes).
-    **hooks
-        Passed to ``training_class`` (``on_aggregate``, a deployment's transport).
-    """
-    config.validate()
-    data = dataset if dataset is not None else load_dataset(config.dataset, config.data_dir)
-    partition = make_partition(
-        config.partition,
-        data.train_y,
-        config.users,
-        np.random.default_rng([config.seed, 11]),
-        beta=config.beta,
-        shared=config.shared,
-        shards_per_user=config.shards_per_user,
-    )
-    model = build_model(config.model_name, data.input_shape, data.num_classes, seed=config.seed)
-    selector = make_selector(
-        config.scheme,
-        config.users,
-        config.per_round,
-        target_privacy=config.target_privacy,
-        fairness=config.fairness,
-        fairness_rule=config.fairness_rule,
-    )
-    if availability is None:
-        availability = make_availability(
-            config.users, config.dropout, np.random.default_rng([config.seed, 12])
-        )
-    mechanism = config.mechanism()
-    aggregator = section_aggregator(
-        config,
-        per_round=config.per_round,
-        seed=config.seed,
-        party_noise=mechanism.party_noise,
-        encoding=config.encoding,
-    )
-    if isinstance(aggregator, SecureAggregator):
-        aggregator.check_dimension(count_parameters(model))
-    training = training_class(
-        model=model,
-        spec=LocalTrainingSpec(
-            epochs=config.local_epochs,
-            batch_size=config.batch_size,
-            lr=config.local_lr,
-            momentum=config.momentum,
-            weight_decay=config.weight_decay,
-        ),
-        dataset=data,
-        partition=partition,
-        selector=selector,
-        availability=availability,
-        aggregator=aggregator,
-        schedule=LearningRateSchedule(
-            config.local_lr, config.local_lr_decay, tuple(config.local_lr_milestones)
-        ),
-        seed=config.seed,
-        eval_every=config.eval_every,
-        trainer=config.trainer,
-        chunk_size=config.chunk_size,
-        device=config.device,
-        mechanism=mechanism,
-        **hooks,
-    )
-    if config.epsilon_budget is not None:
-        training.budget_selection(config.epsilon_budget, config.target_delta)
-    if config.guard is not None:
-        training.guard_selection(config.guard, config.guard_target or 2)
-    return training
-
-
-@dataclass
-class TrainingResult:
-    """A finished (or resumed and finished) run."""
-
-    config: TrainConfig
-    training: FederatedTraining
-    curve: TWeakCurve | None
-    seconds: float
-    exposed: list[int] = field(default_factory=list)
-
-    @property
-    def records(self) -> list[RoundRecord]:
-        """Per-round records."""
-        return self.training.records
-
-    @functools.cached_property
-    def report(self) -> PrivacyReport:
-        """The run's privacy report (server's view and released models), computed once."""
-        tr = self.training
-        curve = self.curve
-        return privacy_report(
-            tr.mechanism,
-            self.config.target_delta,
-            LedgerEpsilons(
-                tr.ledger.matrix().astype(bool),
-                round_noise=np.array([r.noise_multiplier for r in tr.records], dtype=np.float64),
-                wrap_log_probability=np.array(
-                    [r.wrap_log_probability for r in tr.records], dtype=np.float64
-                ),
-            ),
-            aggregation=aggregation_of(self.config.secagg, tr.authenticated),
-            server_view=None
-            if curve is None
-            else {
-                "t_weak": curve.final,
-                "t_strong": t_strong(tr.ledger.matrix()),
-                "exposed_users": len(self.exposed),
-            },
-        )
-
-    def summary(self) -> dict[str, Any]:
-        """The ``--json`` output and ``summary.json``."""
-        tr = self.training
-        base = summarise_records(tr.records)
-        card = tr.ledger.cardinalities
-        freq = tr.ledger.frequency
-        rounds = tr.ledger.rounds
-        final = None if self.curve is None else self.curve.final
-        out: dict[str, Any] = {
-            "dataset": self.config.dataset,
-            "data_source": tr.dataset.source,
-            "model": self.config.model_name,
-            "parameters": count_parameters(tr.model),
-            "partition": self.config.partition,
-            "scheme": self.config.label,
-            "users": self.config.users,
-            "per_round": self.config.per_round,
-            "rounds": rounds,
-            "seed": self.config.seed,
-            "aggregation": "secagg" if self.config.secagg else "plaintext",
-            "encoding": self.config.encoding,
-            "device": tr.device_name,
-            "test_accuracy": base["test_accuracy"],
-            "test_loss": base["test_loss"],
-            "privacy": self.report.to_dict(),
-            "t_weak": None if final is None else final.upper,
-            "t_weak_lower": None if final is None else final.lower,
-            "t_weak_exact": None if final is None else final.exact,
-            "exposed_users": len(self.exposed) if self.curve is not None else None,
-            "fairness_gap": float((freq.max() - freq.min()) / rounds) if rounds else 0.0,
-            "average_cardinality": float(card.mean()) if rounds else 0.0,
-            "skipped_rounds": int(np.count_nonzero(card == 0)),
-            "aborted_rounds": sum(1 for r in tr.records if r.aborted),
-            "clipped_entries": sum(r.clipped_entries for r in tr.records),
-            "mean_train_seconds": base["mean_train_seconds"],
-            "mean_aggregate_seconds": base["mean_aggregate_seconds"],
-            "seconds": self.seconds,
-            **self._guard(),
-            "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
-            "torch": torch.__version__,
-            "threads": torch.get_num_threads(),
-        }
-        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
-
-    def _guard(self) -> dict[str, Any]:
-        """``{"guard": ...}`` and ``{"privacy_filter": ...}`` of a run with them.
-
-        The guard's decisions are those since this process started.
-        """
-        out: dict[str, Any] = {}
-        selector: object = self.training.selector
-        while selector is not None:
-            if isinstance(selector, PrivacyGuard):
-                out["guard"] = guard_summary(selector)
-            if isinstance(selector, PrivacyFilter):
-                out["privacy_filter"] = filter_summary(selector)
-            selector = getattr(selector, "selector", None)
-        return out
-
-    @property
-    def privacy_filter(self) -> PrivacyFilter | None:
-        """The run's privacy filter (``epsilon_budget``), if any."""
-        selector: object = self.training.selector
-        while selector is not None and not isinstance(selector, PrivacyFilter):
-            selector = getattr(selector, "selector", None)
-        return selector if isinstance(selector, PrivacyFilter) else None
 
 
 def _save_checkpoint(path: Path, config: TrainConfig, training: FederatedTraining) -> None:

@@ -37,12 +37,13 @@ from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.participation.availability import AvailabilityModel
 from fedprivacy.participation.guard import PrivacyGuard
-from fedprivacy.participation.layout import BatchLayout, unit_size, use_layout
+from fedprivacy.participation.layout import BatchLayout
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.privacy_filter import PrivacyFilter
 from fedprivacy.participation.selectors import (
     Selector,
 )
+from fedprivacy.participation.units import unit_size, use_layout
 from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
 from fedprivacy.pipeline.loop import FederatedRun
 

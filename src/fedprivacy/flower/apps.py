@@ -13,7 +13,7 @@ Run configuration (``[tool.flwr.app.config]`` of the app, see :func:`app_pyproje
 =================  ==========================================================================
 ``task``           ``fedavg`` (users as nodes) or ``uldp`` (silos as nodes,
                    :mod:`fedprivacy.flower.cross_silo`)
-``train-config``   the :class:`~fedprivacy.experiments.training_config.TrainConfig` as TOML
+``train-config``   the :class:`~fedprivacy.fl.training_config.TrainConfig` as TOML
 ``uldp-config``    the :class:`~fedprivacy.uldp.config.UldpConfig` as TOML (``task = "uldp"``)
 ``data-dir``       the ServerApp's data directory (the test set; default ``$FEDPRIVACY_DATA``)
 ``run-dir``        where the ServerApp writes the run directory (on the SuperLink's machine)
@@ -132,7 +132,7 @@ def answer(msg: Message, context: Context) -> Message:
 def _fedavg(
     cfg: Any, transport: GridTransport, run_dir: Path, pause: StagePause, keys: Roster | None
 ) -> None:
-    from fedprivacy.experiments.training_config import TrainConfig
+    from fedprivacy.fl.training_config import TrainConfig
     from fedprivacy.flower.run import run_deployed
 
     config = TrainConfig.from_mapping(tomllib.loads(str(cfg["train-config"])))

@@ -28,8 +28,8 @@ from typing import Any
 import tomli_w
 
 from fedprivacy._validation import require_int
-from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.files import atomic_write_json, atomic_write_text
+from fedprivacy.fl.training_config import TrainConfig
 from fedprivacy.flower.deploy_setup import PreparedRun, check_deploy_options, prepare_run_dir
 from fedprivacy.flower.deploy_tasks import DeployTask, deploy_task
 from fedprivacy.flower.fault_plan import FaultPlan, node_fault

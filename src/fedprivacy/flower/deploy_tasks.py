@@ -7,7 +7,7 @@ configuration's type (:data:`TASKS`).
 
 Examples
 --------
->>> from fedprivacy.experiments.training_config import TrainConfig
+>>> from fedprivacy.fl.training_config import TrainConfig
 >>> task = deploy_task(TrainConfig(users=6))
 >>> (task.name, task.supernodes, task.node_config(2))
 ('fedavg', 6, 'partition-id=2')
@@ -32,7 +32,7 @@ from typing import Any
 from fedprivacy._registry import Registry
 from fedprivacy.config_sections import DEFAULT_NOISE_MODE
 from fedprivacy.errors import ParameterError
-from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.fl.training_config import TrainConfig
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.uldp.config import UldpConfig
 

@@ -47,11 +47,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fedprivacy.errors import PolicyViolationError
 from fedprivacy.flower.stages import Record, Stage, field
 from fedprivacy.participation.layout import BatchLayout
+from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg.errors import MalformedMessageError, OutOfOrderError, ProtocolViolationError
 from fedprivacy.secagg.joint_seed import (
     SECRET_BYTES,
@@ -64,10 +65,6 @@ from fedprivacy.secagg.joint_seed import (
     joint_seed,
 )
 from fedprivacy.secagg.params import MIN_PARTICIPANTS, SESSION_ID_BYTES, SecAggParameters
-
-if TYPE_CHECKING:
-    from fedprivacy.flower.exchange import StageExchange
-    from fedprivacy.policy import PartyPolicy
 
 __all__ = [
     "JOINT",
@@ -85,6 +82,10 @@ JOINT = "joint"
 """The node's state entry of its draw: session, phase byte, then the phase's bytes."""
 _COMMITTED, _REVEALED, _DRAWN = b"c", b"r", b"s"
 _USER_BYTES = 8  # each user who drew, after the seed and digest of a finished draw
+
+#: One stage with the nodes: ``(stage, round, requests) -> replies`` (a
+#: :class:`~fedprivacy.flower.exchange.StageExchange`).
+Exchange = Callable[[Stage, int, Mapping[int, Record]], Mapping[int, Record]]
 
 
 def _session(request: Record) -> bytes:
@@ -237,7 +238,7 @@ class JointDraw:
 
 
 def draw_joint(
-    exchange: StageExchange, r: int, session: bytes, users: Iterable[int]
+    exchange: Exchange, r: int, session: bytes, users: Iterable[int]
 ) -> JointDraw | None:
     """The nodes' draw in ``session`` (logged as round ``r``'s), or None.
 

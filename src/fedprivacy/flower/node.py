@@ -100,7 +100,7 @@ def training_for(config_toml: str) -> FederatedTraining:
     Built as the in-process pipeline builds it (:func:`fedprivacy.experiments.training_run.
     build_training`), with the reference trainer; the node only ever trains its own user.
     """
-    from fedprivacy.experiments.training_run import build_training
+    from fedprivacy.fl.training_config import build_training
 
     config = parse_training(config_toml)
     return build_training(config.with_overrides(trainer="loop"))

@@ -1,14 +1,14 @@
 """A user's node and its policy in a FedAvg deployment: what it accepts of a training request.
 
 :func:`training_policy` is the policy of an operator who agrees with a
-:class:`~fedprivacy.experiments.training_config.TrainConfig` (what ``fedprivacy flower deploy``
+:class:`~fedprivacy.fl.training_config.TrainConfig` (what ``fedprivacy flower deploy``
 writes for each local node). :func:`check_training` checks the configuration a request carries
 against a node's policy before the node trains: a secure run, the distributed noise floor and
 the clip of a node with one, and the batch size ``T``.
 
 Examples
 --------
->>> from fedprivacy.experiments.training_config import TrainConfig
+>>> from fedprivacy.fl.training_config import TrainConfig
 >>> config = TrainConfig(users=6, secagg=True, dp="distributed", noise_multiplier=1.0, clip=0.5)
 >>> policy = training_policy(config)
 >>> (policy.noise_multiplier, policy.clip, policy.allow_plaintext)
@@ -42,7 +42,7 @@ from fedprivacy.secagg.messages import ConsistencyRequest, UnmaskRequest, decode
 from fedprivacy.secagg.params import SecAggParameters
 
 if TYPE_CHECKING:
-    from fedprivacy.experiments.training_config import TrainConfig
+    from fedprivacy.fl.training_config import TrainConfig
 
 __all__ = [
     "PolicyViolationError",
@@ -114,7 +114,7 @@ def parse_training(config_toml: str) -> TrainConfig:
     """The :class:`TrainConfig` a request carries (cached); :class:`MalformedMessageError`."""
     import tomllib
 
-    from fedprivacy.experiments.training_config import TrainConfig
+    from fedprivacy.fl.training_config import TrainConfig
 
     try:
         data = tomllib.loads(config_toml)

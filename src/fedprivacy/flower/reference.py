@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from fedprivacy.experiments.training_config import TrainConfig
+from fedprivacy.fl.training_config import TrainConfig
 from fedprivacy.flower.stages import Stage
 from fedprivacy.participation.layout import BatchLayout
 from fedprivacy.secagg.driver import Stage as ProtocolStage
@@ -92,8 +92,8 @@ def simulate(
     dict of int to numpy.ndarray
         Round -> the aggregated mean update.
     """
-    from fedprivacy.experiments.training_run import build_training
     from fedprivacy.fl.secure_aggregation import SecureAggregator
+    from fedprivacy.fl.training_config import build_training
     from fedprivacy.flower.node import single_threaded
     from fedprivacy.participation.availability import TraceAvailability
 

@@ -30,8 +30,8 @@ from typing import Any, cast
 import numpy as np
 
 from fedprivacy.crypto.signing import Roster
-from fedprivacy.experiments.training_config import TrainConfig
 from fedprivacy.files import atomic_write_json, atomic_write_text
+from fedprivacy.fl.training_config import TrainConfig
 from fedprivacy.flower.stages import Stage
 from fedprivacy.flower.training import DeployedTraining, LiveNodes
 from fedprivacy.flower.transport import Transport
@@ -101,7 +101,7 @@ def _train(
     overlap: bool = False,
 ) -> tuple[DeployedTraining, float]:
     """The round loop, each event appended to ``events.jsonl``; the training and its seconds."""
-    from fedprivacy.experiments.training_run import build_training
+    from fedprivacy.fl.training_config import build_training
 
     log_file = (run_dir / "events.jsonl").open("w", encoding="utf-8")
 

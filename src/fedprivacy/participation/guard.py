@@ -47,9 +47,9 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.participation.audit import audit_ledger
 from fedprivacy.participation.exposure import CertificationError
 from fedprivacy.participation.incremental import IncrementalAudit
-from fedprivacy.participation.layout import unit_index
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.selectors import Selector
+from fedprivacy.participation.units import unit_index
 
 __all__ = ["GUARD_MODES", "GuardDecision", "PrivacyGuard", "guard_summary"]
 

@@ -27,7 +27,6 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,17 +34,7 @@ from numpy.typing import NDArray
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
 
-if TYPE_CHECKING:
-    from fedprivacy.participation.selectors import Selector
-
-__all__ = [
-    "LAYOUT_LABEL",
-    "BatchLayout",
-    "batches_of",
-    "unit_index",
-    "unit_size",
-    "use_layout",
-]
+__all__ = ["LAYOUT_LABEL", "BatchLayout", "batches_of"]
 
 LAYOUT_LABEL = b"fedprivacy/batch-layout"
 """Domain separation of the hash that orders the users of a drawn layout."""
@@ -122,70 +111,3 @@ class BatchLayout:
     def permutation(self) -> NDArray[np.intp]:
         """The order as an array (position -> user)."""
         return np.asarray(self.order, dtype=np.intp)
-
-
-def _innermost(selector: Selector) -> Selector:
-    from fedprivacy.participation.selectors import Selector
-
-    inner = getattr(selector, "selector", None)  # a wrapper: the guard, the privacy filter
-    return _innermost(inner) if isinstance(inner, Selector) else selector
-
-
-def unit_size(selector: Selector) -> int:
-    """Users that leave (or retire from) a round together: a batch, a partition group, or one.
-
-    Examples
-    --------
-    >>> from fedprivacy.participation.selectors import BatchPartitionSelector, RandomSelector
-    >>> unit_size(BatchPartitionSelector(6, 4, 2)), unit_size(RandomSelector(6, 4))
-    (2, 1)
-    """
-    from fedprivacy.participation.selectors import UnitSelector
-
-    inner = _innermost(selector)
-    return inner.unit if isinstance(inner, UnitSelector) else 1
-
-
-def unit_index(selector: Selector) -> NDArray[np.intp]:
-    """The unit of each user (each user its own without units).
-
-    >>> from fedprivacy.participation.selectors import BatchPartitionSelector
-    >>> unit_index(BatchPartitionSelector(6, 4, 2)).tolist()
-    [0, 0, 1, 1, 2, 2]
-    """
-    from fedprivacy.participation.selectors import UnitSelector
-
-    inner = _innermost(selector)
-    if not isinstance(inner, UnitSelector):
-        return np.arange(selector.num_users, dtype=np.intp)
-    if inner.layout is None:
-        return np.arange(inner.num_users, dtype=np.intp) // inner.unit
-    return inner.layout.unit_index(inner.unit)
-
-
-def use_layout(selector: Selector, layout: BatchLayout) -> None:
-    """Select whole units of ``selector`` (wrapped or not) as ``layout`` places the users.
-
-    Raises
-    ------
-    ParameterError
-        Naming ``batch_layout``, if the layout does not hold exactly the users ``0 .. N-1``.
-
-    Examples
-    --------
-    >>> from fedprivacy.participation.selectors import BatchPartitionSelector
-    >>> selector = BatchPartitionSelector(4, 2, 2)
-    >>> use_layout(selector, BatchLayout((3, 0, 2, 1)))
-    >>> selector.units.tolist()
-    [[3, 0], [2, 1]]
-    """
-    from fedprivacy.participation.selectors import UnitSelector
-
-    inner = _innermost(selector)
-    if isinstance(inner, UnitSelector):
-        if len(layout.order) != inner.num_users:
-            raise ParameterError(
-                "batch_layout", f"holds {len(layout.order)} users, the selector {inner.num_users}"
-            )
-        layout.unit_index(inner.unit)  # refuses a layout of other users
-        inner.layout = layout

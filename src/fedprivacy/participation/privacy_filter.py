@@ -56,9 +56,9 @@ from fedprivacy.dp._checks import require_delta, require_positive
 from fedprivacy.dp.accounting import AccountantKind
 from fedprivacy.dp.per_user import mu2_budget
 from fedprivacy.errors import ParameterError
-from fedprivacy.participation.layout import unit_index
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.selectors import Selector
+from fedprivacy.participation.units import unit_index
 
 __all__ = ["PrivacyFilter", "Retirement", "budget_markdown", "filter_summary", "max_rounds"]
 

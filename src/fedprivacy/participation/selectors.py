@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -36,9 +36,7 @@ from fedprivacy.participation.fairness import (
     sample,
     select_blocks,
 )
-
-if TYPE_CHECKING:
-    from fedprivacy.participation.layout import BatchLayout
+from fedprivacy.participation.layout import BatchLayout
 
 
 def validate_batch_parameters(
@@ -216,7 +214,7 @@ class UnitSelector(Selector):
     Unit ``g`` holds the users at positions ``g*unit .. g*unit+unit-1`` of :attr:`layout`
     (:class:`~fedprivacy.participation.layout.BatchLayout`): by default the users' ids, so
     unit ``u // unit``; a deployment lays the users out by a seed its nodes drew
-    (:func:`~fedprivacy.participation.layout.use_layout`), so that no server picks anyone's
+    (:func:`~fedprivacy.participation.units.use_layout`), so that no server picks anyone's
     unit mates.
     """
 

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+import fedprivacy.uldp.checkpoint as checkpoint
 from fedprivacy._validation import require_int
 from fedprivacy.data.silo_dataset import SiloDataset
 from fedprivacy.dp.accounting import quiet_accounting
@@ -45,7 +46,6 @@ from fedprivacy.pipeline.algorithm import RoundResult
 from fedprivacy.pipeline.loop import FederatedRun
 from fedprivacy.secagg.private_weighting import SecureWeighting
 from fedprivacy.secagg.private_weighting.noise import TAIL_SIGMAS
-from fedprivacy.uldp import checkpoint
 from fedprivacy.uldp.algorithm import UldpAlgorithm, server_view, uldp_selector
 from fedprivacy.uldp.checkpoint import CONFIG
 from fedprivacy.uldp.config import UldpConfig

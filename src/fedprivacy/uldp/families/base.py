@@ -1,8 +1,8 @@
 """The interface of a ULDP-FL method family: a round, its noise and its accounting.
 
-A :class:`MethodFamily` is stateless: every hook takes the
-:class:`~fedprivacy.uldp.methods.MethodRunner` whose round it computes, and reads the
-federation, the hyper-parameters and the method's variant flags from it. The defaults here are
+A :class:`MethodFamily` is stateless: every hook takes the :class:`Runner` whose round it
+computes (a :class:`~fedprivacy.uldp.methods.MethodRunner`), and reads the federation, the
+hyper-parameters and the method's variant flags from it. The defaults here are
 those of the families that add one Gaussian mechanism of noise multiplier ``sigma`` per round,
 Poisson-sub-sampled at the runner's user sampling rate and charged to a
 :class:`~fedprivacy.uldp.accounting.GaussianRounds` (ULDP-NAIVE, ULDP-AVG, ULDP-SGD); DEFAULT and
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 import torch
@@ -23,12 +23,47 @@ from numpy.typing import NDArray
 from fedprivacy.uldp.accounting import GaussianRounds, UldpAccounting
 
 if TYPE_CHECKING:
+    from torch import nn
+
+    from fedprivacy.fl.local_training import VectorisedTrainer
+    from fedprivacy.fl.mechanism import Mechanism
+    from fedprivacy.secagg.private_weighting import SecureWeighting
     from fedprivacy.uldp.federation import Federation
-    from fedprivacy.uldp.method_specs import Family
-    from fedprivacy.uldp.methods import MethodRunner
+    from fedprivacy.uldp.group_dp import SiloDpSgdState
+    from fedprivacy.uldp.method_specs import Family, MethodSpec
     from fedprivacy.uldp.rounds import RoundHyper, RoundOutput
 
-__all__ = ["MethodFamily", "epoch_keys", "gaussian_noise", "silo_sum"]
+__all__ = ["MethodFamily", "Runner", "epoch_keys", "gaussian_noise", "silo_sum"]
+
+
+class Runner(Protocol):
+    """What a family's hooks read and set on the runner of its method (a ``MethodRunner``)."""
+
+    fed: Federation
+    hyper: RoundHyper
+    spec: MethodSpec
+    delta: float
+    model: nn.Module | None
+    trainer: VectorisedTrainer
+    group_k: int | None
+    group_fed: Federation | None
+    group_state: SiloDpSgdState | None
+    secure: SecureWeighting | None
+    mechanism: Mechanism | None
+    amplified: bool
+    secure_log: list[dict[str, float]]
+    accounting: UldpAccounting
+
+    @property
+    def sampling_rate(self) -> float:
+        """``q`` if the method sub-samples users, else 1."""
+
+    @property
+    def noise_hidden_from_server(self) -> bool:
+        """Whether the parties add the noise (the server sees only noisy sums)."""
+
+    def sum_silos(self, contributions: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The server's sum of the silos' contributions."""
 
 
 class MethodFamily(ABC):
@@ -51,14 +86,14 @@ class MethodFamily(ABC):
     gaussian_per_round: ClassVar[bool] = True
     per_user: ClassVar[bool] = False
 
-    def setup(self, runner: MethodRunner) -> None:
+    def setup(self, runner: Runner) -> None:
         """Prepare the runner's per-family state, once, when the runner is made (no-op)."""
         return None
 
     @abstractmethod
     def round(
         self,
-        runner: MethodRunner,
+        runner: Runner,
         global_flat: torch.Tensor,
         rng: np.random.Generator,
         noise_rng: np.random.Generator,
@@ -86,13 +121,13 @@ class MethodFamily(ABC):
         """
 
     def presum(
-        self, runner: MethodRunner, global_flat: torch.Tensor, rng: np.random.Generator
+        self, runner: Runner, global_flat: torch.Tensor, rng: np.random.Generator
     ) -> torch.Tensor:
         """The round's pre-noise aggregate (:meth:`MethodRunner.presum`)."""
         dummy = np.random.default_rng(0)
         return self.round(runner, global_flat, rng, dummy, noise=False).presum
 
-    def noise_multiplier(self, runner: MethodRunner) -> float:
+    def noise_multiplier(self, runner: Runner) -> float:
         """:attr:`MethodRunner.effective_noise_multiplier`: ``sigma``, or the protocol's."""
         h = runner.hyper
         if runner.secure is not None:
@@ -100,11 +135,11 @@ class MethodFamily(ABC):
             return min(h.noise_multiplier, runner.secure.noise_multiplier(std, h.clip))
         return h.noise_multiplier
 
-    def accounted_noise_multiplier(self, runner: MethodRunner) -> float | None:
+    def accounted_noise_multiplier(self, runner: Runner) -> float | None:
         """The noise multiplier :meth:`accounting` composes (``None``: no noise at all)."""
         return self.noise_multiplier(runner)
 
-    def accounting(self, runner: MethodRunner) -> UldpAccounting:
+    def accounting(self, runner: Runner) -> UldpAccounting:
         """The run's accounting: one Gaussian mechanism of :meth:`noise_multiplier` a round."""
         return GaussianRounds(
             self.accounted_noise_multiplier(runner),

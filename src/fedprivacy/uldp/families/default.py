@@ -18,7 +18,7 @@ from fedprivacy.uldp.accounting import NotPrivate, UldpAccounting
 from fedprivacy.uldp.families.silo_level import SiloLevelFamily
 
 if TYPE_CHECKING:
-    from fedprivacy.uldp.methods import MethodRunner
+    from fedprivacy.uldp.families.base import Runner
 
 __all__ = ["DefaultFamily"]
 
@@ -29,14 +29,14 @@ class DefaultFamily(SiloLevelFamily):
     name = "default"
     gaussian_per_round = False
 
-    def clip_bound(self, runner: MethodRunner) -> float | None:
+    def clip_bound(self, runner: Runner) -> float | None:
         """``None``: the deltas are sent as they are."""
         return None
 
-    def silo_noise_std(self, runner: MethodRunner) -> float:
+    def silo_noise_std(self, runner: Runner) -> float:
         """``0``: no noise."""
         return 0.0
 
-    def accounting(self, runner: MethodRunner) -> UldpAccounting:
+    def accounting(self, runner: Runner) -> UldpAccounting:
         """Not private: epsilon infinite, nothing to compose."""
         return NotPrivate()

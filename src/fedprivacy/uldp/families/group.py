@@ -8,7 +8,7 @@ the silos' DP-SGD converted to user level (:func:`~fedprivacy.uldp.group_dp.grou
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.accounting import UldpAccounting
-from fedprivacy.uldp.families.base import MethodFamily
+from fedprivacy.uldp.families.base import MethodFamily, Runner
 from fedprivacy.uldp.group_dp import (
     SiloDpSgdState,
     dp_sgd_silo,
@@ -28,9 +28,6 @@ from fedprivacy.uldp.group_dp import (
 )
 from fedprivacy.uldp.rounds import RoundOutput
 
-if TYPE_CHECKING:
-    from fedprivacy.uldp.methods import MethodRunner
-
 __all__ = ["GroupFamily", "GroupRounds"]
 
 
@@ -40,7 +37,7 @@ class GroupFamily(MethodFamily):
     name = "group"
     gaussian_per_round = False
 
-    def setup(self, runner: MethodRunner) -> None:
+    def setup(self, runner: Runner) -> None:
         """Choose ``k``, keep at most ``k`` records per user, one DP-SGD accountant per silo."""
         assert runner.spec.group is not None
         runner.group_k = group_size(runner.fed, runner.spec.group)
@@ -50,7 +47,7 @@ class GroupFamily(MethodFamily):
 
     def round(
         self,
-        runner: MethodRunner,
+        runner: Runner,
         global_flat: torch.Tensor,
         rng: np.random.Generator,
         noise_rng: np.random.Generator,
@@ -87,12 +84,12 @@ class GroupFamily(MethodFamily):
         )
 
     def presum(
-        self, runner: MethodRunner, global_flat: torch.Tensor, rng: np.random.Generator
+        self, runner: Runner, global_flat: torch.Tensor, rng: np.random.Generator
     ) -> torch.Tensor:
         """Refused: see :func:`fedprivacy.uldp.group_dp.clipped_per_sample_sum`."""
         raise ParameterError("method", "ULDP-GROUP-k adds its noise inside DP-SGD")
 
-    def accounting(self, runner: MethodRunner) -> UldpAccounting:
+    def accounting(self, runner: Runner) -> UldpAccounting:
         """Group privacy of the silos' DP-SGD histories (which record every step)."""
         assert runner.group_state is not None and runner.group_k is not None
         return GroupRounds(runner.group_state, runner.group_k, runner.delta)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from fedprivacy.uldp.families.silo_level import SiloLevelFamily
 
 if TYPE_CHECKING:
-    from fedprivacy.uldp.methods import MethodRunner
+    from fedprivacy.uldp.families.base import Runner
 
 __all__ = ["NaiveFamily"]
 
@@ -31,13 +31,13 @@ class NaiveFamily(SiloLevelFamily):
 
     name = "naive"
 
-    def silo_noise_std(self, runner: MethodRunner) -> float:
+    def silo_noise_std(self, runner: Runner) -> float:
         """``2 sigma C sqrt(|S|)``, or ``sigma C sqrt(|S|)`` with the paper's noise."""
         h = runner.hyper
         scale = 2.0 if h.naive_noise == "corrected" else 1.0
         return scale * h.noise_multiplier * h.clip * math.sqrt(runner.fed.num_silos)
 
-    def noise_multiplier(self, runner: MethodRunner) -> float:
+    def noise_multiplier(self, runner: Runner) -> float:
         """``sigma``, or ``sigma / 2`` with the paper's noise."""
         if runner.hyper.naive_noise == "paper":
             return runner.hyper.noise_multiplier / 2.0

@@ -10,7 +10,6 @@ minibatch keys from ``rng``, then one ``noise_rng.normal`` vector per silo.
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -18,11 +17,8 @@ from numpy.typing import NDArray
 
 from fedprivacy.fl.minibatches import epoch_orders
 from fedprivacy.uldp.clipped_sums import clip_rows
-from fedprivacy.uldp.families.base import MethodFamily, epoch_keys, gaussian_noise, silo_sum
+from fedprivacy.uldp.families.base import MethodFamily, Runner, epoch_keys, gaussian_noise, silo_sum
 from fedprivacy.uldp.rounds import RoundOutput
-
-if TYPE_CHECKING:
-    from fedprivacy.uldp.methods import MethodRunner
 
 __all__ = ["SiloLevelFamily"]
 
@@ -30,16 +26,16 @@ __all__ = ["SiloLevelFamily"]
 class SiloLevelFamily(MethodFamily):
     """A family whose silos each send one (possibly clipped and noised) model delta."""
 
-    def clip_bound(self, runner: MethodRunner) -> float | None:
+    def clip_bound(self, runner: Runner) -> float | None:
         """The L2 norm each silo clips its delta to: ``C`` (``None``: deltas sent unclipped)."""
         return runner.hyper.clip
 
     @abstractmethod
-    def silo_noise_std(self, runner: MethodRunner) -> float:
+    def silo_noise_std(self, runner: Runner) -> float:
         """The standard deviation of each silo's noise per coordinate (``0``: no noise drawn)."""
 
     def contributions(
-        self, runner: MethodRunner, deltas: torch.Tensor
+        self, runner: Runner, deltas: torch.Tensor
     ) -> tuple[torch.Tensor, float, int, float]:
         """From the ``(|S|, P)`` silo deltas: ``(contributions, noise std, clipped, mean norm)``.
 
@@ -57,7 +53,7 @@ class SiloLevelFamily(MethodFamily):
 
     def round(
         self,
-        runner: MethodRunner,
+        runner: Runner,
         global_flat: torch.Tensor,
         rng: np.random.Generator,
         noise_rng: np.random.Generator,

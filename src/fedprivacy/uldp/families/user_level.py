@@ -31,7 +31,7 @@ from torch import nn
 
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.clipped_sums import ClippedSum, clipped_sums, dense_clipped
-from fedprivacy.uldp.families.base import MethodFamily, gaussian_noise, silo_sum
+from fedprivacy.uldp.families.base import MethodFamily, Runner, gaussian_noise, silo_sum
 from fedprivacy.uldp.rounds import RoundOutput
 
 if TYPE_CHECKING:
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from fedprivacy.fl.mechanism import Mechanism
     from fedprivacy.secagg.private_weighting import SecureWeighting
     from fedprivacy.uldp.federation import Federation
-    from fedprivacy.uldp.methods import MethodRunner
     from fedprivacy.uldp.rounds import RoundHyper
 
 __all__ = ["Chunks", "SiloData", "UserLevelFamily", "global_step", "secure_aggregate"]
@@ -92,14 +91,14 @@ class UserLevelFamily(MethodFamily):
     ) -> torch.Tensor:
         """The same updates of every user of a silo with per-user loops (the oracle)."""
 
-    def noise_multiplier(self, runner: MethodRunner) -> float:
+    def noise_multiplier(self, runner: Runner) -> float:
         """The mechanism's noise multiplier (0: none), or the private weighting protocol's."""
         if runner.secure is not None:
             return super().noise_multiplier(runner)
         nm = _mechanism(runner).noise_multiplier
         return 0.0 if nm is None else nm
 
-    def accounted_noise_multiplier(self, runner: MethodRunner) -> float | None:
+    def accounted_noise_multiplier(self, runner: Runner) -> float | None:
         """``None`` for a mechanism without noise (``none``: infinite epsilons), else as ever."""
         if _mechanism(runner).noise_multiplier is None:
             return None
@@ -107,7 +106,7 @@ class UserLevelFamily(MethodFamily):
 
     def round(
         self,
-        runner: MethodRunner,
+        runner: Runner,
         global_flat: torch.Tensor,
         rng: np.random.Generator,
         noise_rng: np.random.Generator,
@@ -168,7 +167,7 @@ class UserLevelFamily(MethodFamily):
 
     def silo_sums(
         self,
-        runner: MethodRunner,
+        runner: Runner,
         mechanism: Mechanism,
         global_flat: torch.Tensor,
         keys: NDArray[np.float64] | None,
@@ -214,8 +213,8 @@ class UserLevelFamily(MethodFamily):
         return parts, silo_deltas
 
 
-def _mechanism(runner: MethodRunner) -> Mechanism:
-    """The runner's mechanism (:class:`MethodRunner` gives every per-user family one)."""
+def _mechanism(runner: Runner) -> Mechanism:
+    """The runner's mechanism (a ``MethodRunner`` gives every per-user family one)."""
     if runner.mechanism is None:
         raise ParameterError("dp", f"{runner.spec.name} has no mechanism")
     return runner.mechanism
@@ -242,7 +241,7 @@ def global_step(global_lr: float, sampling_rate: float, num_users: int, num_silo
 
 
 def secure_aggregate(
-    runner: MethodRunner,
+    runner: Runner,
     secure: SecureWeighting,
     silo_deltas: list[NDArray[np.float64]],
     presum: torch.Tensor,

@@ -1,4 +1,4 @@
-"""The configuration of a training run (``fedprivacy train`` and its TOML files)."""
+"""A training run's configuration (``fedprivacy train``, its TOML files) and what it builds."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import math
 import re
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from fedprivacy._validation import require_int, require_one_of, require_positive_number
 from fedprivacy.config import Config
@@ -17,15 +19,21 @@ from fedprivacy.config_sections import (
     SecureAggregationSection,
     SelectionSection,
 )
-from fedprivacy.data.images import DATASETS
-from fedprivacy.data.partition import PARTITIONS
+from fedprivacy.data.images import DATASETS, ImageDataset, load_dataset
+from fedprivacy.data.partition import PARTITIONS, make_partition
 from fedprivacy.dp._checks import require_delta
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import ENCODINGS
+from fedprivacy.fl.aggregators import section_aggregator
+from fedprivacy.fl.engine import FederatedTraining, LearningRateSchedule
+from fedprivacy.fl.local_training import LocalTrainingSpec
 from fedprivacy.fl.mechanism import Mechanism, make_mechanism
+from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.models.registry import FEDAVG_MODELS as MODELS
+from fedprivacy.models.registry import build_model, count_parameters
+from fedprivacy.participation.availability import AvailabilityModel, make_availability
 from fedprivacy.participation.fairness import check_fairness_rule
-from fedprivacy.participation.selectors import SCHEMES, validate_batch_parameters
+from fedprivacy.participation.selectors import SCHEMES, make_selector, validate_batch_parameters
 from fedprivacy.secagg.multiround import BatchPolicy
 from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD
 
@@ -252,3 +260,93 @@ class TrainConfig(
     def to_dict(self) -> dict[str, Any]:
         """TOML-ready mapping (``None`` values left out, tuples as lists, ``model`` resolved)."""
         return {**super().to_dict(), "model": self.model_name}
+
+
+def build_training(
+    config: TrainConfig,
+    dataset: ImageDataset | None = None,
+    *,
+    training_class: type[FederatedTraining] = FederatedTraining,
+    availability: AvailabilityModel | None = None,
+    **hooks: Any,
+) -> FederatedTraining:
+    """Assemble data, partition, model, selector, availability and aggregator of ``config``.
+
+    Parameters
+    ----------
+    config : TrainConfig
+        The run (validated here).
+    dataset : ImageDataset, optional
+        Already loaded data (else loaded from ``config.data_dir`` / ``$FEDPRIVACY_DATA``).
+    training_class : type, optional
+        :class:`~fedprivacy.fl.engine.FederatedTraining` or a subclass (a deployment's
+        :class:`~fedprivacy.flower.training.DeployedTraining`).
+    availability : AvailabilityModel, optional
+        Replaces the availability of ``config.dropout`` (a deployment's live nodes).
+    **hooks
+        Passed to ``training_class`` (``on_aggregate``, a deployment's transport).
+    """
+    config.validate()
+    data = dataset if dataset is not None else load_dataset(config.dataset, config.data_dir)
+    partition = make_partition(
+        config.partition,
+        data.train_y,
+        config.users,
+        np.random.default_rng([config.seed, 11]),
+        beta=config.beta,
+        shared=config.shared,
+        shards_per_user=config.shards_per_user,
+    )
+    model = build_model(config.model_name, data.input_shape, data.num_classes, seed=config.seed)
+    selector = make_selector(
+        config.scheme,
+        config.users,
+        config.per_round,
+        target_privacy=config.target_privacy,
+        fairness=config.fairness,
+        fairness_rule=config.fairness_rule,
+    )
+    if availability is None:
+        availability = make_availability(
+            config.users, config.dropout, np.random.default_rng([config.seed, 12])
+        )
+    mechanism = config.mechanism()
+    aggregator = section_aggregator(
+        config,
+        per_round=config.per_round,
+        seed=config.seed,
+        party_noise=mechanism.party_noise,
+        encoding=config.encoding,
+    )
+    if isinstance(aggregator, SecureAggregator):
+        aggregator.check_dimension(count_parameters(model))
+    training = training_class(
+        model=model,
+        spec=LocalTrainingSpec(
+            epochs=config.local_epochs,
+            batch_size=config.batch_size,
+            lr=config.local_lr,
+            momentum=config.momentum,
+            weight_decay=config.weight_decay,
+        ),
+        dataset=data,
+        partition=partition,
+        selector=selector,
+        availability=availability,
+        aggregator=aggregator,
+        schedule=LearningRateSchedule(
+            config.local_lr, config.local_lr_decay, tuple(config.local_lr_milestones)
+        ),
+        seed=config.seed,
+        eval_every=config.eval_every,
+        trainer=config.trainer,
+        chunk_size=config.chunk_size,
+        device=config.device,
+        mechanism=mechanism,
+        **hooks,
+    )
+    if config.epsilon_budget is not None:
+        training.budget_selection(config.epsilon_budget, config.target_delta)
+    if config.guard is not None:
+        training.guard_selection(config.guard, config.guard_target or 2)
+    return training
