@@ -6,7 +6,13 @@ import dp_accounting
 import numpy as np
 import pytest
 
-from fedprivacy.dp.per_user import per_user_epsilons, per_user_epsilons_by_round, spread
+from fedprivacy.dp.accountants import ACCOUNTANTS, AccountantBackend, RdpBackend
+from fedprivacy.dp.per_user import (
+    mu2_budget,
+    per_user_epsilons,
+    per_user_epsilons_by_round,
+    spread,
+)
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.ledger import ParticipationLedger
 
@@ -82,3 +88,47 @@ def test_by_round_refuses_inconsistent_input() -> None:
         per_user_epsilons_by_round(p, [1.0, float("nan")], 1e-5)  # users in a round without noise
     with pytest.raises(ParameterError, match="participation"):
         per_user_epsilons_by_round(np.ones((2, 3)), [1.0, 1.0], 1e-5)
+
+
+class _ComposingRdp(AccountantBackend):
+    """A kind registered by a user: RDP by composition only, no per-user closed form."""
+
+    name = "composing-rdp"
+
+    def __init__(self) -> None:
+        self.inner = RdpBackend.create(None, 1e-4)
+        self.orders = self.inner.orders
+
+    @classmethod
+    def create(cls, orders: object, pld_discretization: float) -> _ComposingRdp:
+        return cls()
+
+    def compose_gaussian(self, noise_multiplier: float, steps: int, sampling_rate: float) -> None:
+        self.inner.compose_gaussian(noise_multiplier, steps, sampling_rate)
+
+    def epsilon_and_order(self, delta: float) -> tuple[float, float | None]:
+        return self.inner.epsilon_and_order(delta)
+
+    def copy(self) -> _ComposingRdp:
+        out = _ComposingRdp()
+        out.inner = self.inner.copy()
+        return out
+
+
+def test_a_newly_registered_accountant_gets_per_user_epsilons_and_budgets() -> None:
+    ledger = ParticipationLedger(4)
+    for row in ([1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 0, 0]):
+        ledger.record(np.flatnonzero(row))
+    noise = np.array([1.1, 0.9, 1.3])
+    with ACCOUNTANTS.restoring():
+        ACCOUNTANTS.register(_ComposingRdp.name, _ComposingRdp)
+        ours = per_user_epsilons_by_round(
+            ledger.matrix().astype(bool), noise, 1e-5, "composing-rdp"
+        )
+        budget = mu2_budget(2.0, 1e-5, "composing-rdp")
+    closed = per_user_epsilons_by_round(ledger.matrix().astype(bool), noise, 1e-5, "rdp")
+    assert ours[3] == closed[3] == 0.0  # never aggregated
+    np.testing.assert_allclose(ours, closed, rtol=1e-6)  # its own composition, the same curve
+    assert budget == pytest.approx(mu2_budget(2.0, 1e-5, "rdp"), rel=1e-6)
+    with pytest.raises(ParameterError, match="accountant"):
+        mu2_budget(2.0, 1e-5, "composing-rdp")  # unregistered again

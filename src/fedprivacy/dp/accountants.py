@@ -8,6 +8,13 @@ accountant). ``PrivacyAccountant(kind)`` looks the kind up and keeps a backend;
 search (:attr:`AccountantBackend.calibration_start`). ``ACCOUNTANTS.register(name, backend)`` adds
 a kind.
 
+Every kind also converts per-user compositions (:mod:`fedprivacy.dp.per_user`): a user whose
+rounds compose to one Gaussian of ``mu^2 = sum z_t^-2`` has the epsilon
+:meth:`AccountantBackend.user_epsilons` gives, and :meth:`AccountantBackend.mu2_budget` is the
+largest ``mu^2`` within an epsilon budget. The base class computes both from the kind's own
+:meth:`~AccountantBackend.compose_gaussian` (a new kind gets them for free); RDP and PLD override
+them with closed forms.
+
 Examples
 --------
 >>> list(ACCOUNTANTS)
@@ -32,6 +39,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy._registry import Registry
 from fedprivacy.dp._checks import require_orders, require_positive
+from fedprivacy.dp.gaussian_pld import gaussian_epsilon, mu_for_epsilon
 from fedprivacy.dp.rdp import DEFAULT_ORDERS, _step_rdp_cached, rdp_to_epsilon
 from fedprivacy.errors import ParameterError
 
@@ -88,6 +96,40 @@ class AccountantBackend(ABC):
     def copy(self) -> AccountantBackend:
         """An independent copy."""
 
+    @classmethod
+    def user_epsilons(cls, mu2: NDArray[np.float64], delta: float) -> NDArray[np.float64]:
+        """Epsilon at ``delta`` of users whose rounds compose to ``mu2`` (checked; 0: no round).
+
+        By default one Gaussian step of noise multiplier ``mu2^-1/2`` on a fresh backend per
+        distinct value.
+        """
+        values, where = np.unique(mu2, return_inverse=True)
+        out = np.zeros(values.size, dtype=np.float64)
+        for i, m in enumerate(values):
+            if m > 0:
+                backend = cls.create(None, 1e-4)
+                backend.compose_gaussian(float(m) ** -0.5, 1, 1.0)
+                out[i] = backend.epsilon_and_order(delta)[0]
+        return np.asarray(out[where], dtype=np.float64)
+
+    @classmethod
+    def mu2_budget(cls, budget: float, delta: float) -> float:
+        """The largest ``mu^2`` whose epsilon at ``delta`` is at most ``budget`` (both checked).
+
+        By default a bisection of :meth:`user_epsilons` (increasing in ``mu^2``) to 1e-12.
+        """
+        low, high = 0.0, 1.0
+        while cls.user_epsilons(np.array([high]), delta)[0] <= budget:
+            low, high = high, 2.0 * high
+        while high - low > 1e-12 * high:
+            mid = (low + high) / 2.0
+            low, high = (
+                (mid, high)
+                if cls.user_epsilons(np.array([mid]), delta)[0] <= budget
+                else (low, mid)
+            )
+        return low
+
 
 #: The backend class of every accountant kind (``ACCOUNTANTS.register(kind, backend)`` adds one).
 ACCOUNTANTS: Registry[type[AccountantBackend]] = Registry(
@@ -135,6 +177,43 @@ class RdpBackend(AccountantBackend):
         out = copy.copy(self)
         out.rho = self.rho.copy()
         return out
+
+    @classmethod
+    def user_epsilons(cls, mu2: NDArray[np.float64], delta: float) -> NDArray[np.float64]:
+        """RDP epsilons of composed Gaussians, vectorised over users.
+
+        ``rho(alpha) = alpha mu^2 / 2`` on :data:`~fedprivacy.dp.rdp.DEFAULT_ORDERS`, converted
+        as ``dp_accounting.rdp.compute_epsilon`` converts one curve (Lemma 2 for orders above
+        1.01, epsilon 0 where the KL bound already gives delta, the minimum over orders clipped
+        at 0): what :func:`~fedprivacy.dp.accounting.epsilon_for` gives, to rounding.
+        """
+        values, where = np.unique(mu2, return_inverse=True)
+        orders = _LEMMA2_ORDERS
+        out = np.empty(values.size, dtype=np.float64)
+        for start in range(0, values.size, _RDP_BLOCK):
+            rho = np.outer(values[start : start + _RDP_BLOCK] / 2.0, orders)
+            lemma2 = rho + np.log1p(-1.0 / orders) - np.log(delta * orders) / (orders - 1.0)
+            eps = np.where(delta**2 + np.expm1(-rho) > 0, 0.0, lemma2)
+            out[start : start + _RDP_BLOCK] = np.maximum(eps.min(axis=1), 0.0)
+        return np.asarray(out[where], dtype=np.float64)
+
+    @classmethod
+    def mu2_budget(cls, budget: float, delta: float) -> float:
+        """:meth:`user_epsilons`'s minimum inverted order by order, in closed form.
+
+        Epsilon is at most ``budget`` exactly when some order's Lemma 2 value is, or when the KL
+        bound already gives ``delta`` (epsilon 0); each is a bound on ``mu^2``.
+        """
+        orders = _LEMMA2_ORDERS
+        shift = np.log1p(-1.0 / orders) - np.log(delta * orders) / (orders - 1.0)
+        lemma2 = 2.0 * (budget - shift) / orders
+        kl = -2.0 * np.log1p(-(delta**2)) / orders  # delta^2 + expm1(-rho) > 0
+        return float(max(lemma2.max(), kl.max(), 0.0))
+
+
+#: Users converted at once by :meth:`RdpBackend.user_epsilons` (a block of users x orders).
+_RDP_BLOCK = 2048
+_LEMMA2_ORDERS = DEFAULT_ORDERS[DEFAULT_ORDERS > 1.01]
 
 
 class PldBackend(AccountantBackend):
@@ -185,6 +264,20 @@ class PldBackend(AccountantBackend):
         out = copy.copy(self)
         out.pld = copy.deepcopy(self.pld)
         return out
+
+    @classmethod
+    def user_epsilons(cls, mu2: NDArray[np.float64], delta: float) -> NDArray[np.float64]:
+        """The exact privacy profile of the composed Gaussian, never above RDP's.
+
+        The closed form of :mod:`fedprivacy.dp.gaussian_pld`, which dp-accounting's PLD
+        approximates on a grid.
+        """
+        return gaussian_epsilon(np.sqrt(mu2), delta)
+
+    @classmethod
+    def mu2_budget(cls, budget: float, delta: float) -> float:
+        """The closed form inverted (:func:`~fedprivacy.dp.gaussian_pld.mu_for_epsilon`)."""
+        return mu_for_epsilon(budget, delta) ** 2
 
 
 for _backend in (RdpBackend, PldBackend):

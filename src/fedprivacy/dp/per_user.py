@@ -13,69 +13,32 @@ noise multiplier ``(sum_i z_i^-2)^(-1/2)`` (their Renyi divergences add up order
 so do their Gaussian-DP parameters ``mu_i^2 = z_i^-2``; Dong, Roth and Su 2019).
 
 Both functions reduce every user to ``sum z_t^-2`` over its rounds and convert it by the
-``accountant`` of :data:`PER_USER_ACCOUNTANTS`: ``"rdp"`` (dp-accounting's RDP, Lemma 2 of the
+registered accountant kind ``accountant`` (:data:`~fedprivacy.dp.accountants.ACCOUNTANTS`,
+:meth:`~fedprivacy.dp.accountants.AccountantBackend.user_epsilons`): ``"rdp"`` (Lemma 2 of the
 ULDP-FL paper) or ``"pld"``, the exact privacy profile of the composed Gaussian
-(:mod:`fedprivacy.dp.gaussian_pld`: the closed form of its privacy-loss distribution, which
-dp-accounting's PLD accountant approximates on a grid), never above the RDP value. ``"pld"`` is
+(:mod:`fedprivacy.dp.gaussian_pld`), never above the RDP value; a newly registered kind converts
+through its own composition. ``"pld"`` is
 exact only for continuous Gaussian noise; a sum of discrete Gaussians (distributed DP) is
 bounded in RDP only (Kairouz et al. 2021, Prop. 14).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy.dp._checks import require_delta, require_positive
+from fedprivacy.dp.accountants import ACCOUNTANTS
 from fedprivacy.dp.accounting import AccountantKind, epsilon_for
-from fedprivacy.dp.gaussian_pld import gaussian_epsilon, mu_for_epsilon
-from fedprivacy.dp.rdp import DEFAULT_ORDERS
 from fedprivacy.errors import ParameterError
 
 __all__ = [
-    "PER_USER_ACCOUNTANTS",
     "epsilons_of_mu2",
     "mu2_budget",
     "per_user_epsilons",
     "per_user_epsilons_by_round",
     "spread",
 ]
-
-
-#: Users converted at once by :func:`_rdp` (a block of users x orders in memory).
-_RDP_BLOCK = 2048
-
-
-def _rdp(mu2: NDArray[np.float64], delta: float) -> NDArray[np.float64]:
-    """RDP epsilons of composed Gaussians, vectorised over users.
-
-    ``rho(alpha) = alpha mu^2 / 2`` on :data:`~fedprivacy.dp.rdp.DEFAULT_ORDERS`, converted as
-    ``dp_accounting.rdp.compute_epsilon`` converts one curve (Lemma 2 for orders above 1.01,
-    epsilon 0 where the KL bound already gives delta, the minimum over orders clipped at 0):
-    what :func:`~fedprivacy.dp.accounting.epsilon_for` gives, to rounding.
-    """
-    values, where = np.unique(mu2, return_inverse=True)
-    orders = DEFAULT_ORDERS[DEFAULT_ORDERS > 1.01]
-    out = np.empty(values.size, dtype=np.float64)
-    for start in range(0, values.size, _RDP_BLOCK):
-        rho = np.outer(values[start : start + _RDP_BLOCK] / 2.0, orders)
-        lemma2 = rho + np.log1p(-1.0 / orders) - np.log(delta * orders) / (orders - 1.0)
-        eps = np.where(delta**2 + np.expm1(-rho) > 0, 0.0, lemma2)
-        out[start : start + _RDP_BLOCK] = np.maximum(eps.min(axis=1), 0.0)
-    return np.asarray(out[where], dtype=np.float64)
-
-
-def _pld(mu2: NDArray[np.float64], delta: float) -> NDArray[np.float64]:
-    return gaussian_epsilon(np.sqrt(mu2), delta)
-
-
-#: How a user's ``sum z_t^-2`` becomes its epsilon, by accountant kind.
-PER_USER_ACCOUNTANTS: Mapping[str, Callable[[NDArray[np.float64], float], NDArray[np.float64]]] = {
-    "rdp": _rdp,
-    "pld": _pld,
-}
 
 
 def epsilons_of_mu2(
@@ -92,36 +55,8 @@ def epsilons_of_mu2(
     m = np.asarray(mu2, dtype=np.float64).ravel()
     if np.any(~np.isfinite(m)) or np.any(m < 0):
         raise ParameterError("mu2", "must be finite and >= 0")
-    convert = PER_USER_ACCOUNTANTS.get(accountant)
-    if convert is None:
-        raise ParameterError(
-            "accountant", f"must be one of {', '.join(PER_USER_ACCOUNTANTS)}, got {accountant!r}"
-        )
-    return convert(m, require_delta("delta", delta))
-
-
-def _rdp_mu2_budget(budget: float, delta: float) -> float:
-    """The largest ``mu^2`` of RDP epsilon <= ``budget``: :func:`_rdp`'s minimum inverted per order.
-
-    Epsilon is at most ``budget`` exactly when some order's Lemma 2 value is, or when the KL bound
-    already gives ``delta`` (epsilon 0); each is a bound on ``mu^2``, solved in closed form.
-    """
-    orders = DEFAULT_ORDERS[DEFAULT_ORDERS > 1.01]
-    shift = np.log1p(-1.0 / orders) - np.log(delta * orders) / (orders - 1.0)
-    lemma2 = 2.0 * (budget - shift) / orders
-    kl = -2.0 * np.log1p(-(delta**2)) / orders  # delta^2 + expm1(-rho) > 0
-    return float(max(lemma2.max(), kl.max(), 0.0))
-
-
-def _pld_mu2_budget(budget: float, delta: float) -> float:
-    return mu_for_epsilon(budget, delta) ** 2
-
-
-#: The largest ``sum z_t^-2`` within an epsilon budget, by accountant kind.
-_MU2_BUDGETS: Mapping[str, Callable[[float, float], float]] = {
-    "rdp": _rdp_mu2_budget,
-    "pld": _pld_mu2_budget,
-}
+    kind = ACCOUNTANTS.lookup(accountant, parameter="accountant")
+    return kind.user_epsilons(m, require_delta("delta", delta))
 
 
 def mu2_budget(budget: float, delta: float, accountant: AccountantKind = "rdp") -> float:
@@ -139,12 +74,8 @@ def mu2_budget(budget: float, delta: float, accountant: AccountantKind = "rdp") 
     """
     e = require_positive("epsilon_budget", budget)
     d = require_delta("delta", delta)
-    solve = _MU2_BUDGETS.get(accountant)
-    if solve is None:
-        raise ParameterError(
-            "accountant", f"must be one of {', '.join(_MU2_BUDGETS)}, got {accountant!r}"
-        )
-    return solve(e, d) * (1.0 - 1e-9)
+    kind = ACCOUNTANTS.lookup(accountant, parameter="accountant")
+    return kind.mu2_budget(e, d) * (1.0 - 1e-9)
 
 
 def per_user_epsilons(
