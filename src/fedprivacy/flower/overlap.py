@@ -19,10 +19,9 @@ with batches, the nodes draw a seed together (:func:`~fedprivacy.flower.joint_dr
 three exchanges once a session, :meth:`SecureRounds.draw`): the server chooses neither the graph
 nor anyone's batch mates.
 
-:class:`SecureRounds` is shared by FedAvg with the pipeline's training
-(:class:`~fedprivacy.flower.training.DeployedTraining`) and FedAvg over any Flower app
-(:class:`~fedprivacy.flower.private_fedavg.PrivateFedAvg`); each opens a round its own way
-(its requests, its model's encoding).
+:class:`SecureRounds` runs the secure rounds of the one FedAvg server round
+(:class:`~fedprivacy.flower.fedavg_round.FedAvgRound`), whose payload codec says how the model
+travels.
 """
 
 from __future__ import annotations

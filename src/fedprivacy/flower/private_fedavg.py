@@ -38,30 +38,25 @@ from flwr.app import ArrayRecord, ConfigRecord
 from numpy.typing import NDArray
 
 from fedprivacy.crypto.signing import Roster
-from fedprivacy.errors import FedPrivacyError
-from fedprivacy.fl.aggregation import AggregateOutcome, Aggregator
+from fedprivacy.fl.aggregation import AggregateOutcome
 from fedprivacy.fl.aggregators import section_aggregator
 from fedprivacy.fl.engine import round_rng
 from fedprivacy.fl.mechanism import Mechanism
 from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.flower.arrays import ArrayLayout
 from fedprivacy.flower.exchange import StageExchange
+from fedprivacy.flower.fedavg_round import FedAvgRound
 from fedprivacy.flower.mod import ARRAYS, CONFIG, MOD_WIRE
-from fedprivacy.flower.noise_request import noise_request
-from fedprivacy.flower.overlap import SecureRounds
 from fedprivacy.flower.private_config import PrivateFedAvgConfig
 from fedprivacy.flower.private_result import PrivateFedAvgResult, PrivateRound, RosterError
-from fedprivacy.flower.secure_round import SecureRound
-from fedprivacy.flower.stages import Record, Stage, encode_array
+from fedprivacy.flower.stages import Record
 from fedprivacy.flower.training import LiveNodes
 from fedprivacy.flower.transport import Transport
-from fedprivacy.participation.layout import unit_size, use_layout
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.selectors import make_selector
+from fedprivacy.participation.units import unit_size, use_layout
 from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
 from fedprivacy.pipeline.loop import FederatedRun
-from fedprivacy.secagg.params import MIN_PARTICIPANTS
-from fedprivacy.secagg.params_wire import encode_params
 
 __all__ = ["PrivateFedAvg", "PrivateFedAvgConfig", "PrivateFedAvgResult"]
 
@@ -69,11 +64,6 @@ _SELECTION, _PROTOCOL = 1, 3  # purposes of the per-round generators (as fl.engi
 
 #: The app's evaluation of the global model: ``(round, arrays) -> metrics or None``.
 EvaluateFn = Callable[[int, ArrayRecord], Mapping[str, Any] | None]
-
-
-def _ids(users: list[int]) -> bytes:
-    """The selected users on the wire."""
-    return encode_array(np.asarray(users, dtype=np.int64))
 
 
 class _RemoteFedAvg(Algorithm[PrivateRound]):
@@ -93,81 +83,61 @@ class _RemoteFedAvg(Algorithm[PrivateRound]):
         self.arrays = arrays
         self.layout = ArrayLayout.of(arrays)
         self.flat = self.layout.flatten(arrays)
-        self.exchange = exchange
         self.train_config = train_config
-        self.signers = signers
         self.mechanism: Mechanism = config.mechanism()
-        self.aggregator: Aggregator = section_aggregator(
+        aggregator = section_aggregator(
             config,
             per_round=config.per_round,
             seed=config.seed,
             party_noise=self.mechanism.party_noise,
         )
-        if isinstance(self.aggregator, SecureAggregator):
-            self.aggregator.check_dimension(self.layout.size)
-        self.batch_size = batch_size  # T of the selector's batches (1 without batches)
+        if isinstance(aggregator, SecureAggregator):
+            aggregator.check_dimension(self.layout.size)
         self.records: list[PrivateRound] = []
-        self.rounds = SecureRounds(exchange, self._open, config.overlap_rounds)
-
-    def _request(self, r: int, users: list[int]) -> dict[str, Any]:
-        return {
-            "round": r,
-            ARRAYS: self.arrays,
-            CONFIG: self.train_config,
-            "selected": _ids(users),
-            "clip": "" if self.mechanism.clip is None else float(self.mechanism.clip),
-        }
-
-    def _plaintext(self, r: int, users: list[int]) -> AggregateOutcome:
-        request = self._request(r, users)
-        replies = self.exchange(Stage.TRAIN, r, dict.fromkeys(users, request))
-        deltas: dict[int, NDArray[np.float32]] = {}
-        for u, reply in replies.items():
-            try:
-                deltas[u] = (self.layout.flatten(reply[ARRAYS]) - self.flat).astype(np.float32)
-            except (KeyError, FedPrivacyError) as exc:
-                self.exchange.reject(r, Stage.TRAIN, u, exc)
-        prepared, weights = self.mechanism.prepare(deltas, dict.fromkeys(deltas, 1.0))
-        return self.aggregator.aggregate(
-            r,
-            prepared,
-            weights,
-            batch_size=self.batch_size,
-            rng=round_rng(self.config.seed, r, _PROTOCOL),
+        self.remote = FedAvgRound(
+            exchange,
+            aggregator,
+            self,
+            self._aggregate,
+            self.layout.size,
+            batch_size,
+            signers,
+            config.overlap_rounds,
         )
 
-    def _open(self, r: int, users: list[int], model: bool) -> tuple[SecureRound, dict[int, Record]]:
-        """Round ``r``'s secure round and its ``advertise`` requests (with the model or not)."""
-        agg = self.aggregator
-        assert isinstance(agg, SecureAggregator)
-        plan = self.rounds.plan(agg, r, users, self.layout.size, self.batch_size)
-        request = self._request(r, users) if model else {"round": r, "selected": _ids(users)}
-        first = {
-            **request,
-            "params": encode_params(plan.params),
-            "noise": noise_request(agg.party_noise, plan.noise),
+    def model_fields(self, r: int) -> dict[str, Any]:
+        """The app's arrays and training configuration, and the clip the nodes apply."""
+        clip = self.mechanism.clip
+        return {
+            ARRAYS: self.arrays,
+            CONFIG: self.train_config,
+            "clip": "" if clip is None else float(clip),
         }
-        secure = SecureRound(self.exchange, agg, plan, self.batch_size, self.signers)
-        return secure, dict.fromkeys(users, first)
 
-    def _secure(self, ctx: RoundContext, users: list[int]) -> AggregateOutcome:
-        """One secure round (overlapped with the next with ``overlap_rounds``)."""
-        r = ctx.round_index
-        if len(users) < MIN_PARTICIPANTS:
-            reason = f"fewer than {MIN_PARTICIPANTS} users selected"
-            return AggregateOutcome((), None, None, 0.0, 0, 0.0, reason)
-        return self.rounds.run(r, users, self._request(r, users), ctx.ahead)
+    def update(self, reply: Record) -> tuple[NDArray[np.float32], float]:
+        """The app's returned arrays minus the model sent, each node of weight 1."""
+        return (self.layout.flatten(reply[ARRAYS]) - self.flat).astype(np.float32), 1.0
+
+    def _aggregate(
+        self, r: int, updates: dict[int, NDArray[np.float32]], weights: dict[int, float]
+    ) -> AggregateOutcome:
+        """The plaintext round: the mechanism's clipping, then the aggregator."""
+        prepared, equal = self.mechanism.prepare(updates, weights)
+        return self.remote.aggregator.aggregate(
+            r,
+            prepared,
+            equal,
+            batch_size=self.remote.batch_size,
+            rng=round_rng(self.config.seed, r, _PROTOCOL),
+        )
 
     def run_round(self, ctx: RoundContext) -> RoundResult[PrivateRound]:
         """Train on the selected nodes, aggregate, apply the mechanism, update the arrays."""
         r, users = ctx.round_index, [int(u) for u in ctx.selected]
         started = time.perf_counter()
         outcome = AggregateOutcome((), None, None, 0.0, 0, 0.0)
-        agg = self.aggregator
-        if users and isinstance(agg, SecureAggregator):
-            outcome = self._secure(ctx, users)
-        elif users:
-            outcome = self._plaintext(r, users)
+        if users:
+            outcome = self.remote.run(r, users, ctx.ahead)
         noise = None
         if outcome.mean_update is not None:
             noise = self.mechanism.accounted_noise(outcome)
@@ -185,7 +155,7 @@ class _RemoteFedAvg(Algorithm[PrivateRound]):
             time.perf_counter() - started,
         )
         self.records.append(record)
-        self.exchange.log(event="round", **asdict(record))
+        self.remote.exchange.log(event="round", **asdict(record))
         return RoundResult(np.asarray(outcome.aggregated, dtype=np.intp), record)
 
 
@@ -289,11 +259,9 @@ class PrivateFedAvg:
         )
         batch = unit_size(selector)  # a batch of T, a partition group, or 1
         algorithm = _RemoteFedAvg(config, initial_arrays, exchange, settings, self.signers, batch)
-        agg = algorithm.aggregator
-        if batch > 1 and isinstance(agg, SecureAggregator):  # the nodes' own batches
-            layout = algorithm.rounds.draw_layout(agg, config.users)
-            if layout is not None:
-                use_layout(selector, layout)
+        layout = algorithm.remote.draw_layout(config.users)  # the nodes' own batches
+        if layout is not None:
+            use_layout(selector, layout)
         live = LiveNodes(config.users, transport.users)
         exchange.on_silent = lambda users: live.gone.update(users)
         ledger = ParticipationLedger(config.users)

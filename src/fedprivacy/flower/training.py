@@ -2,11 +2,11 @@
 
 :class:`DeployedTraining` is the in-process :class:`~fedprivacy.fl.engine.FederatedTraining` with
 one step replaced (:meth:`~fedprivacy.fl.engine.FederatedTraining.train_and_aggregate`): the
-selected users' nodes train their own data and, with ``secagg``, run the four stages of the
-secure aggregation protocol through a :class:`~fedprivacy.flower.transport.Transport`; the server
-runs :class:`~fedprivacy.secagg.server.SecAggServer` with the parameters and batch policy of
-:meth:`~fedprivacy.fl.secure_aggregation.SecureAggregator.plan_round`. Selection, availability,
-ledger, evaluation and the privacy report are the pipeline's own.
+selected users' nodes train their own data and, with ``secagg``, run the stages of the secure
+aggregation protocol through a :class:`~fedprivacy.flower.transport.Transport`: the one FedAvg
+server round, :class:`~fedprivacy.flower.fedavg_round.FedAvgRound`, with this class as its
+payload codec (the model as a float32 vector, the configuration as TOML). Selection,
+availability, ledger, evaluation and the privacy report are the pipeline's own.
 
 What happened is what counts: a node that does not answer a stage in time is a dropout at that
 stage (and is taken as gone for the following rounds, :class:`LiveNodes`); a reply the protocol
@@ -17,7 +17,7 @@ error and its sender treated the same way. Every such event is logged (:attr:`ev
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,21 +25,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fedprivacy.crypto.signing import Roster
-from fedprivacy.errors import FedPrivacyError
 from fedprivacy.fl.aggregation import AggregateOutcome
 from fedprivacy.fl.engine import FederatedTraining, RoundRecord
-from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.flower.exchange import BeforeStage, StageExchange
-from fedprivacy.flower.lying_server import forge_config, forge_models, forge_params
-from fedprivacy.flower.noise_request import noise_request
-from fedprivacy.flower.overlap import SecureRounds
-from fedprivacy.flower.secure_round import SecureRound
-from fedprivacy.flower.stages import Record, Stage, decode_array, encode_array
+from fedprivacy.flower.fedavg_round import FedAvgRound
+from fedprivacy.flower.lying_server import forge_config
+from fedprivacy.flower.stages import Record, decode_array, encode_array
 from fedprivacy.flower.transport import Transport
 from fedprivacy.participation.availability import AvailabilityModel
 from fedprivacy.pipeline.algorithm import RoundContext, RoundResult, SelectAhead
-from fedprivacy.secagg.params import MIN_PARTICIPANTS
-from fedprivacy.secagg.params_wire import encode_params
 
 __all__ = ["DeployedTraining", "LiveNodes"]
 
@@ -82,7 +76,7 @@ class DeployedTraining(FederatedTraining):
     transport : Transport
         Reaches the users' nodes.
     config_toml : str
-        The :class:`~fedprivacy.experiments.training_config.TrainConfig` as TOML, sent to the
+        The :class:`~fedprivacy.fl.training_config.TrainConfig` as TOML, sent to the
         nodes with every training request (they build the same task from it).
     on_event : callable, optional
         Called with each event as it is logged (progress on the console, a log file).
@@ -109,7 +103,7 @@ class DeployedTraining(FederatedTraining):
     forges: list[dict[str, str]] = field(default_factory=list)
     signers: Roster | None = None
     overlap: bool = False
-    _rounds: SecureRounds | None = field(default=None, init=False, repr=False)
+    _remote: FedAvgRound | None = field(default=None, init=False, repr=False)
     _select_ahead: SelectAhead | None = field(default=None, init=False, repr=False)
 
     @property
@@ -117,69 +111,59 @@ class DeployedTraining(FederatedTraining):
         """Whether the nodes' SecAgg keys are signed (the server holds the roster)."""
         return self.signers is not None
 
-    def _wire(self) -> StageExchange:
-        assert self.transport is not None
-        return StageExchange(
-            self.transport, self.on_event, self.before_stage, self._gone, self.events
-        )
-
-    def _log(self, **event: Any) -> None:
-        self._wire().log(**event)
-
     def _gone(self, users: list[int]) -> None:
         if isinstance(self.availability, LiveNodes):
             self.availability.gone.update(int(u) for u in users)
 
-    def _exchange(self, stage: Stage, r: int, requests: Mapping[int, Record]) -> dict[int, Record]:
-        return self._wire()(stage, r, requests)
+    def _round(self) -> FedAvgRound:
+        """The rounds over the transport (made once, at the first use)."""
+        if self._remote is None:
+            assert self.transport is not None
+            exchange = StageExchange(
+                self.transport, self.on_event, self.before_stage, self._gone, self.events
+            )
+            self._remote = FedAvgRound(
+                exchange,
+                self.aggregator,
+                self,
+                lambda r, d, w: self.aggregator.aggregate(r, d, w, batch_size=self.batch_size_t),
+                int(self.global_flat.numel()),
+                self.batch_size_t,
+                self.signers,
+                self.overlap,
+                self.forges,
+            )
+        return self._remote
 
-    def _forge(self, r: int) -> dict[str, str]:
-        return self.forges[r % len(self.forges)] if self.forges else {}
-
-    def _selection(self, r: int, selected: NDArray[np.intp]) -> dict[str, Any]:
-        return {"round": r, "selected": encode_array(np.asarray(selected, dtype=np.int64))}
-
-    def _requests(self, r: int, selected: NDArray[np.intp]) -> dict[str, Any]:
+    def model_fields(self, r: int) -> dict[str, Any]:
+        """The configuration (forged by a lying server) and the global model as float32."""
         return {
-            **self._selection(r, selected),
-            "config": forge_config(self.config_toml, self._forge(r)),
+            "config": forge_config(self.config_toml, self._round().forge(r)),
             "model": encode_array(self.global_flat.cpu().numpy().astype(np.float32)),
         }
+
+    def update(self, reply: Record) -> tuple[NDArray[np.float32], float]:
+        """A node's clipped update and weight, as :meth:`client_update` computes them."""
+        return decode_array(reply["update"], np.float32), float(reply["weight"])
 
     def train_and_aggregate(
         self, round_index: int, selected: NDArray[np.intp]
     ) -> tuple[AggregateOutcome, float]:
         """The selected users' nodes train; plaintext or secure aggregation over the transport."""
-        r = round_index
+        r, users = round_index, [int(u) for u in selected]
         started = time.perf_counter()
-        if isinstance(self.aggregator, SecureAggregator):
-            outcome = self._secure_round(r, selected, self.aggregator)
-        else:
-            base = self._requests(r, selected)
-            replies = self._exchange(Stage.TRAIN, r, {int(u): base for u in selected})
-            deltas: dict[int, NDArray[np.float32]] = {}
-            weights: dict[int, float] = {}
-            for u, reply in replies.items():
-                try:
-                    deltas[u] = decode_array(reply["update"], np.float32)
-                    weights[u] = float(reply["weight"])
-                except (KeyError, TypeError, FedPrivacyError) as exc:
-                    self._reject(r, Stage.TRAIN, u, exc)
-            outcome = self.aggregator.aggregate(r, deltas, weights, batch_size=self.batch_size_t)
+        outcome = self._round().run(r, users, self._select_ahead)
         if outcome.mean_update is not None:
             self.aggregates[r] = outcome.mean_update
-        self._log(
+        self._round().exchange.log(
             round=r,
             event="round",
-            selected=[int(u) for u in selected],
+            selected=users,
             aggregated=list(outcome.aggregated),
             aborted=outcome.aborted or "",
             seconds=time.perf_counter() - started,
         )
         return outcome, 0.0
-
-    def _reject(self, r: int, stage: Stage, user: int, exc: Exception) -> None:
-        self._wire().reject(r, stage, user, exc)
 
     def run(
         self, rounds: int, *, progress: Callable[[int], None] | None = None
@@ -187,59 +171,15 @@ class DeployedTraining(FederatedTraining):
         """:meth:`FederatedTraining.run`; first, with batches, the layout the nodes draw.
 
         Secure rounds of whole batches (or partition groups) need the nodes' own layout
-        (:meth:`~fedprivacy.flower.overlap.SecureRounds.draw_layout`), drawn once before the
-        first selection.
+        (:meth:`~fedprivacy.flower.fedavg_round.FedAvgRound.draw_layout`), drawn once before
+        the first selection.
         """
-        agg = self.aggregator
-        if isinstance(agg, SecureAggregator) and self.batch_size_t > 1 and agg.layout is None:
-            layout = self._secure_rounds().draw_layout(agg, self.num_users)
-            if layout is not None:
-                self.use_layout(layout)
+        layout = self._round().draw_layout(self.num_users)
+        if layout is not None:
+            self.use_layout(layout)
         return super().run(rounds, progress=progress)
-
-    def _secure_rounds(self) -> SecureRounds:
-        if self._rounds is None:
-            self._rounds = SecureRounds(self._wire(), self._open, self.overlap)
-        return self._rounds
 
     def run_round(self, ctx: RoundContext) -> RoundResult[RoundRecord]:
         """:meth:`FederatedTraining.run_round`; the loop's ``ahead`` kept for overlapped rounds."""
         self._select_ahead = ctx.ahead
         return super().run_round(ctx)
-
-    def _open(self, r: int, users: list[int], model: bool) -> tuple[SecureRound, dict[int, Record]]:
-        """Round ``r``'s secure round and ``advertise`` requests (forged by a lying server)."""
-        agg = self.aggregator
-        assert isinstance(agg, SecureAggregator) and self._rounds is not None
-        forge = self._forge(r)
-        plan = self._rounds.plan(
-            agg,
-            r,
-            users,
-            int(self.global_flat.numel()),
-            self.batch_size_t,
-            lambda params: forge_params(params, forge),
-        )
-        selected = np.asarray(users, dtype=np.intp)
-        request = self._requests(r, selected) if model else self._selection(r, selected)
-        first = {
-            **request,
-            "params": encode_params(plan.params),
-            "noise": noise_request(agg.party_noise, plan.noise),
-        }
-        first["noise"] = forge.get("noise", first["noise"])
-        if "plaintext" in forge:  # a lying server asks for the update in the clear
-            self._exchange(Stage.TRAIN, r, dict.fromkeys(users, self._requests(r, selected)))
-        secure = SecureRound(self._wire(), agg, plan, self.batch_size_t, self.signers, forge)
-        return secure, forge_models(dict.fromkeys(users, first), forge)
-
-    def _secure_round(
-        self, r: int, selected: NDArray[np.intp], agg: SecureAggregator
-    ) -> AggregateOutcome:
-        users = [int(u) for u in selected]
-        if len(users) < MIN_PARTICIPANTS:
-            return AggregateOutcome(
-                (), None, None, 0.0, 0, 0.0, f"fewer than {MIN_PARTICIPANTS} users selected"
-            )
-        carry = self._requests(r, selected)
-        return self._secure_rounds().run(r, users, carry, self._select_ahead)
