@@ -29,7 +29,6 @@ __all__ = [
     "clip_l1",
     "clip_l2",
     "clip_rows_l1",
-    "clip_rows_l2_as",
     "clip_rows_l2",
     "gaussian_mechanism",
     "gaussian_std",
@@ -44,16 +43,6 @@ def _scale_factors(norms: NDArray[np.float64], bound: float) -> NDArray[np.float
     over = norms > bound
     np.divide(bound, norms, out=out, where=over)
     return out
-
-
-def _clip_vector(
-    vector: ArrayLike, bound: float, order: int, name: str
-) -> tuple[NDArray[np.float64], float]:
-    bound = require_positive("bound", bound)
-    arr = require_finite_array(name, vector)
-    norm = np.linalg.norm(arr.ravel(), ord=order) if arr.size else 0.0
-    scale = float(_scale_factors(np.asarray([norm], dtype=np.float64), bound)[0])
-    return arr * scale, scale
 
 
 def _clip_rows(
@@ -96,7 +85,8 @@ def clip_l2(vector: ArrayLike, bound: float) -> tuple[NDArray[np.float64], float
     >>> clipped.tolist(), scale
     ([0.6000000000000001, 0.8], 0.2)
     """
-    return _clip_vector(vector, bound, 2, "vector")
+    clipped, scale = _clip_rows(np.reshape(vector, (1, -1)), bound, 2, "vector")
+    return clipped.reshape(np.shape(vector)), float(scale[0])
 
 
 def clip_l1(vector: ArrayLike, bound: float) -> tuple[NDArray[np.float64], float]:
@@ -104,46 +94,20 @@ def clip_l1(vector: ArrayLike, bound: float) -> tuple[NDArray[np.float64], float
 
     Same parameters and return values as :func:`clip_l2`, with the L1 norm.
     """
-    return _clip_vector(vector, bound, 1, "vector")
+    clipped, scale = _clip_rows(np.reshape(vector, (1, -1)), bound, 1, "vector")
+    return clipped.reshape(np.shape(vector)), float(scale[0])
 
 
 def clip_rows_l2(
-    matrix: ArrayLike, bound: float
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    matrix: ArrayLike, bound: float, dtype: type[np.floating[Any]] = np.float64
+) -> tuple[NDArray[Any], NDArray[np.float64]]:
     """Clip every row of a 2-D array to L2 norm at most ``bound`` (per-example clipping).
 
-    Parameters
-    ----------
-    matrix : array_like, shape (n, d)
-        One vector per row.
-    bound : float
-        The clipping norm ``C > 0``.
-
-    Returns
-    -------
-    clipped : ndarray of float64, shape (n, d)
-        Row ``i`` is ``matrix[i] * scales[i]``.
-    scales : ndarray of float64, shape (n,)
-        ``min(1, C / ||matrix[i]||_2)`` (1 for a zero row).
-
-    Raises
-    ------
-    ParameterError
-        If ``matrix`` is not 2-D or not finite, or ``bound`` is not a finite number > 0.
-    """
-    return _clip_rows(matrix, bound, 2, "matrix")
-
-
-def clip_rows_l2_as(
-    matrix: ArrayLike, bound: float, dtype: type[np.floating[Any]] = np.float32
-) -> NDArray[Any]:
-    """:func:`clip_rows_l2` in the dtype that is sent: every row's norm is at most ``bound``.
-
-    Casting a clipped float64 row to float32 rounds each entry to nearest, which can leave
-    its norm a few float32 ulps above ``bound`` (up to ~3e-8 relative), more than the
-    sensitivity's margin. Rows that end above ``bound`` after the cast are scaled by
-    ``bound / norm (1 - 2 eps)`` and cast again; one pass suffices (rounding moves the norm by
-    at most ``eps / 2`` relative), a few are allowed.
+    In a ``dtype`` narrower than float64 (what is sent), casting a clipped row rounds each
+    entry to nearest, which can leave its norm a few ulps above ``bound`` (up to ~3e-8 relative
+    in float32), more than the sensitivity's margin: rows that end above ``bound`` after the
+    cast are scaled by ``bound / norm (1 - 2 eps)`` and cast again (one pass suffices: rounding
+    moves the norm by at most ``eps / 2`` relative; a few are allowed).
 
     Parameters
     ----------
@@ -152,28 +116,37 @@ def clip_rows_l2_as(
     bound : float
         The clipping norm ``C > 0``.
     dtype : numpy floating type
-        The dtype the rows are sent in (float32 by default).
+        The dtype of the clipped rows (float64 by default).
 
     Returns
     -------
-    ndarray of ``dtype``, shape (n, d)
-        Each row's float64 norm (``np.linalg.norm`` of the row as float64) is ``<= bound``.
+    clipped : ndarray of ``dtype``, shape (n, d)
+        Row ``i`` is ``matrix[i] * scales[i]``; its float64 norm is ``<= bound``.
+    scales : ndarray of float64, shape (n,)
+        ``min(1, C / ||matrix[i]||_2)`` (1 for a zero row), before any cast.
+
+    Raises
+    ------
+    ParameterError
+        If ``matrix`` is not 2-D or not finite, or ``bound`` is not a finite number > 0.
 
     Examples
     --------
     >>> rows = np.full((1, 1000), 0.1) + np.arange(1000) * 1e-9
-    >>> out = clip_rows_l2_as(rows, 0.3)
+    >>> out, _ = clip_rows_l2(rows, 0.3, np.float32)
     >>> out.dtype.name, bool(np.linalg.norm(out.astype(np.float64)) <= 0.3)
     ('float32', True)
     """
-    clipped, _ = clip_rows_l2(matrix, bound)
+    clipped, scales = _clip_rows(matrix, bound, 2, "matrix")
+    if dtype is np.float64:
+        return clipped, scales
     out = clipped.astype(dtype)
     shrink = 1.0 - 2.0 * float(np.finfo(dtype).eps)
     for _ in range(4):
         norms = np.linalg.norm(out.astype(np.float64), axis=1) if out.shape[1] else None
         over = np.zeros(out.shape[0], bool) if norms is None else norms > bound
         if not over.any():
-            return out
+            return out, scales
         assert norms is not None
         factor = bound / norms[over] * shrink
         out[over] = (out[over].astype(np.float64) * factor[:, None]).astype(dtype)

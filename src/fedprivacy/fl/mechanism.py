@@ -39,7 +39,7 @@ from numpy.typing import NDArray
 
 from fedprivacy._registry import Registry
 from fedprivacy.dp._checks import require_positive
-from fedprivacy.dp.mechanisms import clip_rows_l2_as
+from fedprivacy.dp.mechanisms import clip_rows_l2
 from fedprivacy.dp.noise_modes import DEFAULT_NOISE_MODE, NOISE_MODES
 from fedprivacy.dp.party_noise import PartyNoise
 from fedprivacy.errors import ParameterError
@@ -97,8 +97,9 @@ class Mechanism(ABC):
     description: ClassVar[str] = ""
     #: What the privacy report says about who sees the noise-free aggregate.
     who_sees_what: ClassVar[str] = ""
-    #: How the report converts each user's composed rounds (a key of
-    #: :data:`~fedprivacy.dp.per_user.PER_USER_ACCOUNTANTS`): ``"pld"``, exact, for
+    #: How the report converts each user's composed rounds (a kind of
+    #: :data:`~fedprivacy.dp.accountants.ACCOUNTANTS`, its
+    #: :meth:`~fedprivacy.dp.accountants.AccountantBackend.user_epsilons`): ``"pld"``, exact, for
     #: continuous Gaussian noise; ``"rdp"`` where only a Renyi bound is known.
     accountant: ClassVar[AccountantKind] = "rdp"
 
@@ -223,7 +224,7 @@ class _ClippedGaussian(Mechanism):
         if not users:
             return updates, weights
         # clipped in the dtype that is sent, so that every norm is <= clip exactly
-        clipped = clip_rows_l2_as(np.stack([updates[u] for u in users]), self.clip, np.float32)
+        clipped, _ = clip_rows_l2(np.stack([updates[u] for u in users]), self.clip, np.float32)
         out = {u: clipped[i] for i, u in enumerate(users)}
         return out, dict.fromkeys(users, 1.0)
 

@@ -36,6 +36,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Error, Message, Message
 from flwr.clientapp.typing import ClientAppCallable
 from numpy.typing import NDArray
 
+from fedprivacy.dp.mechanisms import clip_l2
 from fedprivacy.errors import FedPrivacyError, ParameterError
 from fedprivacy.flower.arrays import ArrayLayout
 from fedprivacy.flower.grid import RECORD, Wire
@@ -107,18 +108,6 @@ def _returned_arrays(reply: Message) -> ArrayRecord:
     raise MalformedMessageError("the app's train function returned no single ArrayRecord")
 
 
-def l2_clip(delta: NDArray[np.float64], clip: float | None) -> NDArray[np.float64]:
-    """``delta`` scaled to L2 norm at most ``clip`` (unchanged with ``None``).
-
-    >>> l2_clip(np.array([6.0, 8.0]), 5.0).tolist()
-    [3.0, 4.0]
-    """
-    if clip is None:
-        return delta
-    norm = float(np.linalg.norm(delta))
-    return delta if norm <= clip else delta * (clip / norm)
-
-
 @dataclass
 class ModNode(Node):
     """A node whose update is what the app's own train function returns.
@@ -175,7 +164,7 @@ class ModNode(Node):
                 f"the model has {delta.size} parameters, the round's {params.dimension}"
             )
         clip = self._clip(request)
-        values = l2_clip(delta, clip)
+        values = delta if clip is None else clip_l2(delta, clip)[0]
         bound = np.nextafter(np.nextafter(params.codec.clip, 0.0), 0.0)
         values = np.clip(values, -bound, bound)
         _LOG.info(
