@@ -58,7 +58,9 @@ def stubbed(monkeypatch: pytest.MonkeyPatch) -> None:
     for module, name in RUNNERS.items():
         monkeypatch.setattr(importlib.import_module(module), name, _stub)
     monkeypatch.setattr(
-        importlib.import_module("fedprivacy.experiments.reproduce"), "run_attack_experiment", _stub
+        importlib.import_module("fedprivacy.experiments.training_attack"),
+        "run_attack_experiment",
+        _stub,
     )
 
 

@@ -229,8 +229,8 @@ def test_no_command_accepts_an_option_it_never_reads(
 ) -> None:
     for module, name in RUNNERS.items():
         monkeypatch.setattr(importlib.import_module(module), name, _stub)
-    reproduce = importlib.import_module("fedprivacy.experiments.reproduce")
-    monkeypatch.setattr(reproduce, "run_attack_experiment", _stub)
+    attack = importlib.import_module("fedprivacy.experiments.training_attack")
+    monkeypatch.setattr(attack, "run_attack_experiment", _stub)
     monkeypatch.setenv("FEDPRIVACY_DATA", str(DATA))
     unread = []
     for action, argv in _option_lines(tmp_path):

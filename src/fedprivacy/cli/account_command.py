@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedprivacy.cli.options import Use, add_options
 from fedprivacy.errors import ParameterError
+
+if TYPE_CHECKING:
+    from fedprivacy.dp.group_privacy import GroupPrivacyResult
 
 
 def _fmt(value: float | None, digits: int = 6) -> str:
@@ -70,36 +73,43 @@ def cmd_account(args: argparse.Namespace) -> int:
         report["chosen"] = group.chosen.route
     if args.json:
         print(json.dumps(report))
-        return 0
-    if args.quiet:
+    elif args.quiet:
         print(_fmt(epsilon if group is None else group.chosen.epsilon))
-        return 0
+    else:
+        _print_table(report, group)
+    return 0
+
+
+def _print_table(report: dict[str, Any], group: GroupPrivacyResult | None) -> None:
+    """The report as aligned lines, then the group-privacy routes (with ``--group-size``)."""
+    order, delta = report["order"], report["delta"]
+    epsilon = math.inf if report["epsilon"] is None else report["epsilon"]
     rows = [
-        ("accountant", args.accountant),
-        ("noise multiplier", _fmt(noise)),
-        ("sampling rate", _fmt(rate)),
-        ("steps", str(steps)),
+        ("accountant", report["accountant"]),
+        ("noise multiplier", _fmt(report["noise_multiplier"])),
+        ("sampling rate", _fmt(report["sampling_rate"])),
+        ("steps", str(report["steps"])),
         ("delta", _fmt(delta)),
         ("epsilon", _fmt(epsilon) + (f"  (RDP order {_fmt(order)})" if order else "")),
     ]
     for name, value in rows:
         print(f"{name:<18}{value}")
-    if group is not None:
-        print()
-        print(f"group privacy, groups of {group.group_size} records, delta {_fmt(delta)}:")
-        print(f"  {'route':<16}{'epsilon':>14}  {'valid':<7}{'order':>8}")
-        for b in group.bounds:
-            mark = "  <- chosen" if b is group.chosen else ""
-            print(
-                f"  {b.route:<16}{_fmt(b.epsilon):>14}  {('yes' if b.valid else 'NO'):<7}"
-                f"{_fmt(b.order, 5):>8}{mark}"
-            )
-        if not group.bound("rdp-all-orders").valid:
-            print(
-                "  (rdp-all-orders ignores Lemma 6's condition alpha >= 2^(c+1); it is not a "
-                "proven bound and is shown for comparison with the paper's Fig. 2)"
-            )
-    return 0
+    if group is None:
+        return
+    print()
+    print(f"group privacy, groups of {group.group_size} records, delta {_fmt(delta)}:")
+    print(f"  {'route':<16}{'epsilon':>14}  {'valid':<7}{'order':>8}")
+    for b in group.bounds:
+        mark = "  <- chosen" if b is group.chosen else ""
+        print(
+            f"  {b.route:<16}{_fmt(b.epsilon):>14}  {('yes' if b.valid else 'NO'):<7}"
+            f"{_fmt(b.order, 5):>8}{mark}"
+        )
+    if not group.bound("rdp-all-orders").valid:
+        print(
+            "  (rdp-all-orders ignores Lemma 6's condition alpha >= 2^(c+1); it is not a "
+            "proven bound and is shown for comparison with the paper's Fig. 2)"
+        )
 
 
 def add_account_parser(sub: Any) -> None:

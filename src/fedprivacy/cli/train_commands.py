@@ -270,7 +270,7 @@ def _reproduce_attack(
     progress_factory: Callable[[bool], Callable[[str, int], Callable[[int], None]] | None],
 ) -> int:
     """Run an attack experiment and print its report (or its JSON list)."""
-    from fedprivacy.experiments.reproduce import run_attack_experiment
+    from fedprivacy.experiments.training_attack import run_attack_experiment
 
     outcomes = run_attack_experiment(
         experiment,

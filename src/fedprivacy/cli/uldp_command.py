@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from fedprivacy.cli.flag_table import FLAGS
 from fedprivacy.cli.options import Use, add_options, concept_names
 from fedprivacy.errors import ParameterError
+from fedprivacy.uldp.method_names import METHODS
 
 if TYPE_CHECKING:
     from fedprivacy.uldp.results import UldpResult
@@ -42,7 +43,7 @@ def build_config(args: argparse.Namespace) -> Any:
 
     given: dict[str, Any] = {
         name: (str(v) if name in ("data_dir", "creditcard_path") else v)
-        for name in concept_names(_options(), without=_NOT_FIELDS)
+        for name in concept_names(_OPTIONS, without=_NOT_FIELDS)
         if (v := getattr(args, name)) is not None
     }
     if args.resume is not None:
@@ -220,88 +221,79 @@ def _print_privacy(result: UldpResult) -> None:
         )
 
 
-def _options() -> tuple[str | Use, ...]:
-    """``uldp``'s options, in the order ``--help`` lists them."""
-    from fedprivacy.uldp.method_names import METHODS
+_DATASETS = ("heart_disease", "tcga_brca", "mnist", "creditcard", "creditcard-synthetic")
 
-    datasets = ("heart_disease", "tcga_brca", "mnist", "creditcard", "creditcard-synthetic")
-    return (
-        Use("dataset", choices=datasets, help="dataset (required unless --config)"),
-        Use(
-            "method", choices=tuple(METHODS), metavar="METHOD", help=f"one of {', '.join(METHODS)}"
-        ),
-        Use("users", help="number of users |U|"),
-        Use("silos", help="silos of MNIST / Creditcard (default 5; fixed for the FLamby datasets)"),
-        "distribution",
-        "rounds",
-        Use("sampling_rate", help="user-level sampling rate of the -s / -ws methods (default 0.1)"),
-        Use(
-            "scheme",
-            choices=("poisson", *(FLAGS["scheme"].choices or ())),
-            help="-s / -ws methods: how users are chosen each round: poisson (the paper, rate "
-            "--sampling-rate) or a selection scheme choosing K users (multiround: batch "
-            "partitioning with -T); a scheme the server runs gets no amplification by sampling",
-        ),
-        Use("per_round", help="users per round K of --scheme (default round(q |U|))"),
-        "target_privacy",
-        "seed",
-        Use(
-            "secagg",
-            default=None,
-            help="sum the silos' noised contributions with the real SecAgg protocol (needs "
-            "--update-clip), so the server sees only their sum",
-        ),
-        Use(
-            "update_clip", help="entry-wise bound of a silo's contribution (the range of --secagg)"
-        ),
-        "secagg_degree",
-        Use("bits", help="fixed-point modulus 2^bits of --secagg"),
-        Use(
-            "secure_weighting",
-            default=None,
-            help=FLAGS["secure_weighting"].help + "; --json adds secure_weighting (deviation "
-            "from the plaintext aggregate, seconds per phase)",
-        ),
-        Use(
-            "secure_key_bits",
-            help="Paillier modulus of --secure-weighting (default 3072; 2048 "
-            "warns; smaller only with --insecure-test-keys)",
-        ),
-        Use("insecure_test_keys", default=None),
-        Use("noise_multiplier", help="noise multiplier sigma (default 5)"),
-        Use(
-            "dp",
-            choices=("distributed", "central"),
-            help="ULDP-AVG/SGD: who adds the noise: distributed (default: the silos) or central "
-            "(the server; no guarantee against it)",
-        ),
-        "delta",
-        "clip",
-        Use("local_epochs", help="local epochs Q"),
-        Use("local_lr", help="local learning rate eta_l"),
-        "global_lr",
-        "batch_size",
-        "max_labels_per_user",
-        "naive_noise",
-        "eval_every",
-        "max_rows",
-        "gradient",
-        "device",
-        "data_dir",
-        "creditcard_path",
-        Use("config", help="TOML file with UldpConfig keys; command-line options override it"),
-        "json",
-        Use(
-            "out",
-            help="folder for rounds.csv, summary.json, uldp.png and, after every round, "
-            "checkpoint.pt",
-        ),
-        Use(
-            "resume", help="continue the run in this --out folder, bit for bit (--rounds may grow)"
-        ),
-        "stop_after",
-        Use("quiet", help="no progress bar"),
-    )
+#: ``uldp``'s options, in the order ``--help`` lists them.
+_OPTIONS: tuple[str | Use, ...] = (
+    Use("dataset", choices=_DATASETS, help="dataset (required unless --config)"),
+    Use("method", choices=tuple(METHODS), metavar="METHOD", help=f"one of {', '.join(METHODS)}"),
+    Use("users", help="number of users |U|"),
+    Use("silos", help="silos of MNIST / Creditcard (default 5; fixed for the FLamby datasets)"),
+    "distribution",
+    "rounds",
+    Use("sampling_rate", help="user-level sampling rate of the -s / -ws methods (default 0.1)"),
+    Use(
+        "scheme",
+        choices=("poisson", *(FLAGS["scheme"].choices or ())),
+        help="-s / -ws methods: how users are chosen each round: poisson (the paper, rate "
+        "--sampling-rate) or a selection scheme choosing K users (multiround: batch "
+        "partitioning with -T); a scheme the server runs gets no amplification by sampling",
+    ),
+    Use("per_round", help="users per round K of --scheme (default round(q |U|))"),
+    "target_privacy",
+    "seed",
+    Use(
+        "secagg",
+        default=None,
+        help="sum the silos' noised contributions with the real SecAgg protocol (needs "
+        "--update-clip), so the server sees only their sum",
+    ),
+    Use("update_clip", help="entry-wise bound of a silo's contribution (the range of --secagg)"),
+    "secagg_degree",
+    Use("bits", help="fixed-point modulus 2^bits of --secagg"),
+    Use(
+        "secure_weighting",
+        default=None,
+        help=FLAGS["secure_weighting"].help + "; --json adds secure_weighting (deviation "
+        "from the plaintext aggregate, seconds per phase)",
+    ),
+    Use(
+        "secure_key_bits",
+        help="Paillier modulus of --secure-weighting (default 3072; 2048 "
+        "warns; smaller only with --insecure-test-keys)",
+    ),
+    Use("insecure_test_keys", default=None),
+    Use("noise_multiplier", help="noise multiplier sigma (default 5)"),
+    Use(
+        "dp",
+        choices=("distributed", "central"),
+        help="ULDP-AVG/SGD: who adds the noise: distributed (default: the silos) or central "
+        "(the server; no guarantee against it)",
+    ),
+    "delta",
+    "clip",
+    Use("local_epochs", help="local epochs Q"),
+    Use("local_lr", help="local learning rate eta_l"),
+    "global_lr",
+    "batch_size",
+    "max_labels_per_user",
+    "naive_noise",
+    "eval_every",
+    "max_rows",
+    "gradient",
+    "device",
+    "data_dir",
+    "creditcard_path",
+    Use("config", help="TOML file with UldpConfig keys; command-line options override it"),
+    "json",
+    Use(
+        "out",
+        help="folder for rounds.csv, summary.json, uldp.png and, after every round, checkpoint.pt",
+    ),
+    Use("resume", help="continue the run in this --out folder, bit for bit (--rounds may grow)"),
+    "stop_after",
+    Use("quiet", help="no progress bar"),
+)
 
 
 def add_uldp_parser(sub: Any) -> None:
@@ -316,5 +308,5 @@ def add_uldp_parser(sub: Any) -> None:
         "--creditcard-path or <data-dir>/creditcard/creditcard.csv, and creditcard-synthetic "
         "is a generated stand-in (marked as such in every output).",
     )
-    add_options(p, "uldp", _options())
+    add_options(p, "uldp", _OPTIONS)
     p.set_defaults(func=cmd_uldp)

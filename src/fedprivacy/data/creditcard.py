@@ -115,6 +115,24 @@ def _header(line: str) -> tuple[str, ...]:
     return tuple(f.strip().strip('"').strip() for f in line.strip().split(","))
 
 
+def _check_header(path: Path, found: tuple[str, ...]) -> None:
+    """Refuse a header other than :data:`CREDITCARD_COLUMNS`, saying what differs."""
+    if found == CREDITCARD_COLUMNS:
+        return
+    missing = [c for c in CREDITCARD_COLUMNS if c not in found]
+    extra = [c for c in found if c not in CREDITCARD_COLUMNS]
+    detail = (
+        f"missing {missing}, unexpected {extra}"
+        if missing or extra
+        else "same names in another order"
+    )
+    raise ChecksumError(
+        f"{str(path)!r} does not have the Kaggle creditcard.csv schema: expected the "
+        f"{len(CREDITCARD_COLUMNS)} columns Time, V1..V28, Amount, Class in this order; "
+        f"found {len(found)} columns ({detail})."
+    )
+
+
 def read_creditcard(path: str | os.PathLike[str], *, sha256: str | None = None) -> CreditcardTable:
     """Read a file with the Kaggle ``creditcard.csv`` schema and check it.
 
@@ -155,20 +173,7 @@ def read_creditcard(path: str | os.PathLike[str], *, sha256: str | None = None) 
     except UnicodeDecodeError as exc:
         raise ChecksumError(f"{str(p)!r} is not a UTF-8 text file ({exc})") from exc
     first, _, body = text.partition("\n")
-    found = _header(first)
-    if found != CREDITCARD_COLUMNS:
-        missing = [c for c in CREDITCARD_COLUMNS if c not in found]
-        extra = [c for c in found if c not in CREDITCARD_COLUMNS]
-        detail = (
-            f"missing {missing}, unexpected {extra}"
-            if missing or extra
-            else "same names in another order"
-        )
-        raise ChecksumError(
-            f"{str(p)!r} does not have the Kaggle creditcard.csv schema: expected the "
-            f"{len(CREDITCARD_COLUMNS)} columns Time, V1..V28, Amount, Class in this order; "
-            f"found {len(found)} columns ({detail})."
-        )
+    _check_header(p, _header(first))
     try:
         data = np.loadtxt(
             io.StringIO(body.replace('"', "")), delimiter=",", dtype=np.float64, ndmin=2

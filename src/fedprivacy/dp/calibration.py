@@ -88,60 +88,90 @@ def noise_multiplier_for(
     if lo >= hi:
         raise ParameterError("lower", f"must be < upper ({hi!r}), got {lo!r}")
     PrivacyAccountant(accountant, orders)  # validates the kind and orders before any real work
+    search = _Search(accountant, orders, target, d, t, q)
     start = ACCOUNTANTS[accountant].calibration_start
-
-    cache: dict[float, float] = {}
-
-    def eps_at(z: float) -> float:
-        if z not in cache:
-            acc = PrivacyAccountant(accountant, orders)
-            cache[z] = acc.compose_gaussian(z, t, q).epsilon(d)
-        return cache[z]
-
-    def unreachable(z: float) -> ParameterError:
-        return _Unreachable(
-            "epsilon",
-            f"target {target:g} is unreachable: even noise multiplier {z:g} (upper end of the "
-            f"search) gives epsilon {eps_at(z):.6g} over {t} step(s) at delta {d:g}; raise upper",
-        )
-
-    def met_already(z: float) -> ParameterError:
-        return _MetAlready(
-            "epsilon",
-            f"target {target:g} is met already by noise multiplier {z:g} (lower end of the "
-            f"search, epsilon {eps_at(z):.6g}); lower the lower end to find the smallest noise",
-        )
-
-    if start is not None:
-        # This accountant (PLD) gets very expensive at small noise, so never probe the lower end
-        # blindly: start from the answer of the `start` accountant (RDP's epsilon is the larger
-        # one in practice, so its noise is enough for PLD) and walk down geometrically until
-        # epsilon exceeds the target.
-        try:
-            top = noise_multiplier_for(target, d, t, q, start, lower=lo, upper=hi, rtol=1e-3)
-        except _Unreachable:
-            top = hi
-        while eps_at(top) > target:
-            if top >= hi:
-                raise unreachable(hi)
-            top = min(top * 1.25, hi)
-        bottom = top
-        while eps_at(bottom) <= target:
-            if bottom <= lo:
-                raise met_already(lo)
-            top, bottom = bottom, max(bottom / 1.25, lo)
-        lo, hi = bottom, top
-    else:
-        if eps_at(hi) > target:
-            raise unreachable(hi)
-        if eps_at(lo) <= target:
-            raise met_already(lo)
+    lo, hi = search.bracket(lo, hi) if start is None else search.bracket_from(start, lo, hi)
 
     def excess(log_z: float) -> float:
-        return min(eps_at(math.exp(log_z)), _EPS_CAP) - target
+        return min(search.epsilon(math.exp(log_z)), _EPS_CAP) - target
 
     root = float(brentq(excess, math.log(lo), math.log(hi), xtol=tol / 4, rtol=4 * 2.3e-16))
     z = min(math.exp(root), hi)
-    while eps_at(z) > target:  # step to the safe side of the root
+    while search.epsilon(z) > target:  # step to the safe side of the root
         z = min(z * (1.0 + tol / 4), hi)
     return z
+
+
+class _Search:
+    """The epsilon of each noise multiplier tried (cached), and the search's bracket."""
+
+    def __init__(
+        self,
+        accountant: AccountantKind,
+        orders: ArrayLike | None,
+        target: float,
+        delta: float,
+        steps: int,
+        rate: float,
+    ) -> None:
+        self.accountant, self.orders = accountant, orders
+        self.target, self.delta, self.steps, self.rate = target, delta, steps, rate
+        self.cache: dict[float, float] = {}
+
+    def epsilon(self, z: float) -> float:
+        """Epsilon at the target delta of ``steps`` compositions at noise multiplier ``z``."""
+        if z not in self.cache:
+            acc = PrivacyAccountant(self.accountant, self.orders)
+            self.cache[z] = acc.compose_gaussian(z, self.steps, self.rate).epsilon(self.delta)
+        return self.cache[z]
+
+    def unreachable(self, z: float) -> ParameterError:
+        """The target is not met even at the upper end ``z``."""
+        return _Unreachable(
+            "epsilon",
+            f"target {self.target:g} is unreachable: even noise multiplier {z:g} (upper end of "
+            f"the search) gives epsilon {self.epsilon(z):.6g} over {self.steps} step(s) at delta "
+            f"{self.delta:g}; raise upper",
+        )
+
+    def met_already(self, z: float) -> ParameterError:
+        """The target is met already at the lower end ``z``."""
+        return _MetAlready(
+            "epsilon",
+            f"target {self.target:g} is met already by noise multiplier {z:g} (lower end of the "
+            f"search, epsilon {self.epsilon(z):.6g}); lower the lower end to find the smallest "
+            "noise",
+        )
+
+    def bracket(self, lo: float, hi: float) -> tuple[float, float]:
+        """``(lo, hi)`` itself, once checked to hold the root."""
+        if self.epsilon(hi) > self.target:
+            raise self.unreachable(hi)
+        if self.epsilon(lo) <= self.target:
+            raise self.met_already(lo)
+        return lo, hi
+
+    def bracket_from(self, start: AccountantKind, lo: float, hi: float) -> tuple[float, float]:
+        """A bracket found without probing ``lo`` blindly (an accountant costly at small noise).
+
+        Start from the answer of the ``start`` accountant (RDP's epsilon is the larger one in
+        practice, so its noise is enough for PLD), walk up until the target is met, then down
+        geometrically until epsilon exceeds it.
+        """
+        target = self.target
+        try:
+            top = noise_multiplier_for(
+                target, self.delta, self.steps, self.rate, start, lower=lo, upper=hi, rtol=1e-3
+            )
+        except _Unreachable:
+            top = hi
+        while self.epsilon(top) > target:
+            if top >= hi:
+                raise self.unreachable(hi)
+            top = min(top * 1.25, hi)
+        bottom = top
+        while self.epsilon(bottom) <= target:
+            if bottom <= lo:
+                raise self.met_already(lo)
+            top, bottom = bottom, max(bottom / 1.25, lo)
+        return bottom, top

@@ -123,6 +123,47 @@ def least_squares_attack(result: SelectionResult, updates: np.ndarray, window: i
     )
 
 
+def _scheme_row(
+    cfg: DemoConfig,
+    conf: SelectionConfig,
+    res: SelectionResult,
+    updates: np.ndarray,
+    dropout: np.ndarray,
+    log: Callable[[str], None],
+) -> dict[str, object]:
+    """One scheme's row of the summary (and its log line): T_weak, T_strong, C, F, the attack."""
+    attack = least_squares_attack(res, updates, cfg.attack_window)
+    level = _privacy_level(conf)
+    exact_c = batch_partition_cardinality(cfg.users, cfg.per_round, level, dropout)
+    summary = res.summary()
+    tw = summary["t_weak"]
+    assert isinstance(tw, dict)
+    log(
+        f"  {conf.label:<40} T_weak in [{tw['lower']}, {tw['upper']}]  "
+        f"C = {summary['average_cardinality']:.2f} (exact {exact_c:.2f})  "
+        f"F = {summary['fairness_gap']:.4f}  LS error {attack.mean_error:.3g}"
+    )
+    return {
+        "scheme": conf.label,
+        "fairness_rule": conf.fairness_rule if conf.fairness else None,
+        "family_size": family_size(cfg.users, cfg.per_round, level),
+        "family_size_paper": PAPER_FAMILY_SIZES.get(_family_key(conf), ""),
+        "t_weak_lower": tw["lower"],
+        "t_weak_upper": tw["upper"],
+        "t_weak_curve_exact": tw["curve_exact"],
+        "official_rref_upper": tw["official_rref_upper"],
+        "first_round_t_weak_1": tw["first_round_exposed"],
+        "t_strong": res.t_strong,
+        "exposed_users": len(res.exposed),
+        "average_cardinality": summary["average_cardinality"],
+        "average_cardinality_exact": exact_c,
+        "fairness_gap": summary["fairness_gap"],
+        "ls_mean_error": attack.mean_error,
+        "ls_users_reconstructed": attack.reconstructed,
+        "seconds_metrics": res.seconds_metrics,
+    }
+
+
 def run_demo(
     cfg: DemoConfig,
     out_dir: str | Path,
@@ -147,38 +188,7 @@ def run_demo(
         )
         results.append(res)
         atomic_write_text(out / f"metrics_{_key(conf)}.csv", per_round_csv(res))
-        attack = least_squares_attack(res, updates, cfg.attack_window)
-        level = _privacy_level(conf)
-        exact_c = batch_partition_cardinality(cfg.users, cfg.per_round, level, availability.dropout)
-        summary = res.summary()
-        tw = summary["t_weak"]
-        assert isinstance(tw, dict)
-        rows.append(
-            {
-                "scheme": conf.label,
-                "fairness_rule": conf.fairness_rule if conf.fairness else None,
-                "family_size": family_size(cfg.users, cfg.per_round, level),
-                "family_size_paper": PAPER_FAMILY_SIZES.get(_family_key(conf), ""),
-                "t_weak_lower": tw["lower"],
-                "t_weak_upper": tw["upper"],
-                "t_weak_curve_exact": tw["curve_exact"],
-                "official_rref_upper": tw["official_rref_upper"],
-                "first_round_t_weak_1": tw["first_round_exposed"],
-                "t_strong": res.t_strong,
-                "exposed_users": len(res.exposed),
-                "average_cardinality": summary["average_cardinality"],
-                "average_cardinality_exact": exact_c,
-                "fairness_gap": summary["fairness_gap"],
-                "ls_mean_error": attack.mean_error,
-                "ls_users_reconstructed": attack.reconstructed,
-                "seconds_metrics": res.seconds_metrics,
-            }
-        )
-        log(
-            f"  {conf.label:<40} T_weak in [{tw['lower']}, {tw['upper']}]  "
-            f"C = {summary['average_cardinality']:.2f} (exact {exact_c:.2f})  "
-            f"F = {summary['fairness_gap']:.4f}  LS error {attack.mean_error:.3g}"
-        )
+        rows.append(_scheme_row(cfg, conf, res, updates, availability.dropout, log))
     figures = plots.plot_fig3(results, out)
     theory = [
         (t, batch_partition_cardinality(cfg.users, cfg.per_round, t, availability.dropout))

@@ -155,6 +155,29 @@ def _best_match(original: NDArray[np.float64], rec: NDArray[np.float64]) -> NDAr
     return np.asarray(rec[cols], dtype=np.float64)
 
 
+def _reconstructions(
+    cfg: InversionStudyConfig, updates: NDArray[np.float64]
+) -> tuple[dict[str, NDArray[np.float64]], dict[str, dict[str, Any]]]:
+    """Step 2: least squares from the aggregates of random (T = 1), T = 2 and T = 4 selections.
+
+    Returns the estimated updates by condition (``"true"`` and ``"1"``, ``"2"``, ``"4"``) and
+    each selection's rank, identifiable users, error and gap to the batch average.
+    """
+    estimates: dict[str, NDArray[np.float64]] = {"true": updates}
+    matrices: dict[str, dict[str, Any]] = {}
+    for target in (1, 2, 4):
+        p = _participation(cfg, target)
+        rec = least_squares_reconstruction(p, simulate_aggregates(p, updates), updates)
+        estimates[str(target)] = rec.estimates
+        matrices[str(target)] = {
+            "rank": int(np.linalg.matrix_rank(p)),
+            "identifiable_users": int(rec.identifiable.sum()),
+            "mean_error": float(np.nanmean(rec.errors)),
+            "max_gap_to_batch_average": _gap_to_batch_average(p, updates, rec.estimates),
+        }
+    return estimates, matrices
+
+
 def run_dataset(
     name: str, cfg: InversionStudyConfig, data_dir: str | None, progress: Callable[[int], None]
 ) -> dict[str, Any]:
@@ -170,21 +193,9 @@ def run_dataset(
         y = torch.as_tensor(ds.train_y[batches[u]], device=device)
         grads = batch_gradient(model, x, y)
         updates[u] = (-cfg.local_lr * torch.cat([g.reshape(-1) for g in grads])).cpu().numpy()
-    estimates: dict[str, NDArray[np.float64]] = {"true": updates}
-    matrices: dict[str, dict[str, Any]] = {}
-    for target in (1, 2, 4):
-        p = _participation(cfg, target)
-        rec = least_squares_reconstruction(p, simulate_aggregates(p, updates), updates)
-        estimates[str(target)] = rec.estimates
-        matrices[str(target)] = {
-            "rank": int(np.linalg.matrix_rank(p)),
-            "identifiable_users": int(rec.identifiable.sum()),
-            "mean_error": float(np.nanmean(rec.errors)),
-            "max_gap_to_batch_average": _gap_to_batch_average(p, updates, rec.estimates),
-        }
+    estimates, matrices = _reconstructions(cfg, updates)
     c, h, w = ds.input_shape
-    mean = torch.tensor(mean_std[0], device=device).view(-1, 1, 1)
-    std = torch.tensor(mean_std[1], device=device).view(-1, 1, 1)
+    mean, std = (torch.tensor(v, device=device).view(-1, 1, 1) for v in mean_std)
     bounds = ((0 - mean) / std, (1 - mean) / std)
     inv_cfg = InversionConfig(
         iterations=cfg.iterations or default_iterations,

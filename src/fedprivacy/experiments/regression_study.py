@@ -39,7 +39,6 @@ from fedprivacy._registry import Registry
 from fedprivacy.data.regression_data import NIO_NOTE, load_regression_dataset
 from fedprivacy.experiments.regression_study_report import (
     LABELS,
-    _csv,
     _findings,
     _plot_figure,
     _plot_real,
@@ -47,6 +46,7 @@ from fedprivacy.experiments.regression_study_report import (
     _row,
     _theory_markdown,
     _write,
+    write_study_results,
 )
 from fedprivacy.experiments.regression_study_specs import (
     EPSILONS,
@@ -57,7 +57,6 @@ from fedprivacy.experiments.regression_study_specs import (
     FigureSpec,
     _panel_label,
 )
-from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.regression.config import RegressionConfig
 from fedprivacy.regression.simulation import RegressionResult, run_regression_grid
 from fedprivacy.regression.theory import theory_check
@@ -395,56 +394,19 @@ def run_regression_study(
         if log is not None:
             log(f"{key}: {done['wall_seconds']} s wall, {done['cpu_seconds']} s CPU")
 
+    run = functools.partial(
+        _run_job, out_dir=out, replications=replications, sizes=sizes, dimension=dimension
+    )
     if workers <= 1:
         for job in jobs:
-            record(job, _run_job(job, out, replications, progress, sizes, dimension))
+            record(job, run(job, progress=progress))
     else:
-        import concurrent.futures as cf
-        import multiprocessing as mp
-
-        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            futures = {
-                pool.submit(_run_job, job, out, replications, None, sizes, dimension): job
-                for job in jobs
-            }
-            for fut in cf.as_completed(futures):
-                record(futures[fut], fut.result())
+        _run_in_processes(jobs, workers, functools.partial(run, progress=None), record)
     seconds = time.perf_counter() - started
     cpu = time.process_time() - cpu0
     if workers > 1:
         cpu += sum(t["cpu_seconds"] for t in timing.values())
-    md = ["# NA-FGD study: measured results", ""]
-    md.append(
-        f"Total run time {seconds:.0f} s wall, {cpu:.0f} s CPU, {workers} worker process(es)."
-    )
-    md.append("")
-    rows: list[dict[str, Any]] = []
-    for name in wanted:
-        summary = results[name]
-        text = (out / name / "results.md").read_text()
-        md.append(text.replace("## ", f"## {name}: ", 1))
-        key = next(k for k in timing if name in k.split("+"))
-        md.append(
-            f"Run time ({key}) {timing[key]['wall_seconds']:.0f} s wall, "
-            f"{timing[key]['cpu_seconds']:.0f} s CPU; figure: {name}/{name}.png"
-        )
-        md.append("")
-        rows.extend(summary.get("rows", []))
-    files = [out / "regression_results.md", out / "regression_results.csv"]
-    atomic_write_text(files[0], "\n".join(md) + "\n")
-    atomic_write_text(files[1], _csv(rows))
-    index = {
-        "experiments": {
-            k: {kk: vv for kk, vv in results[k].items() if kk != "rows"} for k in wanted
-        },
-        "seconds": round(seconds, 1),
-        "cpu_seconds": round(cpu, 1),
-        "workers": workers,
-        "timing": timing,
-    }
-    atomic_write_json(out / "regression_results.json", index)
-    files.append(out / "regression_results.json")
+    files = write_study_results(out, wanted, results, timing, seconds, cpu, workers)
     return {
         "experiments": {k: results[k] for k in wanted},
         "seconds": round(seconds, 1),
@@ -452,6 +414,23 @@ def run_regression_study(
         "timing": timing,
         "files": [str(f) for f in files],
     }
+
+
+def _run_in_processes(
+    jobs: list[tuple[str, ...]],
+    workers: int,
+    run: Callable[[tuple[str, ...]], dict[str, Any]],
+    record: Callable[[tuple[str, ...], dict[str, Any]], None],
+) -> None:
+    """``run`` each job in one of ``workers`` forked processes; ``record`` each result."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        futures = {pool.submit(run, job): job for job in jobs}
+        for fut in cf.as_completed(futures):
+            record(futures[fut], fut.result())
 
 
 def _main() -> None:  # pragma: no cover - manual entry point

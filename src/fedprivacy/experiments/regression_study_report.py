@@ -341,3 +341,45 @@ def _write(
     atomic_write_json(out / "results.json", summary)
     summary["files"].append(str(out / "results.json"))
     return summary
+
+
+def write_study_results(
+    out: Path,
+    names: Sequence[str],
+    results: Mapping[str, Any],
+    timing: Mapping[str, Mapping[str, float]],
+    seconds: float,
+    cpu: float,
+    workers: int,
+) -> list[Path]:
+    """``regression_results.md`` (every experiment's table), ``.csv`` and ``.json`` in ``out``."""
+    md = ["# NA-FGD study: measured results", ""]
+    md.append(
+        f"Total run time {seconds:.0f} s wall, {cpu:.0f} s CPU, {workers} worker process(es)."
+    )
+    md.append("")
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        text = (out / name / "results.md").read_text()
+        md.append(text.replace("## ", f"## {name}: ", 1))
+        key = next(k for k in timing if name in k.split("+"))
+        md.append(
+            f"Run time ({key}) {timing[key]['wall_seconds']:.0f} s wall, "
+            f"{timing[key]['cpu_seconds']:.0f} s CPU; figure: {name}/{name}.png"
+        )
+        md.append("")
+        rows.extend(results[name].get("rows", []))
+    files = [out / "regression_results.md", out / "regression_results.csv"]
+    atomic_write_text(files[0], "\n".join(md) + "\n")
+    atomic_write_text(files[1], _csv(rows))
+    index = {
+        "experiments": {
+            k: {kk: vv for kk, vv in results[k].items() if kk != "rows"} for k in names
+        },
+        "seconds": round(seconds, 1),
+        "cpu_seconds": round(cpu, 1),
+        "workers": workers,
+        "timing": timing,
+    }
+    atomic_write_json(out / "regression_results.json", index)
+    return [*files, out / "regression_results.json"]

@@ -142,8 +142,35 @@ class ReproductionRow:
         """Sample standard deviation in percent (0 for one seed)."""
         return 100 * float(np.std(self.accuracies, ddof=1)) if len(self.accuracies) > 1 else 0.0
 
+    def add(self, seed: int, summary: Mapping[str, Any]) -> None:
+        """Add one seed's run, from its ``summary.json``."""
+        self.seeds.append(seed)
+        self.accuracies.append(float(summary["test_accuracy"]))
+        self.t_weak.append(summary.get("t_weak"))
+        self.average_cardinality.append(float(summary["average_cardinality"]))
+        self.fairness_gap.append(float(summary["fairness_gap"]))
+        self.exposed_users.append(summary.get("exposed_users"))
+        self.privacy.append(dict(summary.get("privacy") or {}))
 
-def _checked_overrides(overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
+        """The row in ``comparison.json``."""
+        return {
+            "run": self.run,
+            "scheme": self.label,
+            "accuracy_mean": self.mean,
+            "accuracy_std": self.std,
+            "seeds": self.seeds,
+            "rounds": self.rounds,
+            "paper": self.paper_value,
+            "t_weak": self.t_weak,
+            "average_cardinality": self.average_cardinality,
+            "fairness_gap": self.fairness_gap,
+            "exposed_users": self.exposed_users,
+            "privacy": self.privacy,
+        }
+
+
+def checked_overrides(overrides: Mapping[str, Any] | None) -> dict[str, Any]:
     """Validate ``--set`` keys and coerce their values as a config file would."""
     if not overrides:
         return {}
@@ -186,150 +213,87 @@ def run_experiment(
 
     ``overrides`` replaces configuration keys of every run (``reproduce --set KEY=VALUE``).
     """
-    changes = _checked_overrides(overrides)
+    changes = checked_overrides(overrides)
     selected = [r for r in experiment.runs if only is None or r.name in only]
     if only is not None:
         unknown = set(only) - {r.name for r in experiment.runs}
         if unknown:
             raise ParameterError("only", f"unknown runs {sorted(unknown)} in {experiment.name}")
-    dataset: ImageDataset | None = None
+    runner = _SeedRuns(experiment.name, out, data_dir, progress_factory, log)
     rows: list[ReproductionRow] = []
-    curves: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    privacy_curves: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for run in selected:
         row: ReproductionRow | None = None
         for seed in seeds:
             config = run.config.with_overrides(**changes).with_overrides(
                 seed=seed, rounds=rounds, data_dir=data_dir
             )
-            config.validate()
-            run_dir = out / experiment.name / f"{run.name}-seed{seed}"
-            summary = _finished(run_dir, config)
-            if summary is None:
-                if dataset is None:
-                    dataset = load_dataset(config.dataset, data_dir)
-                resume = (run_dir / CHECKPOINT).is_file()
-                if log is not None:
-                    state = "resuming" if resume else "running"
-                    log(f"{experiment.name}/{run.name} seed {seed}: {state}")
-                bar = (
-                    None if progress_factory is None else progress_factory(run.name, config.rounds)
-                )
-                result = run_training(config, run_dir, resume=resume, dataset=dataset, progress=bar)
-                summary = result.summary()
+            summary = runner.summary(run.name, config, curves=seed == seeds[0])
             if row is None:
                 row = ReproductionRow(
                     run.name, config.label, [], [], run.paper_value, config.rounds
                 )
-            row.seeds.append(seed)
-            row.accuracies.append(float(summary["test_accuracy"]))
-            row.t_weak.append(summary.get("t_weak"))
-            row.average_cardinality.append(float(summary["average_cardinality"]))
-            row.fairness_gap.append(float(summary["fairness_gap"]))
-            row.exposed_users.append(summary.get("exposed_users"))
-            row.privacy.append(dict(summary.get("privacy") or {}))
-            if seed == seeds[0]:
-                curves[config.label] = _curve(run_dir / "metrics.csv")
-                if config.dp != "none":
-                    privacy_curves[config.label] = _privacy_curves(
-                        run_dir, config.target_delta, config.mechanism().accountant
-                    )
+            row.add(seed, summary)
         assert row is not None
         rows.append(row)
-    folder = out / experiment.name
-    folder.mkdir(parents=True, exist_ok=True)
-    source = "" if dataset is None else dataset.source
-    atomic_write_text(folder / "comparison.md", comparison_markdown(experiment, rows, source))
-    atomic_write_text(folder / "comparison.csv", comparison_csv(rows))
-    atomic_write_json(
-        folder / "comparison.json",
-        [
-            {
-                "run": r.run,
-                "scheme": r.label,
-                "accuracy_mean": r.mean,
-                "accuracy_std": r.std,
-                "seeds": r.seeds,
-                "rounds": r.rounds,
-                "paper": r.paper_value,
-                "t_weak": r.t_weak,
-                "average_cardinality": r.average_cardinality,
-                "fairness_gap": r.fairness_gap,
-                "exposed_users": r.exposed_users,
-                "privacy": r.privacy,
-            }
-            for r in rows
-        ],
-    )
-    plot_accuracy_comparison(curves, folder / "accuracy.png", experiment.title)
-    if privacy_curves:
-        delta = experiment.runs[0].config.target_delta
-        plot_privacy_comparison(
-            curves, privacy_curves, folder / "privacy.png", experiment.title, delta=delta
-        )
+    _write_comparison(out / experiment.name, experiment, rows, runner)
     return rows
 
 
-def run_attack_experiment(
-    experiment: Experiment,
-    out: Path,
-    *,
-    seed: int = 0,
-    t0: int | None = None,
-    window: int | None = None,
-    data_dir: str | None = None,
-    only: Sequence[str] | None = None,
-    overrides: Mapping[str, Any] | None = None,
-    progress_factory: Callable[[str, int], Callable[[int], None]] | None = None,
-) -> list[Any]:
-    """Run the Appendix G.2 attack for every run of an ``attack`` experiment.
+@dataclass
+class _SeedRuns:
+    """Each seed's run of a reproduction: reused when finished, else run or resumed."""
 
-    Each run keeps its training in ``out/NAME/RUN-seedS/train`` (checkpointed, resumed on the
-    next call) and its outcome in ``outcome.json`` next to it (reused), so the paper's window
-    (1,500 rounds of training) can run in pieces; ``overrides`` are ``reproduce --set`` keys
-    (``device=cuda``, say).
-    """
-    from fedprivacy.experiments.training_attack import run_training_attack, write_attack_outputs
-
-    changes = _checked_overrides(overrides)
-    start = experiment.t0 if t0 is None else t0
-    length = experiment.window if window is None else window
-    if start < 1:
-        raise ParameterError("t0", f"the attack needs t0 >= 1, got {start}")
-    if length < 1:
-        raise ParameterError("window", f"the attack needs window >= 1, got {length}")
-    selected = [r for r in experiment.runs if only is None or r.name in only]
-    unknown = set(only or ()) - {r.name for r in experiment.runs}
-    if unknown:
-        raise ParameterError("only", f"unknown runs {sorted(unknown)} in {experiment.name}")
-    outcomes = []
+    experiment: str
+    out: Path
+    data_dir: str | None
+    progress_factory: Callable[[str, int], Callable[[int], None]] | None
+    log: Callable[[str], None] | None
     dataset: ImageDataset | None = None
-    configs = [
-        run.config.with_overrides(**changes).with_overrides(seed=seed, data_dir=data_dir)
-        for run in selected
-    ]
-    for run, config in zip(selected, configs, strict=True):
+    curves: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    privacy_curves: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+    def summary(self, name: str, config: TrainConfig, *, curves: bool) -> dict[str, Any]:
+        """The run's ``summary.json`` (running it first if needed); its curves if asked."""
         config.validate()
-        if dataset is None:
-            dataset = load_dataset(config.dataset, data_dir)
-        bar = None if progress_factory is None else progress_factory(run.name, start + length)
-        run_dir = out / experiment.name / f"{run.name}-seed{seed}"
-        outcomes.append(
-            run_training_attack(config, start, length, dataset, progress=bar, run_dir=run_dir)
+        run_dir = self.out / self.experiment / f"{name}-seed{config.seed}"
+        summary = _finished(run_dir, config)
+        if summary is None:
+            if self.dataset is None:
+                self.dataset = load_dataset(config.dataset, self.data_dir)
+            resume = (run_dir / CHECKPOINT).is_file()
+            if self.log is not None:
+                state = "resuming" if resume else "running"
+                self.log(f"{self.experiment}/{name} seed {config.seed}: {state}")
+            factory = self.progress_factory
+            bar = None if factory is None else factory(name, config.rounds)
+            result = run_training(
+                config, run_dir, resume=resume, dataset=self.dataset, progress=bar
+            )
+            summary = result.summary()
+        if curves:
+            self.curves[config.label] = _curve(run_dir / "metrics.csv")
+            if config.dp != "none":
+                self.privacy_curves[config.label] = _privacy_curves(
+                    run_dir, config.target_delta, config.mechanism().accountant
+                )
+        return summary
+
+
+def _write_comparison(
+    folder: Path, experiment: Experiment, rows: list[ReproductionRow], runs: _SeedRuns
+) -> None:
+    """``comparison.md/csv/json``, ``accuracy.png`` and, with DP, ``privacy.png``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    source = "" if runs.dataset is None else runs.dataset.source
+    atomic_write_text(folder / "comparison.md", comparison_markdown(experiment, rows, source))
+    atomic_write_text(folder / "comparison.csv", comparison_csv(rows))
+    atomic_write_json(folder / "comparison.json", [r.to_dict() for r in rows])
+    plot_accuracy_comparison(runs.curves, folder / "accuracy.png", experiment.title)
+    if runs.privacy_curves:
+        delta = experiment.runs[0].config.target_delta
+        plot_privacy_comparison(
+            runs.curves, runs.privacy_curves, folder / "privacy.png", experiment.title, delta=delta
         )
-    assert dataset is not None
-    base = configs[0]
-    meta = {
-        "setting": f"{base.model_name} on {dataset.source}, {base.partition}, N = {base.users}, "
-        f"K = {base.per_round}, dropout {base.dropout}, lr {base.local_lr} "
-        f"(x{base.local_lr_decay} at {list(base.local_lr_milestones)}), seed {seed}; aggregates "
-        f"of rounds {start} .. {start + length - 1} (t0 = {start}, t1 = {start + length})",
-        "paper": {r.config.label: r.paper_value for r in selected},
-        "t0": start,
-        "window": length,
-    }
-    write_attack_outputs(outcomes, out / experiment.name, meta)
-    return outcomes
 
 
 def _curve(metrics: Path) -> tuple[np.ndarray, np.ndarray]:

@@ -208,6 +208,49 @@ def build(config: SelectionConfig, rng: np.random.Generator) -> tuple[Selector, 
     return selector, availability
 
 
+def _select(
+    config: SelectionConfig,
+    selector: Selector,
+    model: AvailabilityModel,
+    ledger: ParticipationLedger,
+    after_round: Callable[[int], None],
+) -> SecureSelectionReport | None:
+    """The rounds' selections into ``ledger``; with ``secagg``, each through the real protocol."""
+    rng = np.random.default_rng([config.seed, 1])
+    if not config.secagg:
+        run_selection(selector, model, config.rounds, rng, ledger=ledger, progress=after_round)
+        return None
+    _, secure = run_secure_selection(
+        selector,
+        model,
+        config.rounds,
+        rng,
+        config.secure_config(),
+        ledger=ledger,
+        progress=after_round,
+    )
+    return secure
+
+
+def _server_view(
+    config: SelectionConfig,
+    ledger: ParticipationLedger,
+    progress: Callable[[int], None] | None,
+) -> tuple[TWeakCurve | None, int | None, NDArray[np.intp]]:
+    """T_weak over the rounds, T_strong and the exposed users (none with ``metrics = none``)."""
+    if config.metrics == "none":
+        return None, None, np.zeros(0, np.intp)
+    p = ledger.matrix()
+    curve = t_weak_curve(
+        p,
+        time_limit=config.metrics_time_limit,
+        point_time_limit=config.point_time_limit,
+        search_exact=config.metrics == "exact",
+        progress=progress,
+    )
+    return curve, t_strong(p), exposed_users(p)
+
+
 def run_selection_experiment(
     config: SelectionConfig,
     *,
@@ -248,47 +291,14 @@ def run_selection_experiment(
             progress(1)
 
     started = time.perf_counter()
-    extra: dict[str, object] = {}
-    secure: SecureSelectionReport | None = None
-    if config.secagg:
-        _, secure = run_secure_selection(
-            selector,
-            model,
-            config.rounds,
-            np.random.default_rng([config.seed, 1]),
-            config.secure_config(),
-            ledger=ledger,
-            progress=after_round,
-        )
-        extra["secagg"] = secure.summary()
-    else:
-        run_selection(
-            selector,
-            model,
-            config.rounds,
-            np.random.default_rng([config.seed, 1]),
-            ledger=ledger,
-            progress=after_round,
-        )
+    secure = _select(config, selector, model, ledger, after_round)
+    extra: dict[str, object] = {} if secure is None else {"secagg": secure.summary()}
     seconds_selection = time.perf_counter() - started
     if guard is not None:
         extra["guard"] = guard_summary(guard)
     cardinality = np.cumsum(ledger.cardinalities) / np.arange(1, config.rounds + 1)
     started = time.perf_counter()
-    curve: TWeakCurve | None = None
-    strong: int | None = None
-    exposed = np.zeros(0, np.intp)
-    if config.metrics != "none":
-        p = ledger.matrix()
-        curve = t_weak_curve(
-            p,
-            time_limit=config.metrics_time_limit,
-            point_time_limit=config.point_time_limit,
-            search_exact=config.metrics == "exact",
-            progress=metric_progress,
-        )
-        strong = t_strong(p)
-        exposed = exposed_users(p)
+    curve, strong, exposed = _server_view(config, ledger, metric_progress)
     dropout = getattr(model, "dropout", None)
     return SelectionResult(
         config,

@@ -11,7 +11,7 @@ near or above ``1 - 1/T`` when it only learns sums of ``T`` users.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fedprivacy.attacks.least_squares import least_squares_reconstruction
-from fedprivacy.data.images import ImageDataset
+from fedprivacy.data.images import ImageDataset, load_dataset
+from fedprivacy.errors import ParameterError
+from fedprivacy.experiments.reproduce import Experiment, checked_overrides
 from fedprivacy.experiments.training_run import CHECKPOINT, run_training
 from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.fl.aggregation import AggregateOutcome
@@ -210,3 +212,63 @@ def write_attack_outputs(outcomes: list[AttackOutcome], out: Path, meta: dict[st
     fig.tight_layout()
     fig.savefig(out / "fig8_histogram.png", dpi=120)
     plt.close(fig)
+
+
+def run_attack_experiment(
+    experiment: Experiment,
+    out: Path,
+    *,
+    seed: int = 0,
+    t0: int | None = None,
+    window: int | None = None,
+    data_dir: str | None = None,
+    only: Sequence[str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    progress_factory: Callable[[str, int], Callable[[int], None]] | None = None,
+) -> list[Any]:
+    """Run the Appendix G.2 attack for every run of an ``attack`` experiment.
+
+    Each run keeps its training in ``out/NAME/RUN-seedS/train`` (checkpointed, resumed on the
+    next call) and its outcome in ``outcome.json`` next to it (reused), so the paper's window
+    (1,500 rounds of training) can run in pieces; ``overrides`` are ``reproduce --set`` keys
+    (``device=cuda``, say).
+    """
+    changes = checked_overrides(overrides)
+    start = experiment.t0 if t0 is None else t0
+    length = experiment.window if window is None else window
+    if start < 1:
+        raise ParameterError("t0", f"the attack needs t0 >= 1, got {start}")
+    if length < 1:
+        raise ParameterError("window", f"the attack needs window >= 1, got {length}")
+    selected = [r for r in experiment.runs if only is None or r.name in only]
+    unknown = set(only or ()) - {r.name for r in experiment.runs}
+    if unknown:
+        raise ParameterError("only", f"unknown runs {sorted(unknown)} in {experiment.name}")
+    outcomes = []
+    dataset: ImageDataset | None = None
+    configs = [
+        run.config.with_overrides(**changes).with_overrides(seed=seed, data_dir=data_dir)
+        for run in selected
+    ]
+    for run, config in zip(selected, configs, strict=True):
+        config.validate()
+        if dataset is None:
+            dataset = load_dataset(config.dataset, data_dir)
+        bar = None if progress_factory is None else progress_factory(run.name, start + length)
+        run_dir = out / experiment.name / f"{run.name}-seed{seed}"
+        outcomes.append(
+            run_training_attack(config, start, length, dataset, progress=bar, run_dir=run_dir)
+        )
+    assert dataset is not None
+    base = configs[0]
+    meta = {
+        "setting": f"{base.model_name} on {dataset.source}, {base.partition}, N = {base.users}, "
+        f"K = {base.per_round}, dropout {base.dropout}, lr {base.local_lr} "
+        f"(x{base.local_lr_decay} at {list(base.local_lr_milestones)}), seed {seed}; aggregates "
+        f"of rounds {start} .. {start + length - 1} (t0 = {start}, t1 = {start + length})",
+        "paper": {r.config.label: r.paper_value for r in selected},
+        "t0": start,
+        "window": length,
+    }
+    write_attack_outputs(outcomes, out / experiment.name, meta)
+    return outcomes

@@ -217,6 +217,44 @@ def _num(x: float, digits: int = 4) -> str:
     return f"{x:.{digits}g}"
 
 
+def _panel_table(panel: Panel, rows: list[CurveResult], rounds_override: int | None) -> list[str]:
+    """One panel's table: a row a method (final metric, loss, epsilons, seconds, settings)."""
+    name = rows[0].metric_name.replace("_", "-")
+    paper = f" (paper: {panel.paper})" if panel.paper and rounds_override is None else ""
+    at = next((r.epsilon_at[0] for r in rows if r.epsilon_at is not None), None)
+    at_head = "" if at is None else f" epsilon after {at} rounds |"
+    sampled = any(r.curve.sampling_rate is not None for r in rows)
+    at_head += " epsilon against the server |" if sampled else ""
+    lines = [
+        f"### ({panel.key}) {panel.label}, {rows[0].panel.rounds} rounds{paper}",
+        "",
+        f"| method | test {name} (final) | test loss | user-level epsilon | k | s/round |"
+        + at_head
+        + " hyper-parameters |",
+        "|---|---|---|---|---|---|" + "---|" * (at_head.count("|") + 1),
+    ]
+    for r in rows:
+        m, ms = r.final(r.metric)
+        loss, _ = r.final(r.loss)
+        eps, _ = r.final(r.epsilon)
+        metric = _num(m) + (f" ± {_num(ms, 2)}" if len(r.seeds) > 1 else "")
+        k = "" if r.group_size is None else str(r.group_size)
+        sec = float(np.mean(r.seconds[:, 1:]))
+        at_cell = ""
+        if at is not None:
+            values = r.epsilon_at[1] if r.epsilon_at is not None else np.array([math.nan])
+            at_cell = f" {_num(_nanmean(values))} |"
+        if sampled:
+            server = r.epsilon_server if r.epsilon_server is not None else np.array([math.nan])
+            at_cell += f" {_num(_nanmean(server))} |"
+        lines.append(
+            f"| {r.curve.label} | {metric} | {_num(loss)} | {_num(eps)} | {k} | {sec:.3g} |"
+            + at_cell
+            + f" {_hyper_text(r.hyper)} |"
+        )
+    return [*lines, ""]
+
+
 def figure_markdown(
     spec: FigureSpec,
     results: list[CurveResult],
@@ -264,42 +302,8 @@ def figure_markdown(
     lines += ["", f"Figure: `{png.name}` (next to this file).", ""]
     for panel in spec.panels:
         rows = [r for r in results if r.panel.key == panel.key]
-        if not rows:
-            continue
-        name = rows[0].metric_name.replace("_", "-")
-        paper = f" (paper: {panel.paper})" if panel.paper and rounds_override is None else ""
-        at = next((r.epsilon_at[0] for r in rows if r.epsilon_at is not None), None)
-        at_head = "" if at is None else f" epsilon after {at} rounds |"
-        sampled = any(r.curve.sampling_rate is not None for r in rows)
-        at_head += " epsilon against the server |" if sampled else ""
-        lines += [
-            f"### ({panel.key}) {panel.label}, {rows[0].panel.rounds} rounds{paper}",
-            "",
-            f"| method | test {name} (final) | test loss | user-level epsilon | k | s/round |"
-            + at_head
-            + " hyper-parameters |",
-            "|---|---|---|---|---|---|" + "---|" * (at_head.count("|") + 1),
-        ]
-        for r in rows:
-            m, ms = r.final(r.metric)
-            loss, _ = r.final(r.loss)
-            eps, _ = r.final(r.epsilon)
-            metric = _num(m) + (f" ± {_num(ms, 2)}" if len(r.seeds) > 1 else "")
-            k = "" if r.group_size is None else str(r.group_size)
-            sec = float(np.mean(r.seconds[:, 1:]))
-            at_cell = ""
-            if at is not None:
-                values = r.epsilon_at[1] if r.epsilon_at is not None else np.array([math.nan])
-                at_cell = f" {_num(_nanmean(values))} |"
-            if sampled:
-                server = r.epsilon_server if r.epsilon_server is not None else np.array([math.nan])
-                at_cell += f" {_num(_nanmean(server))} |"
-            lines.append(
-                f"| {r.curve.label} | {metric} | {_num(loss)} | {_num(eps)} | {k} | {sec:.3g} |"
-                + at_cell
-                + f" {_hyper_text(r.hyper)} |"
-            )
-        lines.append("")
+        if rows:
+            lines += _panel_table(panel, rows, rounds_override)
     caveats: dict[str, list[str]] = {}
     for r in results:
         for caveat in r.caveats:

@@ -182,15 +182,7 @@ class TrainConfig(
         self._check_guard()
         if self.target_privacy is not None:  # what the batch partitioning needs, before work
             validate_batch_parameters(users, self.per_round, self.target_privacy)
-        for name in ("local_lr", "update_clip", "beta", "metrics_time_limit"):
-            require_positive_number(name, getattr(self, name))
-        require_positive_number("local_lr_decay", self.local_lr_decay)
-        if not 0.0 <= self.momentum < 1.0:
-            raise ParameterError("momentum", f"must lie in [0, 1), got {self.momentum}")
-        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
-            raise ParameterError("weight_decay", f"must be >= 0, got {self.weight_decay}")
-        for m in self.local_lr_milestones:
-            require_int("local_lr_milestones", m, minimum=1)
+        self._check_optimiser()
         if isinstance(self.dropout, str) and self.dropout != "heterogeneous":
             raise ParameterError(
                 "dropout", f"must be 'heterogeneous' or a number in [0, 1), got {self.dropout!r}"
@@ -202,6 +194,33 @@ class TrainConfig(
         if self.protocol_dropout and not self.secagg:
             raise ParameterError("protocol_dropout", "needs secagg = true (the real protocol)")
         self._require_combinations()
+        self._check_dp()
+        return self
+
+    def local_spec(self) -> LocalTrainingSpec:
+        """Local training's epochs, batch size, learning rate, momentum and weight decay."""
+        return LocalTrainingSpec(
+            epochs=self.local_epochs,
+            batch_size=self.batch_size,
+            lr=self.local_lr,
+            momentum=self.momentum,
+            weight_decay=self.weight_decay,
+        )
+
+    def _check_optimiser(self) -> None:
+        """Local SGD's learning rate, its decay and milestones, momentum and weight decay."""
+        for name in ("local_lr", "update_clip", "beta", "metrics_time_limit"):
+            require_positive_number(name, getattr(self, name))
+        require_positive_number("local_lr_decay", self.local_lr_decay)
+        if not 0.0 <= self.momentum < 1.0:
+            raise ParameterError("momentum", f"must lie in [0, 1), got {self.momentum}")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ParameterError("weight_decay", f"must be >= 0, got {self.weight_decay}")
+        for m in self.local_lr_milestones:
+            require_int("local_lr_milestones", m, minimum=1)
+
+    def _check_dp(self) -> None:
+        """The mechanism, its delta and the epsilon budget (one round must fit in it)."""
         self.mechanism()
         if self.delta is not None:
             if self.dp == "none":
@@ -212,7 +231,6 @@ class TrainConfig(
                 raise ParameterError("epsilon_budget", "needs a DP mechanism (--dp)")
             require_positive_number("epsilon_budget", self.epsilon_budget)
             self._check_budget_holds_a_round()
-        return self
 
     def _check_budget_holds_a_round(self) -> None:
         """Refuse, before any work, a budget that one round at the requested noise passes."""
@@ -322,13 +340,7 @@ def build_training(
         aggregator.check_dimension(count_parameters(model))
     training = training_class(
         model=model,
-        spec=LocalTrainingSpec(
-            epochs=config.local_epochs,
-            batch_size=config.batch_size,
-            lr=config.local_lr,
-            momentum=config.momentum,
-            weight_decay=config.weight_decay,
-        ),
+        spec=config.local_spec(),
         dataset=data,
         partition=partition,
         selector=selector,

@@ -97,7 +97,7 @@ def single_threaded() -> Iterator[None]:
 def training_for(config_toml: str) -> FederatedTraining:
     """The training a node runs for ``config_toml`` (a :class:`TrainConfig` as TOML), cached.
 
-    Built as the in-process pipeline builds it (:func:`fedprivacy.experiments.training_run.
+    Built as the in-process pipeline builds it (:func:`fedprivacy.fl.training_config.
     build_training`), with the reference trainer; the node only ever trains its own user.
     """
     from fedprivacy.fl.training_config import build_training

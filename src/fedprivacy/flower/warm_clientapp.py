@@ -46,12 +46,15 @@ __all__ = [
 ]
 
 #: Modules the zygote imports once (``$FEDPRIVACY_WARM_IMPORTS``, comma-separated); missing
-#: ones are skipped.
+#: ones are skipped. ``torch._dynamo``: the first ``torch.optim`` optimiser of a process imports
+#: it (1.4 s of a node's first local training on this machine, in every ClientApp process);
+#: ``fedprivacy.fl.training_config``: what a node builds its training with.
 WARM_IMPORTS = tuple(
     m
     for m in os.environ.get(
         "FEDPRIVACY_WARM_IMPORTS",
-        "numpy,torch,sklearn,fedprivacy.flower.mod,fedprivacy.flower.apps",
+        "numpy,torch,torch._dynamo,sklearn,fedprivacy.flower.mod,fedprivacy.flower.apps,"
+        "fedprivacy.fl.training_config",
     ).split(",")
     if m
 )

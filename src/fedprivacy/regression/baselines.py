@@ -169,6 +169,38 @@ def dp_sgd(
     )[0]
 
 
+def _step_samples(
+    ids: NDArray[np.int64], seed: int, steps: int, q: float, shape: tuple[int, int, int]
+) -> tuple[
+    NDArray[np.float32], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]
+]:
+    """Each replication's noise draws and Poisson samples, the samples gathered step by step.
+
+    Returns the noise ``(R, steps, p)``, the counts ``(R, steps)``, each step's start in the
+    gathered records, each replication's offset inside a step, and the gathered record indices
+    (replication ``i``'s record ``j`` is ``i * big_n + j``); ``shape`` is ``(R, big_n, p)``.
+    """
+    big_r, big_n, p = shape
+    noise = np.empty((big_r, steps, p), dtype=np.float32)
+    recs: list[NDArray[np.int64]] = []
+    counts = np.zeros((big_r, steps), dtype=np.int64)
+    for i, b in enumerate(ids):
+        gen = rep_generator(seed, STREAM_DP_SGD, int(b))
+        noise[i] = gen.standard_normal((steps, p), dtype=np.float32)
+        pos = bernoulli_positions(gen, q, steps * big_n)
+        counts[i] = np.bincount(pos // big_n, minlength=steps)
+        recs.append(pos)
+    base = np.concatenate([[0], np.cumsum(counts.sum(axis=0))])
+    offset = np.cumsum(counts, axis=0) - counts  # a replication's offset inside a step
+    flat = np.empty(int(base[-1]), dtype=np.int64)
+    for i, pos in enumerate(recs):
+        st = pos // big_n
+        start = np.cumsum(counts[i]) - counts[i]
+        dest = base[st] + offset[i, st] + (np.arange(pos.size) - start[st])
+        flat[dest] = i * big_n + (pos - st * big_n)
+    return noise, counts, base, offset, flat
+
+
 def dp_sgd_budgets(
     data: RegressionData,
     lr: F64,
@@ -208,24 +240,7 @@ def dp_sgd_budgets(
     theta = np.zeros((big_r, m_runs, p))
     if theta0 is not None:
         theta += np.asarray(theta0, dtype=np.float64)
-    noise = np.empty((big_r, steps, p), dtype=np.float32)
-    recs: list[NDArray[np.int64]] = []
-    counts = np.zeros((big_r, steps), dtype=np.int64)
-    for i, b in enumerate(ids):
-        gen = rep_generator(seed, STREAM_DP_SGD, int(b))
-        noise[i] = gen.standard_normal((steps, p), dtype=np.float32)
-        pos = bernoulli_positions(gen, q, steps * big_n)
-        counts[i] = np.bincount(pos // big_n, minlength=steps)
-        recs.append(pos)
-    per_step = counts.sum(axis=0)
-    base = np.concatenate([[0], np.cumsum(per_step)])
-    offset = np.cumsum(counts, axis=0) - counts  # a replication's offset inside a step
-    flat = np.empty(int(base[-1]), dtype=np.int64)
-    for i, pos in enumerate(recs):
-        st = pos // big_n
-        start = np.cumsum(counts[i]) - counts[i]
-        dest = base[st] + offset[i, st] + (np.arange(pos.size) - start[st])
-        flat[dest] = i * big_n + (pos - st * big_n)
+    noise, counts, base, offset, flat = _step_samples(ids, seed, steps, q, (big_r, big_n, p))
     rows_all = flat // big_n
     cc = np.float32(c)
     clipped = np.zeros(m_runs, dtype=np.int64)

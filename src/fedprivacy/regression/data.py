@@ -274,6 +274,23 @@ def _ar1_factor(p: int, rho: float) -> F64 | None:
     return np.asarray(np.linalg.cholesky(sigma).T, dtype=np.float64)
 
 
+def _checked_setting(
+    sizes: ArrayLike, theta: ArrayLike, noise_sd: float, rho: float
+) -> tuple[NDArray[np.int64], NDArray[np.float64], float, float]:
+    """:func:`simulate_data`'s sizes, parameter, error sd and correlation, checked."""
+    n = np.asarray(sizes)
+    if n.ndim != 1 or n.size == 0 or not np.issubdtype(n.dtype, np.integer) or np.any(n < 1):
+        raise ParameterError("sizes", "must be a non-empty sequence of integers >= 1")
+    th = np.asarray(theta, dtype=np.float64)
+    if th.ndim != 1 or th.size == 0:
+        raise ParameterError("theta", "must be a non-empty vector")
+    sd = require_positive("noise_sd", noise_sd)
+    r = require_number("rho", rho)
+    if not -1.0 < r < 1.0:
+        raise ParameterError("rho", f"must lie in (-1, 1), got {r}")
+    return n.astype(np.int64), th, sd, r
+
+
 def simulate_data(
     reps: Sequence[int] | NDArray[np.int64],
     sizes: ArrayLike,
@@ -309,17 +326,7 @@ def simulate_data(
         With ``theta`` set.
     """
     rep_ids = np.asarray(reps, dtype=np.int64)
-    n = np.asarray(sizes)
-    if n.ndim != 1 or n.size == 0 or not np.issubdtype(n.dtype, np.integer) or np.any(n < 1):
-        raise ParameterError("sizes", "must be a non-empty sequence of integers >= 1")
-    n = n.astype(np.int64)
-    th = np.asarray(theta, dtype=np.float64)
-    if th.ndim != 1 or th.size == 0:
-        raise ParameterError("theta", "must be a non-empty vector")
-    sd = require_positive("noise_sd", noise_sd)
-    r = require_number("rho", rho)
-    if not -1.0 < r < 1.0:
-        raise ParameterError("rho", f"must lie in (-1, 1), got {r}")
+    n, th, sd, r = _checked_setting(sizes, theta, noise_sd, rho)
     p, k, big_r = th.size, n.size, rep_ids.size
     factor = _ar1_factor(p, r)
     gram32 = np.empty((big_r, k, p, p), dtype=np.float32)
@@ -329,25 +336,22 @@ def simulate_data(
     total = int(offsets[-1])
     xs = np.empty((big_r, total, p), dtype=np.float32) if records else None
     m_max = int(min(n.max(), p))
-    m_k = np.minimum(n, p)
     row = np.arange(m_max)
-    keep_rows = (row[None, :] < m_k[:, None]).astype(np.float32)  # (K, m_max)
+    keep_rows = (row[None, :] < np.minimum(n, p)[:, None]).astype(np.float32)  # (K, m_max)
     df = np.where(keep_rows > 0, n[:, None] - row[None, :], 1)
     diag = (np.arange(k)[:, None], row[None, :], row[None, :])
     fac32 = None if factor is None else factor.astype(np.float32)
-    equal = bool(np.all(n == n[0]))
     noise_moment = np.empty((big_r, k, p), dtype=np.float64)
     noise_y = np.empty((big_r, total), dtype=np.float32) if records else None
-    sd32 = np.float32(sd)
     for i, b in enumerate(rep_ids):
         gen = rep_generator(seed, STREAM_DATA, int(b))
         if records:
             assert xs is not None and noise_y is not None
             z = gen.standard_normal((total, p), dtype=np.float32)
             x = z if fac32 is None else z @ fac32
-            e = gen.standard_normal(total, dtype=np.float32) * sd32
+            e = gen.standard_normal(total, dtype=np.float32) * np.float32(sd)
             xs[i], noise_y[i] = x, e
-            if equal:
+            if np.all(n == n[0]):  # equal sizes: one batched product
                 xk = x.reshape(k, int(n[0]), p)
                 gram32[i] = (np.swapaxes(xk, 1, 2) @ xk) / np.float32(n[0])
                 noise_moment[i] = (e.reshape(k, 1, -1) @ xk)[:, 0] / n[:, None]

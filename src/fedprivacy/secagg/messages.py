@@ -382,19 +382,24 @@ def decode_message(data: bytes) -> Message:
     elif kind is MessageKind.CONSISTENCY_RESPONSE:
         message = ConsistencyResponse(header, r.take(r.u16("signature length"), "signature"))
     else:
-        shares = []
-        for _ in range(r.count("shares")):
-            owner = r.u32("owner")
-            code = r.u8("share kind")
-            try:
-                share_kind = ShareKind(code)
-            except ValueError:
-                raise MalformedMessageError(f"unknown share kind {code}") from None
-            shares.append((owner, share_kind, r.take(r.u16("share length"), "share")))
-        excess = _read_vector(r, "excess") if r.offset < len(r.data) else None
-        message = UnmaskResponse(header, tuple(shares), excess)
+        message = _read_unmask_response(header, r)
     r.finish()
     return message
+
+
+def _read_unmask_response(header: Header, r: WireReader) -> UnmaskResponse:
+    """The shares an unmasking client reveals, each with its kind, then any noise excess."""
+    shares = []
+    for _ in range(r.count("shares")):
+        owner = r.u32("owner")
+        code = r.u8("share kind")
+        try:
+            share_kind = ShareKind(code)
+        except ValueError:
+            raise MalformedMessageError(f"unknown share kind {code}") from None
+        shares.append((owner, share_kind, r.take(r.u16("share length"), "share")))
+    excess = _read_vector(r, "excess") if r.offset < len(r.data) else None
+    return UnmaskResponse(header, tuple(shares), excess)
 
 
 def encode_share_plaintext(

@@ -192,16 +192,7 @@ def _parse(data: bytes) -> tuple[bytes, int, bytes, ClientSnapshot]:
         order.append(v)
         held[v] = (_share(r, "share of b"), _optional_share(r, "share of s_sk"))
     _ascending(order, "share owners")
-    seconds: dict[str, float] = {}
-    for _ in range(r.count("timings")):
-        try:
-            name = r.take(r.u16("stage name length"), "stage name").decode("utf-8")
-        except UnicodeDecodeError:
-            raise MalformedMessageError("a stage name is not UTF-8") from None
-        (value,) = _F64.unpack(r.take(_F64.size, "seconds"))
-        if name in seconds or not math.isfinite(value) or value < 0:
-            raise MalformedMessageError(f"bad timing {name!r}: {value!r}")
-        seconds[name] = value
+    seconds = _timings(r)
     consistency, signed = _signed_set(r)
     noise = read_noise(r)
     reusing = r.u8("reused keys flag")
@@ -211,18 +202,6 @@ def _parse(data: bytes) -> tuple[bytes, int, bytes, ClientSnapshot]:
     if len(model) not in (0, _DIGEST_BYTES):
         raise MalformedMessageError(f"a model digest of {len(model)} bytes")
     r.finish()
-    if stage <= ClientStage.ADVERTISED and neighbour_keys:
-        raise MalformedMessageError(f"neighbour keys before the roster (stage {stage.name})")
-    if stage is not ClientStage.MASKED and held:
-        raise MalformedMessageError(f"held shares in stage {stage.name}")
-    if user in neighbour_keys:
-        raise MalformedMessageError(f"user {user} is listed as its own neighbour")
-    if not set(held) <= set(neighbour_keys):
-        raise MalformedMessageError("shares held from users that are not neighbours")
-    if signed is not None and stage < ClientStage.MASKED:
-        raise MalformedMessageError(f"a signed aggregated set in stage {stage.name}")
-    if noise is not None and stage is not ClientStage.MASKED:
-        raise MalformedMessageError(f"removable noise in stage {stage.name}")
     snap = ClientSnapshot(
         user,
         stage,
@@ -238,7 +217,40 @@ def _parse(data: bytes) -> tuple[bytes, int, bytes, ClientSnapshot]:
         reusing=bool(reusing),
         model=model,
     )
+    _check_stage(snap)
     return session_id, round_index, digest, snap
+
+
+def _timings(r: WireReader) -> dict[str, float]:
+    """The client's seconds by stage name (names unique, values finite and >= 0)."""
+    seconds: dict[str, float] = {}
+    for _ in range(r.count("timings")):
+        try:
+            name = r.take(r.u16("stage name length"), "stage name").decode("utf-8")
+        except UnicodeDecodeError:
+            raise MalformedMessageError("a stage name is not UTF-8") from None
+        (value,) = _F64.unpack(r.take(_F64.size, "seconds"))
+        if name in seconds or not math.isfinite(value) or value < 0:
+            raise MalformedMessageError(f"bad timing {name!r}: {value!r}")
+        seconds[name] = value
+    return seconds
+
+
+def _check_stage(snap: ClientSnapshot) -> None:
+    """Refuse a snapshot holding what its stage cannot have yet (or ever)."""
+    stage, neighbour_keys, held = snap.stage, snap.neighbour_keys, snap.held
+    if stage <= ClientStage.ADVERTISED and neighbour_keys:
+        raise MalformedMessageError(f"neighbour keys before the roster (stage {stage.name})")
+    if stage is not ClientStage.MASKED and held:
+        raise MalformedMessageError(f"held shares in stage {stage.name}")
+    if snap.user in neighbour_keys:
+        raise MalformedMessageError(f"user {snap.user} is listed as its own neighbour")
+    if not set(held) <= set(neighbour_keys):
+        raise MalformedMessageError("shares held from users that are not neighbours")
+    if snap.signed is not None and stage < ClientStage.MASKED:
+        raise MalformedMessageError(f"a signed aggregated set in stage {stage.name}")
+    if snap.noise is not None and stage is not ClientStage.MASKED:
+        raise MalformedMessageError(f"removable noise in stage {stage.name}")
 
 
 def load_client(

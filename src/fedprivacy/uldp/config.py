@@ -313,14 +313,32 @@ class UldpConfig(
             require_int("max_rows", self.max_rows, minimum=1)
         if self.gradient is not None:
             require_one_of("gradient", self.gradient, tuple(GRADIENTS))
-        if not isinstance(self.secure_weighting, bool):
-            raise ParameterError(
-                "secure_weighting", f"must be true or false, got {self.secure_weighting!r}"
-            )
-        if not isinstance(self.insecure_test_keys, bool):
-            raise ParameterError(
-                "insecure_test_keys", f"must be true or false, got {self.insecure_test_keys!r}"
-            )
+        self._validate_secure_weighting()
+        self._validate_scheme()
+        self._validate_dp()
+        self._validate_aggregation()
+        self._validate_federation()
+        require_positive_number("noise_multiplier", self.noise_multiplier)
+        delta = require_number("delta", self.delta)
+        if not 0.0 < delta < 1.0:
+            raise ParameterError("delta", f"must lie in (0, 1), got {delta!r}")
+        for name in ("clip", "local_lr", "global_lr"):
+            value = getattr(self, name)
+            if value is not None:
+                require_positive_number(name, value)
+        for name in ("local_epochs", "batch_size", "max_labels_per_user"):
+            value = getattr(self, name)
+            if value is not None:
+                require_int(name, value, minimum=1)
+        if not (self.device == "cpu" or self.device.startswith("cuda")):
+            raise ParameterError("device", f"must be 'cpu' or 'cuda[:N]', got {self.device!r}")
+        return self
+
+    def _validate_secure_weighting(self) -> None:
+        """Protocol 1's switches and Paillier key, for the weighted methods only."""
+        for name in ("secure_weighting", "insecure_test_keys"):
+            if not isinstance(getattr(self, name), bool):
+                raise ParameterError(name, f"must be true or false, got {getattr(self, name)!r}")
         check_key_bits(
             self.secure_key_bits,
             self.insecure_test_keys,
@@ -333,9 +351,9 @@ class UldpConfig(
                 "applies to the weighted methods (ULDP-AVG-w, -AVG-ws, -SGD-w, -SGD-ws), "
                 f"not {self.method}",
             )
-        self._validate_scheme()
-        self._validate_dp()
-        self._validate_aggregation()
+
+    def _validate_federation(self) -> None:
+        """Silos, the user sampling rate and the allocation of records to users and silos."""
         if self.silos is not None:
             require_int("silos", self.silos, minimum=1)
             fixed = FIXED_SILOS.get(self.dataset)
@@ -352,18 +370,6 @@ class UldpConfig(
             q = require_number("sampling_rate", self.sampling_rate)
             if not 0.0 < q <= 1.0:
                 raise ParameterError("sampling_rate", f"must lie in (0, 1], got {q!r}")
-        require_positive_number("noise_multiplier", self.noise_multiplier)
-        delta = require_number("delta", self.delta)
-        if not 0.0 < delta < 1.0:
-            raise ParameterError("delta", f"must lie in (0, 1), got {delta!r}")
-        for name in ("clip", "local_lr", "global_lr"):
-            value = getattr(self, name)
-            if value is not None:
-                require_positive_number(name, value)
-        for name in ("local_epochs", "batch_size", "max_labels_per_user"):
-            value = getattr(self, name)
-            if value is not None:
-                require_int(name, value, minimum=1)
         for name in ("user_alpha", "silo_alpha"):
             a = require_number(name, getattr(self, name))
             if a < 0:
@@ -373,9 +379,6 @@ class UldpConfig(
             raise ParameterError("main_silo_share", f"must lie in [0, 1], got {share!r}")
         if self.max_labels_per_user is not None and self.dataset != "mnist":
             raise ParameterError("max_labels_per_user", "applies to mnist only")
-        if not (self.device == "cpu" or self.device.startswith("cuda")):
-            raise ParameterError("device", f"must be 'cpu' or 'cuda[:N]', got {self.device!r}")
-        return self
 
     def _validate_dp(self) -> None:
         """``dp``: a registered mechanism, for the per-user methods, Protocol 1 only with theirs."""

@@ -116,8 +116,7 @@ def run_uldp(
     alloc_ss, _, train_ss, noise_ss = run_seeds(cfg)
     allocation = allocate(cfg, ds, np.random.default_rng(alloc_ss))
     fed = build_federation(ds, allocation, device=device)
-    _, model, _ = initial_model(cfg, ds)
-    model.to(fed.device)
+    model = initial_model(cfg, ds)[1].to(fed.device)
     secure: SecureWeighting | None = None
     setup_seconds: dict[str, float] = {}
     if cfg.secure_weighting:
@@ -139,12 +138,9 @@ def run_uldp(
     records, initial = _run_rounds(
         cfg, loop, algorithm, folder, resume, stop_after_rounds, progress
     )
-    flat = algorithm.flat
     secure_report = None
     if secure is not None:
-        secure_report = _secure_report(
-            setup_seconds, runner.secure_log, cfg.secure_key_bits, runner
-        )
+        secure_report = _secure_report(setup_seconds, runner, cfg.secure_key_bits)
         secure.close()
     return UldpResult(
         config=cfg,
@@ -155,7 +151,7 @@ def run_uldp(
         allocation=allocation.summary(),
         group_size=runner.group_k,
         seconds=time.perf_counter() - started,
-        final_params=flat.detach().cpu(),
+        final_params=algorithm.flat.detach().cpu(),
         secure_weighting=secure_report,
         caveats=privacy_caveats(cfg.method, fed.task.task),
         server_view=server_view(loop.ledger, runner),
@@ -164,14 +160,14 @@ def run_uldp(
         noise_source=noise_source(
             cfg.method, cfg.secure_weighting, runner.noise_hidden_from_server
         ),
-        epsilon_at=None
-        if epsilon_at is None
-        else (
-            epsilon_at,
-            runner.accounting.epsilon_after(epsilon_at),
-            runner.accounting.epsilon_server_after(epsilon_at),
-        ),
+        epsilon_at=None if epsilon_at is None else _epsilon_at(runner, epsilon_at),
     )
+
+
+def _epsilon_at(runner: MethodRunner, rounds: int) -> tuple[int, float, float]:
+    """``(rounds, epsilon, epsilon against the server)`` after ``rounds`` rounds of this kind."""
+    acc = runner.accounting
+    return rounds, acc.epsilon_after(rounds), acc.epsilon_server_after(rounds)
 
 
 def _runner(
@@ -307,12 +303,10 @@ def _secure_weighting(
 
 
 def _secure_report(
-    setup_seconds: dict[str, float],
-    log: list[dict[str, float]],
-    key_bits: int,
-    runner: MethodRunner,
+    setup_seconds: dict[str, float], runner: MethodRunner, key_bits: int
 ) -> dict[str, Any]:
     """``max_abs_deviation`` from the plaintext aggregates, the noise's accounting, seconds."""
+    log = runner.secure_log
     phases: dict[str, float] = {}
     for entry in log:
         for k, v in entry.items():
