@@ -3,13 +3,14 @@
 For each number of users ``U`` the script runs ULDP-AVG-w with the private weighting protocol
 (Protocol 1: Paillier, X25519 key agreement relayed by the server, blinded histograms, masks) on
 the 4 Heart Disease silos (the paper's Zipf allocation of records to users) twice, with the same
-configuration and the same code (:func:`fedprivacy.flower.cross_silo.run_cross_silo`):
+configuration and the same code (:func:`fedprivacy.flower.uldp.cross_silo.run_cross_silo`):
 
-* **in-process** (the baseline): the four :class:`~fedprivacy.flower.silo_node.SiloNode` objects
-  live in the server's process (:class:`~fedprivacy.flower.transport.InProcessTransport`); every
-  message still goes through its byte encoding;
+* **in-process** (the baseline): the four :class:`~fedprivacy.flower.uldp.silo_node.SiloNode`
+objects
+  live in the server's process (:class:`~fedprivacy.flower.messaging.transport.InProcessTransport`);
+  every message still goes through its byte encoding;
 * **Flower**: the deployment of ``fedprivacy flower cross-silo``
-  (:func:`fedprivacy.flower.deploy.deploy`): a SuperLink and one SuperNode per silo on
+  (:func:`fedprivacy.flower.deploy.deploy.deploy`): a SuperLink and one SuperNode per silo on
   127.0.0.1 over TLS, the ServerApp started by ``flwr run``, one ClientApp process per message.
 
 It reports Protocol 1's setup (seconds of its three exchanges; the server's key generation
@@ -39,12 +40,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fedprivacy.flower.cross_silo import run_cross_silo
-from fedprivacy.flower.cross_silo_reference import compare_cross_silo
-from fedprivacy.flower.deploy import deploy, terminate_as_interrupt
-from fedprivacy.flower.silo_node import SiloNode
-from fedprivacy.flower.silo_policy import silo_policy
-from fedprivacy.flower.transport import InProcessTransport
+from fedprivacy.flower.deploy.deploy import deploy, terminate_as_interrupt
+from fedprivacy.flower.messaging.transport import InProcessTransport
+from fedprivacy.flower.uldp.cross_silo import run_cross_silo
+from fedprivacy.flower.uldp.cross_silo_reference import compare_cross_silo
+from fedprivacy.flower.uldp.silo_node import SiloNode
+from fedprivacy.flower.uldp.silo_policy import silo_policy
 from fedprivacy.uldp.config import UldpConfig
 from flower_deploy import loopback_bytes  # this directory's script, run beside it
 

@@ -1,10 +1,11 @@
 """One local Flower deployment, three ways to aggregate: plaintext, our SecAgg, Flower's SecAgg+.
 
 For each K (SuperNodes, all selected every round) and d (model parameters), on the same kind of
-deployment (``fedprivacy.flower.deploy.LocalDeployment``: a SuperLink and K SuperNodes on
+deployment (``fedprivacy.flower.deploy.deploy.LocalDeployment``: a SuperLink and K SuperNodes on
 127.0.0.1, TLS), the script runs
 
-* (a) **plaintext FedAvg** through our app (``fedprivacy.flower.apps``, one ``train`` exchange a
+* (a) **plaintext FedAvg** through our app (``fedprivacy.flower.deploy.apps``, one ``train``
+exchange a
   round: each node trains and sends its update in the clear);
 * (b) **our SecAgg** through our app (four exchanges a round: advertise + local training, share,
   mask, unmask; complete graph, threshold ``floor(K/2) + 1``), without node authentication;
@@ -62,8 +63,8 @@ import numpy as np
 import tomli_w
 
 from fedprivacy.fl.training_config import TrainConfig
-from fedprivacy.flower.deploy import deploy, terminate_as_interrupt
-from fedprivacy.flower.local_deployment import LocalDeployment
+from fedprivacy.flower.deploy.deploy import deploy, terminate_as_interrupt
+from fedprivacy.flower.deploy.local_deployment import LocalDeployment
 from fedprivacy.policy import POLICY_KEY
 
 FLOWER_APP = """
@@ -114,7 +115,7 @@ class Client(NumPyClient):
     def fit(self, parameters, config):
         import torch
 
-        from fedprivacy.flower.node import single_threaded, training_for
+        from fedprivacy.flower.nodes.node import single_threaded, training_for
 
         training = training_for(self.config_toml)
         training.global_flat = torch.from_numpy(np.asarray(parameters[0], dtype=np.float32))
@@ -231,7 +232,7 @@ def flower_secaggplus(k: int, d: int, rounds: int, work: Path) -> dict[str, Any]
     out = work / "flower.json"
     config = _config(k, d, rounds, True)
     initial = work / "initial.npy"
-    from fedprivacy.flower.node import training_for
+    from fedprivacy.flower.nodes.node import training_for
 
     np.save(initial, training_for(config.to_toml()).global_flat.numpy())
     run_config = work / "run-config.toml"
@@ -287,10 +288,10 @@ def clientapp_startup(repeats: int = 5) -> dict[str, float]:
 
     *Cold* is Flower's way: a new interpreter importing the ClientApp runner and what the
     example app imports (numpy, torch, sklearn, the mod). *Warm* is
-    :mod:`fedprivacy.flower.warm_clientapp`'s: a fork of a process that imported them, to the
+    :mod:`fedprivacy.flower.deploy.warm_clientapp`'s: a fork of a process that imported them, to the
     child's exit. Measured on this otherwise idle machine, before the arms.
     """
-    modules = ("flwr.supernode.cli", "numpy", "torch", "sklearn", "fedprivacy.flower.mod")
+    modules = ("flwr.supernode.cli", "numpy", "torch", "sklearn", "fedprivacy.flower.dropin.mod")
     imports = "import " + ", ".join(modules)
     cold = []
     for _ in range(repeats):
@@ -372,7 +373,7 @@ def _node_policies(arm: str, k: int, folder: Path, overrides: dict[str, Any]) ->
     """
     if APP_ARMS[arm] != "digits-private":
         return {}
-    from fedprivacy.flower.operator import write_federation
+    from fedprivacy.flower.nodes.operator import write_federation
 
     roster, folder = write_federation(folder, k)
     overrides["roster"] = str(roster.resolve())

@@ -2,7 +2,7 @@
 
 Runs ``examples/digits-private`` (the mod and ``PrivateFedAvg``: Multi-RoundSecAgg batches,
 SecAgg+ or SecAgg, distributed DP) with ``flwr run`` on a simulation SuperLink with N virtual
-SuperNodes (``fedprivacy.flower.deploy.LocalDeployment``), K of them a round, and reports the
+SuperNodes (``fedprivacy.flower.deploy.deploy.LocalDeployment``), K of them a round, and reports the
 ServerApp's seconds a round (its ``round`` events: training, the protocol's stages and the
 mechanism; start-up and the roster call excluded), the seconds of each stage, and the end-to-end
 time of the run. The baseline in the same run is the complete graph (SecAgg) at the same N and
@@ -29,8 +29,8 @@ from typing import Any
 
 import tomli_w
 
-from fedprivacy.flower.deploy import terminate_as_interrupt
-from fedprivacy.flower.local_deployment import LocalDeployment
+from fedprivacy.flower.deploy.deploy import terminate_as_interrupt
+from fedprivacy.flower.deploy.local_deployment import LocalDeployment
 
 APP = Path(__file__).resolve().parents[1] / "examples" / "digits-private"
 

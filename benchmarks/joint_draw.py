@@ -5,9 +5,9 @@ seed together (three exchanges: ``commit``, ``reveal``, ``draw``; :mod:`fedpriva
 joint_draw`), once a session: the SecAgg+ graph's seed and the batch layout. Each later round
 costs each node one hash (``check_graph_seed``) and, with batches, its layout's derivation and
 comparison with the round's positions (``check_batch_layout``: K hashes and a sort). Measured on
-the real path: the server's :func:`~fedprivacy.flower.joint_draw.draw_joint` over the in-process
-transport to :class:`~fedprivacy.flower.node.Node` objects (each handling its requests with its
-state, as a SuperNode does, network excepted).
+the real path: the server's :func:`~fedprivacy.flower.messaging.joint_draw.draw_joint` over the
+in-process transport to :class:`~fedprivacy.flower.nodes.node.Node` objects (each handling its
+requests with its state, as a SuperNode does, network excepted).
 
 Baseline, in the same run: one secure round of today's protocol at the same K, degree and d,
 with node authentication (``fedprivacy.secagg.run_round`` with signing keys; all clients' and
@@ -32,10 +32,10 @@ import numpy as np
 
 from fedprivacy.crypto.fixed_point import FixedPointCodec
 from fedprivacy.crypto.signing import SigningKey
-from fedprivacy.flower.exchange import StageExchange
-from fedprivacy.flower.joint_draw import check_batch_layout, check_graph_seed, draw_joint
-from fedprivacy.flower.node import Node
-from fedprivacy.flower.transport import InProcessTransport
+from fedprivacy.flower.messaging.exchange import StageExchange
+from fedprivacy.flower.messaging.joint_draw import check_batch_layout, check_graph_seed, draw_joint
+from fedprivacy.flower.messaging.transport import InProcessTransport
+from fedprivacy.flower.nodes.node import Node
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg import SecAggParameters, run_round
 from fedprivacy.secagg.params import round_degree

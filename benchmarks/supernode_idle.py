@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from fedprivacy.flower.deploy import terminate_as_interrupt
-from fedprivacy.flower.local_deployment import LocalDeployment, polling
+from fedprivacy.flower.deploy.deploy import terminate_as_interrupt
+from fedprivacy.flower.deploy.local_deployment import LocalDeployment, polling
 
 _TICK = os.sysconf("SC_CLK_TCK")
 

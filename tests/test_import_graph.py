@@ -94,6 +94,33 @@ def test_the_package_has_no_import_cycle() -> None:
     assert cycles(graph) == []
 
 
+def package_graph(graph: dict[str, set[str]], package: str) -> dict[str, set[str]]:
+    """The sub-packages of ``package`` and which of them each one's modules import."""
+    packages = {m for m in graph if any(k.startswith(m + ".") for k in graph)}
+
+    def child(module: str) -> str | None:
+        if not module.startswith(package + "."):
+            return None
+        name = f"{package}.{module[len(package) + 1 :].split('.')[0]}"
+        return name if name in packages else None
+
+    out: dict[str, set[str]] = {c: set() for c in map(child, packages) if c is not None}
+    for module, imported in graph.items():
+        here = child(module)
+        if here is not None:
+            out[here].update(c for c in map(child, imported) if c not in (None, here))
+    return out
+
+
+def test_no_two_sub_packages_import_each_other() -> None:
+    """Layers, not only modules: e.g. flower's messaging < faults < nodes < fedavg < dropin."""
+    graph = import_graph()
+    packages = sorted({m for m in graph if any(k.startswith(m + ".") for k in graph)})
+    assert "fedprivacy.flower" in packages and len(package_graph(graph, "fedprivacy.flower")) == 7
+    for package in packages:
+        assert cycles(package_graph(graph, package)) == [], package
+
+
 @pytest.mark.parametrize(
     ("graph", "expected"),
     [
@@ -116,3 +143,10 @@ def test_typing_only_and_lazy_imports_count(tmp_path: Path) -> None:
     tree_file.write_text(source)
     known = {"fedprivacy.x", "fedprivacy.y", "fedprivacy.z"}
     assert _imported(tree_file, "fedprivacy.z", known) == {"fedprivacy.x", "fedprivacy.y"}
+
+
+def test_a_cycle_between_sub_packages_is_seen_without_a_module_cycle() -> None:
+    graph = {"p": set(), "p.a": set(), "p.b": set()}
+    graph |= {"p.a.x": {"p.b.y"}, "p.b.y": {"p.a.z"}, "p.a.z": set()}
+    assert cycles(graph) == []  # x -> y -> z: no module imports itself back
+    assert cycles(package_graph(graph, "p")) == [["p.a", "p.b"]]

@@ -49,12 +49,12 @@ field                  meaning (the adversary: a server that lies about the para
                        ``delta`` (its rounds composed at its own noise floor, RDP, no
                        amplification: the server knows the sample) would exceed it
 ``signing_key``        path of the party's private key (its SuperNode authentication key):
-                       it signs the party's identity (:mod:`fedprivacy.flower.identity`)
+                       it signs the party's identity (:mod:`fedprivacy.flower.messaging.identity`)
 ``roster``             path of the federation's public keys (:class:`~fedprivacy.crypto.
                        signing.Roster`), from the operator who admits the nodes
 ``state_dir``          folder of the party's state that outlives every run: its spent budget,
                        the last round it answered, its key epoch (``party-ID.state``,
-                       :mod:`fedprivacy.flower.party_state`); by default the policy file's
+                       :mod:`fedprivacy.flower.nodes.party_state`); by default the policy file's
                        folder. A party without a policy file keeps them per run
 =====================  ======================================================================
 

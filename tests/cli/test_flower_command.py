@@ -65,8 +65,8 @@ def test_flower_app_writes_a_flower_app_directory(
     project = tomllib.loads((tmp_path / "app" / "pyproject.toml").read_text())
     components = project["tool"]["flwr"]["app"]["components"]
     assert components == {
-        "serverapp": "fedprivacy.flower.apps:server_app",
-        "clientapp": "fedprivacy.flower.apps:client_app",
+        "serverapp": "fedprivacy.flower.deploy.apps:server_app",
+        "clientapp": "fedprivacy.flower.deploy.apps:client_app",
     }
     assert set(project["tool"]["flwr"]["app"]["config"]) >= {"train-config", "run-dir"}
 
@@ -120,7 +120,7 @@ def test_a_deployment_refuses_before_any_process_starts(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Refused in one line, exit 2, nothing started and nothing written."""
-    import fedprivacy.flower.deploy as deploy_module
+    import fedprivacy.flower.deploy.deploy as deploy_module
 
     def started(*args: object, **kwargs: object) -> None:
         raise AssertionError("a deployment was started")

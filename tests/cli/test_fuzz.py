@@ -38,7 +38,7 @@ RUNNERS = {
     "fedprivacy.uldp.run": "run_uldp",
     "fedprivacy.regression.simulation": "run_regression",
     "fedprivacy.dp.accounting": "PrivacyAccountant",
-    "fedprivacy.flower.deploy": "deploy",
+    "fedprivacy.flower.deploy.deploy": "deploy",
     "fedprivacy.cli.audit_follow": "follow_log",  # follows a log until it is idle
 }
 

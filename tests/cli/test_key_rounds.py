@@ -8,8 +8,8 @@ import pytest
 
 from fedprivacy.cli.main import main
 from fedprivacy.fl.training_config import TrainConfig
-from fedprivacy.flower.deploy_tasks import deploy_task
-from fedprivacy.flower.operator import write_policies
+from fedprivacy.flower.deploy.deploy_tasks import deploy_task
+from fedprivacy.flower.nodes.operator import write_policies
 from fedprivacy.policy import PartyPolicy
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fedprivacy.cli.main import main
-from fedprivacy.flower.apps import app_pyproject
+from fedprivacy.flower.deploy.apps import app_pyproject
 
 
 def test_overlapped_rounds_without_secure_ones_are_refused_before_any_process(

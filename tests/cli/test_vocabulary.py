@@ -158,7 +158,7 @@ RUNNERS = {
     "fedprivacy.experiments.training_run": "run_training",
     "fedprivacy.experiments.reproduce": "run_experiment",
     "fedprivacy.uldp.run": "run_uldp",
-    "fedprivacy.flower.deploy": "deploy",
+    "fedprivacy.flower.deploy.deploy": "deploy",
     "fedprivacy.cli.audit_follow": "follow_log",  # follows a log until it is idle
 }
 

@@ -56,8 +56,8 @@ def _simulate(tmp_path: Path) -> dict[str, Any]:
     keys, roster and policies, the policies read by the virtual nodes from
     ``$FEDPRIVACY_POLICY_DIR``, the roster named in the run config.
     """
-    from fedprivacy.flower.local_deployment import LocalDeployment
-    from fedprivacy.flower.operator import write_federation
+    from fedprivacy.flower.deploy.local_deployment import LocalDeployment
+    from fedprivacy.flower.nodes.operator import write_federation
     from fedprivacy.policy import POLICY_DIR_ENV
 
     out = tmp_path / "out"
@@ -85,10 +85,10 @@ def _simulate(tmp_path: Path) -> dict[str, Any]:
 def _in_process(example: dict[str, ModuleType], tmp_path: Path) -> dict[str, Any]:
     from flwr.app import ArrayRecord
 
-    from fedprivacy.flower.app_transport import ClientAppTransport
-    from fedprivacy.flower.mod import MOD_WIRE
-    from fedprivacy.flower.operator import write_federation
-    from fedprivacy.flower.private_fedavg import PrivateFedAvg, PrivateFedAvgConfig
+    from fedprivacy.flower.dropin.app_transport import ClientAppTransport
+    from fedprivacy.flower.dropin.mod import MOD_WIRE
+    from fedprivacy.flower.dropin.private_fedavg import PrivateFedAvg, PrivateFedAvgConfig
+    from fedprivacy.flower.nodes.operator import write_federation
     from fedprivacy.policy import POLICY_KEY
 
     roster, policies = write_federation(tmp_path / "keys-in-process", NODES)
@@ -113,7 +113,7 @@ def _in_process(example: dict[str, ModuleType], tmp_path: Path) -> dict[str, Any
 
 def _positions(summary: dict[str, Any], key: str) -> list[list[int]]:
     """Each round's ``key`` users as their places in the batches the run's nodes drew."""
-    from fedprivacy.flower.reference import observed_layout
+    from fedprivacy.flower.fedavg.reference import observed_layout
 
     layout = observed_layout(summary["events"])
     assert layout is not None

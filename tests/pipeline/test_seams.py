@@ -27,11 +27,11 @@ from fedprivacy.fl.aggregators import AGGREGATORS
 from fedprivacy.fl.mechanism import MECHANISMS, Mechanism
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.fl.training_config import TrainConfig, build_training
-from fedprivacy.flower.node import Node, training_for
-from fedprivacy.flower.node_policy import training_policy
-from fedprivacy.flower.reference import simulate
-from fedprivacy.flower.training import DeployedTraining, LiveNodes
-from fedprivacy.flower.transport import InProcessTransport
+from fedprivacy.flower.fedavg.reference import simulate
+from fedprivacy.flower.fedavg.training import DeployedTraining, LiveNodes
+from fedprivacy.flower.messaging.transport import InProcessTransport
+from fedprivacy.flower.nodes.node import Node, training_for
+from fedprivacy.flower.nodes.node_policy import training_policy
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.families import FAMILIES
 from fedprivacy.uldp.federation import Federation, build_federation

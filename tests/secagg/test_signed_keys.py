@@ -28,7 +28,7 @@ from fedprivacy.crypto.prg import MaskExpander, reduce
 from fedprivacy.crypto.shamir import combine_shares, split_secret
 from fedprivacy.crypto.signing import SigningKey, Statement
 from fedprivacy.errors import AuthenticationError
-from fedprivacy.flower.identity import NONCE_BYTES, hello_payload, signed_hello
+from fedprivacy.flower.messaging.identity import NONCE_BYTES, hello_payload, signed_hello
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg import SecAggClient, SecAggParameters, SecAggServer
 from fedprivacy.secagg.consistency import ConsistencyCheck, checks_for

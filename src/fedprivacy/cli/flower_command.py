@@ -64,11 +64,11 @@ def _replays(items: list[str] | None, option: str = "--replay") -> dict[int | No
 def _deploy(
     args: argparse.Namespace, config: Any, supernodes: int, data_dir: str | None, rounds: range
 ) -> dict[str, Any]:
-    """:func:`~fedprivacy.flower.deploy.deploy` with the options both actions share.
+    """:func:`~fedprivacy.flower.deploy.deploy.deploy` with the options both actions share.
 
     ``rounds`` are the run's round numbers as its exchanges count them (for the faults' check).
     """
-    from fedprivacy.flower.deploy import FaultPlan, deploy, terminate_as_interrupt
+    from fedprivacy.flower.deploy.deploy import FaultPlan, deploy, terminate_as_interrupt
 
     faults = FaultPlan(
         kill=None if args.kill is None else FaultPlan.parse_kill(args.kill),
@@ -148,7 +148,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
 def cmd_cross_silo(args: argparse.Namespace) -> int:
     """Run a ``-w`` ULDP-FL method on a local deployment of one SuperNode per silo."""
-    from fedprivacy.flower.deploy_tasks import UldpTask
+    from fedprivacy.flower.deploy.deploy_tasks import UldpTask
     from fedprivacy.uldp.config import UldpConfig
 
     base = UldpConfig() if args.config is None else UldpConfig.from_toml(args.config)
@@ -243,7 +243,7 @@ def _add_cross_silo_parser(fsub: Any) -> None:
 def cmd_app(args: argparse.Namespace) -> int:
     """Write the Flower App directory (its pyproject.toml) for ``flwr run``."""
     from fedprivacy.files import atomic_write_text
-    from fedprivacy.flower.apps import app_pyproject
+    from fedprivacy.flower.deploy.apps import app_pyproject
 
     args.dir.mkdir(parents=True, exist_ok=True)
     path = args.dir / "pyproject.toml"
@@ -257,7 +257,7 @@ def cmd_app(args: argparse.Namespace) -> int:
 
 def cmd_keys(args: argparse.Namespace) -> int:
     """Write node keys, the roster and each node's policy for nodes on this machine."""
-    from fedprivacy.flower.operator import write_federation
+    from fedprivacy.flower.nodes.operator import write_federation
 
     if args.users < 3:
         raise ParameterError("--users", f"must be at least 3, got {args.users}")

@@ -1,6 +1,6 @@
 """Signatures under a party's long-term key: ECDSA P-256 with SHA-256 (``cryptography``).
 
-The keys are the SuperNode authentication keys (:mod:`fedprivacy.flower.node_auth`, OpenSSH
+The keys are the SuperNode authentication keys (:mod:`fedprivacy.flower.nodes.node_auth`, OpenSSH
 format), so a deployment needs no second key per node: the same key that admits a node to the
 SuperLink signs its claims (its user id, its SecAgg public keys, the survivor list of a round).
 :class:`Roster` maps each user to its public key; it is distributed by the federation's operator

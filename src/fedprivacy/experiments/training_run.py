@@ -231,7 +231,8 @@ def write_outputs(
 ) -> list[Path]:
     """Write metrics, summaries, the privacy report, the ledger and plots into ``out``.
 
-    ``extra`` adds (or replaces) summary keys: a deployment's own (:mod:`fedprivacy.flower.run`).
+    ``extra`` adds (or replaces) summary keys: a deployment's own
+    (:mod:`fedprivacy.flower.deploy.run`).
     """
     from fedprivacy.experiments.training_plots import plot_training_run
 

@@ -13,7 +13,7 @@ aggregator with ``secagg`` and ``encoding`` (:func:`aggregator_name`), and
 
 A new aggregator is one :class:`~fedprivacy.fl.aggregation.Aggregator` subclass and one
 :data:`AGGREGATORS` registration; the in-process FedAvg round and the server of a deployed
-plaintext round (:class:`fedprivacy.flower.training.DeployedTraining`) call its
+plaintext round (:class:`fedprivacy.flower.fedavg.training.DeployedTraining`) call its
 :meth:`~fedprivacy.fl.aggregation.Aggregator.aggregate` (``tests/pipeline/test_seams.py``).
 
 Examples

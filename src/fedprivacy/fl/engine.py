@@ -194,7 +194,7 @@ class FederatedTraining(Algorithm[RoundRecord]):
     def use_layout(self, layout: BatchLayout) -> None:
         """Place the users in batches (or groups) by ``layout``: selection and secure rounds.
 
-        A deployment's layout, drawn by its nodes (:mod:`fedprivacy.flower.joint_draw`);
+        A deployment's layout, drawn by its nodes (:mod:`fedprivacy.flower.messaging.joint_draw`);
         its reference simulation replays it. Call it before the first round.
         """
         if self.ledger.rounds:
@@ -248,7 +248,7 @@ class FederatedTraining(Algorithm[RoundRecord]):
         """Whether a server lying about the SecAgg keys is stopped (always, in this process).
 
         No server runs apart from the users here; a deployment's
-        :class:`~fedprivacy.flower.training.DeployedTraining` answers whether its nodes' keys
+        :class:`~fedprivacy.flower.fedavg.training.DeployedTraining` answers whether its nodes' keys
         are signed.
         """
         return True
@@ -290,7 +290,7 @@ class FederatedTraining(Algorithm[RoundRecord]):
         """Local training of ``selected``, the mechanism's clipping and the aggregator.
 
         Here every selected user trains in this process; a deployment
-        (:class:`fedprivacy.flower.training.DeployedTraining`) overrides this with the users'
+        (:class:`fedprivacy.flower.fedavg.training.DeployedTraining`) overrides this with the users'
         nodes training their own data (:meth:`client_update`) and the protocol on the network.
 
         Returns

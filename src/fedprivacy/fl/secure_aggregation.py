@@ -154,7 +154,7 @@ class SecureAggregator(Aggregator):
         self.graph_seed: bytes | None = None
         """The SecAgg+ graph's seed; ``None``: the session id (in this process, where no party
         could grind it). A deployment sets the seed its nodes drew together
-        (:mod:`fedprivacy.flower.joint_draw`)."""
+        (:mod:`fedprivacy.flower.messaging.joint_draw`)."""
         self.layout: BatchLayout | None = None
         """Where each user sits in the batches; ``None``: by id (batch ``u // T``). A
         deployment sets the layout its nodes drew together, and its selector's."""

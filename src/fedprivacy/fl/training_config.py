@@ -298,7 +298,7 @@ def build_training(
         Already loaded data (else loaded from ``config.data_dir`` / ``$FEDPRIVACY_DATA``).
     training_class : type, optional
         :class:`~fedprivacy.fl.engine.FederatedTraining` or a subclass (a deployment's
-        :class:`~fedprivacy.flower.training.DeployedTraining`).
+        :class:`~fedprivacy.flower.fedavg.training.DeployedTraining`).
     availability : AvailabilityModel, optional
         Replaces the availability of ``config.dropout`` (a deployment's live nodes).
     **hooks

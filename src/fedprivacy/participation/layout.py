@@ -5,8 +5,8 @@ The users are laid out in an order; batch ``b`` of size ``T`` holds the users at
 consecutive`: batch ``u // T``, the paper's layout). Deployed, whoever assigns the ids would
 choose every user's batch mates, and a server that puts a victim beside its colluders reads the
 victim's input from a "batch sum" (issue #50). So a deployment lays the users out by a seed the
-nodes drew together (:meth:`BatchLayout.drawn`, :mod:`fedprivacy.flower.joint_draw`): the users
-sorted by a hash of the seed and their id, a uniformly random order whatever the server chose,
+nodes drew together (:meth:`BatchLayout.drawn`, :mod:`fedprivacy.flower.messaging.joint_draw`): the
+users sorted by a hash of the seed and their id, a uniformly random order whatever the server chose,
 as long as one party that drew is honest.
 
 Examples

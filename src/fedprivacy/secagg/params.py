@@ -162,7 +162,7 @@ def harary_neighbours(
     The participants are placed on a ring in a random order and each is joined to the
     ``k/2`` nearest on both sides (for odd ``k`` also to the opposite node when ``n`` is even,
     as in Harary's construction). The order is a public function of ``seed`` (on a
-    deployment one the nodes drew together, :mod:`fedprivacy.flower.joint_draw`), so every
+    deployment one the nodes drew together, :mod:`fedprivacy.flower.messaging.joint_draw`), so every
     party computes the same graph.
 
     With ``block = T`` the ring is *batch-aware*: the participants are grouped by
@@ -247,8 +247,8 @@ class SecAggParameters:
         that unions of whole batches stay connected; ``None`` for the plain random ring.
     positions : tuple of int
         Each participant's place in the batch layout, in the order of ``participants`` (a
-        deployment's layout drawn by the nodes, :mod:`fedprivacy.flower.joint_draw`); empty:
-        the participant's id (batch ``u // T``).
+        deployment's layout drawn by the nodes, :mod:`fedprivacy.flower.messaging.joint_draw`);
+        empty: the participant's id (batch ``u // T``).
 
     """
 

@@ -1,8 +1,8 @@
 """What a ULDP-FL method's rounds cost a user: one accounting object per run.
 
 Every run of a method, simulated (:class:`~fedprivacy.uldp.methods.MethodRunner`) or deployed
-(the cross-silo server, :mod:`fedprivacy.flower.silo_rounds`), charges the rounds it released to
-one :class:`UldpAccounting` and reads its epsilons from it, so that the two cannot account
+(the cross-silo server, :mod:`fedprivacy.flower.uldp.silo_rounds`), charges the rounds it released
+to one :class:`UldpAccounting` and reads its epsilons from it, so that the two cannot account
 differently. Its family chooses which (:meth:`~fedprivacy.uldp.families.MethodFamily.accounting`):
 
 * :class:`GaussianRounds` -- one Gaussian mechanism of noise multiplier ``z`` per round,

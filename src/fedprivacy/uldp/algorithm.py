@@ -3,7 +3,7 @@
 :class:`UldpAlgorithm` runs one round for the users the loop's selector chose, evaluates the
 global model and records the round; where the silos compute is its one seam, :class:`SiloRounds`
 (:class:`SimulatedSilos`: a :class:`~fedprivacy.uldp.methods.MethodRunner` in this process; the
-cross-silo deployment's :class:`~fedprivacy.flower.silo_rounds.ProtocolSilos`: Protocol 1 with
+cross-silo deployment's :class:`~fedprivacy.flower.uldp.silo_rounds.ProtocolSilos`: Protocol 1 with
 the silos on a transport), so in-process and deployed runs share the round, its accounting and
 its record;
 :func:`uldp_selector` is that selector: every user (the methods without user sampling), Poisson
@@ -81,7 +81,7 @@ class SiloRounds(Protocol):
     """Where a round's silos compute: in this process, or behind a transport.
 
     The one seam a deployment swaps (:class:`SimulatedSilos` in process,
-    :class:`fedprivacy.flower.silo_rounds.ProtocolSilos` on a transport); everything else of
+    :class:`fedprivacy.flower.uldp.silo_rounds.ProtocolSilos` on a transport); everything else of
     the round (selection, ledger, evaluation, the record) is :class:`UldpAlgorithm`'s.
     """
 

@@ -1,6 +1,6 @@
 """What the parties of a deployed ULDP-FL run compute: a silo's per-user updates, public setup.
 
-In a deployment (:mod:`fedprivacy.flower.cross_silo`) each silo trains its own users and hands
+In a deployment (:mod:`fedprivacy.flower.uldp.cross_silo`) each silo trains its own users and hands
 their clipped updates to the private weighting protocol; the server only sends the model, a
 per-round seed for the minibatch order and Protocol 1's messages. The functions here are the
 in-process code of :mod:`fedprivacy.uldp.families.user_level` cut at the silo boundary, so that a

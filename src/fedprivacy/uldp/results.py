@@ -317,7 +317,7 @@ def write_outputs(
 
     ``uldp.png`` plots the metric and epsilon per round; ``privacy.md`` is the run's privacy
     report, as ``fedprivacy train`` writes it. ``extra`` adds (or replaces) summary keys: a
-    deployment's own (:mod:`fedprivacy.flower.cross_silo_outputs`).
+    deployment's own (:mod:`fedprivacy.flower.uldp.cross_silo_outputs`).
 
     Returns
     -------

@@ -1,7 +1,7 @@
 """One setup for in-process and deployed ULDP-FL runs: seeds, data, allocation, initial model.
 
 :func:`fedprivacy.uldp.run.run_uldp` and the deployment's silos and server
-(:mod:`fedprivacy.uldp.deployment`, :mod:`fedprivacy.flower.cross_silo`) build their data and
+(:mod:`fedprivacy.uldp.deployment`, :mod:`fedprivacy.flower.uldp.cross_silo`) build their data and
 first model here, from the configuration alone, so the two cannot drift apart: the seeds of a run
 are :func:`run_seeds`, the records go to users and silos by :func:`allocate` with the first of
 them, and ``x_0`` is :func:`initial_model` with the second.

@@ -229,7 +229,7 @@ def _released(mechanism: Mechanism, noisy: torch.Tensor) -> torch.Tensor:
 def global_step(global_lr: float, sampling_rate: float, num_users: int, num_silos: int) -> float:
     """The server's step on the round's summed silo updates: ``eta_g / (q |U| |S|)``.
 
-    The same in-process, in a deployment (:mod:`fedprivacy.flower.cross_silo`) and in its
+    The same in-process, in a deployment (:mod:`fedprivacy.flower.uldp.cross_silo`) and in its
     reference recomputation.
 
     Examples

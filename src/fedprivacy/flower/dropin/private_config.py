@@ -1,0 +1,153 @@
+"""What a Flower app's server asks of ``PrivateFedAvg``.
+
+:class:`~fedprivacy.flower.dropin.private_fedavg.PrivateFedAvg` runs with it.
+
+The configuration is made of the shared sections (:mod:`fedprivacy.config_sections`): the
+selection scheme over the nodes and rounds, secure aggregation, DP; the app brings its own
+model, data and training. Each field is one TOML key, spelled as in every other configuration
+(``per_round``, ``target_privacy``, ``noise_multiplier``, ...).
+
+Examples
+--------
+>>> config = PrivateFedAvgConfig(users=6, per_round=4, scheme="multiround", target_privacy=2)
+>>> config.validate().secagg
+True
+>>> PrivateFedAvgConfig(users=6, per_round=4, dp="distributed", secagg=False).validate()
+Traceback (most recent call last):
+...
+fedprivacy.errors.ParameterError: dp: distributed DP is added by the nodes inside secure \
+aggregation (secagg = true)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from fedprivacy._validation import require_int, require_positive_number
+from fedprivacy.config import Config
+from fedprivacy.config_sections import DPSection, SchemeSection, SecureAggregationSection
+from fedprivacy.dp._checks import require_delta
+from fedprivacy.errors import ParameterError
+from fedprivacy.fl.mechanism import Mechanism, make_mechanism
+from fedprivacy.participation.selectors import SCHEMES, validate_batch_parameters
+from fedprivacy.secagg.multiround import parse_batch_policy
+from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD
+
+__all__ = ["PrivateFedAvgConfig"]
+
+DEFAULT_DELTA = 1e-5
+
+
+@dataclass(frozen=True)
+class PrivateFedAvgConfig(Config, DPSection, SecureAggregationSection, SchemeSection):
+    """FedAvg over a Flower app's nodes with selection, SecAgg and DP (see the module docstring).
+
+    ``users`` is the number of nodes the server waits for (each node says which user it is:
+    its ``partition-id``); the other fields are documented in :mod:`fedprivacy.config_sections`.
+
+    Attributes
+    ----------
+    metrics_time_limit : float
+        Seconds for ``T_weak`` after each round (the server's view so far).
+    overlap_rounds : bool
+        Three exchanges a secure round instead of four: round ``t``'s unmasking travels with
+        round ``t + 1``'s keys, whose selection is then drawn once round ``t``'s aggregated set
+        is fixed (:meth:`~fedprivacy.pipeline.loop.FederatedRun.select_ahead`; not with the
+        privacy guard), and the model comes with ``share``.
+    roster : str
+        Path of the federation's public keys (a :class:`~fedprivacy.crypto.signing.Roster`
+        TOML, from the operator who admits the nodes; ``fedprivacy flower keys`` writes one for
+        nodes on this machine): with it every node signs its claim to its user, its SecAgg keys
+        and the survivor list of every round (node authentication). Empty: none, and every node
+        whose policy does not allow it (``allow_unauthenticated``) refuses the secure rounds.
+    """
+
+    users: int = 6
+    per_round: int = 4
+    rounds: int = 3
+    secagg: bool = True
+    batch_policy: str = "atomic"
+    dp: str = "none"
+    metrics_time_limit: float = 5.0
+    overlap_rounds: bool = False
+    roster: str = ""
+
+    @classmethod
+    def from_run_config(cls, run_config: Mapping[str, Any]) -> PrivateFedAvgConfig:
+        """The configuration in a Flower app's run config (``[tool.flwr.app.config]``).
+
+        Its keys are the fields spelled with hyphens (``per-round``, ``target-privacy``,
+        ``noise-multiplier``, ...), ``num-server-rounds`` (Flower's name) for ``rounds``; the
+        app's other keys (its learning rate, ...) are its own and are left to it.
+
+        Examples
+        --------
+        >>> cfg = {"num-server-rounds": 2, "users": 6, "per-round": 4, "lr": 0.1}
+        >>> c = PrivateFedAvgConfig.from_run_config(cfg)
+        >>> c.rounds, c.per_round
+        (2, 4)
+        >>> PrivateFedAvgConfig.from_run_config({"users": 6, "noise_multiplier": 1.0})
+        Traceback (most recent call last):
+        ...
+        fedprivacy.errors.ParameterError: noise_multiplier: is spelled noise-multiplier in a \
+run config
+        """
+        names = {f.name.replace("_", "-"): f.name for f in fields(cls)}
+        names["num-server-rounds"] = "rounds"
+        for key in run_config:
+            if "_" in key and key.replace("_", "-") in names:
+                raise ParameterError(key, f"is spelled {key.replace('_', '-')} in a run config")
+        values = {names[k]: v for k, v in run_config.items() if k in names}
+        return cls.from_mapping(values).validate()
+
+    def validate(self) -> PrivateFedAvgConfig:
+        """Check every field; return ``self``. :class:`ParameterError` names the first bad one."""
+        if self.scheme not in SCHEMES:
+            raise ParameterError("scheme", f"must be one of {', '.join(SCHEMES)}")
+        users = require_int("users", self.users, minimum=2)
+        require_int("per_round", self.per_round, minimum=1, maximum=users)
+        require_int("rounds", self.rounds, minimum=1)
+        require_int("seed", self.seed, minimum=0)
+        require_int("bits", self.bits, minimum=16, maximum=64)
+        require_positive_number("update_clip", self.update_clip)
+        require_positive_number("metrics_time_limit", self.metrics_time_limit)
+        parse_batch_policy(self.batch_policy)
+        if self.protocol_dropout:
+            raise ParameterError(
+                "protocol_dropout",
+                "simulates dropouts in one process; on Flower the nodes' own dropouts count",
+            )
+        self._check_target_privacy()
+        if self.target_privacy is not None:
+            validate_batch_parameters(users, self.per_round, self.target_privacy)
+        if self.secagg_degree is not None:
+            require_int("secagg_degree", self.secagg_degree, minimum=MIN_THRESHOLD)
+        if self.secagg and self.per_round < MIN_PARTICIPANTS:
+            raise ParameterError(
+                "per_round", f"secure aggregation needs at least {MIN_PARTICIPANTS} users a round"
+            )
+        if not self.secagg and self.dp == "distributed":
+            raise ParameterError(
+                "dp",
+                "distributed DP is added by the nodes inside secure aggregation (secagg = true)",
+            )
+        self.mechanism()
+        if self.delta is not None:
+            require_delta("delta", self.delta)
+        return self
+
+    def mechanism(self) -> Mechanism:
+        """The DP mechanism (validates ``dp``, ``noise_multiplier`` and ``clip``)."""
+        return make_mechanism(
+            self.dp or "none",
+            noise_multiplier=self.noise_multiplier,
+            clip=self.clip,
+            noise_mode=self.noise_mode,
+        )
+
+    @property
+    def target_delta(self) -> float:
+        """The delta the privacy report states (1e-5 unless set)."""
+        return DEFAULT_DELTA if self.delta is None else self.delta
