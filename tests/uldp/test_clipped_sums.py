@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.clipped_sums import clip_rows, clipped_sums, dense_clipped
+from fedprivacy.fl.mechanism import l2_clip_factors
+from fedprivacy.uldp.clipped_sums import clipped_sums, dense_clipped
 
 
 def _rows() -> torch.Tensor:
@@ -13,9 +14,14 @@ def _rows() -> torch.Tensor:
     return torch.randn(6, 5, generator=g) * torch.tensor([0.1, 3, 0, 1, 10, 0.5])[:, None]
 
 
-def test_clip_rows_and_clipped_sum() -> None:
+def _factors(rows: torch.Tensor, bound: float) -> tuple[torch.Tensor, torch.Tensor]:
+    norms = torch.linalg.vector_norm(rows, dim=1)
+    return l2_clip_factors(norms, bound), norms
+
+
+def test_clipping_and_clipped_sum() -> None:
     rows = _rows()
-    factors, norms = clip_rows(rows, 1.0)
+    factors, norms = _factors(rows, 1.0)
     clipped = rows * factors[:, None]
     assert torch.all(torch.linalg.vector_norm(clipped, dim=1) <= 1.0 + 1e-6)
     small = norms <= 1.0
@@ -32,7 +38,7 @@ def test_clip_rows_and_clipped_sum() -> None:
     assert out.groups == 5  # weight 0 does not count
     assert out.clipped == int(((norms > 1.0) & torch.from_numpy(weights != 0)).sum())
     with pytest.raises(ParameterError, match="clip"):
-        clip_rows(rows, 0.0)
+        clipped_sums(iter([(np.array([0]), rows[:1])]), 0.0, weights, num_params=5)
 
 
 def test_chunks_mixing_silos_are_split_by_silo() -> None:
@@ -42,7 +48,7 @@ def test_chunks_mixing_silos_are_split_by_silo() -> None:
     weights = np.array([0.5, 0.25, 1.0, 0.0, 0.25, 1.0])
     chunks = [(np.array([4, 1]), rows[[4, 1]]), (np.array([0, 5, 3, 2]), rows[[0, 5, 3, 2]])]
     sums = clipped_sums(iter(chunks), 1.0, weights, num_params=5, segment_of=silo, num_segments=3)
-    factors, norms = clip_rows(rows, 1.0)
+    factors, norms = _factors(rows, 1.0)
     for s in range(3):
         mine = np.flatnonzero(silo == s)
         expected = sum(weights[g] * factors[g] * rows[g] for g in mine)

@@ -34,7 +34,7 @@ from numpy.typing import ArrayLike, NDArray
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.mechanism import l2_clip_factors
 
-__all__ = ["ClipRule", "ClippedSum", "clip_rows", "clipped_sums", "dense_clipped"]
+__all__ = ["ClipRule", "ClippedSum", "clipped_sums", "dense_clipped"]
 
 #: How rows are clipped: an L2 bound ``C``, or ``factors(norms)`` (a mechanism's
 #: :meth:`~fedprivacy.fl.mechanism.Mechanism.clip_factors`), the scale of each row from its norm.
@@ -45,32 +45,6 @@ _I64 = NDArray[np.int64]
 _BLOCK_ROWS = 4096
 
 
-def clip_rows(rows: torch.Tensor, bound: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scale each row of ``rows`` to L2 norm at most ``bound``.
-
-    Parameters
-    ----------
-    rows : torch.Tensor
-        Shape ``(k, P)``.
-    bound : float
-        Clipping bound ``C`` > 0.
-
-    Returns
-    -------
-    factors : torch.Tensor
-        Shape ``(k,)``: ``min(1, C / ||row||)`` (1 for a zero row).
-    norms : torch.Tensor
-        Shape ``(k,)``: the norms before clipping.
-
-    Examples
-    --------
-    >>> factors, norms = clip_rows(torch.tensor([[3.0, 4.0], [0.0, 0.5]]), 1.0)
-    >>> factors.tolist(), norms.tolist()
-    ([0.20000000298023224, 1.0], [5.0, 0.5])
-    """
-    return _scale(rows, _rule(bound))
-
-
 def _rule(clip: ClipRule) -> Callable[[torch.Tensor], torch.Tensor]:
     """``factors(norms)`` of a clip rule (a bound is checked and means L2 clipping)."""
     if callable(clip):
@@ -79,14 +53,6 @@ def _rule(clip: ClipRule) -> Callable[[torch.Tensor], torch.Tensor]:
     if not (isinstance(bound, int | float) and math.isfinite(bound) and bound > 0):
         raise ParameterError("clip", f"must be a finite number > 0, got {bound!r}")
     return lambda norms: l2_clip_factors(norms, bound)
-
-
-def _scale(
-    rows: torch.Tensor, factors: Callable[[torch.Tensor], torch.Tensor]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The factors of ``rows`` under a rule, and their norms before clipping."""
-    norms = torch.linalg.vector_norm(rows, dim=1)
-    return factors(norms), norms
 
 
 @dataclass(frozen=True)
@@ -166,7 +132,8 @@ def clipped_sums(
     clipped = np.zeros(num_segments, dtype=np.int64)
     norm_sum = np.zeros(num_segments, dtype=np.float64)
     for ids, vectors in chunks:
-        factors, norms = _scale(vectors, rule)
+        norms = torch.linalg.vector_norm(vectors, dim=1)
+        factors = rule(norms)
         w = torch.from_numpy(w_all[ids]).to(device=vectors.device, dtype=torch.float64)
         coef = w * factors.to(torch.float64)
         seg = torch.from_numpy(seg_all[ids]).to(vectors.device)
@@ -234,7 +201,7 @@ def dense_clipped(
     out = [np.zeros((num_users, num_params), dtype=np.float64) for _ in range(num_segments)]
     for ids, vectors in chunks:
         wide = vectors.to(torch.float64)
-        factors, _ = _scale(wide, rule)
+        factors = rule(torch.linalg.vector_norm(wide, dim=1))
         rows = (wide * factors[:, None]).cpu().numpy()
         for s in np.unique(seg_all[ids]):
             here = seg_all[ids] == s

@@ -62,8 +62,8 @@ from fedprivacy.dp.accounting import PrivacyAccountant
 from fedprivacy.dp.rdp import DEFAULT_ORDERS, gaussian_rdp
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.losses import MaskedLoss
+from fedprivacy.fl.mechanism import l2_clip_factors
 from fedprivacy.fl.params import load_flat_
-from fedprivacy.uldp.clipped_sums import clip_rows
 from fedprivacy.uldp.federation import Federation
 
 __all__ = [
@@ -329,7 +329,7 @@ def clipped_per_sample_sum(
         [p.grad_sample.reshape(n, -1) for p in gsm._module.parameters()],
         dim=1,
     )
-    factors, _ = clip_rows(per_sample, clip)
+    factors = l2_clip_factors(torch.linalg.vector_norm(per_sample, dim=1), clip)
     return (factors[:, None] * per_sample).sum(dim=0)
 
 

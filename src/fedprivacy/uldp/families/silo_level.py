@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
+from fedprivacy.fl.mechanism import l2_clip_factors
 from fedprivacy.fl.minibatches import epoch_orders
-from fedprivacy.uldp.clipped_sums import clip_rows
 from fedprivacy.uldp.families.base import MethodFamily, Runner, epoch_keys, gaussian_noise, silo_sum
 from fedprivacy.uldp.rounds import RoundOutput
 
@@ -43,11 +43,10 @@ class SiloLevelFamily(MethodFamily):
         before clipping.
         """
         bound = self.clip_bound(runner)
+        norms = torch.linalg.vector_norm(deltas, dim=1)
         if bound is None:
-            norms = torch.linalg.vector_norm(deltas, dim=1)
             return deltas, self.silo_noise_std(runner), 0, float(norms.mean())
-        factors, norms = clip_rows(deltas, bound)
-        contrib = deltas * factors[:, None]
+        contrib = deltas * l2_clip_factors(norms, bound)[:, None]
         clipped = int((norms > bound).sum())
         return contrib, self.silo_noise_std(runner), clipped, float(norms.mean())
 
