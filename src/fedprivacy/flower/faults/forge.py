@@ -2,8 +2,9 @@
 
 ``fedprivacy flower deploy`` (and the tests) can make the ServerApp lie, to show that every party
 refuses under its own policy (:mod:`fedprivacy.policy`). A forge is ``"NAME=VALUE,..."``; each
-deployed algorithm says which names it forges (FedAvg: :data:`FEDAVG_FORGES`; cross-silo
-ULDP-FL: :data:`fedprivacy.flower.uldp.cross_silo.SILO_FORGES`).
+deployed algorithm says which names it forges (FedAvg:
+:data:`~fedprivacy.flower.faults.lying_server.FEDAVG_FORGES`; cross-silo
+ULDP-FL: :data:`fedprivacy.flower.faults.silo_forge.SILO_FORGES`).
 
 Examples
 --------
