@@ -178,6 +178,7 @@ def _aggregation_text(result: UldpResult) -> str:
 def _print_privacy(result: UldpResult) -> None:
     """The final utility, each epsilon with its adversary, the server's view, noise, caveats."""
     from fedprivacy.uldp.results import EPSILON_ADVERSARIES
+    from fedprivacy.uldp.run_setup import sample_hidden
 
     c, name = result.config, result.metric_name
     eps, largest = result.final.epsilon, result.privacy_report().epsilon
@@ -188,7 +189,7 @@ def _print_privacy(result: UldpResult) -> None:
     )
     print(f"final {name} {_fmt(result.final.metric)}; {privacy}; {result.seconds:.1f} s")
     if math.isfinite(eps):
-        if c.scheme == "poisson":
+        if sample_hidden(c):
             print(f"  epsilon {_fmt(eps)} is against {EPSILON_ADVERSARIES['epsilon_released']}")
         else:
             print(

@@ -52,6 +52,7 @@ from fedprivacy.uldp.method_specs import method_spec
 from fedprivacy.uldp.methods import MethodRunner
 from fedprivacy.uldp.results import RoundRecord
 from fedprivacy.uldp.rounds import RoundOutput
+from fedprivacy.uldp.run_setup import sample_hidden
 
 __all__ = [
     "SiloRounds",
@@ -70,7 +71,7 @@ def uldp_selector(config: UldpConfig) -> UserSampler:
     """The user selection of a (validated) ULDP-FL configuration."""
     if not method_spec(config.method).sampled:
         return EveryUser(config.users)
-    if config.scheme == "poisson":
+    if sample_hidden(config):
         return PoissonSampler(config.users, config.effective_sampling_rate)
     return make_selector(
         config.scheme, config.users, config.effective_per_round, config.target_privacy

@@ -38,6 +38,7 @@ from fedprivacy.report import (
 )
 from fedprivacy.run_directory import write_run_directory
 from fedprivacy.uldp.config import UldpConfig
+from fedprivacy.uldp.run_setup import sample_hidden
 
 __all__ = ["EPSILON_ADVERSARIES", "RoundRecord", "UldpResult", "write_outputs"]
 
@@ -201,7 +202,7 @@ class UldpResult:
         server = last.epsilon_server
         against = (
             EPSILON_ADVERSARIES["epsilon_released"]
-            if c.scheme == "poisson"
+            if sample_hidden(c)
             else ULDP_SERVER_CHOSEN.format(c.scheme)
         )
         meaning = (

@@ -53,7 +53,14 @@ from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.method_specs import method_spec
 from fedprivacy.uldp.methods import MethodRunner
 from fedprivacy.uldp.results import RoundRecord, UldpResult
-from fedprivacy.uldp.run_setup import allocate, initial_model, load_dataset, round_hyper, run_seeds
+from fedprivacy.uldp.run_setup import (
+    allocate,
+    initial_model,
+    load_dataset,
+    round_hyper,
+    run_seeds,
+    sample_hidden,
+)
 
 __all__ = ["COX_DP_SGD_CAVEAT", "privacy_caveats", "run_uldp"]
 
@@ -184,7 +191,7 @@ def _runner(
         gradient=cfg.gradient or default_gradient(cfg.device),
         secure=secure,
         mechanism=cfg.mechanism(),
-        amplified=cfg.scheme == "poisson",
+        amplified=sample_hidden(cfg),
         aggregator=make_aggregator(
             cfg.secagg,
             clip=math.inf if cfg.update_clip is None else cfg.update_clip,

@@ -26,11 +26,19 @@ from fedprivacy.data.silo_dataset import SiloDataset
 from fedprivacy.data.tabular import load_silo_dataset
 from fedprivacy.fl.local_training import LocalTrainingSpec
 from fedprivacy.fl.params import flatten_parameters
+from fedprivacy.participation.sampling import PoissonSampler
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.rounds import RoundHyper
 from fedprivacy.uldp.tasks import TaskSpec, task_for
 
-__all__ = ["allocate", "initial_model", "load_dataset", "round_hyper", "run_seeds"]
+__all__ = [
+    "allocate",
+    "initial_model",
+    "load_dataset",
+    "round_hyper",
+    "run_seeds",
+    "sample_hidden",
+]
 
 
 def run_seeds(cfg: UldpConfig) -> list[np.random.SeedSequence]:
@@ -101,3 +109,20 @@ def initial_model(
     task = task_for(ds.name, ds.task, ds.num_features, ds.num_classes)
     model = task.build_model(seed=int(run_seeds(cfg)[1].generate_state(1)[0]))
     return task, model, flatten_parameters(model).detach().clone()
+
+
+def sample_hidden(cfg: UldpConfig) -> bool:
+    """Whether a ``-s`` method's user sample is hidden from whoever sees the released models.
+
+    Poisson sampling at ``q`` (the paper, ``scheme = "poisson"``) comes from randomness nobody
+    publishes: the models' observers get its amplification. A selection scheme (``random``,
+    ``multiround``, ...) is run and known by the server: no amplification is claimed for anyone
+    (:class:`~fedprivacy.uldp.accounting.GaussianRounds`' ``amplified``). The one rule for the
+    in-process run, the deployed server and the reports.
+
+    Examples
+    --------
+    >>> sample_hidden(UldpConfig()), sample_hidden(UldpConfig(scheme="multiround"))
+    (True, False)
+    """
+    return cfg.scheme == PoissonSampler.name

@@ -46,6 +46,7 @@ from fedprivacy.uldp.families import FAMILIES, UserLevelFamily
 from fedprivacy.uldp.families.user_level import global_step
 from fedprivacy.uldp.method_specs import method_spec
 from fedprivacy.uldp.rounds import RoundOutput
+from fedprivacy.uldp.run_setup import sample_hidden
 
 __all__ = ["Aggregates", "ProtocolSilos", "SetupError", "setup_session"]
 
@@ -201,7 +202,7 @@ class ProtocolSilos:
             delta=cfg.delta,
             num_users=cfg.users,
             sampled=self.spec.sampled,
-            amplified=cfg.scheme == "poisson",
+            amplified=sample_hidden(cfg),
         )
         self.aggregates: Aggregates = {}
         self.aborted = ""
