@@ -41,7 +41,7 @@ from fedprivacy.crypto.signing import Roster
 from fedprivacy.fl.aggregation import AggregateOutcome
 from fedprivacy.fl.aggregators import section_aggregator
 from fedprivacy.fl.engine import round_rng
-from fedprivacy.fl.mechanism import Mechanism
+from fedprivacy.fl.mechanism import Mechanism, Updates
 from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.flower.dropin.arrays import ArrayLayout
 from fedprivacy.flower.dropin.mod import ARRAYS, CONFIG, MOD_WIRE
@@ -118,9 +118,7 @@ class _RemoteFedAvg(Algorithm[PrivateRound]):
         """The app's returned arrays minus the model sent, each node of weight 1."""
         return (self.layout.flatten(reply[ARRAYS]) - self.flat).astype(np.float32), 1.0
 
-    def _aggregate(
-        self, r: int, updates: dict[int, NDArray[np.float32]], weights: dict[int, float]
-    ) -> AggregateOutcome:
+    def _aggregate(self, r: int, updates: Updates, weights: dict[int, float]) -> AggregateOutcome:
         """The plaintext round: the mechanism's clipping, then the aggregator."""
         prepared, equal = self.mechanism.prepare(updates, weights)
         return self.remote.aggregator.aggregate(

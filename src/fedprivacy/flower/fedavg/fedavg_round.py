@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 from fedprivacy.crypto.signing import Roster
 from fedprivacy.errors import FedPrivacyError
 from fedprivacy.fl.aggregation import AggregateOutcome, Aggregator
+from fedprivacy.fl.mechanism import Updates
 from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.flower.faults.lying_server import forge_models, forge_params
 from fedprivacy.flower.fedavg.overlap import SecureRounds
@@ -37,8 +38,6 @@ from fedprivacy.secagg.params import MIN_PARTICIPANTS
 from fedprivacy.secagg.params_wire import encode_params
 
 __all__ = ["FedAvgRound", "PayloadCodec", "PlaintextStep"]
-
-Updates = dict[int, NDArray[np.float32]]
 
 #: How the server aggregates the plaintext updates it received: ``(round, updates, weights)``.
 PlaintextStep = Callable[[int, Updates, dict[int, float]], AggregateOutcome]
