@@ -86,7 +86,7 @@ def bench_uldp(rounds: int, data_dir: Path) -> None:
         flat = flat0
         for _ in range(rounds):
             flat = runner.run_round(flat, rng, nrng).flat
-            runner.accounting.epsilon()
+            runner.accounting.epsilons(runner.rounds, np.full(fed.num_users, runner.rounds))
         return flat
 
     def loop() -> torch.Tensor:

@@ -10,17 +10,18 @@ import numpy as np
 import pytest
 
 from fedprivacy.cli.main import main
-from fedprivacy.dp.per_user import per_user_epsilons
+from fedprivacy.dp.accounting import epsilon_for
+from fedprivacy.dp.per_user import per_user_epsilons, spread
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.mechanism import CentralGaussian, DistributedDiscreteGaussian, NoMechanism
 from fedprivacy.participation.privacy import TWeakResult
 from fedprivacy.report import (
+    GROUP_PRIVACY,
     NO_DP,
     PER_USER_EPSILON,
     VIEW_CAVEATS,
     LedgerEpsilons,
     Method,
-    StatedEpsilons,
     privacy_report,
 )
 
@@ -118,39 +119,43 @@ def test_noise_added_in_aggregation_is_accounted_round_by_round() -> None:
     assert r.per_user_epsilon is not None and r.per_user_epsilon["min"] == 0.0
 
 
-def test_stated_epsilons_keep_their_adversaries_and_sentences() -> None:
-    """A ULDP-FL run: its own accounting, its own sentences, the run's caveats last."""
-    stated = StatedEpsilons(0.8, 2.0, {"min": 0.0, "median": 1.0, "max": 2.0}, caveats=("A.",))
+def test_a_hidden_poisson_sample_amplifies_only_the_released_models_epsilon() -> None:
+    """ULDP-FL's -s methods: the same ledger path, the released models' epsilon sub-sampled."""
+    participation = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 0], [1, 0, 0]], dtype=bool)
+    noise = np.array([5.0, 5.0, 5.0, np.nan])  # round 3 released an empty sample, 4 aborted
     view = {"t_weak": {"lower": 4, "upper": 4, "exact": True}, "t_strong": 2, "exposed_users": 0}
-    r = privacy_report(
-        Method("ULDP-AVG-s", 5.0, 0.5),
-        1e-5,
-        stated,
-        aggregation="silo-sum",
-        server_view=view,
-        caveats=("B.",),
+    method = Method("ULDP-AVG-s", 5.0, 0.5, adds_noise_in_aggregation=True)
+    ledger = LedgerEpsilons(participation[:3], noise[:3], sampling_rate=0.2)
+    r = privacy_report(method, 1e-5, ledger, aggregation="silo-sum", server_view=view)
+    counts = per_user_epsilons([2, 1, 0], 5.0, 1e-5)
+    assert r.per_user_epsilon == spread(counts) and r.epsilon == r.epsilon_server == counts[0]
+    # three released rounds at rate 0.2, the empty one included
+    assert r.epsilon_released == epsilon_for(5.0, 3, 1e-5, 0.2) < r.epsilon
+    assert "server" in str(r.epsilon_adversary)
+    assert (r.mechanism, r.accounted_noise_multiplier) == ("ULDP-AVG-s", {"min": 5.0, "max": 5.0})
+    with pytest.raises(ParameterError, match="every round with aggregated users"):
+        privacy_report(method, 1e-5, LedgerEpsilons(participation, noise), aggregation="silo-sum")
+    # the server adds the noise: the amplified epsilon is every user's figure, none against it
+    central = Method("ULDP-AVG-s", 5.0, 0.5)
+    r = privacy_report(central, 1e-5, ledger, aggregation="silo-sum")
+    assert r.epsilon_server is None and r.per_user_epsilon == dict.fromkeys(
+        ("min", "median", "max"), epsilon_for(5.0, 3, 1e-5, 0.2)
     )
-    # one meaning of epsilon: the largest per user, here against the server; the released
-    # models' (amplified by sub-sampling) under its own key
-    assert (r.epsilon, r.epsilon_server, r.per_user_epsilon) == (2.0, 2.0, stated.per_user)
-    assert r.epsilon_released == 0.8 and "server" in str(r.epsilon_adversary)
-    assert r.caveats == (*VIEW_CAVEATS["silo-sum"], "A.", "B.")
-    assert (r.mechanism, r.accountant, r.accounted_noise_multiplier) == ("ULDP-AVG-s", "rdp", None)
-    assert "mechanism: ULDP-AVG-s; noise multiplier 5 requested" in r.to_markdown()
-    uniform = privacy_report(
-        Method("ULDP-AVG", 5.0, 1.0), 1e-5, StatedEpsilons(0.8, None), aggregation="silo-sum"
-    )
-    assert uniform.per_user_epsilon == {"min": 0.8, "median": 0.8, "max": 0.8}
-    assert uniform.epsilon_server is None
+
+
+def test_group_privacy_gives_every_user_its_own_rule_and_no_dp_none() -> None:
+    group = LedgerEpsilons(np.ones((2, 3), dtype=bool), np.full(2, np.nan), group_epsilon=1.5)
+    method = Method("ULDP-GROUP-2", 5.0, 1.0, adds_noise_in_aggregation=True)
+    r = privacy_report(method, 1e-5, group, aggregation="silo-sum", caveats=("B.",))
+    assert r.per_user_epsilon == {"min": 1.5, "median": 1.5, "max": 1.5}
+    assert r.epsilon == r.epsilon_released == r.epsilon_server == 1.5
+    assert r.caveats == (*VIEW_CAVEATS["silo-sum"], GROUP_PRIVACY, "B.")
     default = privacy_report(
-        Method("DEFAULT", None, 1.0),
-        1e-5,
-        StatedEpsilons(np.inf, None, caveats=("C.",)),
-        aggregation="silo-sum",
+        Method("DEFAULT", None, 1.0), 1e-5, group, aggregation="silo-sum", caveats=("C.",)
     )
     assert default.epsilon is None and default.delta is None and default.noise_multiplier is None
     assert default.clip == 1.0  # the method's clip is reported even without DP
-    assert default.caveats == (*VIEW_CAVEATS["silo-sum"], "C.")
+    assert default.caveats == (*VIEW_CAVEATS["silo-sum"], NO_DP, "C.")
 
 
 def test_train_with_distributed_dp_accounts_the_noise_really_aggregated(capsys, tmp_path):  # type: ignore[no-untyped-def]

@@ -11,10 +11,9 @@ Two adversaries, two kinds of figures:
 
 :func:`privacy_report` builds the report of every run (``fedprivacy train``, ``fedprivacy
 uldp``, ``fedprivacy flower deploy``); what differs between them is data: what the server
-received (:data:`VIEW_CAVEATS`), where the epsilons come from (:class:`LedgerEpsilons`, composed
-from the ledger, or :class:`StatedEpsilons`, accounted by the run itself, with their sentences)
-and the mechanism (a :class:`~fedprivacy.fl.mechanism.Mechanism`, or a :class:`Method` that only
-names one).
+received (:data:`VIEW_CAVEATS`), its ledger (:class:`LedgerEpsilons`, whose epsilons are composed
+here: ULDP-FL's too, a hidden Poisson sample amplifying the released models') and the mechanism
+(a :class:`~fedprivacy.fl.mechanism.Mechanism`, or a :class:`Method` that only names one).
 """
 
 from __future__ import annotations
@@ -24,12 +23,15 @@ from dataclasses import asdict, dataclass
 from typing import Any, Final
 
 import numpy as np
+from numpy.typing import NDArray
 
-from fedprivacy.dp.per_user import per_user_epsilons_by_round, spread
+from fedprivacy.dp.accountants import AccountantKind
+from fedprivacy.dp.accounting import epsilon_for
+from fedprivacy.dp.per_user import per_user_epsilons, per_user_epsilons_by_round, spread
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.mechanism import MECHANISMS, Mechanism
 from fedprivacy.participation.privacy import TWeakResult
-from fedprivacy.report_inputs import LedgerEpsilons, Method, StatedEpsilons
+from fedprivacy.report_inputs import LedgerEpsilons, Method
 from fedprivacy.report_sentences import (
     VIEW_CAVEATS,
     Aggregation,
@@ -38,16 +40,14 @@ from fedprivacy.report_sentences import (
 )
 
 __all__ = [
+    "GROUP_PRIVACY",
     "NO_DP",
     "PER_USER_EPSILON",
     "ULDP_EPSILON",
-    "ULDP_EPSILON_SERVER",
-    "ULDP_NO_DP",
     "ULDP_SERVER_CHOSEN",
     "LedgerEpsilons",
     "Method",
     "PrivacyReport",
-    "StatedEpsilons",
     "privacy_report",
 ]
 
@@ -63,10 +63,15 @@ PER_USER_EPSILON: Final = (
     "that user was really aggregated (ledger counts), without amplification by sub-sampling: "
     "the server chooses or knows who participates."
 )
-#: A run without DP, its epsilons composed from the ledger.
+#: ULDP-GROUP-k's epsilons (:attr:`LedgerEpsilons.group_epsilon`).
+GROUP_PRIVACY: Final = (
+    "Epsilon is the same for every user: group privacy of the silos' record-level DP-SGD over "
+    "the k records each user keeps."
+)
+#: A run without DP.
 NO_DP: Final = "No differential privacy: the released models carry no formal guarantee."
 
-#: ULDP-FL's epsilon (:class:`StatedEpsilons`); ``{}``: whom it is against.
+#: What ULDP-FL's epsilon means; ``{}``: whom the released models' epsilon is against.
 ULDP_EPSILON: Final = (
     "Epsilon is user-level (add or remove all records of one user across every silo): against {}."
 )
@@ -75,10 +80,6 @@ ULDP_SERVER_CHOSEN: Final = (
     "anyone: users were chosen by the {!r} selection scheme, which the server runs, so no "
     "amplification by sub-sampling is claimed; it is the epsilon of the most-selected user"
 )
-#: ULDP-FL's epsilon against the server; ``{}``: that server.
-ULDP_EPSILON_SERVER: Final = "Epsilon against the server: {}."
-#: A ULDP-FL run without DP (``DEFAULT``).
-ULDP_NO_DP: Final = "No differential privacy: the released models carry no guarantee."
 
 
 #: Why the released noise exceeds the request, by noise mode (:mod:`fedprivacy.dp.noise_modes`).
@@ -269,6 +270,20 @@ class _Released:
     per_user_rdp: dict[str, float] | None = None
 
 
+def _per_user(
+    participation: NDArray[np.bool_], noise: NDArray[np.float64], delta: float, kind: AccountantKind
+) -> NDArray[np.float64]:
+    """Each user's epsilon, from its count where every release has the same noise.
+
+    As a run's own per-round accounting composes it; else round by round.
+    """
+    finite = noise[np.isfinite(noise)]
+    uniform = finite.size and np.all(finite == finite[0])
+    if uniform and np.all(np.isfinite(noise[participation.any(axis=1)])):
+        return per_user_epsilons(participation.sum(axis=0), float(finite[0]), delta, kind)
+    return per_user_epsilons_by_round(participation, noise, delta, kind)
+
+
 def _from_ledger(
     ledger: LedgerEpsilons, mechanism: Mechanism | Method, noise: float, delta: float
 ) -> _Released:
@@ -276,26 +291,35 @@ def _from_ledger(
 
     A mechanism whose parties add the noise inside aggregation (distributed DP) is accounted
     round by round, with each release's own noise multiplier; its epsilon also holds against
-    the server. Otherwise every release has ``noise``, and a user's epsilon depends only on how
-    many aggregates it was in.
+    the server. Otherwise every release has ``noise``. A hidden Poisson sample
+    (``ledger.sampling_rate``) amplifies the released models' epsilon; ULDP-GROUP-k's group
+    privacy gives every user the same.
     """
+    g = ledger.group_epsilon
+    if g is not None:
+        return _Released(g, g, dict.fromkeys(("min", "median", "max"), g))
     by_round = mechanism.adds_noise_in_aggregation
+    used = ledger.participation.any(axis=1)
     if by_round:
         if ledger.round_noise is None:
             raise ParameterError(
                 "round_noise", f"the {mechanism.name} mechanism is accounted round by round"
             )
         noise_of_round = ledger.round_noise
-        released = noise_of_round[np.isfinite(noise_of_round)]
     else:
-        used = ledger.participation.any(axis=1)
         noise_of_round = np.where(used, noise, np.nan)
-        released = np.full(1, noise) if np.any(used) else np.empty(0)
+    released = noise_of_round[np.isfinite(noise_of_round)]
     eps, rdp = (
-        per_user_epsilons_by_round(ledger.participation, noise_of_round, delta, kind)
+        _per_user(ledger.participation, noise_of_round, delta, kind)
         for kind in (mechanism.accountant, "rdp")
     )
     per_user = spread(eps)
+    releases = released if ledger.round_noise is None else ledger.round_noise
+    epsilon = _amplified(ledger.sampling_rate, releases, mechanism.accountant, delta)
+    if epsilon is None:
+        epsilon = per_user["max"]
+    elif not by_round:  # no guarantee against the server: the released models' is the figure
+        per_user = dict.fromkeys(per_user, epsilon)
     accounted = None
     if released.size:
         accounted = {"min": float(released.min()), "max": float(released.max())}
@@ -304,13 +328,29 @@ def _from_ledger(
     if logs is not None and np.any(np.isfinite(logs)):
         wrap = float(np.logaddexp.reduce(logs[np.isfinite(logs)]) / np.log(10.0))
     return _Released(
-        per_user["max"],
+        epsilon,
         per_user["max"] if by_round else None,
         per_user,
         accounted,
         wrap,
         None if mechanism.accountant == "rdp" else spread(rdp),
     )
+
+
+def _amplified(
+    q: float | None, noise: NDArray[np.float64], kind: AccountantKind, delta: float
+) -> float | None:
+    """The sub-sampled mechanism over the released rounds (None: no hidden sample).
+
+    ``noise`` has an entry per round, NaN where nothing was released; the least noise of any
+    release stands for all (they are equal where it applies).
+    """
+    if q is None:
+        return None
+    released = noise[np.isfinite(noise)]
+    if not released.size:
+        return 0.0
+    return epsilon_for(float(released.min()), released.size, delta, q, kind)
 
 
 def _adversary(figures: _Released) -> str | None:
@@ -323,7 +363,7 @@ def _adversary(figures: _Released) -> str | None:
 def privacy_report(
     mechanism: Mechanism | Method,
     delta: float,
-    epsilons: LedgerEpsilons | StatedEpsilons,
+    epsilons: LedgerEpsilons,
     *,
     aggregation: Aggregation,
     server_view: Mapping[str, Any] | None = None,
@@ -332,8 +372,8 @@ def privacy_report(
     """The privacy report of any run; what differs between runs comes in as data.
 
     The caveats, in order: what the server-view figures rest on (:data:`VIEW_CAVEATS`), what
-    the epsilons mean (from the ledger :data:`PER_USER_EPSILON`, or :data:`NO_DP`; stated ones
-    bring their own), the mechanism's ``who_sees_what`` under DP, then ``caveats``.
+    the epsilons mean (:data:`PER_USER_EPSILON`, :data:`GROUP_PRIVACY` or :data:`NO_DP`), the
+    mechanism's ``who_sees_what`` under DP, then ``caveats``.
 
     Parameters
     ----------
@@ -342,8 +382,8 @@ def privacy_report(
         ``noise_multiplier`` is None.
     delta : float
         Per-user delta of the epsilons.
-    epsilons : LedgerEpsilons or StatedEpsilons
-        Where the epsilons come from: composed here from the ledger, or stated by the run.
+    epsilons : LedgerEpsilons
+        The ledger the epsilons are composed from.
     aggregation : {"secagg", "plaintext", "silo-sum"}
         What the server received each round (picks the server-view caveats).
     server_view : mapping, optional
@@ -362,29 +402,20 @@ def privacy_report(
     True
     >>> r.epsilon_server is None  # the server adds the noise itself: no guarantee against it
     True
-    >>> stated = StatedEpsilons(2.5, 3.0, caveats=("Epsilon is user-level.",))  # ULDP-FL's own
-    >>> r = privacy_report(Method("ULDP-AVG", 5.0, 1.0), 1e-5, stated, aggregation="silo-sum")
-    >>> r.per_user_epsilon, r.mechanism, r.caveats[-1]  # no spread given: the server's epsilon
-    ({'min': 3.0, 'median': 3.0, 'max': 3.0}, 'ULDP-AVG', 'Epsilon is user-level.')
+    >>> hidden = LedgerEpsilons(ledger.participation, np.full(3, 2.0), sampling_rate=0.1)
+    >>> r = privacy_report(Method("ULDP-AVG-s", 2.0, 1.0, adds_noise_in_aggregation=True),
+    ...                    1e-5, hidden, aggregation="silo-sum")  # a Poisson sample of rate 0.1
+    >>> r.epsilon_released < r.epsilon == r.epsilon_server  # amplified for the models' observers
+    True
     """
     noise = mechanism.noise_multiplier
     notes = list(VIEW_CAVEATS[aggregation])
-    figures: _Released = _Released()
-    if isinstance(epsilons, LedgerEpsilons):
-        notes.append(NO_DP if noise is None else PER_USER_EPSILON)
-        if noise is not None:
-            figures = _from_ledger(epsilons, mechanism, noise, delta)
+    figures = _Released()
+    if noise is None:
+        notes.append(NO_DP)
     else:
-        notes += epsilons.caveats
-        if noise is not None:
-            uniform = (
-                epsilons.epsilon if epsilons.epsilon_server is None else epsilons.epsilon_server
-            )
-            figures = _Released(
-                epsilons.epsilon,
-                epsilons.epsilon_server,
-                dict(epsilons.per_user or dict.fromkeys(("min", "median", "max"), uniform)),
-            )
+        notes.append(PER_USER_EPSILON if epsilons.group_epsilon is None else GROUP_PRIVACY)
+        figures = _from_ledger(epsilons, mechanism, noise, delta)
     if noise is not None and mechanism.who_sees_what:
         notes.append(mechanism.who_sees_what)
     view = server_view or {}

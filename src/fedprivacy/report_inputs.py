@@ -1,14 +1,12 @@
-"""Where a privacy report's epsilons come from: a mechanism named only, the ledger, or the run.
+"""Where a privacy report's epsilons come from: the ledger, and a mechanism or one named only.
 
-:func:`fedprivacy.report.privacy_report` takes one of :class:`LedgerEpsilons` (composed there
-from the participation ledger) or :class:`StatedEpsilons` (accounted by the run itself, ULDP-FL's
-methods), and a :class:`~fedprivacy.fl.mechanism.Mechanism` or a :class:`Method` that only names
-one. :mod:`fedprivacy.report` re-exports all three.
+:func:`fedprivacy.report.privacy_report` composes every run's epsilons from its participation
+ledger (:class:`LedgerEpsilons`), with a :class:`~fedprivacy.fl.mechanism.Mechanism` or a
+:class:`Method` that only names one. :mod:`fedprivacy.report` re-exports both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,12 +14,12 @@ from numpy.typing import NDArray
 
 from fedprivacy.dp.accountants import AccountantKind
 
-__all__ = ["LedgerEpsilons", "Method", "StatedEpsilons"]
+__all__ = ["LedgerEpsilons", "Method"]
 
 
 @dataclass(frozen=True)
 class Method:
-    """A mechanism the report only names: a ULDP-FL method, which accounts its own epsilons.
+    """A mechanism the report only names: a ULDP-FL method.
 
     It has what the report reads of a :class:`~fedprivacy.fl.mechanism.Mechanism`.
 
@@ -59,11 +57,11 @@ class Method:
 
 @dataclass(frozen=True)
 class LedgerEpsilons:
-    """Per-user epsilons the report composes from the ledger (FedAvg, in process or deployed).
+    """Per-user epsilons the report composes from the ledger (every algorithm and deployment).
 
     Each user composes only the rounds it was aggregated in, without amplification by
-    sub-sampling; the report's epsilon is the largest. The caveat is :data:`PER_USER_EPSILON`
-    (:data:`NO_DP` without DP).
+    sub-sampling; the report's epsilon is the largest. Whoever sees only the released models
+    gets the amplified epsilon of a hidden Poisson sample (``sampling_rate``).
 
     Attributes
     ----------
@@ -74,6 +72,14 @@ class LedgerEpsilons:
         released); required when the mechanism's noise varies between rounds (distributed DP).
     wrap_log_probability : ndarray of float, shape (rounds,), optional
         Natural log of each round's wrap-around bound (distributed DP; NaN where none).
+    sampling_rate : float, optional
+        ``q`` of a Poisson user sample hidden from whoever sees only the released models
+        (ULDP-FL's ``-s`` methods): their epsilon is the sub-sampled Gaussian mechanism over
+        the released rounds. None: no amplification is claimed.
+    group_epsilon : float, optional
+        ULDP-GROUP-k: every user's epsilon by group privacy of the silos' record-level DP-SGD
+        (:func:`~fedprivacy.uldp.group_dp.group_epsilon`), its own rule: its rounds are not
+        per-user Gaussian mechanisms.
 
     Examples
     --------
@@ -84,31 +90,5 @@ class LedgerEpsilons:
     participation: NDArray[np.bool_]
     round_noise: NDArray[np.float64] | None = None
     wrap_log_probability: NDArray[np.float64] | None = None
-
-
-@dataclass(frozen=True)
-class StatedEpsilons:
-    """Epsilons a run accounted itself (ULDP-FL's methods), and what they mean.
-
-    Attributes
-    ----------
-    epsilon : float
-        Against the released models (ignored without DP).
-    epsilon_server : float or None
-        Against the server (None: no guarantee against it).
-    per_user : mapping of str to float, optional
-        ``{"min", "median", "max"}`` of the per-user epsilons against the server; None: every
-        user gets ``epsilon_server`` (``epsilon`` when that is None).
-    caveats : tuple of str
-        What the epsilons mean (without DP: that there are none), after the server-view ones.
-
-    Examples
-    --------
-    >>> StatedEpsilons(1.0, None).caveats
-    ()
-    """
-
-    epsilon: float
-    epsilon_server: float | None
-    per_user: Mapping[str, float] | None = None
-    caveats: tuple[str, ...] = ()
+    sampling_rate: float | None = None
+    group_epsilon: float | None = None

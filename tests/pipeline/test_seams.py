@@ -12,6 +12,7 @@ plaintext FedAvg round and ULDP-FL's sum over silos aggregate with it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -170,9 +171,7 @@ def test_uldp_sums_the_normalised_per_user_updates(
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5 * scale)
     out = runner.run_round(flat, np.random.default_rng(7))
     assert torch.equal(out.noisy_sum, out.presum)  # no noise: the released sum is the sum
-    assert runner.accounting.epsilon() == float(
-        "inf"
-    ) and runner.accounting.epsilon_server() == float("inf")
+    assert runner.accounting.epsilons(1, np.ones(fed.num_users, np.int64)) == (math.inf,) * 2
     default = MethodRunner("ULDP-AVG", fed, round_hyper(cfg))
     assert not torch.allclose(default.presum(flat, np.random.default_rng(7)), got)
 

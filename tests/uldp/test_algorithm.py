@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
-from typing import cast
 
 import numpy as np
 import pytest
@@ -17,6 +15,7 @@ from fedprivacy.participation.availability import AlwaysAvailable
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.sampling import PoissonSampler
 from fedprivacy.pipeline import FederatedRun
+from fedprivacy.report import LedgerEpsilons, Method, privacy_report
 from fedprivacy.uldp.algorithm import UldpAlgorithm, server_view, uldp_selector
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.federation import Federation
@@ -111,9 +110,9 @@ def test_per_user_epsilon_equals_an_accountant_run_on_the_ledger_counts(
     )
     res = run_uldp(cfg)
     view = res.server_view
-    assert view is not None and res.sample_counts is not None
+    assert view is not None and res.participation is not None
     report = res.privacy_report()
-    counts = res.sample_counts
+    counts = res.participation.sum(axis=0)
     if scheme == "multiround":
         assert int(counts.sum()) == cfg.rounds * 10  # K users in every round
     eps = np.array([_independent_epsilon(int(c), cfg.noise_multiplier, cfg.delta) for c in counts])
@@ -141,7 +140,7 @@ def test_selection_schemes_choose_exactly_k_users(data_dir: Path) -> None:
         data_dir=str(data_dir),
     )
     res = run_uldp(cfg)
-    assert res.sample_counts is not None and int(np.sum(res.sample_counts)) == 4 * 8
+    assert res.participation is not None and int(np.sum(res.participation)) == 4 * 8
     assert method_spec(cfg.method).sampled
 
 
@@ -151,16 +150,14 @@ def test_server_view_of_a_large_ledger_is_a_certified_audit() -> None:
     ledger = ParticipationLedger(10_000)
     for _ in range(100):
         ledger.record(np.flatnonzero(rng.random(10_000) < 0.1))
-    runner = SimpleNamespace(
-        family=SimpleNamespace(gaussian_per_round=True),
-        effective_noise_multiplier=5.0,
-        delta=1e-5,
-        noise_hidden_from_server=True,
-    )
-    view = server_view(ledger, cast(MethodRunner, runner), time_limit=5.0)
+    view = server_view(ledger, time_limit=5.0)
     tw = view["t_weak"]
     assert tw is not None and 1 <= tw["lower"] <= tw["upper"]
     assert view["exposed_users"] == 0 and view["t_strong"] is not None
+    ledger_epsilons = LedgerEpsilons(ledger.matrix().astype(bool), np.full(100, 5.0))
+    method = Method("ULDP-AVG-s", 5.0, 1.0, adds_noise_in_aggregation=True)
+    spread = privacy_report(method, 1e-5, ledger_epsilons, aggregation="silo-sum").per_user_epsilon
+    assert spread is not None
     for key, count in (("max", ledger.frequency.max()), ("min", ledger.frequency.min())):
         expected = _independent_epsilon(int(count), 5.0, 1e-5)
-        assert view["per_user_epsilon"][key] == pytest.approx(expected)
+        assert spread[key] == pytest.approx(expected)

@@ -33,7 +33,7 @@ def _same(a: UldpResult, b: UldpResult) -> None:
     rb = [{k: v for k, v in asdict(r).items() if k != "seconds"} for r in b.records]
     np.testing.assert_equal(ra, rb)
     assert a.summary()["epsilon"] == b.summary()["epsilon"]
-    np.testing.assert_array_equal(a.sample_counts, b.sample_counts)
+    np.testing.assert_array_equal(a.participation, b.participation)
 
 
 @pytest.mark.parametrize(

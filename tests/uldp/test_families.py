@@ -122,7 +122,7 @@ def test_each_familys_hooks_do_what_its_flags_declare(heart_fed: Federation, nam
     rng = np.random.default_rng(0)
     for _ in range(2):
         flat = runner.run_round(flat, rng).flat
-    eps = runner.accounting.epsilon()
+    eps = runner.accounting.epsilons(2, np.full(heart_fed.num_users, 2))[0]
     gaussian = (
         PrivacyAccountant("rdp")
         .compose_gaussian(runner.effective_noise_multiplier, 2, runner.sampling_rate)

@@ -183,4 +183,4 @@ def test_group_runner_never_calls_opacus_accounting(
     hp = RoundHyper(LocalTrainingSpec(1, 8, 0.05), global_lr=1.0, clip=1.0, noise_multiplier=3.0)
     runner = MethodRunner("ULDP-GROUP-2", heart_fed, hp)
     runner.run_round(flatten_parameters(heart_fed.task.build_model(0)), np.random.default_rng(0))
-    assert 0 < runner.accounting.epsilon() < math.inf
+    assert 0 < runner.accounting.epsilons(1, np.ones(heart_fed.num_users, np.int64))[0] < math.inf

@@ -113,6 +113,13 @@ def test_vectorised_round_equals_per_user_loop(
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
 
 
+def _epsilons(runner: MethodRunner, counts: np.ndarray | None = None) -> tuple[float, float]:
+    """A runner's epsilons after its rounds, every user in each unless ``counts`` says."""
+    if counts is None:
+        counts = np.full(runner.fed.num_users, runner.rounds, dtype=np.int64)
+    return runner.accounting.epsilons(runner.rounds, counts)
+
+
 def _run(fed: Federation, method: str, rounds: int, **changes: float) -> list[float]:
     runner = MethodRunner(method, fed, hyper_for(method, **changes))
     flat = flatten_parameters(fed.task.build_model(0))
@@ -120,7 +127,7 @@ def _run(fed: Federation, method: str, rounds: int, **changes: float) -> list[fl
     eps = []
     for _ in range(rounds):
         flat = runner.run_round(flat, rng).flat
-        eps.append(runner.accounting.epsilon())
+        eps.append(_epsilons(runner)[0])
     return eps
 
 
@@ -171,7 +178,7 @@ def test_group_epsilon_per_round_from_the_silos_histories(heart_fed: Federation)
         ]
         curve = np.max(np.stack(curves), axis=0)
         expected_eps = group_privacy_bounds(DEFAULT_ORDERS, curve, 8, 1e-5).epsilon
-        assert runner.accounting.epsilon() == pytest.approx(expected_eps, rel=1e-9)
+        assert _epsilons(runner)[0] == pytest.approx(expected_eps, rel=1e-9)
 
 
 def test_noise_scales(heart_fed: Federation) -> None:
@@ -239,31 +246,32 @@ def test_epsilon_after_equals_running_that_many_rounds(
     flat = flatten_parameters(heart_fed.task.build_model(0))
     short = MethodRunner(method, heart_fed, hyper)
     short.run_round(flat, np.random.default_rng(0))
-    projected = [short.accounting.epsilon_after(r) for r in (1, 2, 3)]
-    assert projected[0] == pytest.approx(short.accounting.epsilon(), rel=1e-12)
+    projected = [short.accounting.after(short.rounds, r)[0] for r in (1, 2, 3)]
+    assert projected[0] == pytest.approx(_epsilons(short)[0], rel=1e-12)
     longer = MethodRunner(method, heart_fed, hyper)
     rng = np.random.default_rng(1)  # other data and noise: the privacy cost is the same
     for rounds in (1, 2, 3):
         flat = longer.run_round(flat, rng).flat
-        assert projected[rounds - 1] == pytest.approx(longer.accounting.epsilon(), rel=1e-9)
+        assert projected[rounds - 1] == pytest.approx(_epsilons(longer)[0], rel=1e-9)
     assert projected[0] < projected[1] < projected[2]
 
 
 def test_epsilon_after_needs_a_round_and_a_positive_count(heart_fed: Federation) -> None:
     runner = MethodRunner("ULDP-AVG", heart_fed, hyper_for("ULDP-AVG"))
     with pytest.raises(ParameterError, match="at least one round"):
-        runner.accounting.epsilon_after(5)
+        runner.accounting.after(runner.rounds, 5)
     runner.run_round(flatten_parameters(heart_fed.task.build_model(0)), np.random.default_rng(0))
     with pytest.raises(ParameterError, match="rounds"):
-        runner.accounting.epsilon_after(0)
+        runner.accounting.after(runner.rounds, 0)
     default = MethodRunner("DEFAULT", heart_fed, hyper_for("DEFAULT"))
-    assert default.accounting.epsilon_after(10) == math.inf
+    assert default.accounting.after(1, 10) == (math.inf, math.inf)
 
 
 def test_epsilon_against_the_server_has_no_sub_sampling_amplification(
     heart_fed: Federation,
 ) -> None:
-    runner = MethodRunner("ULDP-AVG-ws", heart_fed, hyper_for("ULDP-AVG-ws", sampling_rate=0.2))
+    hyper = hyper_for("ULDP-AVG-ws", sampling_rate=0.2)
+    runner = MethodRunner("ULDP-AVG-ws", heart_fed, hyper, amplified=True)
     flat = flatten_parameters(heart_fed.task.build_model(0))
     rng = np.random.default_rng(3)
     counts = np.zeros(heart_fed.num_users, dtype=np.int64)
@@ -274,18 +282,18 @@ def test_epsilon_against_the_server_has_no_sub_sampling_amplification(
         # the server knows the sample: the most-sampled user's rounds, unsampled Gaussian
         worst = int(counts.max())
         expected = PrivacyAccountant().compose_gaussian(5.0, worst, 1.0).epsilon(1e-5)
-        assert runner.accounting.epsilon_server() == pytest.approx(expected)
+        assert _epsilons(runner, counts)[1] == pytest.approx(expected)
     amplified = PrivacyAccountant().compose_gaussian(5.0, 4, 0.2).epsilon(1e-5)
-    assert runner.accounting.epsilon() == pytest.approx(amplified)
-    assert runner.accounting.epsilon_server() > runner.accounting.epsilon()
-    # presum() draws no sample of its own
-    runner.presum(flat, np.random.default_rng(0))
-    assert runner.accounting.epsilon_server() == pytest.approx(expected)
+    released, server = _epsilons(runner, counts)
+    assert released == pytest.approx(amplified) and server > released
+    # a server-chosen sample: no amplification for anyone
+    chosen = MethodRunner("ULDP-AVG-ws", heart_fed, hyper, amplified=False)
+    assert chosen.accounting.epsilons(4, counts) == (server, server)
     # without sub-sampling both adversaries get the same guarantee
     plain = MethodRunner("ULDP-AVG-w", heart_fed, hyper_for("ULDP-AVG-w"))
     plain.run_round(flat, np.random.default_rng(0))
-    assert plain.accounting.epsilon_server() == plain.accounting.epsilon()
-    assert plain.accounting.epsilon_server_after(200) == plain.accounting.epsilon_after(200)
+    assert _epsilons(plain)[0] == _epsilons(plain)[1]
+    assert plain.accounting.after(1, 200)[0] == plain.accounting.after(1, 200)[1]
 
 
 def test_central_mechanism_noise_is_the_servers(heart_fed: Federation) -> None:
@@ -303,11 +311,7 @@ def test_central_mechanism_noise_is_the_servers(heart_fed: Federation) -> None:
     silo = MethodRunner("ULDP-AVG", heart_fed, hp)
     silo.run_round(flat, np.random.default_rng(1), np.random.default_rng(2))
     # the same Gaussian mechanism for the released models
-    assert central.accounting.epsilon_after(1) == pytest.approx(
-        silo.accounting.epsilon(), rel=1e-12
-    )
-    assert central.accounting.epsilon_server() == math.inf and math.isfinite(
-        silo.accounting.epsilon_server()
-    )
+    assert central.accounting.after(1, 1)[0] == pytest.approx(_epsilons(silo)[0], rel=1e-12)
+    assert _epsilons(central)[1] == math.inf and math.isfinite(_epsilons(silo)[1])
     with pytest.raises(ParameterError, match="takes no mechanism"):
         MethodRunner("ULDP-NAIVE", heart_fed, hp, mechanism=CentralGaussian(5.0, 0.3))

@@ -92,8 +92,8 @@ def test_per_user_epsilon_equals_an_accountant_run_on_the_ledger_counts(
         **extra,  # type: ignore[arg-type]
     )
     res = run_uldp(cfg, dataset=heart_synthetic)
-    assert res.sample_counts is not None and res.server_view is not None
-    counts = res.sample_counts
+    assert res.participation is not None and res.server_view is not None
+    counts = res.participation.sum(axis=0)
     if scheme == "multiround":
         assert int(counts.sum()) == cfg.rounds * 10  # K users in every round
     eps = np.array(
@@ -129,4 +129,4 @@ def test_random_selection_chooses_exactly_k_users_on_the_stand_in(
         per_round=8,
     )
     res = run_uldp(cfg, dataset=heart_synthetic)
-    assert res.sample_counts is not None and int(np.sum(res.sample_counts)) == 4 * 8
+    assert res.participation is not None and int(np.sum(res.participation)) == 4 * 8

@@ -48,10 +48,10 @@ class CurveResult:
         Limits of the reported epsilon (:func:`fedprivacy.uldp.run.privacy_caveats`).
     epsilon_at : tuple of (int, numpy.ndarray) or None
         When fewer rounds than the paper's ``R`` were trained: ``R`` and the epsilon of each
-        seed after ``R`` rounds (:meth:`fedprivacy.uldp.accounting.UldpAccounting.epsilon_after`).
+        seed after ``R`` rounds (:meth:`fedprivacy.uldp.accounting.UldpAccounting.after`).
     epsilon_server : numpy.ndarray or None
         Each seed's final epsilon against the aggregation server, which knows the user sample
-        (:meth:`fedprivacy.uldp.accounting.UldpAccounting.epsilon_server`); ``None`` when unknown.
+        (:meth:`fedprivacy.uldp.accounting.UldpAccounting.epsilons`); ``None`` when unknown.
     hyper : dict of str to float or int or None
         The hyper-parameters the runs used (``global_lr``, ``local_lr``, ``clip``,
         ``local_epochs``, ``batch_size``; ``None`` where the method has none), so that a result

@@ -68,6 +68,9 @@ class RoundContext:
         <fedprivacy.pipeline.loop.FederatedRun.select_ahead>`). ``None`` in the final round,
         and where the selection cannot be drawn early (``ahead`` may also return ``None``).
         A deployment uses it to send the next round's first stage with this round's last.
+    frequency : numpy.ndarray of int64, shape (num_users,), optional
+        The ledger's participation counts before this round (read only): an algorithm's
+        accounting adds the users it aggregates to them. ``None`` outside a round loop.
     """
 
     round_index: int
@@ -75,6 +78,7 @@ class RoundContext:
     selected: NDArray[np.intp]
     final: bool = False
     ahead: SelectAhead | None = None
+    frequency: NDArray[np.int64] | None = None
 
 
 @dataclass(frozen=True)

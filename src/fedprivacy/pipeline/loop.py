@@ -174,7 +174,8 @@ class FederatedRun(Generic[R]):
             selected = self.selector.select(available, self._frequency, rng)
         self._ahead = None
         ahead = None if final else self.select_ahead
-        result = self.algorithm.run_round(RoundContext(t, available, selected, final, ahead))
+        ctx = RoundContext(t, available, selected, final, ahead, self._frequency)
+        result = self.algorithm.run_round(ctx)
         self.ledger.record(np.asarray(result.aggregated, dtype=np.intp))
         self.catch_up()
         for callback in self.callbacks:

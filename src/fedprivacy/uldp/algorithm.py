@@ -9,8 +9,7 @@ its record;
 :func:`uldp_selector` is that selector: every user (the methods without user sampling), Poisson
 sampling at rate ``q`` (the ``-s`` / ``-ws`` methods, as in the paper) or a selection scheme that
 chooses exactly ``K`` users (Multi-RoundSecAgg's batch partitioning with ``T``, ...).
-:func:`server_view` states what the ledger of the run reveals to the server and the per-user
-epsilons against it.
+:func:`server_view` states what the ledger of the run reveals to the server.
 
 Examples
 --------
@@ -37,7 +36,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from fedprivacy.dp.per_user import per_user_epsilons, spread
+from fedprivacy.errors import ParameterError
 from fedprivacy.fl.params import load_flat_
 from fedprivacy.participation.audit import audit_ledger
 from fedprivacy.participation.exposure import CertificationError
@@ -58,7 +57,6 @@ __all__ = [
     "SiloRounds",
     "SimulatedSilos",
     "UldpAlgorithm",
-    "ledger_view",
     "server_view",
     "uldp_selector",
 ]
@@ -88,16 +86,13 @@ class SiloRounds(Protocol):
 
     @property
     def accounting(self) -> UldpAccounting:
-        """What the rounds released so far cost a user."""
+        """How the released rounds and the ledger's counts translate into epsilons."""
         ...
 
     def round(
         self, flat: torch.Tensor, sampled: NDArray[np.bool_] | None, round_index: int
     ) -> RoundOutput | None:
-        """Round ``round_index`` from ``x_t = flat``; ``None`` if it was aborted (no release).
-
-        A released round is charged to :attr:`accounting`.
-        """
+        """Round ``round_index`` from ``x_t = flat``; ``None`` if it was aborted (no release)."""
         ...
 
 
@@ -156,6 +151,8 @@ class UldpAlgorithm(Algorithm[RoundRecord]):
         The current global model.
     last_output : RoundOutput or None
         The last released round's aggregates (pre-noise sum, noisy sum, sample).
+    released : int
+        Rounds released so far (an aborted round releases nothing and costs nothing).
     """
 
     def __init__(
@@ -177,6 +174,7 @@ class UldpAlgorithm(Algorithm[RoundRecord]):
         self.sampled_method = sampled_method
         self.eval_every = eval_every
         self.last_output: RoundOutput | None = None
+        self.released = 0
 
     @classmethod
     def simulated(
@@ -221,32 +219,44 @@ class UldpAlgorithm(Algorithm[RoundRecord]):
         else:
             self.flat = out.flat
             self.last_output = out
+            self.released += 1
         t = ctx.round_index + 1
         ev: dict[str, float] = {}
         if t % self.eval_every == 0 or ctx.final:
             ev = self.evaluate()
-        accounting = self.silos.accounting
+        epsilon, epsilon_server = self._epsilons(ctx, aggregated)
         groups = 0 if out is None else out.groups
         record = RoundRecord(
             round=t,
             metric=ev.get("metric", math.nan),
             loss=ev.get("loss", math.nan),
-            epsilon=accounting.epsilon(),
-            epsilon_server=accounting.epsilon_server(),
+            epsilon=epsilon,
+            epsilon_server=epsilon_server,
             seconds=seconds,
             roc_auc=ev.get("roc_auc"),
             clipped_fraction=out.clipped / groups if out is not None and groups else math.nan,
+            noise_multiplier=self._round_noise(out),
         )
         return RoundResult(aggregated, record)
 
+    def _epsilons(self, ctx: RoundContext, aggregated: NDArray[np.intp]) -> tuple[float, float]:
+        """The accounting's epsilons of the ledger as it is with this round recorded."""
+        if ctx.frequency is None:
+            raise ParameterError("frequency", "a ULDP round is accounted from a loop's ledger")
+        frequency = ctx.frequency.copy()
+        frequency[aggregated] += 1
+        return self.silos.accounting.epsilons(self.released, frequency)
+
+    def _round_noise(self, out: RoundOutput | None) -> float:
+        """The noise multiplier a released round's Gaussian is accounted at (NaN: none)."""
+        z = self.silos.accounting.noise_multiplier
+        return math.nan if out is None or z is None else z
+
 
 def server_view(
-    ledger: ParticipationLedger,
-    runner: MethodRunner,
-    *,
-    time_limit: float = AUDIT_TIME_LIMIT,
+    ledger: ParticipationLedger, *, time_limit: float = AUDIT_TIME_LIMIT
 ) -> dict[str, Any]:
-    """What the run's ledger reveals, and the per-user epsilons against the server.
+    """What the run's ledger reveals to the server.
 
     The ledger's audit (:func:`fedprivacy.participation.audit.audit_ledger`, which scales to
     large federations: exposure and ``T_strong`` exact, ``T_weak`` certified within
@@ -254,38 +264,10 @@ def server_view(
     server's view when it sees only the sum over silos (the private weighting protocol or secure
     aggregation of the silos' contributions). ``t_weak`` is ``{"lower", "upper", "exact"}``;
     the three figures are ``None`` when even the exact exposure analysis cannot fit in
-    ``time_limit``. ``per_user_epsilon`` (``min``/``median``/``max``): for the methods with one
-    Gaussian mechanism per round, each user's unsampled Gaussian mechanism composed over the
-    rounds it was in; ``None`` for DEFAULT and ULDP-GROUP-k, whose accounting is not per round
-    of a user, and for a mechanism whose noise the server adds itself (``central``).
+    ``time_limit``. The per-user epsilons against the server are the report's, from the same
+    ledger (:func:`fedprivacy.report.privacy_report`).
     """
-    per_round = runner.family.gaussian_per_round and runner.noise_hidden_from_server
-    nm = runner.effective_noise_multiplier if per_round else None
-    return ledger_view(ledger, nm, runner.delta, time_limit=time_limit)
-
-
-def ledger_view(
-    ledger: ParticipationLedger,
-    noise_multiplier: float | None,
-    delta: float,
-    *,
-    time_limit: float = AUDIT_TIME_LIMIT,
-) -> dict[str, Any]:
-    """:func:`server_view` from the noise multiplier of one Gaussian mechanism per round.
-
-    ``noise_multiplier`` is ``None`` for the methods whose accounting is not per round of a
-    user (no per-user epsilons then).
-    """
-    per_user: dict[str, float] | None = None
-    if noise_multiplier is not None:
-        eps = per_user_epsilons(ledger.frequency, noise_multiplier, delta, "rdp")
-        per_user = spread(eps)
-    view: dict[str, Any] = {
-        "t_weak": None,
-        "t_strong": None,
-        "exposed_users": None,
-        "per_user_epsilon": per_user,
-    }
+    view: dict[str, Any] = {"t_weak": None, "t_strong": None, "exposed_users": None}
     try:
         audit = audit_ledger(ledger, time_limit=time_limit)
     except CertificationError:

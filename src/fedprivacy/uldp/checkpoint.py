@@ -2,12 +2,10 @@
 
 A run's randomness comes from two generators shared by all its rounds (the sample and minibatch
 keys, and the noise; :func:`fedprivacy.uldp.run_setup.run_seeds`), so a checkpoint holds their
-exact states beside the model, the ledger of user samples, the round records and the method's
-privacy state (every Gaussian composition of its accountant, the count of rounds each user
-was sampled in, ULDP-GROUP-k's per-silo DP-SGD histories). Restoring replays the accountant's
-compositions in order, which gives the same floating-point curve. Written after every round of
-a run with an output folder, as ``checkpoint.pt`` (``torch.save`` of plain values; loaded with
-``weights_only=True``).
+exact states beside the model, the ledger of user samples (from which the epsilons are
+accounted), the round records and ULDP-GROUP-k's per-silo DP-SGD histories. Written after every
+round of a run with an output folder, as ``checkpoint.pt`` (``torch.save`` of plain values;
+loaded with ``weights_only=True``).
 
 A run through the private weighting protocol cannot be resumed: its session keys and the
 silos' OS-random noise are not, and must not be, in a file.
@@ -28,6 +26,7 @@ from fedprivacy.files import atomic_write_bytes
 from fedprivacy.pipeline.loop import FederatedRun
 from fedprivacy.uldp.algorithm import SimulatedSilos, UldpAlgorithm
 from fedprivacy.uldp.config import UldpConfig
+from fedprivacy.uldp.group_dp import History
 from fedprivacy.uldp.results import RoundRecord
 
 __all__ = ["CHECKPOINT", "CONFIG", "RESUMABLE_ACROSS", "check_resumable", "load", "restore", "save"]
@@ -37,7 +36,7 @@ CHECKPOINT = "checkpoint.pt"
 CONFIG = "config.toml"
 #: Fields a resumed run may change besides ``rounds``: where the data are and how it computes.
 RESUMABLE_ACROSS = frozenset({"data_dir", "device", "max_rows", "gradient"})
-_FORMAT = 1
+_FORMAT = 2
 
 
 def check_resumable(config: UldpConfig) -> None:
@@ -77,7 +76,7 @@ def save(
         "initial": dict(initial),
         "train_rng": silos.train_rng.bit_generator.state,
         "noise_rng": silos.noise_rng.bit_generator.state,
-        "runner": silos.accounting.state(),
+        "group": [[list(step) for step in h] for h in _group_histories(silos)],
     }
     buf = io.BytesIO()
     torch.save(state, buf)
@@ -128,8 +127,16 @@ def restore(
     silos.noise_rng.bit_generator.state = state["noise_rng"]
     for row in state["ledger"]:
         loop.ledger.record(np.asarray(row, dtype=np.intp))
-    silos.accounting.restore(state["runner"])
     records = [RoundRecord(**r) for r in state["records"]]
     if len(records) != loop.ledger.rounds:
         raise ParameterError("resume", "the checkpoint is inconsistent (records and ledger differ)")
+    for mine, saved in zip(_group_histories(silos), state["group"], strict=True):
+        mine[:] = [(float(z), float(q), int(n)) for z, q, n in saved]
+    algorithm.released = silos.runner.rounds = len(records)  # in process, every round releases
     return records, {k: float(v) for k, v in state["initial"].items()}
+
+
+def _group_histories(silos: SimulatedSilos) -> list[History]:
+    """ULDP-GROUP-k's per-silo DP-SGD histories (live; empty for the other methods)."""
+    state = silos.runner.group_state
+    return [] if state is None else state.histories

@@ -34,9 +34,9 @@ Notation: ``x_t`` the global model, ``S`` silos, ``U`` users (:attr:`Federation.
 
 User-level epsilon per round: DEFAULT ``inf``; NAIVE, AVG and SGD: one Gaussian mechanism of
 noise multiplier ``sigma`` per round (Theorems 1 and 3), Poisson-sub-sampled with rate ``q``
-for the ``-s`` variants (Remark 1), composed by
-:class:`fedprivacy.dp.accounting.PrivacyAccountant` (RDP, dp-accounting) and converted at
-``delta`` (Lemma 2); GROUP-k: :func:`fedprivacy.uldp.group_dp.group_epsilon`.
+for the ``-s`` variants (Remark 1), accounted from the round loop's ledger
+(:class:`fedprivacy.uldp.accounting.GaussianRounds`: RDP, converted at ``delta`` by Lemma 2);
+GROUP-k: :func:`fedprivacy.uldp.group_dp.group_epsilon`.
 
 Randomness of a round, all from the caller's :class:`numpy.random.Generator` s, in this order:
 the user sample (``rng.random(U) < q``, by user id), the per-record keys that shuffle the local
@@ -90,7 +90,7 @@ __all__ = ["MethodRunner"]
 
 @dataclass
 class MethodRunner:
-    """Runs the rounds of one method on a federation and keeps its privacy accounting.
+    """Runs the rounds of one method on a federation; its accounting reads the loop's ledger.
 
     Parameters
     ----------
@@ -128,8 +128,8 @@ class MethodRunner:
         Whether a ``-s`` method's user sample is Poisson sampling hidden from whoever sees the
         released models (the paper; its epsilon is amplified by ``q``). ``False`` when the
         server chooses the sample (a selection scheme such as Multi-RoundSecAgg's batch
-        partitioning): ``accounting.epsilon()`` is then ``accounting.epsilon_server()``, the
-        unsampled Gaussian mechanism composed over the rounds of the most-selected user.
+        partitioning): its epsilon is then the one against the server, the unsampled Gaussian
+        mechanism composed over the rounds of the most-selected user.
     aggregator : Aggregator, optional
         How the server sums the silos' (noised) contributions, a registered
         :class:`~fedprivacy.fl.aggregation.Aggregator` (the same classes as FedAvg's), the
@@ -148,8 +148,10 @@ class MethodRunner:
         The method's entry of :data:`~fedprivacy.uldp.families.FAMILIES`: every round, the
         noise and the accounting are its hooks, called with this runner.
     accounting : UldpAccounting
-        What the rounds run so far cost a user (the family's
-        :meth:`~fedprivacy.uldp.families.MethodFamily.accounting`); the epsilons read it.
+        How a user's cost follows from the rounds released and the ledger (the family's
+        :meth:`~fedprivacy.uldp.families.MethodFamily.accounting`).
+    rounds : int
+        Rounds run so far (the aggregator's round index is ``rounds + 1``).
     group_k, group_fed, group_state
         ULDP-GROUP-k's ``k``, kept records and per-silo DP-SGD step histories (``None`` for the
         other methods).
@@ -174,6 +176,7 @@ class MethodRunner:
     secure_log: list[dict[str, float]] = field(init=False, default_factory=list)
     aggregator: Aggregator | None = None
     accounting: UldpAccounting = field(init=False, repr=False)
+    rounds: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         self.spec = self.method if isinstance(self.method, MethodSpec) else method_spec(self.method)
@@ -262,7 +265,7 @@ class MethodRunner:
         *,
         sampled: NDArray[np.bool_] | None = None,
     ) -> RoundOutput:
-        """Run one round from ``global_flat``; compose its privacy cost.
+        """Run one round from ``global_flat`` (its cost is the ledger's, :attr:`accounting`).
 
         Parameters
         ----------
@@ -284,7 +287,7 @@ class MethodRunner:
         started = time.perf_counter()
         nrng = rng if noise_rng is None else noise_rng
         out = self.family.round(self, global_flat, rng, nrng, sampled=sampled)
-        self.accounting.charge(out.sampled)
+        self.rounds += 1
         out.seconds = time.perf_counter() - started
         return out
 
@@ -303,9 +306,7 @@ class MethodRunner:
         like = contributions[0]
         deltas = {s: c.detach().cpu().numpy() for s, c in enumerate(contributions)}
         assert self.aggregator is not None
-        outcome = self.aggregator.aggregate(
-            self.accounting.rounds + 1, deltas, dict.fromkeys(deltas, 1.0)
-        )
+        outcome = self.aggregator.aggregate(self.rounds + 1, deltas, dict.fromkeys(deltas, 1.0))
         if outcome.weighted_sum is None or len(outcome.aggregated) != len(deltas):
             raise ParameterError(
                 "aggregator",

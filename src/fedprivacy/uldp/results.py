@@ -28,12 +28,10 @@ from numpy.typing import NDArray
 
 from fedprivacy.report import (
     ULDP_EPSILON,
-    ULDP_EPSILON_SERVER,
-    ULDP_NO_DP,
     ULDP_SERVER_CHOSEN,
+    LedgerEpsilons,
     Method,
     PrivacyReport,
-    StatedEpsilons,
     privacy_report,
 )
 from fedprivacy.run_directory import write_run_directory
@@ -66,7 +64,10 @@ class RoundRecord:
         Fraction of the contributing updates that were clipped.
     epsilon_server : float
         User-level epsilon after this round against the aggregation server, which knows the
-        user sample (:meth:`~fedprivacy.uldp.accounting.UldpAccounting.epsilon_server`).
+        user sample (:meth:`~fedprivacy.uldp.accounting.UldpAccounting.epsilons`).
+    noise_multiplier : float
+        The noise multiplier the round's release is accounted at (NaN: nothing released, or
+        not one Gaussian mechanism per round).
     """
 
     round: int
@@ -77,6 +78,7 @@ class RoundRecord:
     roc_auc: float | None = None
     clipped_fraction: float = math.nan
     epsilon_server: float = math.nan
+    noise_multiplier: float = math.nan
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (non-finite numbers become ``None``).
@@ -149,10 +151,10 @@ class UldpResult:
         Known limits of the reported guarantee for this configuration (see
         :func:`fedprivacy.uldp.run.privacy_caveats`); empty when there are none.
     server_view : dict or None
-        What the ledger of user samples reveals and the per-user epsilons against the server
+        What the ledger of user samples reveals to the server
         (:func:`fedprivacy.uldp.algorithm.server_view`).
-    sample_counts : numpy.ndarray or None
-        The ledger's participation counts: in how many rounds each user was aggregated.
+    participation : numpy.ndarray of bool or None
+        The ledger's matrix (rounds, users): whom each round aggregated.
     exposed_after_round : numpy.ndarray or None
         Users the server could isolate after each round, under the same view
         (:func:`~fedprivacy.participation.incremental.exposed_counts` of the ledger); the
@@ -177,7 +179,7 @@ class UldpResult:
     epsilon_at: tuple[int, float, float] | None = None
     noise_source: str = ""
     server_view: dict[str, Any] | None = None
-    sample_counts: NDArray[np.int64] | None = None
+    participation: NDArray[np.bool_] | None = None
     exposed_after_round: NDArray[np.int64] | None = None
 
     @property
@@ -194,37 +196,43 @@ class UldpResult:
     def privacy_report(self) -> PrivacyReport:
         """The run's ``privacy`` object (:func:`fedprivacy.report.privacy_report`).
 
-        Its epsilons are the method's own accounting, named with their adversaries
-        (:data:`EPSILON_ADVERSARIES`); the per-user spread is the server view's.
+        Its epsilons are composed from the ledger of user samples like every run's, a hidden
+        Poisson sample amplifying the released models' (:data:`EPSILON_ADVERSARIES`);
+        ULDP-GROUP-k's are group privacy.
         """
-        c, last = self.config, self.final
-        private = c.method != "DEFAULT" and math.isfinite(last.epsilon)
-        server = last.epsilon_server
+        c = self.config
+        private = c.method != "DEFAULT" and math.isfinite(self.final.epsilon)
         against = (
             EPSILON_ADVERSARIES["epsilon_released"]
             if sample_hidden(c)
             else ULDP_SERVER_CHOSEN.format(c.scheme)
         )
-        meaning = (
-            (
-                ULDP_EPSILON.format(against),
-                ULDP_EPSILON_SERVER.format(EPSILON_ADVERSARIES["epsilon_server"]),
-            )
-            if private
-            else (ULDP_NO_DP,)
+        participation = self.participation
+        if participation is None:
+            participation = np.zeros((0, c.users), dtype=np.bool_)
+        noise = np.array([r.noise_multiplier for r in self.records], dtype=np.float64)
+        ledger = LedgerEpsilons(
+            participation,
+            noise,
+            sampling_rate=c.effective_sampling_rate if sample_hidden(c) else None,
+            group_epsilon=self.final.epsilon if self.group_size is not None else None,
         )
+        mechanism = c.mechanism()  # None: the method's own, whose silos add the noise
+        hidden = mechanism is None or mechanism.adds_noise_in_aggregation
         return privacy_report(
-            Method(c.method, c.noise_multiplier if private else None, c.clip),
-            c.delta,
-            StatedEpsilons(
-                last.epsilon,
-                server if math.isfinite(server) else None,
-                (self.server_view or {}).get("per_user_epsilon"),
-                caveats=meaning,
+            Method(
+                c.method,
+                c.noise_multiplier if private else None,
+                c.clip,
+                adds_noise_in_aggregation=hidden,
             ),
+            c.delta,
+            ledger,
             aggregation="silo-sum",
             server_view=self.server_view,
-            caveats=self.caveats + ((f"Noise: {self.noise_source}.",) if self.noise_source else ()),
+            caveats=((ULDP_EPSILON.format(against),) if private else ())
+            + self.caveats
+            + ((f"Noise: {self.noise_source}.",) if self.noise_source else ()),
         )
 
     def summary(self) -> dict[str, Any]:

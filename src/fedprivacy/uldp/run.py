@@ -88,7 +88,7 @@ def run_uldp(
         ``config.data_dir`` otherwise.
     epsilon_at : int, optional
         Also report the user-level epsilon after this many rounds of the same kind
-        (:meth:`~fedprivacy.uldp.accounting.UldpAccounting.epsilon_after`; e.g. the paper's 200
+        (:meth:`~fedprivacy.uldp.accounting.UldpAccounting.after`; e.g. the paper's 200
         rounds when fewer are trained): :attr:`UldpResult.epsilon_at`.
     checkpoint_dir : str or Path, optional
         Write ``config.toml`` there and, after every round, ``checkpoint.pt``
@@ -161,20 +161,21 @@ def run_uldp(
         final_params=algorithm.flat.detach().cpu(),
         secure_weighting=secure_report,
         caveats=privacy_caveats(cfg.method, fed.task.task),
-        server_view=server_view(loop.ledger, runner),
-        sample_counts=loop.ledger.frequency.copy(),
+        server_view=server_view(loop.ledger),
+        participation=loop.ledger.matrix().astype(np.bool_),
         exposed_after_round=np.asarray(loop.exposed_after_round, dtype=np.int64),
         noise_source=noise_source(
             cfg.method, cfg.secure_weighting, runner.noise_hidden_from_server
         ),
-        epsilon_at=None if epsilon_at is None else _epsilon_at(runner, epsilon_at),
+        epsilon_at=None if epsilon_at is None else _epsilon_at(runner, algorithm, epsilon_at),
     )
 
 
-def _epsilon_at(runner: MethodRunner, rounds: int) -> tuple[int, float, float]:
+def _epsilon_at(
+    runner: MethodRunner, algorithm: UldpAlgorithm, rounds: int
+) -> tuple[int, float, float]:
     """``(rounds, epsilon, epsilon against the server)`` after ``rounds`` rounds of this kind."""
-    acc = runner.accounting
-    return rounds, acc.epsilon_after(rounds), acc.epsilon_server_after(rounds)
+    return rounds, *runner.accounting.after(algorithm.released, rounds)
 
 
 def _runner(

@@ -25,7 +25,7 @@ from fedprivacy.flower.messaging.transport import Transport
 from fedprivacy.flower.uldp.silo_rounds import Aggregates
 from fedprivacy.participation.incremental import exposed_counts
 from fedprivacy.participation.ledger import ParticipationLedger
-from fedprivacy.uldp.algorithm import ledger_view
+from fedprivacy.uldp.algorithm import server_view
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.deployment import silo_noise_std
 from fedprivacy.uldp.results import RoundRecord, UldpResult
@@ -108,8 +108,8 @@ def _result(
         },
         caveats=caveats,
         noise_source=NOISE_OS,
-        server_view=ledger_view(outcome.ledger, outcome.noise_multiplier, cfg.delta),
-        sample_counts=outcome.ledger.frequency.copy(),
+        server_view=server_view(outcome.ledger),
+        participation=outcome.ledger.matrix().astype(np.bool_),
         exposed_after_round=exposed_counts(outcome.ledger),
     )
 

@@ -5,9 +5,9 @@ the same :class:`~fedprivacy.uldp.algorithm.UldpAlgorithm` as in process runs th
 only where the silos compute differs. Each round is one exchange (``silo-round``: the model, the
 round's minibatch seed and ``Enc(B_inv(N_u))``; the masked, encrypted, noised weighted sums
 back); the aggregate goes through the family's
-:meth:`~fedprivacy.uldp.families.UserLevelFamily.server_update` and is charged to a
-:class:`~fedprivacy.uldp.accounting.GaussianRounds`. :func:`setup_session` is Protocol 1's setup
-(``silo-key``, ``silo-roster``, ``silo-seed``).
+:meth:`~fedprivacy.uldp.families.UserLevelFamily.server_update` and is accounted, with the
+loop's ledger, by a :class:`~fedprivacy.uldp.accounting.GaussianRounds`. :func:`setup_session`
+is Protocol 1's setup (``silo-key``, ``silo-roster``, ``silo-seed``).
 
 A silo that does not answer a round, or whose reply the protocol refuses (replayed, out of
 order, malformed: the typed errors of :mod:`fedprivacy.secagg.private_weighting.errors`), aborts
@@ -165,7 +165,8 @@ class ProtocolSilos:
     Attributes
     ----------
     accounting : GaussianRounds
-        The released rounds' cost (what the server charges; the silos keep their own budget).
+        How the released rounds and the ledger translate into epsilons (the silos keep their
+        own budget).
     aggregates : dict
         Per aggregated round: the decoded aggregate, the minibatch seed and the user sample.
     aborted : str
@@ -198,11 +199,9 @@ class ProtocolSilos:
         self.family = family
         self.accounting = GaussianRounds(
             noise_multiplier,
-            sampling_rate=cfg.effective_sampling_rate,
-            delta=cfg.delta,
-            num_users=cfg.users,
-            sampled=self.spec.sampled,
-            amplified=sample_hidden(cfg),
+            cfg.effective_sampling_rate,
+            cfg.delta,
+            amplified=self.spec.sampled and sample_hidden(cfg),
         )
         self.aggregates: Aggregates = {}
         self.aborted = ""
@@ -268,6 +267,5 @@ class ProtocolSilos:
         step = global_step(cfg.global_lr, cfg.effective_sampling_rate, cfg.users, cfg.num_silos)
         total = torch.from_numpy(aggregate).to(flat.dtype)
         self.aggregates[round_index] = (aggregate, keys, asked)
-        self.accounting.charge(asked)
         new = self.family.server_update(flat, total, step)
         return RoundOutput(new, total, total, asked if self.spec.sampled else None)

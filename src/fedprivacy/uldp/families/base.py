@@ -4,9 +4,9 @@ A :class:`MethodFamily` is stateless: every hook takes the :class:`Runner` whose
 computes (a :class:`~fedprivacy.uldp.methods.MethodRunner`), and reads the federation, the
 hyper-parameters and the method's variant flags from it. The defaults here are
 those of the families that add one Gaussian mechanism of noise multiplier ``sigma`` per round,
-Poisson-sub-sampled at the runner's user sampling rate and charged to a
-:class:`~fedprivacy.uldp.accounting.GaussianRounds` (ULDP-NAIVE, ULDP-AVG, ULDP-SGD); DEFAULT and
-ULDP-GROUP-k give their own :meth:`MethodFamily.accounting`.
+Poisson-sub-sampled at the runner's user sampling rate and accounted from the round loop's
+ledger by :class:`~fedprivacy.uldp.accounting.GaussianRounds` (ULDP-NAIVE, ULDP-AVG, ULDP-SGD);
+DEFAULT and ULDP-GROUP-k give their own :meth:`MethodFamily.accounting`.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class Runner(Protocol):
     mechanism: Mechanism | None
     amplified: bool
     secure_log: list[dict[str, float]]
-    accounting: UldpAccounting
+    rounds: int
 
     @property
     def sampling_rate(self) -> float:
@@ -143,11 +143,9 @@ class MethodFamily(ABC):
         """The run's accounting: one Gaussian mechanism of :meth:`noise_multiplier` a round."""
         return GaussianRounds(
             self.accounted_noise_multiplier(runner),
-            sampling_rate=runner.sampling_rate,
-            delta=runner.delta,
-            num_users=runner.fed.num_users,
-            sampled=runner.spec.sampled,
-            amplified=runner.amplified,
+            runner.sampling_rate,
+            runner.delta,
+            amplified=runner.spec.sampled and runner.amplified,
             hidden_from_server=runner.noise_hidden_from_server,
         )
 

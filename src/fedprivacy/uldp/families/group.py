@@ -8,13 +8,10 @@ the silos' DP-SGD converted to user level (:func:`~fedprivacy.uldp.group_dp.grou
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.accounting import UldpAccounting
 from fedprivacy.uldp.families.base import MethodFamily, Runner
@@ -99,54 +96,23 @@ class GroupRounds(UldpAccounting):
     """ULDP-GROUP-k's accounting: the silos' DP-SGD histories at group size ``k``.
 
     Every user takes part in every round (no user sampling), so the epsilon against the server
-    is the same as against anyone.
+    is the same as against anyone; the histories record every DP-SGD step of the rounds run.
     """
+
+    noise_multiplier = None
 
     def __init__(self, state: SiloDpSgdState, k: int, delta: float) -> None:
         self.silos = state
         self.k = k
         self.delta = delta
-        self.rounds = 0
 
-    def charge(self, sampled: NDArray[np.bool_] | None) -> None:
-        """Count the round (the silos' histories recorded its DP-SGD steps)."""
-        self.rounds += 1
+    def epsilons(self, released: int, frequency: NDArray[np.int64]) -> tuple[float, float]:
+        """Group-privacy epsilon of the histories, twice."""
+        epsilon = group_epsilon(self.silos.histories, self.k, self.delta)
+        return epsilon, epsilon
 
-    def _scaled(self, repeat: float) -> float:
-        return group_epsilon(self.silos.histories, self.k, self.delta, repeat=repeat)
-
-    def epsilon(self) -> float:
-        """Group-privacy epsilon of the silos' DP-SGD histories."""
-        return self._scaled(1.0)
-
-    def epsilon_server(self) -> float:
-        """As :meth:`epsilon`."""
-        return self.epsilon()
-
-    def epsilon_after(self, rounds: int) -> float:
-        """Every silo's history repeated ``rounds / self.rounds`` times.
-
-        Raises
-        ------
-        ParameterError
-            If ``rounds`` is not a positive integer or no round has run yet.
-        """
-        require_int("rounds", rounds, minimum=1)
-        if self.rounds == 0:
-            raise ParameterError("rounds", "needs at least one round run first")
-        return self._scaled(rounds / self.rounds)
-
-    def epsilon_server_after(self, rounds: int) -> float:
-        """As :meth:`epsilon_after`."""
-        return self.epsilon_after(rounds)
-
-    def state(self) -> dict[str, Any]:
-        """The number of rounds and every silo's DP-SGD history."""
-        group = [[list(step) for step in h] for h in self.silos.histories]
-        return {"rounds": self.rounds, "group": group}
-
-    def restore(self, state: dict[str, Any]) -> None:
-        """Take the rounds and the silos' histories back."""
-        self.rounds = int(state["rounds"])
-        for mine, saved in zip(self.silos.histories, state["group"], strict=True):
-            mine[:] = [(float(z), float(q), int(n)) for z, q, n in saved]
+    def scaled(self, released: int, rounds: int) -> tuple[float, float]:
+        """Every silo's history repeated ``rounds / released`` times (RDP adds up)."""
+        h = self.silos.histories
+        epsilon = group_epsilon(h, self.k, self.delta, repeat=rounds / released)
+        return epsilon, epsilon

@@ -254,7 +254,7 @@ def secure_aggregate(
     float32 ``presum`` plus the silos' reported noise) and its seconds to
     ``runner.secure_log``.
     """
-    aggregate, seconds = secure.aggregate(runner.accounting.rounds + 1, silo_deltas, std, kept)
+    aggregate, seconds = secure.aggregate(runner.rounds + 1, silo_deltas, std, kept)
     reference = secure.plaintext_reference(silo_deltas, kept)
     # the engine's float32 pre-noise sum plus the noise the silos report they added
     engine = presum.detach().cpu().numpy().astype(np.float64)
