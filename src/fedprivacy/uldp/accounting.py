@@ -8,9 +8,10 @@ run of a method, simulated or deployed (the cross-silo server,
 (:meth:`~fedprivacy.uldp.families.MethodFamily.accounting`):
 
 * :class:`GaussianRounds` -- one Gaussian mechanism of noise multiplier ``z`` per round: against
-  the server, each user's rounds composed (:func:`~fedprivacy.dp.per_user.per_user_epsilons`,
-  the report's per-user figures); against whoever sees only the models, the same, or the
-  Poisson-sub-sampled mechanism over every released round when the sample is hidden from it;
+  the server, the most-aggregated user's rounds composed (the largest of the report's per-user
+  figures, :func:`~fedprivacy.dp.per_user.per_user_epsilons`); against whoever sees only the
+  models, the same, or the Poisson-sub-sampled mechanism over every released round when the
+  sample is hidden from it;
 * :class:`NotPrivate` -- DEFAULT: epsilon infinite;
 * ULDP-GROUP-k's group privacy of the silos' DP-SGD (:mod:`fedprivacy.uldp.families.group`).
 
@@ -36,7 +37,6 @@ from numpy.typing import NDArray
 
 from fedprivacy._validation import require_int
 from fedprivacy.dp.accounting import epsilon_for
-from fedprivacy.dp.per_user import per_user_epsilons
 from fedprivacy.errors import ParameterError
 
 __all__ = ["GaussianRounds", "NotPrivate", "UldpAccounting"]
@@ -128,7 +128,8 @@ class GaussianRounds(UldpAccounting):
         z = self.noise_multiplier
         if z is None:
             return math.inf, math.inf
-        most = float(per_user_epsilons(frequency, z, self.delta).max(initial=0.0))
+        count = int(frequency.max(initial=0))  # the most-aggregated user's, as the report's
+        most = epsilon_for(z, count, self.delta) if count else 0.0
         epsilon = most
         if self.amplified and released:
             epsilon = epsilon_for(z, released, self.delta, self.sampling_rate)
