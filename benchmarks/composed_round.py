@@ -60,8 +60,8 @@ def measure(users: int, per_round: int, rounds: int, options: dict[str, object])
         start = time.perf_counter()
         record = training.step()
         total.append(time.perf_counter() - start)
-        train.append(record.train_seconds)
-        aggregate.append(record.aggregate_seconds)
+        train.append(record.get("train_seconds"))
+        aggregate.append(record.get("aggregate_seconds"))
     return [float(np.mean(total)), float(np.mean(train)), float(np.mean(aggregate))]
 
 

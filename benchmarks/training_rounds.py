@@ -87,8 +87,8 @@ def time_variant(variant: str, device: str, rounds: int, data_dir: str | None, s
         "variant": variant,
         "mean": statistics.fmean(times),
         "sd": statistics.stdev(times) if len(times) > 1 else 0.0,
-        "train": statistics.fmean(r.train_seconds for r in recs),
-        "aggregate": statistics.fmean(r.aggregate_seconds for r in recs),
+        "train": statistics.fmean(r.get("train_seconds") for r in recs),
+        "aggregate": statistics.fmean(r.get("aggregate_seconds") for r in recs),
         "device": training.device_name,
     }
 

@@ -35,7 +35,7 @@ def test_secure_weighting_trains_with_the_silos_own_noise(heart, method):
     assert report["noise_multiplier_nominal"] == sigma
     assert sigma * (1 - 1e-8) < effective < sigma
     for p, s in zip(plain.records, secure.records, strict=True):
-        assert p.epsilon <= s.epsilon <= p.epsilon * (1 + 1e-6)
+        assert p.get("epsilon") <= s.get("epsilon") <= p.get("epsilon") * (1 + 1e-6)
     assert "secure_weighting" not in plain.summary()
 
 

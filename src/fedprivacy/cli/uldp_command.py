@@ -104,7 +104,7 @@ def _progress(enabled: bool, total: int) -> tuple[Any, Any]:
 def cmd_uldp(args: argparse.Namespace) -> int:
     """Run one ULDP-FL training and print its utility and user-level epsilon."""
     from fedprivacy.cli.memory import check_memory
-    from fedprivacy.uldp.results import write_outputs
+    from fedprivacy.uldp.results import round_dict, write_outputs
     from fedprivacy.uldp.run import run_uldp
 
     config = build_config(args)
@@ -126,7 +126,7 @@ def cmd_uldp(args: argparse.Namespace) -> int:
     if out:
         summary["files"] = [str(p) for p in write_outputs(result, out)]
     if args.json:
-        summary["records"] = [r.to_dict() for r in result.records]
+        summary["records"] = [round_dict(r) for r in result.records]
         print(json.dumps(summary))
         return 0
     _print_rounds(result)
@@ -157,11 +157,12 @@ def _print_rounds(result: UldpResult) -> None:
     print(f"{'round':>6}  {name:>9}  {'loss':>8}  {'epsilon':>9}  {'seconds':>8}")
     step = max(1, math.ceil(len(result.records) / 10))
     for r in result.records:
-        if r.round % step and r.round != len(result.records):
+        t = r.round_index + 1
+        if t % step and t != len(result.records):
             continue
         print(
-            f"{r.round:>6}  {_fmt(r.metric):>9}  {_fmt(r.loss):>8}  {_fmt(r.epsilon):>9}  "
-            f"{r.seconds:>8.2f}"
+            f"{t:>6}  {_fmt(r.get('metric')):>9}  {_fmt(r.get('loss')):>8}  "
+            f"{_fmt(r.get('epsilon')):>9}  {r.seconds:>8.2f}"
         )
 
 
@@ -181,13 +182,13 @@ def _print_privacy(result: UldpResult) -> None:
     from fedprivacy.uldp.run_setup import sample_hidden
 
     c, name = result.config, result.metric_name
-    eps, largest = result.final.epsilon, result.privacy_report().epsilon
+    eps, largest = result.final.get("epsilon"), result.privacy_report().epsilon
     privacy = (
         f"user-level epsilon {_fmt(largest)} at delta {c.delta:g} (the largest per user)"
         if math.isfinite(eps)
         else "not private (DEFAULT)"
     )
-    print(f"final {name} {_fmt(result.final.metric)}; {privacy}; {result.seconds:.1f} s")
+    print(f"final {name} {_fmt(result.final.get('metric'))}; {privacy}; {result.seconds:.1f} s")
     if math.isfinite(eps):
         if sample_hidden(c):
             print(f"  epsilon {_fmt(eps)} is against {EPSILON_ADVERSARIES['epsilon_released']}")
@@ -197,7 +198,7 @@ def _print_privacy(result: UldpResult) -> None:
                 "selection scheme (K users a round), so no amplification by sub-sampling"
             )
         print(
-            f"  epsilon {_fmt(result.final.epsilon_server)} is against "
+            f"  epsilon {_fmt(result.final.get('epsilon_server'))} is against "
             f"{EPSILON_ADVERSARIES['epsilon_server']}"
         )
     view = result.server_view

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 
 import numpy as np
 
 from fedprivacy.fl.engine import FederatedTraining
 from fedprivacy.participation.curve import TWeakCurve
+from fedprivacy.pipeline.record import Column, metric_column, records_csv
 
 __all__ = ["metrics_csv"]
 
@@ -23,59 +22,35 @@ def metrics_csv(training: FederatedTraining, curve: TWeakCurve | None) -> str:
     ``noise_multiplier`` is that of the round's released aggregate (empty without DP or when
     nothing was aggregated), written exactly (``repr``) so the accounting can be redone.
     """
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(
-        [
-            "round",
-            "available",
-            "selected",
-            "aggregated",
-            "lr",
-            "test_accuracy",
-            "test_loss",
-            "average_cardinality",
-            "fairness_gap",
-            "t_weak_lower",
-            "t_weak_upper",
-            "exposed_users",
-            "clipped_entries",
-            "train_seconds",
-            "aggregate_seconds",
-            "aborted",
-            "noise_multiplier",
-        ]
-    )
-    counts = np.zeros(training.ledger.num_users, dtype=np.int64)
     training.loop.catch_up()  # rounds a resume loaded and no step has audited yet
     exposed = training.loop.exposed_after_round
-    total = 0
-    for t, r in enumerate(training.records):
+    counts = np.zeros(training.ledger.num_users, dtype=np.int64)
+    cardinality, gap, weak = [], [], []
+    for t in range(len(training.records)):
         counts[training.ledger.selected(t)] += 1
-        total += r.aggregated
-        gap = (counts.max() - counts.min()) / (t + 1)
-        lo = hi = ""
-        if curve is not None and not math.isnan(curve.lower[t]):
-            lo, hi = str(int(curve.lower[t])), str(int(curve.upper[t]))
-        w.writerow(
-            [
-                t,
-                r.available,
-                r.selected,
-                r.aggregated,
-                f"{r.lr:.6g}",
-                "" if math.isnan(r.test_accuracy) else f"{r.test_accuracy:.6f}",
-                "" if math.isnan(r.test_loss) else f"{r.test_loss:.6f}",
-                f"{total / (t + 1):.6g}",
-                f"{gap:.6g}",
-                lo,
-                hi,
-                exposed[t],
-                r.clipped_entries,
-                f"{r.train_seconds:.4f}",
-                f"{r.aggregate_seconds:.4f}",
-                r.aborted,
-                "" if math.isnan(r.noise_multiplier) else repr(r.noise_multiplier),
-            ]
-        )
-    return buf.getvalue()
+        cardinality.append(f"{counts.sum() / (t + 1):.6g}")
+        gap.append(f"{(counts.max() - counts.min()) / (t + 1):.6g}")
+        if curve is None or math.isnan(curve.lower[t]):
+            weak.append(("", ""))
+        else:
+            weak.append((str(int(curve.lower[t])), str(int(curve.upper[t]))))
+    columns: list[Column] = [
+        ("round", lambda t, r: t),
+        metric_column("available", ".0f"),
+        ("selected", lambda t, r: len(r.selected)),
+        ("aggregated", lambda t, r: len(r.aggregated)),
+        metric_column("lr", ".6g"),
+        metric_column("test_accuracy", ".6f"),
+        metric_column("test_loss", ".6f"),
+        ("average_cardinality", lambda t, r: cardinality[t]),
+        ("fairness_gap", lambda t, r: gap[t]),
+        ("t_weak_lower", lambda t, r: weak[t][0]),
+        ("t_weak_upper", lambda t, r: weak[t][1]),
+        ("exposed_users", lambda t, r: exposed[t]),
+        metric_column("clipped_entries", ".0f"),
+        metric_column("train_seconds", ".4f"),
+        metric_column("aggregate_seconds", ".4f"),
+        ("aborted", lambda t, r: r.aborted),
+        ("noise_multiplier", lambda t, r: "" if math.isnan(n := r.noise_multiplier) else repr(n)),
+    ]
+    return records_csv(training.records, columns)

@@ -14,12 +14,12 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from fedprivacy.experiments.training_result import TrainingResult  # noqa: E402
-from fedprivacy.fl.engine import RoundRecord  # noqa: E402
+from fedprivacy.pipeline.record import RoundRecord  # noqa: E402
 
 
 def accuracy_points(records: Sequence[RoundRecord]) -> tuple[np.ndarray, np.ndarray]:
     """Rounds (1-based: after that many rounds) and test accuracy of the evaluated rounds."""
-    pts = [(r.round_index + 1, r.test_accuracy) for r in records if not np.isnan(r.test_accuracy)]
+    pts = [(r.round_index + 1, a) for r in records if not np.isnan(a := r.get("test_accuracy"))]
     if not pts:
         return np.zeros(0), np.zeros(0)
     x, y = zip(*pts, strict=True)
@@ -50,7 +50,9 @@ def plot_training_run(result: TrainingResult, out: Path) -> list[Path]:
     """``accuracy.png``, ``participation.png`` (C, F, T_weak) and, under DP, ``privacy.png``."""
     tr = result.training
     x, acc = accuracy_points(tr.records)
-    loss = np.asarray([r.test_loss for r in tr.records if not np.isnan(r.test_accuracy)])
+    loss = np.asarray(
+        [r.get("test_loss") for r in tr.records if not np.isnan(r.get("test_accuracy"))]
+    )
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     axes[0].plot(x, 100 * acc)
     axes[0].set(xlabel="round", ylabel="test accuracy (%)", title=result.config.label)

@@ -11,13 +11,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedprivacy.fl.engine import FederatedTraining, RoundRecord, summarise_records
+from fedprivacy.fl.engine import FederatedTraining, summarise_records
 from fedprivacy.fl.training_config import TrainConfig
 from fedprivacy.models.registry import count_parameters
 from fedprivacy.participation.curve import TWeakCurve
 from fedprivacy.participation.guard import PrivacyGuard, guard_summary
 from fedprivacy.participation.metrics import t_strong
 from fedprivacy.participation.privacy_filter import PrivacyFilter, filter_summary
+from fedprivacy.pipeline.record import RoundRecord
 from fedprivacy.report import LedgerEpsilons, PrivacyReport, privacy_report
 from fedprivacy.report_sentences import aggregation_of
 
@@ -97,7 +98,7 @@ class TrainingResult:
             "average_cardinality": float(card.mean()) if rounds else 0.0,
             "skipped_rounds": int(np.count_nonzero(card == 0)),
             "aborted_rounds": sum(1 for r in tr.records if r.aborted),
-            "clipped_entries": sum(r.clipped_entries for r in tr.records),
+            "clipped_entries": int(sum(r.get("clipped_entries") for r in tr.records)),
             "mean_train_seconds": base["mean_train_seconds"],
             "mean_aggregate_seconds": base["mean_aggregate_seconds"],
             "seconds": self.seconds,

@@ -26,15 +26,13 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.experiments.training_csv import metrics_csv
 from fedprivacy.experiments.training_result import TrainingResult
 from fedprivacy.files import atomic_write_bytes, atomic_write_text
-from fedprivacy.fl.engine import (
-    FederatedTraining,
-    RoundRecord,
-)
+from fedprivacy.fl.engine import FederatedTraining
 from fedprivacy.fl.training_config import TrainConfig, build_training
 from fedprivacy.participation.curve import t_weak_curve
 from fedprivacy.participation.metrics import exposed_users
 from fedprivacy.participation.privacy_filter import budget_markdown
 from fedprivacy.pipeline.algorithm import RoundResult
+from fedprivacy.pipeline.record import RoundRecord
 from fedprivacy.run_directory import write_run_directory
 
 CHECKPOINT = "checkpoint.pt"

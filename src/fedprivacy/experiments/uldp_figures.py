@@ -115,18 +115,20 @@ def _run_curve(
         res = run_uldp(config, dataset=datasets[key], epsilon_at=epsilon_at)
         if res.epsilon_at is not None:
             projected.append(res.epsilon_at[1])
-        against_server.append(res.final.epsilon_server)
+        against_server.append(res.final.get("epsilon_server"))
         first = first or res
         rows["metric"].append(
-            [res.initial.get("metric", math.nan)] + [r.metric for r in res.records]
+            [res.initial.get("metric", math.nan)] + [r.get("metric") for r in res.records]
         )
-        rows["loss"].append([res.initial.get("loss", math.nan)] + [r.loss for r in res.records])
-        rows["eps"].append([0.0] + [r.epsilon for r in res.records])
+        rows["loss"].append(
+            [res.initial.get("loss", math.nan)] + [r.get("loss") for r in res.records]
+        )
+        rows["eps"].append([0.0] + [r.get("epsilon") for r in res.records])
         rows["sec"].append([0.0] + [r.seconds for r in res.records])
         _log(
             quiet,
             f"  [{panel.key}] {curve.label:28s} seed {config.seed}: {res.metric_name} "
-            f"{res.final.metric:.4f}, epsilon {res.final.epsilon:.4g} "
+            f"{res.final.get('metric'):.4f}, epsilon {res.final.get('epsilon'):.4g} "
             f"({time.perf_counter() - started:.1f} s)",
         )
     assert first is not None

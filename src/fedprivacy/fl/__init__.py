@@ -19,11 +19,12 @@ if TYPE_CHECKING:
         Aggregator,
         PlaintextAggregator,
     )
-    from fedprivacy.fl.engine import FederatedTraining, LearningRateSchedule, RoundRecord
+    from fedprivacy.fl.engine import FederatedTraining, LearningRateSchedule
     from fedprivacy.fl.local_training import VectorisedTrainer
     from fedprivacy.fl.mechanism import MECHANISMS, Mechanism, make_mechanism
     from fedprivacy.fl.secure_aggregation import SecureAggregator
     from fedprivacy.fl.secure_selection import run_secure_selection
+    from fedprivacy.pipeline.record import RoundRecord
 
 _LAZY = {
     "AggregateOutcome": "fedprivacy.fl.aggregation",
@@ -32,7 +33,7 @@ _LAZY = {
     "SecureAggregator": "fedprivacy.fl.secure_aggregation",
     "FederatedTraining": "fedprivacy.fl.engine",
     "LearningRateSchedule": "fedprivacy.fl.engine",
-    "RoundRecord": "fedprivacy.fl.engine",
+    "RoundRecord": "fedprivacy.pipeline.record",
     "VectorisedTrainer": "fedprivacy.fl.local_training",
     "MECHANISMS": "fedprivacy.fl.mechanism",
     "Mechanism": "fedprivacy.fl.mechanism",

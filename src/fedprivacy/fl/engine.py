@@ -46,6 +46,7 @@ from fedprivacy.participation.selectors import (
 from fedprivacy.participation.units import unit_size, use_layout
 from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
 from fedprivacy.pipeline.loop import FederatedRun
+from fedprivacy.pipeline.record import RoundRecord
 
 # purposes of the per-round generators
 _SELECTION, _BATCHES, _PROTOCOL = 1, 2, 3
@@ -71,25 +72,6 @@ class LearningRateSchedule:
         """The learning rate of ``round_index``."""
         passed = sum(1 for m in self.milestones if round_index >= m)
         return float(self.lr * self.decay**passed)
-
-
-@dataclass(frozen=True)
-class RoundRecord:
-    """What happened in one round."""
-
-    round_index: int
-    available: int
-    selected: int
-    aggregated: int
-    lr: float
-    test_accuracy: float  # NaN when the round was not evaluated
-    test_loss: float
-    clipped_entries: int
-    train_seconds: float
-    aggregate_seconds: float
-    aborted: str
-    noise_multiplier: float = float("nan")  # of the released aggregate's noise (NaN: no DP)
-    wrap_log_probability: float = float("nan")  # distributed DP: log of the wrap-around bound
 
 
 @dataclass
@@ -385,20 +367,25 @@ class FederatedTraining(Algorithm[RoundRecord]):
         accuracy, loss = float("nan"), float("nan")
         if (r + 1) % self.eval_every == 0 or ctx.final:
             accuracy, loss = self.evaluate()
+        metrics = {
+            "available": float(np.count_nonzero(ctx.available)),
+            "lr": lr,
+            "test_accuracy": accuracy,
+            "test_loss": loss,
+            "clipped_entries": float(outcome.clipped_entries),
+            "train_seconds": train_s,
+            "aggregate_seconds": outcome.seconds,
+        }
+        wrap = outcome.wrap_log_probability
         record = RoundRecord(
             r,
-            int(np.count_nonzero(ctx.available)),
-            int(selected.size),
-            len(outcome.aggregated),
-            lr,
-            accuracy,
-            loss,
-            outcome.clipped_entries,
-            train_s,
-            outcome.seconds,
+            tuple(int(u) for u in selected),
+            tuple(int(u) for u in outcome.aggregated),
+            train_s + outcome.seconds,
             outcome.aborted or "",
             float("nan") if noise is None else noise,
-            float("nan") if outcome.wrap_log_probability is None else outcome.wrap_log_probability,
+            float("nan") if wrap is None else wrap,
+            metrics,
         )
         self.records.append(record)
         return RoundResult(np.asarray(outcome.aggregated, dtype=np.intp), record)
@@ -438,21 +425,21 @@ class FederatedTraining(Algorithm[RoundRecord]):
         self.global_flat = flat.clone().to(self.torch_device)
         for row in state["ledger"]:
             self.ledger.record(np.asarray(row, dtype=np.intp))
-        self.records = [RoundRecord(**r) for r in state["records"]]
+        self.records = [RoundRecord.restore(r) for r in state["records"]]
         if len(self.records) != self.ledger.rounds or self.ledger.rounds != state["round"]:
             raise ParameterError("checkpoint", "is inconsistent (records and ledger disagree)")
 
 
 def summarise_records(records: Sequence[RoundRecord]) -> dict[str, float]:
     """Final accuracy and loss (last evaluated round) and mean seconds per round."""
-    evaluated = [r for r in records if not np.isnan(r.test_accuracy)]
+    evaluated = [r for r in records if not np.isnan(r.get("test_accuracy"))]
     last = evaluated[-1] if evaluated else None
     busy = [r for r in records if r.selected]
     return {
-        "test_accuracy": float("nan") if last is None else last.test_accuracy,
-        "test_loss": float("nan") if last is None else last.test_loss,
-        "mean_train_seconds": float(np.mean([r.train_seconds for r in busy])) if busy else 0.0,
-        "mean_aggregate_seconds": float(np.mean([r.aggregate_seconds for r in busy]))
-        if busy
-        else 0.0,
+        "test_accuracy": float("nan") if last is None else last.get("test_accuracy"),
+        "test_loss": float("nan") if last is None else last.get("test_loss"),
+        **{
+            f"mean_{name}": float(np.mean([r.get(name) for r in busy])) if busy else 0.0
+            for name in ("train_seconds", "aggregate_seconds")
+        },
     }

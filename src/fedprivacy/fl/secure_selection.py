@@ -9,10 +9,8 @@ the aggregated set.
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -25,86 +23,68 @@ from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.participation.availability import AvailabilityModel
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.selectors import Selector
+from fedprivacy.pipeline.record import Column, RoundRecord, metric_column, records_csv
 from fedprivacy.pipeline.selection import run_selection
 from fedprivacy.secagg.multiround import RoundObserver, parse_batch_policy
 from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD
 
 __all__ = [
-    "SecureRoundRecord",
     "SecureSelectionConfig",
     "SecureSelectionReport",
     "run_secure_selection",
 ]
 
 
-@dataclass(frozen=True)
-class SecureRoundRecord:
-    """One round of a secure selection run.
-
-    ``connectivity`` is ``"shrunk"`` when the policy removed ``connectivity_removed`` users from
-    the aggregated set to keep it connected in the neighbour graph and the round completed,
-    ``"aborted"`` when that left too few users (or the server refused a disconnected set), and
-    empty otherwise.
-    """
-
-    round_index: int
-    selected: int
-    aggregated: int
-    aborted: str | None
-    max_abs_error: float
-    client_seconds: float  # mean over the clients that took part
-    server_seconds: float
-    connectivity: str = ""
-    connectivity_removed: int = 0
-
-
 @dataclass
 class SecureSelectionReport:
     """Per-round records of a run with the real protocol."""
 
-    records: list[SecureRoundRecord] = field(default_factory=list)
+    records: list[RoundRecord] = field(default_factory=list)
 
     def to_csv(self) -> str:
-        """One line per round: sizes, abort reason, error and seconds."""
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow([f.name for f in fields(SecureRoundRecord)])
-        for r in self.records:
-            writer.writerow(
-                [
-                    r.round_index,
-                    r.selected,
-                    r.aggregated,
-                    r.aborted or "",
-                    f"{r.max_abs_error:.3g}",
-                    f"{r.client_seconds:.6f}",
-                    f"{r.server_seconds:.6f}",
-                    r.connectivity,
-                    r.connectivity_removed,
-                ]
-            )
-        return buf.getvalue()
+        """One line per round: sizes, abort reason, error, seconds and connectivity."""
+        return records_csv(self.records, _CSV_COLUMNS)
 
     def summary(self) -> dict[str, object]:
         """The ``secagg`` object of ``fedprivacy simulate --secagg --json``."""
-        done = [r for r in self.records if r.aborted is None and r.aggregated > 0]
+        done = [r for r in self.records if not r.aborted and r.aggregated]
+        connectivity = [_connectivity(r) for r in self.records]
         return {
             "rounds_aggregated": len(done),
-            "rounds_aborted": sum(r.aborted is not None for r in self.records),
-            "rounds_shrunk_for_connectivity": sum(r.connectivity == "shrunk" for r in self.records),
-            "rounds_aborted_for_connectivity": sum(
-                r.connectivity == "aborted" for r in self.records
-            ),
-            "max_abs_error": max((r.max_abs_error for r in done), default=0.0),
-            "client_seconds": [round(r.client_seconds, 6) for r in self.records],
-            "server_seconds": [round(r.server_seconds, 6) for r in self.records],
-            "mean_client_seconds": float(np.mean([r.client_seconds for r in done]))
-            if done
-            else 0.0,
-            "mean_server_seconds": float(np.mean([r.server_seconds for r in done]))
-            if done
-            else 0.0,
+            "rounds_aborted": sum(bool(r.aborted) for r in self.records),
+            "rounds_shrunk_for_connectivity": connectivity.count("shrunk"),
+            "rounds_aborted_for_connectivity": connectivity.count("aborted"),
+            "max_abs_error": max((r.get("max_abs_error") for r in done), default=0.0),
+            **{
+                name: [round(r.get(name), 6) for r in self.records]
+                for name in ("client_seconds", "server_seconds")
+            },
+            **{
+                f"mean_{name}": float(np.mean([r.get(name) for r in done])) if done else 0.0
+                for name in ("client_seconds", "server_seconds")
+            },
         }
+
+
+def _connectivity(record: RoundRecord) -> str:
+    """``shrunk`` or ``aborted`` where the connectivity step removed users, else empty."""
+    if record.get("connectivity_aborted") > 0:
+        return "aborted"
+    return "shrunk" if record.get("connectivity_removed") > 0 else ""
+
+
+#: The columns of the protocol's ``secagg_rounds.csv``.
+_CSV_COLUMNS: tuple[Column, ...] = (
+    ("round_index", lambda t, r: r.round_index),
+    ("selected", lambda t, r: len(r.selected)),
+    ("aggregated", lambda t, r: len(r.aggregated)),
+    ("aborted", lambda t, r: r.aborted),
+    metric_column("max_abs_error", ".3g"),
+    metric_column("client_seconds", ".6f"),
+    metric_column("server_seconds", ".6f"),
+    ("connectivity", lambda t, r: _connectivity(r)),
+    metric_column("connectivity_removed", ".0f"),
+)
 
 
 @dataclass(frozen=True)
@@ -208,42 +188,37 @@ def _secure_round(
     aggregator: SecureAggregator,
     config: SecureSelectionConfig,
     rng: np.random.Generator,
-) -> tuple[SecureRoundRecord, tuple[int, ...]]:
+) -> tuple[RoundRecord, tuple[int, ...]]:
+    asked = tuple(selected)
     if len(selected) < MIN_PARTICIPANTS:  # nothing to aggregate securely: the round is skipped
         reason = f"fewer than {MIN_PARTICIPANTS} users selected"
-        return SecureRoundRecord(r, len(selected), 0, reason, 0, 0, 0), ()
+        return RoundRecord(r, asked, (), 0.0, reason, metrics=dict.fromkeys(_ZERO, 0.0)), ()
     updates = {
         u: rng.uniform(-config.update_clip, config.update_clip, config.dimension) for u in selected
     }
     out = aggregator.aggregate(
         r, updates, dict.fromkeys(updates, 1.0), batch_size=config.users_per_batch, rng=rng
     )
+    connectivity = {
+        "connectivity_removed": float(out.connectivity_removed),
+        "connectivity_aborted": float(out.connectivity == "aborted"),
+    }
     if out.aborted is not None:
-        record = SecureRoundRecord(
-            r,
-            len(selected),
-            0,
-            out.aborted,
-            0.0,
-            0.0,
-            out.seconds,
-            out.connectivity,
-            out.connectivity_removed,
-        )
-        return record, ()
+        metrics = {**dict.fromkeys(_ZERO, 0.0), "server_seconds": out.seconds, **connectivity}
+        return RoundRecord(r, asked, (), out.seconds, out.aborted, metrics=metrics), ()
     error = 0.0
     if out.weighted_sum is not None:
         plain = np.sum([updates[u] for u in out.aggregated], axis=0)
         error = float(np.max(np.abs(out.weighted_sum - plain)))
-    record = SecureRoundRecord(
-        r,
-        len(selected),
-        len(out.aggregated),
-        None,
-        error,
-        out.client_seconds,
-        out.server_seconds,
-        out.connectivity,
-        out.connectivity_removed,
-    )
-    return record, out.aggregated
+    metrics = {
+        "max_abs_error": error,
+        "client_seconds": out.client_seconds,
+        "server_seconds": out.server_seconds,
+        **connectivity,
+    }
+    aggregated = tuple(int(u) for u in out.aggregated)
+    return RoundRecord(r, asked, aggregated, out.server_seconds, metrics=metrics), out.aggregated
+
+
+#: What a round that ran no protocol records as 0.
+_ZERO = ("max_abs_error", "client_seconds", "server_seconds")

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -45,11 +45,11 @@ from fedprivacy.participation.sampling import EveryUser, PoissonSampler
 from fedprivacy.participation.selectors import make_selector
 from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
 from fedprivacy.pipeline.loop import UserSampler
+from fedprivacy.pipeline.record import RoundRecord
 from fedprivacy.uldp.accounting import UldpAccounting
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.method_specs import method_spec
 from fedprivacy.uldp.methods import MethodRunner
-from fedprivacy.uldp.results import RoundRecord
 from fedprivacy.uldp.rounds import RoundOutput
 from fedprivacy.uldp.run_setup import sample_hidden
 
@@ -84,6 +84,9 @@ class SiloRounds(Protocol):
     the round (selection, ledger, evaluation, the record) is :class:`UldpAlgorithm`'s.
     """
 
+    aborted: str
+    """Why the last round was aborted ('' if it was released)."""
+
     @property
     def accounting(self) -> UldpAccounting:
         """How the released rounds and the ledger's counts translate into epsilons."""
@@ -112,6 +115,7 @@ class SimulatedSilos:
     runner: MethodRunner
     train_rng: np.random.Generator
     noise_rng: np.random.Generator
+    aborted: str = field(default="", init=False)  # no silo can fail in process
 
     @property
     def accounting(self) -> UldpAccounting:
@@ -226,16 +230,21 @@ class UldpAlgorithm(Algorithm[RoundRecord]):
             ev = self.evaluate()
         epsilon, epsilon_server = self._epsilons(ctx, aggregated)
         groups = 0 if out is None else out.groups
+        clipped = out.clipped / groups if out is not None and groups else math.nan
+        metrics = {
+            "epsilon": epsilon,
+            "epsilon_server": epsilon_server,
+            "clipped_fraction": clipped,
+        }
+        metrics.update(ev)
         record = RoundRecord(
-            round=t,
-            metric=ev.get("metric", math.nan),
-            loss=ev.get("loss", math.nan),
-            epsilon=epsilon,
-            epsilon_server=epsilon_server,
-            seconds=seconds,
-            roc_auc=ev.get("roc_auc"),
-            clipped_fraction=out.clipped / groups if out is not None and groups else math.nan,
-            noise_multiplier=self._round_noise(out),
+            ctx.round_index,
+            tuple(int(u) for u in ctx.selected),
+            tuple(int(u) for u in aggregated),
+            seconds,
+            "" if out is not None else self.silos.aborted,
+            self._round_noise(out),
+            metrics=metrics,
         )
         return RoundResult(aggregated, record)
 

@@ -24,10 +24,10 @@ import torch
 from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_bytes
 from fedprivacy.pipeline.loop import FederatedRun
+from fedprivacy.pipeline.record import RoundRecord
 from fedprivacy.uldp.algorithm import SimulatedSilos, UldpAlgorithm
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.group_dp import History
-from fedprivacy.uldp.results import RoundRecord
 
 __all__ = ["CHECKPOINT", "CONFIG", "RESUMABLE_ACROSS", "check_resumable", "load", "restore", "save"]
 
@@ -127,7 +127,7 @@ def restore(
     silos.noise_rng.bit_generator.state = state["noise_rng"]
     for row in state["ledger"]:
         loop.ledger.record(np.asarray(row, dtype=np.intp))
-    records = [RoundRecord(**r) for r in state["records"]]
+    records = [RoundRecord.restore(r) for r in state["records"]]
     if len(records) != loop.ledger.rounds:
         raise ParameterError("resume", "the checkpoint is inconsistent (records and ledger differ)")
     for mine, saved in zip(_group_histories(silos), state["group"], strict=True):

@@ -1,23 +1,24 @@
 """The result of a ULDP-FL run and its outputs: per-round records, summary, CSV, JSON, plot.
 
 :class:`UldpResult` is what :func:`fedprivacy.uldp.run.run_uldp` returns: one
-:class:`RoundRecord` per round and the run's settings; :meth:`UldpResult.summary` is its JSON
+:class:`~fedprivacy.pipeline.record.RoundRecord` per round (:func:`round_dict` its JSON) and the
+run's settings; :meth:`UldpResult.summary` is its JSON
 summary (with the ``privacy`` object of :func:`fedprivacy.report.privacy_report`),
 :meth:`UldpResult.to_csv` the per-round table and :func:`write_outputs` writes both and a plot.
 Every epsilon is named with its adversary (:data:`EPSILON_ADVERSARIES`).
 
 Examples
 --------
->>> RoundRecord(1, 0.75, 0.5, math.inf, 0.1).to_dict()["epsilon"] is None
-True
+>>> r = RoundRecord(0, (0, 1), (0, 1), 0.1, metrics={"metric": 0.75, "epsilon": math.inf})
+>>> d = round_dict(r)
+>>> d["round"], d["metric"], d["epsilon"]
+(1, 0.75, None)
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
+from fedprivacy.pipeline.record import Column, RoundRecord, records_csv
 from fedprivacy.report import (
     ULDP_EPSILON,
     ULDP_SERVER_CHOSEN,
@@ -38,67 +40,28 @@ from fedprivacy.run_directory import write_run_directory
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.run_setup import sample_hidden
 
-__all__ = ["EPSILON_ADVERSARIES", "RoundRecord", "UldpResult", "write_outputs"]
+__all__ = ["EPSILON_ADVERSARIES", "UldpResult", "round_dict", "write_outputs"]
 
 
-@dataclass(frozen=True)
-class RoundRecord:
-    """The state after one round.
+def round_dict(record: RoundRecord) -> dict[str, Any]:
+    """A round's JSON-ready dict (non-finite numbers become ``None``; rounds from 1).
 
-    Attributes
-    ----------
-    round : int
-        Round number, from 1.
-    metric : float
-        Test utility (accuracy or C-index); ``nan`` if the round was not evaluated.
-    loss : float
-        Test loss; ``nan`` if not evaluated.
-    epsilon : float
-        User-level epsilon after this round (``inf`` for DEFAULT), against anyone who sees the
-        released models but not the user sample (see :data:`EPSILON_ADVERSARIES`).
-    seconds : float
-        Wall time of the round's training and aggregation (evaluation excluded).
-    roc_auc : float or None
-        Test ROC-AUC for binary tasks.
-    clipped_fraction : float
-        Fraction of the contributing updates that were clipped.
-    epsilon_server : float
-        User-level epsilon after this round against the aggregation server, which knows the
-        user sample (:meth:`~fedprivacy.uldp.accounting.UldpAccounting.epsilons`).
-    noise_multiplier : float
-        The noise multiplier the round's release is accounted at (NaN: nothing released, or
-        not one Gaussian mechanism per round).
+    ``epsilon`` means what it means in every output: the largest per-user epsilon, against
+    the server where there is a guarantee against it (``epsilon_server``), else against the
+    released models; the released models' own is ``epsilon_released``.
     """
-
-    round: int
-    metric: float
-    loss: float
-    epsilon: float
-    seconds: float
-    roc_auc: float | None = None
-    clipped_fraction: float = math.nan
-    epsilon_server: float = math.nan
-    noise_multiplier: float = math.nan
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (non-finite numbers become ``None``).
-
-        ``epsilon`` means what it means in every output: the largest per-user epsilon, against
-        the server where there is a guarantee against it (``epsilon_server``), else against
-        the released models; the released models' own is ``epsilon_released``.
-        """
-        largest = self.epsilon_server if math.isfinite(self.epsilon_server) else self.epsilon
-        return {
-            "round": self.round,
-            "metric": _finite(self.metric),
-            "loss": _finite(self.loss),
-            "epsilon": _finite(largest),
-            "epsilon_released": _finite(self.epsilon),
-            "seconds": self.seconds,
-            "roc_auc": _finite(self.roc_auc),
-            "clipped_fraction": _finite(self.clipped_fraction),
-            "epsilon_server": _finite(self.epsilon_server),
-        }
+    released, server = record.get("epsilon"), record.get("epsilon_server")
+    return {
+        "round": record.round_index + 1,
+        "metric": _finite(record.get("metric")),
+        "loss": _finite(record.get("loss")),
+        "epsilon": _finite(server if math.isfinite(server) else released),
+        "epsilon_released": _finite(released),
+        "seconds": record.seconds,
+        "roc_auc": _finite(record.get("roc_auc")),
+        "clipped_fraction": _finite(record.get("clipped_fraction")),
+        "epsilon_server": _finite(server),
+    }
 
 
 #: Who each reported epsilon protects against (every output names them).
@@ -187,11 +150,8 @@ class UldpResult:
         """The last round's record (before any round: the initial model, nothing spent)."""
         if self.records:
             return self.records[-1]
-        i = self.initial
-        nan = math.nan
-        return RoundRecord(
-            0, i.get("metric", nan), i.get("loss", nan), 0.0, 0.0, epsilon_server=0.0
-        )
+        initial = {k: v for k, v in self.initial.items() if k in ("metric", "loss")}
+        return RoundRecord(-1, (), (), 0.0, metrics=dict(initial, epsilon=0.0, epsilon_server=0.0))
 
     def privacy_report(self) -> PrivacyReport:
         """The run's ``privacy`` object (:func:`fedprivacy.report.privacy_report`).
@@ -201,7 +161,7 @@ class UldpResult:
         ULDP-GROUP-k's are group privacy.
         """
         c = self.config
-        private = c.method != "DEFAULT" and math.isfinite(self.final.epsilon)
+        private = c.method != "DEFAULT" and math.isfinite(self.final.get("epsilon"))
         against = (
             EPSILON_ADVERSARIES["epsilon_released"]
             if sample_hidden(c)
@@ -215,7 +175,7 @@ class UldpResult:
             participation,
             noise,
             sampling_rate=c.effective_sampling_rate if sample_hidden(c) else None,
-            group_epsilon=self.final.epsilon if self.group_size is not None else None,
+            group_epsilon=self.final.get("epsilon") if self.group_size is not None else None,
         )
         mechanism = c.mechanism()  # None: the method's own, whose silos add the noise
         hidden = mechanism is None or mechanism.adds_noise_in_aggregation
@@ -241,11 +201,11 @@ class UldpResult:
         last = self.final
         privacy = self.privacy_report()
         return {
-            "metric": _finite(last.metric),
+            "metric": _finite(last.get("metric")),
             "metric_name": self.metric_name,
             "epsilon": privacy.epsilon,
-            "epsilon_released": _finite(last.epsilon),
-            "epsilon_server": _finite(last.epsilon_server),
+            "epsilon_released": _finite(last.get("epsilon")),
+            "epsilon_server": _finite(last.get("epsilon_server")),
             "epsilon_adversaries": {"epsilon": privacy.epsilon_adversary, **EPSILON_ADVERSARIES},
             "delta": c.delta,
             "private": c.method != "DEFAULT",
@@ -270,8 +230,8 @@ class UldpResult:
             "secagg": c.secagg,
             "update_clip": c.update_clip,
             "group_size": self.group_size,
-            "loss": _finite(last.loss),
-            "roc_auc": _finite(last.roc_auc),
+            "loss": _finite(last.get("loss")),
+            "roc_auc": _finite(last.get("roc_auc")),
             "initial_metric": _finite(self.initial.get("metric")),
             "initial_loss": _finite(self.initial.get("loss")),
             "seconds": round(self.seconds, 3),
@@ -297,26 +257,29 @@ class UldpResult:
 
     def to_csv(self) -> str:
         """Per-round CSV: ``round, metric, loss, epsilon, ..., exposed_users``."""
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        cols = [
-            "round",
-            "metric",
-            "loss",
-            "epsilon",
-            "epsilon_released",
-            "epsilon_server",
-            "seconds",
-            "roc_auc",
-            "clipped_fraction",
-        ]
-        writer.writerow([*cols, "exposed_users"])
         exposed = [] if self.exposed_after_round is None else self.exposed_after_round.tolist()
-        for i, r in enumerate(self.records):
-            d = r.to_dict()
-            row = ["" if d[k] is None else d[k] for k in cols]
-            writer.writerow([*row, exposed[i] if i < len(exposed) else ""])
-        return buf.getvalue()
+        rows = [round_dict(r) for r in self.records]
+        columns: list[Column] = [(k, _cell_of(rows, k)) for k in _CSV_COLUMNS]
+        columns.append(("exposed_users", lambda t, r: exposed[t] if t < len(exposed) else ""))
+        return records_csv(self.records, columns)
+
+
+def _cell_of(rows: list[dict[str, Any]], key: str) -> Callable[[int, RoundRecord], object]:
+    return lambda t, _: rows[t][key]
+
+
+#: The columns of ``rounds.csv`` before ``exposed_users`` (keys of :func:`round_dict`).
+_CSV_COLUMNS = (
+    "round",
+    "metric",
+    "loss",
+    "epsilon",
+    "epsilon_released",
+    "epsilon_server",
+    "seconds",
+    "roc_auc",
+    "clipped_fraction",
+)
 
 
 def write_outputs(
@@ -334,7 +297,7 @@ def write_outputs(
         The files written.
     """
     data = result.summary()
-    data["records"] = [r.to_dict() for r in result.records]
+    data["records"] = [round_dict(r) for r in result.records]
     data.update(extra or {})
     files = {
         "rounds.csv": result.to_csv(),
@@ -353,9 +316,9 @@ def _plot(result: UldpResult, path: Path) -> Path:
 
     from fedprivacy.files import save_figure
 
-    rounds = [0] + [r.round for r in result.records]
-    metric = [result.initial.get("metric", math.nan)] + [r.metric for r in result.records]
-    eps = [0.0] + [r.epsilon for r in result.records]
+    rounds = [0] + [r.round_index + 1 for r in result.records]
+    metric = [result.initial.get("metric", math.nan)] + [r.get("metric") for r in result.records]
+    eps = [0.0] + [r.get("epsilon") for r in result.records]
     c = result.config
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
     shown = [(x, y) for x, y in zip(rounds, metric, strict=True) if math.isfinite(y)]
@@ -365,7 +328,7 @@ def _plot(result: UldpResult, path: Path) -> Path:
     ax1.grid(alpha=0.3)
     if all(math.isfinite(e) for e in eps):
         ax2.plot(rounds, eps, marker="o", ms=3, color="tab:red", label="released models")
-        server = [0.0] + [r.epsilon_server for r in result.records]
+        server = [0.0] + [r.get("epsilon_server") for r in result.records]
         if all(math.isfinite(e) for e in server) and server != eps:
             ax2.plot(rounds, server, "--", color="tab:purple", label="against the server")
         ax2.legend(fontsize=7)

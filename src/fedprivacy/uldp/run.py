@@ -44,6 +44,7 @@ from fedprivacy.models.registry import count_parameters
 from fedprivacy.participation.availability import AlwaysAvailable
 from fedprivacy.pipeline.algorithm import RoundResult
 from fedprivacy.pipeline.loop import FederatedRun
+from fedprivacy.pipeline.record import RoundRecord
 from fedprivacy.secagg.private_weighting import SecureWeighting
 from fedprivacy.secagg.private_weighting.noise import TAIL_SIGMAS
 from fedprivacy.uldp.algorithm import UldpAlgorithm, server_view, uldp_selector
@@ -52,7 +53,7 @@ from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.method_specs import method_spec
 from fedprivacy.uldp.methods import MethodRunner
-from fedprivacy.uldp.results import RoundRecord, UldpResult
+from fedprivacy.uldp.results import UldpResult
 from fedprivacy.uldp.run_setup import (
     allocate,
     initial_model,

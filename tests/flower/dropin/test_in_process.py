@@ -68,7 +68,7 @@ def test_a_users_own_policy_file_is_enforced_on_its_node(tmp_path: Path) -> None
     refused = [e for e in result.events if e["event"] == "node_refused"]
     assert [e["user"] for e in refused] == [0]  # asked for less noise than its floor
     assert "noise_multiplier" in refused[0]["detail"]
-    assert result.rounds[0].aggregated == [1, 2, 3, 4, 5]  # the others' round goes on
+    assert result.rounds[0].aggregated == (1, 2, 3, 4, 5)  # the others' round goes on
 
 
 def test_one_dataset_per_user_is_required() -> None:
@@ -97,7 +97,7 @@ def test_the_clip_is_the_nodes_own_whatever_the_server_asks(tmp_path: Path) -> N
     )
     refused = {e["user"] for e in loose.events if e["event"] == "node_refused"}
     asked = set(loose.rounds[0].selected)
-    assert len(asked) == 4 and refused == asked and loose.rounds[0].aggregated == []
+    assert len(asked) == 4 and refused == asked and loose.rounds[0].aggregated == ()
     assert np.isnan(loose.rounds[0].noise_multiplier)
 
 

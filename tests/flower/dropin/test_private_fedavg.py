@@ -230,7 +230,7 @@ def test_a_node_with_its_own_noise_floor_refuses_a_round_without_noise(tmp_path:
     refused = [e for e in result.events if e["event"] == "node_refused"]
     assert refused and all(e["error"] == "PolicyViolationError" for e in refused)
     assert "noise_multiplier" in refused[0]["detail"]
-    assert result.rounds[0].aggregated == []  # nothing learned; the run goes on
+    assert result.rounds[0].aggregated == ()  # nothing learned; the run goes on
     assert np.array_equal(_flat(result.arrays), _flat(_initial()))
 
 

@@ -227,5 +227,7 @@ def test_the_deployed_run_accounts_as_the_in_process_run(
     rounds = [e for e in events if e.get("event") == "round"]
     assert [e["round"] for e in rounds] == [1, 2, 3]
     deployed = [summary["privacy"]["epsilon"], summary["privacy"]["epsilon_server"]]
-    assert deployed == [local.records[-1].epsilon, local.records[-1].epsilon_server]
-    assert local.records[0].epsilon < local.records[-1].epsilon  # it composes over the rounds
+    assert deployed == [local.records[-1].get("epsilon"), local.records[-1].get("epsilon_server")]
+    assert local.records[0].get("epsilon") < local.records[-1].get(
+        "epsilon"
+    )  # it composes over the rounds

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +45,7 @@ from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.flower.dropin.arrays import ArrayLayout
 from fedprivacy.flower.dropin.mod import ARRAYS, CONFIG, MOD_WIRE
 from fedprivacy.flower.dropin.private_config import PrivateFedAvgConfig
-from fedprivacy.flower.dropin.private_result import PrivateFedAvgResult, PrivateRound, RosterError
+from fedprivacy.flower.dropin.private_result import PrivateFedAvgResult, RosterError
 from fedprivacy.flower.fedavg.fedavg_round import FedAvgRound
 from fedprivacy.flower.fedavg.training import LiveNodes
 from fedprivacy.flower.messaging.exchange import StageExchange
@@ -57,6 +56,7 @@ from fedprivacy.participation.selectors import make_selector
 from fedprivacy.participation.units import unit_size, use_layout
 from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
 from fedprivacy.pipeline.loop import FederatedRun
+from fedprivacy.pipeline.record import RoundRecord
 
 __all__ = ["PrivateFedAvg", "PrivateFedAvgConfig", "PrivateFedAvgResult"]
 
@@ -66,7 +66,7 @@ _SELECTION, _PROTOCOL = 1, 3  # purposes of the per-round generators (as fl.engi
 EvaluateFn = Callable[[int, ArrayRecord], Mapping[str, Any] | None]
 
 
-class _RemoteFedAvg(Algorithm[PrivateRound]):
+class _RemoteFedAvg(Algorithm[RoundRecord]):
     """One FedAvg round over the nodes: they train the app's model; the server only sums."""
 
     def __init__(
@@ -93,7 +93,7 @@ class _RemoteFedAvg(Algorithm[PrivateRound]):
         )
         if isinstance(aggregator, SecureAggregator):
             aggregator.check_dimension(self.layout.size)
-        self.records: list[PrivateRound] = []
+        self.records: list[RoundRecord] = []
         self.remote = FedAvgRound(
             exchange,
             aggregator,
@@ -129,7 +129,7 @@ class _RemoteFedAvg(Algorithm[PrivateRound]):
             rng=round_rng(self.config.seed, r, _PROTOCOL),
         )
 
-    def run_round(self, ctx: RoundContext) -> RoundResult[PrivateRound]:
+    def run_round(self, ctx: RoundContext) -> RoundResult[RoundRecord]:
         """Train on the selected nodes, aggregate, apply the mechanism, update the arrays."""
         r, users = ctx.round_index, [int(u) for u in ctx.selected]
         started = time.perf_counter()
@@ -143,17 +143,17 @@ class _RemoteFedAvg(Algorithm[PrivateRound]):
             self.arrays = self.layout.unflatten(self.flat + update, base=self.arrays)
             self.flat = self.layout.flatten(self.arrays)
         wrap = outcome.wrap_log_probability
-        record = PrivateRound(
+        record = RoundRecord(
             r,
-            users,
-            [int(u) for u in outcome.aggregated],
+            tuple(users),
+            tuple(int(u) for u in outcome.aggregated),
+            time.perf_counter() - started,
             outcome.aborted or "",
             float("nan") if noise is None else float(noise),
             float("nan") if wrap is None else float(wrap),
-            time.perf_counter() - started,
         )
         self.records.append(record)
-        self.remote.exchange.log(event="round", **asdict(record))
+        self.remote.exchange.log(event="round", **record.fields())
         return RoundResult(np.asarray(outcome.aggregated, dtype=np.intp), record)
 
 
@@ -273,7 +273,7 @@ class PrivateFedAvg:
             authenticated=self.signers is not None,
         )
 
-        def after_round(_: RoundResult[PrivateRound]) -> None:
+        def after_round(_: RoundResult[RoundRecord]) -> None:
             result.arrays = algorithm.arrays
             r = ledger.rounds - 1
             assert loop.view is not None  # the loop's live audit, updated before the callbacks
@@ -283,7 +283,7 @@ class PrivateFedAvg:
                 result.evaluate_metrics_serverapp[r + 1] = dict(metrics)
                 exchange.log(round=r, event="evaluate", **dict(metrics))
 
-        loop: FederatedRun[PrivateRound] = FederatedRun(
+        loop: FederatedRun[RoundRecord] = FederatedRun(
             selector,
             live,
             algorithm,

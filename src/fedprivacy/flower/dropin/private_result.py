@@ -1,16 +1,17 @@
 """What :class:`~fedprivacy.flower.dropin.private_fedavg.PrivateFedAvg` returns and writes.
 
 A :class:`PrivateFedAvgResult` holds the final arrays (the app's own layout), one
-:class:`PrivateRound` per round, the ledger of what the server unmasked, the events, and gives
-the per-user privacy report (:func:`fedprivacy.report.privacy_report`, the same report as every
-other run's). :meth:`PrivateFedAvgResult.write` writes a run directory: ``privacy.md``,
-``summary.json``, ``participation.csv`` and ``events.jsonl``.
+:class:`~fedprivacy.pipeline.record.RoundRecord` per round, the ledger of what the server
+unmasked, the events, and gives the per-user privacy report
+(:func:`fedprivacy.report.privacy_report`, the same report as every other run's).
+:meth:`PrivateFedAvgResult.write` writes a run directory: ``privacy.md``, ``summary.json``,
+``participation.csv`` and ``events.jsonl``.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,11 @@ from fedprivacy.participation.incremental import AuditView
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.privacy import t_weak
+from fedprivacy.pipeline.record import RoundRecord
 from fedprivacy.report import LedgerEpsilons, PrivacyReport, privacy_report
 from fedprivacy.report_sentences import aggregation_of
 
-__all__ = ["PrivateFedAvgResult", "PrivateRound", "RosterError"]
+__all__ = ["PrivateFedAvgResult", "RosterError"]
 
 
 class RosterError(FedPrivacyError):
@@ -63,42 +65,13 @@ class RosterError(FedPrivacyError):
             )
 
 
-@dataclass(frozen=True)
-class PrivateRound:
-    """One round as the server saw it.
-
-    Attributes
-    ----------
-    round : int
-        Its index.
-    selected, aggregated : list of int
-        The users asked, and those whose update the server unmasked in the sum.
-    aborted : str
-        Why the round aggregated nothing ('' if it did not abort).
-    noise_multiplier : float
-        Of the released aggregate (NaN without DP or without an aggregate).
-    wrap_log_probability : float
-        Distributed DP: log of the bound on the noisy sum wrapping around (NaN otherwise).
-    seconds : float
-        The round's wall-clock time on the server.
-    """
-
-    round: int
-    selected: list[int]
-    aggregated: list[int]
-    aborted: str
-    noise_multiplier: float
-    wrap_log_probability: float
-    seconds: float
-
-
 @dataclass
 class PrivateFedAvgResult:
     """The run's result (see the module docstring); :attr:`arrays` is the final model."""
 
     config: PrivateFedAvgConfig
     arrays: ArrayRecord
-    rounds: list[PrivateRound]
+    rounds: list[RoundRecord]
     ledger: ParticipationLedger
     events: list[dict[str, Any]] = field(default_factory=list)
     roster: dict[int, int] = field(default_factory=dict)
@@ -155,7 +128,7 @@ class PrivateFedAvgResult:
         """
         return {
             "config": self.config.to_dict(),
-            "rounds": [asdict(r) for r in self.rounds],
+            "rounds": [r.fields() for r in self.rounds],
             "roster": {str(u): n for u, n in sorted(self.roster.items())},
             "evaluate_metrics_serverapp": {
                 str(r): m for r, m in sorted(self.evaluate_metrics_serverapp.items())

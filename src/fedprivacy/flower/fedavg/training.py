@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from fedprivacy.crypto.signing import Roster
 from fedprivacy.fl.aggregation import AggregateOutcome
-from fedprivacy.fl.engine import FederatedTraining, RoundRecord
+from fedprivacy.fl.engine import FederatedTraining
 from fedprivacy.flower.faults.lying_server import forge_config
 from fedprivacy.flower.fedavg.fedavg_round import FedAvgRound
 from fedprivacy.flower.messaging.exchange import BeforeStage, StageExchange
@@ -34,6 +34,7 @@ from fedprivacy.flower.messaging.stages import Record, decode_array, encode_arra
 from fedprivacy.flower.messaging.transport import Transport
 from fedprivacy.participation.availability import AvailabilityModel
 from fedprivacy.pipeline.algorithm import RoundContext, RoundResult, SelectAhead
+from fedprivacy.pipeline.record import RoundRecord
 
 __all__ = ["DeployedTraining", "LiveNodes"]
 

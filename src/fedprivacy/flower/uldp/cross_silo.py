@@ -59,6 +59,7 @@ from fedprivacy.participation.availability import AlwaysAvailable
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.pipeline.algorithm import RoundResult
 from fedprivacy.pipeline.loop import FederatedRun
+from fedprivacy.pipeline.record import RoundRecord
 from fedprivacy.secagg.private_weighting.params import PrivateWeightingParameters
 from fedprivacy.secagg.private_weighting.secure_weighting import accounted_noise_multiplier
 from fedprivacy.secagg.private_weighting.server import PrivateWeightingServer
@@ -66,7 +67,6 @@ from fedprivacy.uldp.algorithm import UldpAlgorithm, uldp_selector
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.deployment import check_deployable, session_parameters, silo_noise_std
 from fedprivacy.uldp.method_specs import method_spec
-from fedprivacy.uldp.results import RoundRecord
 from fedprivacy.uldp.run_setup import initial_model, load_dataset, run_seeds
 
 __all__ = ["SILO_FORGES", "run_cross_silo"]
@@ -123,12 +123,12 @@ def _run(
 
     def logged(result: RoundResult[RoundRecord]) -> None:
         exchange.log(
-            round=result.record.round,
+            round=result.record.round_index + 1,
             event="round",
             selected=[int(u) for u in silos.selected],
             aggregated=[int(u) for u in result.aggregated],
             aborted=silos.aborted,
-            metric=result.record.metric,
+            metric=result.record.get("metric"),
             seconds=result.record.seconds,
         )
 

@@ -25,10 +25,11 @@ from fedprivacy.flower.messaging.transport import Transport
 from fedprivacy.flower.uldp.silo_rounds import Aggregates
 from fedprivacy.participation.incremental import exposed_counts
 from fedprivacy.participation.ledger import ParticipationLedger
+from fedprivacy.pipeline.record import RoundRecord
 from fedprivacy.uldp.algorithm import server_view
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.deployment import silo_noise_std
-from fedprivacy.uldp.results import RoundRecord, UldpResult
+from fedprivacy.uldp.results import UldpResult
 from fedprivacy.uldp.results import write_outputs as write_run_outputs
 from fedprivacy.uldp.run import NOISE_OS, privacy_caveats
 
