@@ -1,10 +1,14 @@
 """One mechanism class, registered once, runs in FedAvg, ULDP-FL and the deployed FedAvg round.
 
 The toy mechanism scales every update to L2 norm exactly ``clip`` (normalisation instead of
-clipping) and adds no noise. It is one subclass of :class:`~fedprivacy.fl.mechanism.Mechanism`
-and one registration in :data:`~fedprivacy.fl.mechanism.MECHANISMS`; nothing else in the package
-knows it. Each test checks that the algorithm really applied it (the updates it aggregated have
-norm ``clip``), not only that the run finished.
+clipping) and, where the parties add noise themselves, has each of them add
+``PARTY_STD / sqrt(parties)`` (its noise hook,
+:meth:`~fedprivacy.fl.mechanism.Mechanism.party_std`). It is one subclass of
+:class:`~fedprivacy.fl.mechanism.Mechanism` and one registration in
+:data:`~fedprivacy.fl.mechanism.MECHANISMS`; nothing else in the package knows it. Each test
+checks that the algorithm really applied it (the updates it aggregated have norm ``clip``, the
+noise has the hook's size), not only that the run finished: FedAvg in process and deployed,
+ULDP-AVG and ULDP-NAIVE.
 
 So does one aggregator class (the last tests): in-process FedAvg, the server of a deployed
 plaintext FedAvg round and ULDP-FL's sum over silos aggregate with it.
@@ -26,6 +30,7 @@ from numpy.typing import NDArray
 from fedprivacy.fl.aggregation import AggregateOutcome, FloatAggregator
 from fedprivacy.fl.aggregators import AGGREGATORS
 from fedprivacy.fl.mechanism import MECHANISMS, Mechanism
+from fedprivacy.fl.minibatches import epoch_orders
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.fl.training_config import TrainConfig, build_training
 from fedprivacy.flower.fedavg.reference import simulate
@@ -35,6 +40,7 @@ from fedprivacy.flower.nodes.node import Node, training_for
 from fedprivacy.flower.nodes.node_policy import training_policy
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.families import FAMILIES
+from fedprivacy.uldp.families.base import epoch_keys
 from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.methods import MethodRunner
 from fedprivacy.uldp.rounds import RoundHyper
@@ -49,6 +55,7 @@ from fedprivacy.uldp.run_setup import (
 
 NAME = "test-normalise"
 CLIP = 1.15  # ULDP: about half the per-user updates are shorter, half longer
+PARTY_STD = 0.01  # the toy's noise hook: what the parties' noises sum to, per coordinate
 
 
 @dataclass
@@ -66,6 +73,10 @@ class Normalise(Mechanism):
     def clip_factors(self, norms: torch.Tensor) -> torch.Tensor:
         """``clip / norm``."""
         return self.clip / norms.clamp_min(1e-30)
+
+    def party_std(self, parties: int) -> float:
+        """``PARTY_STD / sqrt(parties)`` each: their sum has ``PARTY_STD``."""
+        return PARTY_STD / math.sqrt(parties)
 
     def release(self, mean: NDArray[np.float64], aggregated: int) -> NDArray[np.float64]:
         """The aggregate as it is."""
@@ -170,10 +181,39 @@ def test_uldp_sums_the_normalised_per_user_updates(
     scale = float(expected.abs().max())  # float32 per-user training against float64 sums
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5 * scale)
     out = runner.run_round(flat, np.random.default_rng(7))
-    assert torch.equal(out.noisy_sum, out.presum)  # no noise: the released sum is the sum
+    # the noise hook: each silo adds party_std(3), the sum over silos PARTY_STD per coordinate
+    std = float((out.noisy_sum - out.presum).double().std())
+    assert std == pytest.approx(PARTY_STD, rel=0.25)
+    # no noise multiplier: nothing to account, epsilon infinite against everyone
     assert runner.accounting.epsilons(1, np.ones(fed.num_users, np.int64)) == (math.inf,) * 2
     default = MethodRunner("ULDP-AVG", fed, round_hyper(cfg))
     assert not torch.allclose(default.presum(flat, np.random.default_rng(7)), got)
+
+
+def test_uldp_naive_normalises_each_silos_delta_and_adds_its_party_noise(
+    federation: tuple[UldpConfig, Federation],
+) -> None:
+    """ULDP-NAIVE: the mechanism's clip factors on the silo deltas, its noise per silo."""
+    cfg, fed = federation
+    flat = flatten_parameters(fed.task.build_model(1))
+    hyper = round_hyper(cfg)
+    mechanism = UldpConfig(**{**cfg.to_dict(), "method": "ULDP-NAIVE", "dp": NAME}).mechanism()
+    runner = MethodRunner("ULDP-NAIVE", fed, hyper, mechanism=mechanism)
+    assert runner.mechanism is mechanism and isinstance(mechanism, Normalise)
+    out = runner.run_round(flat, np.random.default_rng(7), np.random.default_rng(8))
+    # the silo deltas, trained again from the same keys, each scaled to norm CLIP by hand
+    keys = epoch_keys(hyper, fed, np.random.default_rng(7))
+    orders = epoch_orders(keys[:, fed.record_index], fed.silo_offsets, hyper.local.epochs)
+    deltas = runner.trainer.train(flat, fed.x, fed.y, fed.silo_offsets, orders, hyper.local)
+    norms = torch.linalg.vector_norm(deltas.double(), dim=1, keepdim=True)
+    torch.testing.assert_close(out.presum.double(), (CLIP * deltas / norms).sum(dim=0))
+    # the noise hook: each of the 3 silos adds party_std(3) times the sensitivity 2 |S| = 6
+    std = float((out.noisy_sum - out.presum).double().std())
+    assert std == pytest.approx(6 * PARTY_STD, rel=0.25)
+    # the default mechanism (distributed, sigma 5) adds its own noise instead of the toy's
+    default = MethodRunner("ULDP-NAIVE", fed, hyper)
+    again = default.run_round(flat, np.random.default_rng(7), np.random.default_rng(8))
+    assert float((again.noisy_sum - again.presum).double().std()) > 100 * std
 
 
 # --------------------------------------------------------------------------- aggregators

@@ -151,11 +151,11 @@ class UldpConfig(
     * ``seed``: of the allocation, the initial model, the minibatches, the sampling and the
       noise.
     * ``noise_multiplier``, ``delta``: the paper's sigma (5) and delta (1e-5).
-    * ``dp``: the mechanism of the per-user methods (ULDP-AVG, ULDP-SGD and their variants),
-      with noise multiplier ``noise_multiplier`` and clip ``clip``: ``None`` is the paper's
+    * ``dp``: the mechanism of ULDP-NAIVE, ULDP-AVG, ULDP-SGD and their variants, with noise
+      multiplier ``noise_multiplier`` and clip ``clip``: ``None`` is the paper's
       ``distributed`` (each silo adds its share of the noise); ``central`` has the server add
-      it (no guarantee against the server). An error for the other methods, which add their
-      own noise.
+      it (no guarantee against the server; not ULDP-NAIVE, whose silos add noise at their
+      sensitivity). An error for DEFAULT and ULDP-GROUP-k.
     * ``clip``, ``local_epochs``, ``local_lr``, ``batch_size`` (``C``, ``Q``, ``eta_l``,
       ``B``) and ``global_lr``: ``None`` takes :data:`DEFAULT_HYPER`.
     * ``device``: ``cpu`` or ``cuda[:N]``.
@@ -384,16 +384,23 @@ class UldpConfig(
         """``dp``: a registered mechanism, for the per-user methods, Protocol 1 only with theirs."""
         if self.dp is None:
             return
-        MECHANISMS.lookup(self.dp)
-        family = method_spec(self.method).family
-        if family not in ("avg", "sgd"):
+        kind = MECHANISMS.lookup(self.dp)
+        spec = method_spec(self.method)
+        if not spec.takes_mechanism:
             raise ParameterError(
                 "dp",
                 f"{self.method} takes no mechanism (its noise, if any, is its own); only "
-                "ULDP-AVG and ULDP-SGD take one",
+                "ULDP-NAIVE, ULDP-AVG and ULDP-SGD take one",
             )
         if self.dp == "none":
             raise ParameterError("dp", "for training without DP use the DEFAULT method")
+        probe = kind.from_options(self.noise_multiplier, 1.0 if self.clip is None else self.clip)
+        if spec.family == "naive" and probe.party_std(2) is None:
+            raise ParameterError(
+                "dp",
+                f"{self.method}'s silos add its noise at their sensitivity: a mechanism "
+                "whose parties add noise (party_std), such as 'distributed'",
+            )
         if self.secure_weighting and self.dp != "distributed":
             raise ParameterError(
                 "dp", "the private weighting protocol's silos add the noise: use 'distributed'"

@@ -57,6 +57,14 @@ class MethodSpec:
         """Whether the method is differentially private (all but DEFAULT)."""
         return self.family != "default"
 
+    @property
+    def takes_mechanism(self) -> bool:
+        """Whether a run may name its mechanism.
+
+        Not DEFAULT (no noise), nor ULDP-GROUP-k (record-level DP-SGD's own clip and noise).
+        """
+        return self.family not in ("default", "group")
+
 
 def _table(*specs: MethodSpec) -> dict[str, MethodSpec]:
     table = {s.name: s for s in specs}

@@ -74,7 +74,7 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import Aggregator
 from fedprivacy.fl.aggregators import make_aggregator
 from fedprivacy.fl.local_training import DEFAULT_MAX_ROWS, VectorisedTrainer, require_plain_sgd
-from fedprivacy.fl.mechanism import DistributedDiscreteGaussian, Mechanism
+from fedprivacy.fl.mechanism import Mechanism
 from fedprivacy.uldp.accounting import UldpAccounting
 from fedprivacy.uldp.families import FAMILIES, MethodFamily
 from fedprivacy.uldp.federation import Federation
@@ -215,18 +215,22 @@ class MethodRunner:
 
     def _mechanism(self) -> Mechanism | None:
         """The given mechanism, checked, or the default one (see the class docstring)."""
-        h = self.hyper
-        if not self.family.per_user:
-            if self.mechanism is not None:
-                raise ParameterError(
-                    "dp",
-                    f"{self.spec.name} takes no mechanism (its noise, if any, is its own); only "
-                    "ULDP-AVG and ULDP-SGD take one",
-                )
-            return None
         if self.mechanism is None:
-            return DistributedDiscreteGaussian(noise_multiplier=h.noise_multiplier, clip=h.clip)
-        if self.secure is not None and self.mechanism.party_std(self.fed.num_silos) is None:
+            return self.family.default_mechanism(self.hyper)
+        if not self.spec.takes_mechanism:
+            raise ParameterError(
+                "dp",
+                f"{self.spec.name} takes no mechanism (its noise, if any, is its own); only "
+                "ULDP-NAIVE, ULDP-AVG and ULDP-SGD take one",
+            )
+        silos_add_noise = self.mechanism.party_std(self.fed.num_silos) is not None
+        if not silos_add_noise and not self.family.per_user:  # the server's noise: sensitivity C
+            raise ParameterError(
+                "dp",
+                f"{self.spec.name}'s silos add its noise at their sensitivity: a mechanism "
+                "whose parties add noise (party_std), such as 'distributed'",
+            )
+        if self.secure is not None and not silos_add_noise:
             raise ParameterError(
                 "dp", "the private weighting protocol's silos add the noise: use 'distributed'"
             )

@@ -86,6 +86,15 @@ class MethodFamily(ABC):
     gaussian_per_round: ClassVar[bool] = True
     per_user: ClassVar[bool] = False
 
+    def default_mechanism(self, hyper: RoundHyper) -> Mechanism | None:
+        """The clip and noise of a run that names no mechanism (None: the family's own).
+
+        ``distributed`` at ``sigma`` and ``C``: the silos add the noise (the paper).
+        """
+        from fedprivacy.fl.mechanism import DistributedDiscreteGaussian
+
+        return DistributedDiscreteGaussian(noise_multiplier=hyper.noise_multiplier, clip=hyper.clip)
+
     def setup(self, runner: Runner) -> None:
         """Prepare the runner's per-family state, once, when the runner is made (no-op)."""
         return None

@@ -8,6 +8,8 @@ the silos' DP-SGD converted to user level (:func:`~fedprivacy.uldp.group_dp.grou
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 from numpy.typing import NDArray
@@ -23,7 +25,10 @@ from fedprivacy.uldp.group_dp import (
     group_size,
     new_state,
 )
-from fedprivacy.uldp.rounds import RoundOutput
+from fedprivacy.uldp.rounds import RoundHyper, RoundOutput
+
+if TYPE_CHECKING:
+    from fedprivacy.fl.mechanism import Mechanism
 
 __all__ = ["GroupFamily", "GroupRounds"]
 
@@ -33,6 +38,10 @@ class GroupFamily(MethodFamily):
 
     name = "group"
     gaussian_per_round = False
+
+    def default_mechanism(self, hyper: RoundHyper) -> Mechanism | None:
+        """None: the silos' DP-SGD clips and noises each record's gradient (Opacus)."""
+        return None
 
     def setup(self, runner: Runner) -> None:
         """Choose ``k``, keep at most ``k`` records per user, one DP-SGD accountant per silo."""

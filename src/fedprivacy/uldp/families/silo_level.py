@@ -1,9 +1,9 @@
 """The round shared by DEFAULT and ULDP-NAIVE: every silo trains one model on its records.
 
 Each silo runs ``Q`` epochs of minibatch SGD from ``x_t`` on all its records (one vectorised
-call for all silos) and clips its delta to the family's bound
-(:meth:`SiloLevelFamily.clip_bound`); ``x_{t+1} = x_t + eta_g * (sum_s Delta_s + noise) / |S|``
-with the family's noise per silo (:meth:`SiloLevelFamily.silo_noise_std`). Randomness: the
+call for all silos) and clips its delta by the run's mechanism;
+``x_{t+1} = x_t + eta_g * (sum_s Delta_s + noise) / |S|`` with the mechanism's party noise at the
+family's sensitivity (:meth:`SiloLevelFamily.contributions`). Randomness: the
 minibatch keys from ``rng``, then one ``noise_rng.normal`` vector per silo.
 """
 
@@ -15,7 +15,6 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from fedprivacy.fl.mechanism import l2_clip_factors
 from fedprivacy.fl.minibatches import epoch_orders
 from fedprivacy.uldp.families.base import MethodFamily, Runner, epoch_keys, gaussian_noise, silo_sum
 from fedprivacy.uldp.rounds import RoundOutput
@@ -24,31 +23,30 @@ __all__ = ["SiloLevelFamily"]
 
 
 class SiloLevelFamily(MethodFamily):
-    """A family whose silos each send one (possibly clipped and noised) model delta."""
-
-    def clip_bound(self, runner: Runner) -> float | None:
-        """The L2 norm each silo clips its delta to: ``C`` (``None``: deltas sent unclipped)."""
-        return runner.hyper.clip
+    """A family whose silos each send one model delta, clipped and noised by the mechanism."""
 
     @abstractmethod
-    def silo_noise_std(self, runner: Runner) -> float:
-        """The standard deviation of each silo's noise per coordinate (``0``: no noise drawn)."""
+    def sensitivity(self, runner: Runner) -> float:
+        """A user's reach into the sum over silos, in units of the mechanism's clip."""
 
     def contributions(
         self, runner: Runner, deltas: torch.Tensor
     ) -> tuple[torch.Tensor, float, int, float]:
         """From the ``(|S|, P)`` silo deltas: ``(contributions, noise std, clipped, mean norm)``.
 
-        The contributions are the deltas clipped to :meth:`clip_bound`; the norms are those
-        before clipping.
+        The contributions are the deltas scaled by the mechanism's
+        :meth:`~fedprivacy.fl.mechanism.Mechanism.clip_factors`; each silo's noise is the
+        mechanism's :meth:`~fedprivacy.fl.mechanism.Mechanism.party_std` for ``|S|`` parties
+        times :meth:`sensitivity`. The norms are those before clipping.
         """
-        bound = self.clip_bound(runner)
+        mechanism = runner.mechanism
+        assert mechanism is not None  # a MethodRunner gives every silo-level family one
         norms = torch.linalg.vector_norm(deltas, dim=1)
-        if bound is None:
-            return deltas, self.silo_noise_std(runner), 0, float(norms.mean())
-        contrib = deltas * l2_clip_factors(norms, bound)[:, None]
-        clipped = int((norms > bound).sum())
-        return contrib, self.silo_noise_std(runner), clipped, float(norms.mean())
+        factors = mechanism.clip_factors(norms)
+        party = mechanism.party_std(runner.fed.num_silos)
+        std = 0.0 if party is None else party * self.sensitivity(runner)
+        clipped = int((factors < 1).sum())
+        return deltas * factors[:, None], std, clipped, float(norms.mean())
 
     def round(
         self,
