@@ -17,9 +17,11 @@ plaintext FedAvg round and ULDP-FL's sum over silos aggregate with it.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -38,7 +40,12 @@ from fedprivacy.flower.fedavg.training import DeployedTraining, LiveNodes
 from fedprivacy.flower.messaging.transport import InProcessTransport
 from fedprivacy.flower.nodes.node import Node, training_for
 from fedprivacy.flower.nodes.node_policy import training_policy
+from fedprivacy.flower.uldp.cross_silo import run_cross_silo
+from fedprivacy.flower.uldp.cross_silo_reference import compare_cross_silo
+from fedprivacy.flower.uldp.silo_node import SiloNode
+from fedprivacy.flower.uldp.silo_policy import silo_policy
 from fedprivacy.uldp.config import UldpConfig
+from fedprivacy.uldp.deployment import deployed_mechanism
 from fedprivacy.uldp.families import FAMILIES
 from fedprivacy.uldp.families.base import epoch_keys
 from fedprivacy.uldp.federation import Federation, build_federation
@@ -214,6 +221,40 @@ def test_uldp_naive_normalises_each_silos_delta_and_adds_its_party_noise(
     default = MethodRunner("ULDP-NAIVE", fed, hyper)
     again = default.run_round(flat, np.random.default_rng(7), np.random.default_rng(8))
     assert float((again.noisy_sum - again.presum).double().std()) > 100 * std
+
+
+def test_the_cross_silo_deployment_clips_and_noises_with_it(tmp_path: Path) -> None:
+    """Protocol 1 over the in-process transport: each silo's clip factors and noise are the toy's.
+
+    Four Heart Disease silos whose policies set a negligible noise floor, so the noise in every
+    aggregate is the toy's hook (four silos adding ``PARTY_STD / 2`` each); the in-process
+    reference replays the same rounds with the same mechanism.
+    """
+    data = Path(os.environ.get("FEDPRIVACY_DATA") or Path(__file__).parents[3] / "shared/data")
+    if not (data / "heart_disease").is_dir():
+        pytest.skip(f"needs the shared datasets in {data} (set FEDPRIVACY_DATA)")
+    config = UldpConfig(
+        dataset="heart_disease",
+        method="ULDP-AVG-w",
+        users=60,
+        rounds=3,
+        noise_multiplier=1e-6,
+        dp=NAME,
+        secure_key_bits=1024,
+        insecure_test_keys=True,
+        data_dir=str(data),
+    )
+    assert isinstance(deployed_mechanism(config.resolved()), Normalise)
+    policy = silo_policy(config).with_overrides(allow_unauthenticated=True)  # no node keys
+    transport = InProcessTransport({s: SiloNode(s, "", str(data), policy) for s in range(4)})
+    summary = run_cross_silo(config, transport, tmp_path)
+    assert summary["rounds_aggregated"] == 3
+    stats = compare_cross_silo(tmp_path, str(data))
+    assert stats["noise_std_expected"] == pytest.approx(PARTY_STD) and stats["samples"] == 42
+    # 42 draws: their RMS lies within 35 % of the std except with probability < 1e-4
+    assert 0.65 * PARTY_STD < stats["deviation_std"] < 1.35 * PARTY_STD
+    # the toy has no noise multiplier: nothing to account, and the report says so
+    assert summary["privacy"]["epsilon"] is None
 
 
 # --------------------------------------------------------------------------- aggregators

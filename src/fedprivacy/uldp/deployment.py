@@ -11,7 +11,8 @@ deployment and its in-process reference (:func:`plaintext_aggregate`) compute th
   configuration;
 * :func:`silo_deltas` is the silo's round: every user with records in the silo trains from
   ``x_t`` (the silo does not know the round's user sample: unsampled users get an encrypted
-  weight of 0), the updates are clipped in float64;
+  weight of 0), the updates are clipped in float64 by the run's mechanism (within the bound
+  ``C`` of Protocol 1's encoding);
 * :func:`session_parameters` are Protocol 1's public parameters from the configuration alone
   (the server never sees the histogram ``n_{s,u}``).
 
@@ -29,7 +30,6 @@ Examples
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +38,7 @@ from numpy.typing import NDArray
 
 from fedprivacy.data.allocation import Allocation
 from fedprivacy.errors import ParameterError
+from fedprivacy.fl.mechanism import Mechanism, l2_clip_factors
 from fedprivacy.secagg.private_weighting.noise import TAIL_SIGMAS
 from fedprivacy.secagg.private_weighting.params import (
     DEFAULT_N_MAX,
@@ -47,6 +48,7 @@ from fedprivacy.secagg.private_weighting.params import (
 )
 from fedprivacy.uldp.clipped_sums import dense_clipped
 from fedprivacy.uldp.config import UldpConfig
+from fedprivacy.uldp.families import family_for
 from fedprivacy.uldp.families.user_level import UserLevelFamily
 from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.method_specs import method_spec
@@ -56,6 +58,7 @@ from fedprivacy.uldp.run_setup import allocate, initial_model, load_dataset, rou
 __all__ = [
     "SiloSide",
     "check_deployable",
+    "deployed_mechanism",
     "plaintext_aggregate",
     "session_parameters",
     "silo_deltas",
@@ -83,11 +86,23 @@ def check_deployable(config: UldpConfig) -> UldpConfig:
             "a cross-silo deployment runs the private weighting protocol: ULDP-AVG-w, "
             f"ULDP-AVG-ws, ULDP-SGD-w or ULDP-SGD-ws, not {cfg.method}",
         )
-    if cfg.dp not in (None, "distributed"):
+    if deployed_mechanism(cfg).party_std(cfg.num_silos) is None:
         raise ParameterError(
-            "dp", f"each silo of a deployment adds its own noise (distributed), not {cfg.dp!r}"
+            "dp",
+            "each silo of a deployment adds its own noise: a mechanism whose parties add noise "
+            f"(party_std), such as 'distributed', not {cfg.dp!r}",
         )
     return cfg
+
+
+def deployed_mechanism(cfg: UldpConfig) -> Mechanism:
+    """The run's mechanism: the one ``dp`` names, else the method's default (``distributed``)."""
+    named = cfg.mechanism()
+    if named is not None:
+        return named
+    default = family_for(cfg.method).default_mechanism(round_hyper(cfg))
+    assert default is not None  # the -w methods' families take mechanisms
+    return default
 
 
 def check_users_hold_records(cfg: UldpConfig) -> None:
@@ -116,9 +131,14 @@ def check_users_hold_records(cfg: UldpConfig) -> None:
 
 
 def silo_noise_std(cfg: UldpConfig) -> float:
-    """Each silo's noise standard deviation ``sigma C / sqrt(|S|)`` (real units)."""
-    assert cfg.clip is not None
-    return cfg.noise_multiplier * cfg.clip / math.sqrt(cfg.num_silos)
+    """Each silo's noise standard deviation: the mechanism's ``party_std`` for ``|S|`` silos.
+
+    ``sigma C / sqrt(|S|)`` (real units) for ``distributed``.
+    """
+    std = deployed_mechanism(cfg).party_std(cfg.num_silos)
+    if std is None:
+        raise ParameterError("dp", "the silos of a deployment add the noise (party_std)")
+    return std
 
 
 def session_parameters(
@@ -180,7 +200,9 @@ def silo_side(config_toml: str, data_dir: str | None = None) -> SiloSide:
     allocation = allocate(cfg, ds, np.random.default_rng(run_seeds(cfg)[0]))
     fed = build_federation(ds, allocation)
     _, model, flat = initial_model(cfg, ds)
-    runner = MethodRunner(cfg.method, fed, round_hyper(cfg), delta=cfg.delta, model=model)
+    runner = MethodRunner(
+        cfg.method, fed, round_hyper(cfg), delta=cfg.delta, model=model, mechanism=cfg.mechanism()
+    )
     return SiloSide(cfg, fed, runner, allocation, int(flat.numel()))
 
 
@@ -207,7 +229,14 @@ def silo_deltas(
     live = np.arange(len(users), dtype=np.int64)
     data = (fed.x[sl], fed.y[sl], off)
     chunks = list(family.vectors(runner.trainer, h, global_flat, data, silo_keys, live))
-    return dense_clipped(chunks, users, fed.num_users, global_flat.numel(), h.clip)[0]
+    mechanism = runner.mechanism
+    assert mechanism is not None  # a MethodRunner gives every per-user family one
+
+    def factors(norms: torch.Tensor) -> torch.Tensor:
+        """The mechanism's, never past Protocol 1's bound ``C`` (the silo's sensitivity)."""
+        return torch.minimum(mechanism.clip_factors(norms), l2_clip_factors(norms, h.clip))
+
+    return dense_clipped(chunks, users, fed.num_users, global_flat.numel(), factors)[0]
 
 
 def plaintext_aggregate(

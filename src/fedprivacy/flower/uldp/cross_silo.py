@@ -65,19 +65,28 @@ from fedprivacy.secagg.private_weighting.secure_weighting import accounted_noise
 from fedprivacy.secagg.private_weighting.server import PrivateWeightingServer
 from fedprivacy.uldp.algorithm import UldpAlgorithm, uldp_selector
 from fedprivacy.uldp.config import UldpConfig
-from fedprivacy.uldp.deployment import check_deployable, session_parameters, silo_noise_std
+from fedprivacy.uldp.deployment import (
+    check_deployable,
+    deployed_mechanism,
+    session_parameters,
+    silo_noise_std,
+)
 from fedprivacy.uldp.method_specs import method_spec
 from fedprivacy.uldp.run_setup import initial_model, load_dataset, run_seeds
 
 __all__ = ["SILO_FORGES", "run_cross_silo"]
 
 
-def _noise_multiplier(cfg: UldpConfig, params: PrivateWeightingParameters) -> float:
-    """``min(sigma, ...)`` of the silos' discrete Gaussians on the grid (as in-process)."""
+def _noise_multiplier(cfg: UldpConfig, params: PrivateWeightingParameters) -> float | None:
+    """``min(sigma, ...)`` of the silos' discrete Gaussians on the grid (as in-process).
+
+    ``None`` for a mechanism without a noise multiplier: nothing is accounted.
+    """
     assert cfg.clip is not None
-    return min(
-        cfg.noise_multiplier, accounted_noise_multiplier(params, silo_noise_std(cfg), cfg.clip)
-    )
+    sigma = deployed_mechanism(cfg).noise_multiplier
+    if sigma is None:
+        return None
+    return min(sigma, accounted_noise_multiplier(params, silo_noise_std(cfg), cfg.clip))
 
 
 def _run(

@@ -48,8 +48,9 @@ class CrossSiloOutcome:
         One per round run (none if the setup failed).
     aggregates : dict
         Per aggregated round: the decoded aggregate, the minibatch seed and the user sample.
-    noise_multiplier : float
-        The effective noise multiplier of the silos' summed noise.
+    noise_multiplier : float or None
+        The effective noise multiplier of the silos' summed noise (None: the mechanism has
+        none, nothing is accounted).
     events : list of dict
         The event log.
     final_params : torch.Tensor
@@ -63,7 +64,7 @@ class CrossSiloOutcome:
     ledger: ParticipationLedger
     records: list[RoundRecord]
     aggregates: Aggregates
-    noise_multiplier: float
+    noise_multiplier: float | None
     events: list[dict[str, Any]]
     final_params: torch.Tensor
     setup_seconds: dict[str, float] = field(default_factory=dict)

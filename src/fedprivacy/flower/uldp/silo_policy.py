@@ -216,20 +216,22 @@ def check_proposal(
 
 
 def silo_noise_std_of(policy: PartyPolicy, config: UldpConfig) -> float:
-    """The standard deviation of the noise a silo adds: ``sigma C / sqrt(|S|)`` (real units).
+    """The standard deviation of the noise a silo adds (real units).
 
-    ``sigma`` is the policy's floor, or the configuration's sigma where that is larger (so the
-    report the server writes from the configuration is never an over-claim); ``C`` is the clip
-    the silo applies (the configuration's, at most the policy's once
-    :func:`check_proposal` passed).
+    The policy's floor ``sigma C / sqrt(|S|)``, or the configuration mechanism's ``party_std``
+    where that is larger (so the report the server writes from the configuration is never an
+    over-claim); ``C`` is the clip the silo applies (the configuration's, at most the policy's
+    once :func:`check_proposal` passed).
 
     Raises
     ------
     PolicyViolationError
         Naming ``noise_multiplier``, if the policy sets no floor.
     """
+    from fedprivacy.uldp.deployment import silo_noise_std
+
     if policy.noise_multiplier is None:
         raise PolicyViolationError("noise_multiplier", "this silo's policy sets no noise floor")
     assert config.clip is not None
-    sigma = max(policy.noise_multiplier, config.noise_multiplier)
-    return sigma * config.clip / math.sqrt(config.num_silos)
+    floor = policy.noise_multiplier * config.clip / math.sqrt(config.num_silos)
+    return max(floor, silo_noise_std(config))

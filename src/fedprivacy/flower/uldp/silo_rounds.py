@@ -155,7 +155,7 @@ class ProtocolSilos:
         Reaches the silos.
     rng : numpy.random.Generator
         Draws each round's minibatch seed (after the selector's draw).
-    noise_multiplier : float
+    noise_multiplier : float or None
         The effective noise multiplier of the silos' summed discrete Gaussians (accounted).
     forge : SiloForge, optional
         A lying server (fault injection): ``round=R`` asks round ``R`` again in a new session.
@@ -181,7 +181,7 @@ class ProtocolSilos:
         server: PrivateWeightingServer,
         exchange: StageExchange,
         rng: np.random.Generator,
-        noise_multiplier: float,
+        noise_multiplier: float | None,
         *,
         forge: SiloForge | None = None,
         session: Callable[[], PrivateWeightingServer] | None = None,
