@@ -111,11 +111,11 @@ def test_subsampling_lowers_epsilon() -> None:
 def test_per_round_composition_equals_one_shot_and_is_cached() -> None:
     per_round = PrivacyAccountant()
     epsilons = []
-    before = accounting._step_rdp_cached.cache_info()
+    before = accounting.step_rdp_cached.cache_info()
     for _ in range(10):
         per_round.compose_gaussian(SIGMA, steps=100, sampling_rate=Q)
         epsilons.append(per_round.epsilon(DELTA))
-    after = accounting._step_rdp_cached.cache_info()
+    after = accounting.step_rdp_cached.cache_info()
     assert after.misses - before.misses <= 1  # the step RDP is computed at most once
     assert np.all(np.diff(epsilons) > 0)
     one_shot = PrivacyAccountant().compose_gaussian(SIGMA, steps=1000, sampling_rate=Q)

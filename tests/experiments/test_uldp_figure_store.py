@@ -20,7 +20,7 @@ from fedprivacy.experiments.uldp_figure_store import (
     reusable_curve,
     write_curve,
 )
-from fedprivacy.uldp.config import DEFAULT_HYPER
+from fedprivacy.uldp.hyper_defaults import DEFAULT_HYPER
 
 
 def _result() -> CurveResult:

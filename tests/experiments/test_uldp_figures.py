@@ -17,7 +17,7 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.experiments import uldp_figures
 from fedprivacy.experiments.catalogue import program_experiments
 from fedprivacy.experiments.uldp_figure_specs import FIGURES, Curve, FigureSpec
-from fedprivacy.uldp.config import DEFAULT_HYPER
+from fedprivacy.uldp.hyper_defaults import DEFAULT_HYPER
 
 DATA = Path(
     os.environ.get("FEDPRIVACY_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"

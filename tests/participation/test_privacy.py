@@ -148,11 +148,11 @@ def test_coloops_cost_one_exact_solve_not_one_each(monkeypatch: pytest.MonkeyPat
     # 60 users, each alone in a round and all 60 in one more: every user is a coloop. Only a
     # candidate lighter than the best so far is solved exactly (before: one exact solve per
     # coloop, which took 528 s on 800 of them).
-    from fedprivacy.participation import privacy
+    from fedprivacy.participation import t_weak_search
 
     calls = []
-    real = privacy.left_null_vector
-    monkeypatch.setattr(privacy, "left_null_vector", lambda m: calls.append(1) or real(m))
+    real = t_weak_search.left_null_vector
+    monkeypatch.setattr(t_weak_search, "left_null_vector", lambda m: calls.append(1) or real(m))
     p = np.vstack([np.eye(60, dtype=np.uint8), np.ones((1, 60), dtype=np.uint8)])
     r = t_weak(p, time_limit=30)
     assert (r.lower, r.upper) == (1, 1)
@@ -160,10 +160,10 @@ def test_coloops_cost_one_exact_solve_not_one_each(monkeypatch: pytest.MonkeyPat
 
 
 def test_dependent_set_tests_stop_at_the_deadline() -> None:
-    from fedprivacy.participation import privacy
+    from fedprivacy.participation import t_weak_search
 
     p = np.vstack([np.eye(6, dtype=np.uint8), np.ones((1, 6), dtype=np.uint8)])
-    red = privacy._reduce(p)
-    search = privacy._Search(red)
-    assert privacy._smallest_dependent_sets(red, search, 3, deadline=0.0) == 0
+    red = t_weak_search.reduce_ledger(p)
+    search = t_weak_search.Search(red)
+    assert t_weak_search._smallest_dependent_sets(red, search, 3, deadline=0.0) == 0
     assert search.upper is None  # nothing was solved after the deadline

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from fedprivacy.errors import ParameterError
-from fedprivacy.uldp.config import DEFAULT_HYPER, UldpConfig
+from fedprivacy.uldp.config import UldpConfig
+from fedprivacy.uldp.hyper_defaults import DEFAULT_HYPER
 from fedprivacy.uldp.method_names import METHODS
 
 

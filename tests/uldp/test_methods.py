@@ -13,8 +13,8 @@ from fedprivacy.dp.rdp import DEFAULT_ORDERS
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.local_training import LocalTrainingSpec
 from fedprivacy.fl.params import flatten_parameters, load_flat_
-from fedprivacy.uldp.config import DEFAULT_HYPER
 from fedprivacy.uldp.federation import Federation
+from fedprivacy.uldp.hyper_defaults import DEFAULT_HYPER
 from fedprivacy.uldp.method_names import METHODS
 from fedprivacy.uldp.method_specs import MethodSpec, method_spec
 from fedprivacy.uldp.methods import MethodRunner

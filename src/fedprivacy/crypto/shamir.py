@@ -240,7 +240,7 @@ def split_secret(secret: bytes, holders: Sequence[int], threshold: int) -> dict[
 
 
 @functools.lru_cache(maxsize=256)
-def _lagrange_cached(points: tuple[int, ...], x: int = 0) -> np.ndarray:
+def lagrange_cached(points: tuple[int, ...], x: int = 0) -> np.ndarray:
     """The Lagrange basis polynomials through ``points``, evaluated at ``x``, modulo ``PRIME``."""
     coefficients = []
     for i, xi in enumerate(points):
@@ -280,7 +280,7 @@ def lagrange_at_zero(xs: Sequence[int]) -> np.ndarray:
     points = _check_points("xs", xs)
     if not points:
         raise ParameterError("xs", "needs at least one point")
-    return _lagrange_cached(points)
+    return lagrange_cached(points)
 
 
 def combine_shares(shares: Sequence[Share], threshold: int) -> bytes:
@@ -327,7 +327,7 @@ def combine_shares(shares: Sequence[Share], threshold: int) -> bytes:
     if len(set(xs)) != len(xs):
         raise ShamirError("two shares have the same evaluation point x")
     used = items[:t]
-    lam = _lagrange_cached(tuple(xs[:t]))
+    lam = lagrange_cached(tuple(xs[:t]))
     y = np.array([share.values for share in used], dtype=np.uint64)
     limbs = (((lam[:, None] * y) % _P64).sum(axis=0) % _P64).tolist()
     value = 0

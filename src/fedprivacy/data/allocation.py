@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy._validation import require_int
-from fedprivacy.data.silo_dataset import _readonly
+from fedprivacy.data.silo_dataset import readonly
 from fedprivacy.errors import ParameterError
 
 _I64 = NDArray[np.int64]
@@ -120,17 +120,17 @@ class Allocation:
     def __post_init__(self) -> None:
         s = require_int("num_silos", self.num_silos, 1)
         u = require_int("num_users", self.num_users, 1)
-        silo = _int_array("silo", self.silo, 0, s)
-        user = _int_array("user", self.user, 0, u)
+        silo = int_array("silo", self.silo, 0, s)
+        user = int_array("user", self.user, 0, u)
         if silo.shape != user.shape:
             raise ParameterError("user", f"has {len(user)} entries for {len(silo)} records")
-        object.__setattr__(self, "silo", _readonly(silo))
-        object.__setattr__(self, "user", _readonly(user))
+        object.__setattr__(self, "silo", readonly(silo))
+        object.__setattr__(self, "user", readonly(user))
         if self.main_silo is not None:
-            main = _int_array("main_silo", self.main_silo, 0, s)
+            main = int_array("main_silo", self.main_silo, 0, s)
             if main.shape != (u,):
                 raise ParameterError("main_silo", f"must have one entry per user ({u})")
-            object.__setattr__(self, "main_silo", _readonly(main))
+            object.__setattr__(self, "main_silo", readonly(main))
         object.__setattr__(self, "params", dict(self.params))
 
     # -- sizes -----------------------------------------------------------------------------
@@ -144,7 +144,7 @@ class Allocation:
     def _histogram(self) -> _I64:
         flat = self.silo * self.num_users + self.user
         counts = np.bincount(flat, minlength=self.num_silos * self.num_users)
-        return _readonly(counts.astype(np.int64).reshape(self.num_silos, self.num_users))
+        return readonly(counts.astype(np.int64).reshape(self.num_silos, self.num_users))
 
     def histogram(self) -> _I64:
         """Return the counts ``n_{s,u}``: records of user ``u`` in silo ``s``.
@@ -238,7 +238,7 @@ class Allocation:
         numpy.ndarray of int64, shape (num_users,)
             0 for users without records.
         """
-        y = _labels(labels)
+        y = label_array(labels)
         if len(y) != self.num_records:
             raise ParameterError("labels", f"has {len(y)} entries for {self.num_records} records")
         classes, inv = np.unique(y, return_inverse=True)
@@ -254,7 +254,7 @@ class Allocation:
         key = self.silo * self.num_users + self.user
         order = np.argsort(key, kind="stable").astype(np.int64)
         starts = np.concatenate([[0], np.cumsum(np.bincount(self.silo, minlength=self.num_silos))])
-        return _readonly(order), _readonly(starts.astype(np.int64))
+        return readonly(order), readonly(starts.astype(np.int64))
 
     def silo_users(self, silo: int) -> SiloUsers:
         """Return the records of ``silo`` grouped by user (see :class:`SiloUsers`).
@@ -275,9 +275,7 @@ class Allocation:
         counts = self._histogram[s]
         users = np.flatnonzero(counts > 0).astype(np.int64)
         offsets = np.concatenate([[0], np.cumsum(counts[users])]).astype(np.int64)
-        return SiloUsers(
-            silo=s, users=_readonly(users), offsets=_readonly(offsets), records=records
-        )
+        return SiloUsers(silo=s, users=readonly(users), offsets=readonly(offsets), records=records)
 
     def records(self, silo: int | None = None, user: int | None = None) -> _I64:
         """Return the pool indices of the records of ``user`` in ``silo``, ascending.
@@ -334,7 +332,8 @@ class Allocation:
 # -- validation helpers --------------------------------------------------------------------
 
 
-def _int_array(name: str, value: ArrayLike, low: int, high: int) -> _I64:
+def int_array(name: str, value: ArrayLike, low: int, high: int) -> _I64:
+    """``value`` as a 1-D int64 array with entries in ``[low, high)`` (errors name ``name``)."""
     arr = np.array(value)
     if arr.ndim != 1:
         raise ParameterError(name, f"must be 1-D, got {arr.ndim} dimension(s)")
@@ -346,7 +345,8 @@ def _int_array(name: str, value: ArrayLike, low: int, high: int) -> _I64:
     return arr
 
 
-def _labels(labels: ArrayLike) -> _I64:
+def label_array(labels: ArrayLike) -> _I64:
+    """``labels`` as a non-empty 1-D int64 array (an error names ``labels``)."""
     y = np.asarray(labels)
     if y.ndim != 1:
         raise ParameterError("labels", f"must be 1-D, got {y.ndim} dimension(s)")

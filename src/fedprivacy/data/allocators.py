@@ -60,8 +60,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy._validation import require_int, require_one_of
-from fedprivacy.data.allocation import Allocation, _int_array, _labels
-from fedprivacy.data.partition import _check_rng
+from fedprivacy.data.allocation import Allocation, int_array, label_array
+from fedprivacy.data.partition import check_rng
 from fedprivacy.errors import ParameterError
 
 #: Distributions accepted by the allocators.
@@ -178,10 +178,10 @@ def allocate_pool(
         ``num_users * max_labels_per_user`` is below the number of distinct labels (some
         records could not be given to anyone).
     """
-    y = _labels(labels)
+    y = label_array(labels)
     n = len(y)
     require_one_of("distribution", distribution, DISTRIBUTIONS)
-    gen = _check_rng(rng)
+    gen = check_rng(rng)
     u = require_int("num_users", num_users, 1)
     if u > n:
         raise ParameterError(
@@ -312,7 +312,7 @@ def _noniid_users(y: _I64, counts: _I64, k: int, rng: np.random.Generator) -> _I
 
 def _check_silo_sizes(silo_sizes: ArrayLike) -> _I64:
     """The validated training records per silo: at least one silo, at least one record."""
-    sizes = _int_array("silo_sizes", silo_sizes, 0, np.iinfo(np.int64).max)
+    sizes = int_array("silo_sizes", silo_sizes, 0, np.iinfo(np.int64).max)
     if len(sizes) == 0:
         raise ParameterError("silo_sizes", "must list at least one silo")
     if int(sizes.sum()) == 0:
@@ -450,7 +450,7 @@ def allocate_fixed_silos(
     """
     sizes = _check_silo_sizes(silo_sizes)
     require_one_of("distribution", distribution, DISTRIBUTIONS)
-    gen = _check_rng(rng)
+    gen = check_rng(rng)
     u = require_int("num_users", num_users, 1)
     m = require_int("min_records_per_user_silo", min_records_per_user_silo, 1)
     ua = _check_alpha("user_alpha", user_alpha)

@@ -45,7 +45,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fedprivacy._validation import require_int
-from fedprivacy.data.silo_dataset import POOL_NAME, SiloDataset, _readonly, make_silo_dataset
+from fedprivacy.data.silo_dataset import POOL_NAME, SiloDataset, make_silo_dataset, readonly
 from fedprivacy.data.sources import resolve_data_dir
 from fedprivacy.errors import ChecksumError, DataNotFoundError, ParameterError
 
@@ -207,8 +207,8 @@ def read_creditcard(path: str | os.PathLike[str], *, sha256: str | None = None) 
             f"frauds; the Kaggle original has {CREDITCARD_ROWS:,} and {CREDITCARD_FRAUDS})"
         )
     return CreditcardTable(
-        features=_readonly(np.ascontiguousarray(data[:, :-1])),
-        labels=_readonly(labels),
+        features=readonly(np.ascontiguousarray(data[:, :-1])),
+        labels=readonly(labels),
         source=source,
     )
 
@@ -263,8 +263,8 @@ def synthetic_creditcard(
     amount = np.round(np.exp(rng.normal(3.0, 1.5, size=n)), 2)
     features = np.column_stack([time, v, amount])
     return CreditcardTable(
-        features=_readonly(features),
-        labels=_readonly(labels),
+        features=readonly(features),
+        labels=readonly(labels),
         source=(
             f"{SYNTHETIC_MARK} for the Kaggle creditcard.csv (generated: n={n}, seed={seed}, "
             f"fraud_rate={fraud_rate}) - not real data"

@@ -34,7 +34,7 @@ from fedprivacy.data.cifar import (
     read_cifar10,
     read_cifar100,
 )
-from fedprivacy.data.silo_dataset import _readonly
+from fedprivacy.data.silo_dataset import readonly
 from fedprivacy.data.sources import resolve_data_dir, verify_known_file
 from fedprivacy.errors import ChecksumError, ParameterError
 
@@ -250,10 +250,10 @@ def _make(
     return ImageDataset(
         name=name,
         source=source,
-        train_x=_readonly(_normalise(train[0], mean_std)),
-        train_y=_readonly(np.ascontiguousarray(train[1], dtype=np.int64)),
-        test_x=_readonly(_normalise(test[0], mean_std)),
-        test_y=_readonly(np.ascontiguousarray(test[1], dtype=np.int64)),
+        train_x=readonly(_normalise(train[0], mean_std)),
+        train_y=readonly(np.ascontiguousarray(train[1], dtype=np.int64)),
+        test_x=readonly(_normalise(test[0], mean_std)),
+        test_y=readonly(np.ascontiguousarray(test[1], dtype=np.int64)),
         num_classes=num_classes,
     )
 
@@ -279,8 +279,8 @@ def _load_digits() -> ImageDataset:
 
     def part(mask: NDArray[np.bool_]) -> tuple[_F32, _I64]:
         return (
-            _readonly(np.ascontiguousarray(x[mask])),
-            _readonly(np.ascontiguousarray(labels[mask])),
+            readonly(np.ascontiguousarray(x[mask])),
+            readonly(np.ascontiguousarray(labels[mask])),
         )
 
     train_x, train_y = part(~is_test)

@@ -18,7 +18,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy._registry import Registry
 from fedprivacy._validation import require_int
-from fedprivacy.data.allocation import _labels
+from fedprivacy.data.allocation import label_array
 from fedprivacy.errors import ParameterError
 
 #: How many Dirichlet draws :func:`partition_dirichlet` tries before giving up.
@@ -131,7 +131,7 @@ def _check_labels(labels: ArrayLike) -> _I64:
         y = np.asarray(labels)
     except (TypeError, ValueError) as exc:
         raise ParameterError("labels", f"must be a 1-D array of integers ({exc})") from exc
-    y = _labels(y)
+    y = label_array(y)
     if int(y.min()) < 0:
         raise ParameterError("labels", f"must be non-negative, got {int(y.min())}")
     return y
@@ -143,7 +143,8 @@ def _check_users(labels: ArrayLike, num_users: object) -> tuple[_I64, int]:
     return y, require_int("users", num_users, 1, len(y))
 
 
-def _check_rng(rng: object) -> np.random.Generator:
+def check_rng(rng: object) -> np.random.Generator:
+    """``rng`` if it is a :class:`numpy.random.Generator` (else an error naming ``rng``)."""
     if not isinstance(rng, np.random.Generator):
         raise ParameterError("rng", f"must be a numpy.random.Generator, got {type(rng).__name__}")
     return rng
@@ -192,7 +193,7 @@ def partition_iid(labels: ArrayLike, num_users: int, rng: np.random.Generator) -
         If an argument is invalid.
     """
     y, n_users = _check_users(labels, num_users)
-    gen = _check_rng(rng)
+    gen = check_rng(rng)
     perm = gen.permutation(len(y)).astype(np.int64)
     return Partition("iid", _sorted_parts(np.array_split(perm, n_users)), _empty())
 
@@ -231,7 +232,7 @@ def partition_shards(
     """
     y, n_users = _check_users(labels, num_users)
     per_user = require_int("shards_per_user", shards_per_user, 1)
-    gen = _check_rng(rng)
+    gen = check_rng(rng)
     if n_users * per_user > len(y):
         raise ParameterError(
             "shards_per_user",
@@ -289,7 +290,7 @@ def partition_dirichlet(
     if not (math.isfinite(b) and b > 0):
         raise ParameterError("beta", f"must be finite and > 0, got {b!r}")
     floor_size = require_int("min_size", min_size, 0, len(y) // n_users)
-    gen = _check_rng(rng)
+    gen = check_rng(rng)
     classes = [np.flatnonzero(y == c) for c in range(int(y.max()) + 1)]
     classes = [gen.permutation(idx).astype(np.int64) for idx in classes if len(idx)]
     alpha = np.full(n_users, b)
@@ -360,7 +361,7 @@ def partition_data_sharing(
     """
     y, n_users = _check_users(labels, num_users)
     g = require_int("shared", shared, 0, len(y) - n_users)
-    gen = _check_rng(rng)
+    gen = check_rng(rng)
     shared_idx = np.sort(gen.choice(len(y), size=g, replace=False)).astype(np.int64)
     mask = np.ones(len(y), dtype=bool)
     mask[shared_idx] = False

@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fedprivacy.data.allocation import Allocation
-from fedprivacy.data.silo_dataset import SiloDataset, _readonly
+from fedprivacy.data.silo_dataset import SiloDataset, readonly
 from fedprivacy.errors import ParameterError
 
 _I64 = NDArray[np.int64]
@@ -119,9 +119,9 @@ def silo_shards(dataset: SiloDataset, allocation: Allocation) -> tuple[SiloShard
             SiloShard(
                 silo=s,
                 name=name,
-                x=_readonly(x[idx]),
-                y=_readonly(y[idx]),
-                user=_readonly(allocation.user[idx]),
+                x=readonly(x[idx]),
+                y=readonly(y[idx]),
+                user=readonly(allocation.user[idx]),
                 record_index=idx,
                 users=group.users,
                 offsets=group.offsets,

@@ -53,7 +53,7 @@ _F32 = NDArray[np.float32]
 _I64 = NDArray[np.int64]
 
 
-def _readonly(a: NDArray[Any]) -> NDArray[Any]:
+def readonly(a: NDArray[Any]) -> NDArray[Any]:
     """Make ``a`` read-only in place and return it."""
     a.flags.writeable = False
     return a
@@ -199,7 +199,7 @@ class SiloDataset:
     def _pooled(xs: tuple[_F32, ...], ys: tuple[NDArray[Any], ...]) -> tuple[_F32, NDArray[Any]]:
         if len(xs) == 1:
             return xs[0], ys[0]
-        return _readonly(np.concatenate(xs)), _readonly(np.concatenate(ys))
+        return readonly(np.concatenate(xs)), readonly(np.concatenate(ys))
 
     def describe(self) -> dict[str, object]:
         """Return a JSON-ready summary: name, source, task, silos and their sizes.
@@ -256,7 +256,7 @@ def make_silo_dataset(
 
     def fix(pairs: list[tuple[NDArray[Any], NDArray[Any]]], i: int) -> tuple[NDArray[Any], ...]:
         dtype = np.float32 if i == 0 else y_dtype
-        return tuple(_readonly(np.ascontiguousarray(p[i], dtype=dtype)) for p in pairs)
+        return tuple(readonly(np.ascontiguousarray(p[i], dtype=dtype)) for p in pairs)
 
     return SiloDataset(
         name=name,

@@ -40,7 +40,7 @@ from numpy.typing import ArrayLike, NDArray
 from fedprivacy._registry import Registry
 from fedprivacy.dp._checks import require_orders, require_positive
 from fedprivacy.dp.gaussian_pld import gaussian_epsilon, mu_for_epsilon
-from fedprivacy.dp.rdp import DEFAULT_ORDERS, _step_rdp_cached, rdp_to_epsilon
+from fedprivacy.dp.rdp import DEFAULT_ORDERS, rdp_to_epsilon, step_rdp_cached
 from fedprivacy.errors import ParameterError
 
 __all__ = [
@@ -160,7 +160,7 @@ class RdpBackend(AccountantBackend):
 
     def compose_gaussian(self, noise_multiplier: float, steps: int, sampling_rate: float) -> None:
         """Add ``steps`` times the RDP of one step."""
-        self.rho = self.rho + steps * _step_rdp_cached(
+        self.rho = self.rho + steps * step_rdp_cached(
             noise_multiplier, sampling_rate, self._orders_key
         )
 

@@ -33,8 +33,8 @@ from fedprivacy.dp._checks import (
     require_steps,
 )
 from fedprivacy.dp.accountants import ACCOUNTANTS, AccountantKind, RdpBackend
-from fedprivacy.dp.rdp import _curve
-from fedprivacy.dp.rdp import _step_rdp_cached as _step_rdp_cached  # its cache, seen from here
+from fedprivacy.dp.rdp import rdp_curve
+from fedprivacy.dp.rdp import step_rdp_cached as step_rdp_cached  # its cache, seen from here
 from fedprivacy.errors import ParameterError
 
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ class PrivacyAccountant:
             With the PLD accountant, or if the curve lacks an order of this accountant.
         """
         state = self._rdp_state("compose_rdp needs the 'rdp' accountant")
-        grid, values = _curve(orders, rdp)
+        grid, values = rdp_curve(orders, rdp)
         perm = np.argsort(grid, kind="stable")
         sorted_grid, sorted_values = grid[perm], values[perm]
         pos = np.searchsorted(sorted_grid, state.orders)

@@ -46,7 +46,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy._validation import require_int
 from fedprivacy.dp._checks import require_delta
-from fedprivacy.dp.rdp import _curve, lemma2_epsilons, rdp_to_epsilon
+from fedprivacy.dp.rdp import lemma2_epsilons, rdp_curve, rdp_to_epsilon
 from fedprivacy.errors import ParameterError
 
 __all__ = [
@@ -186,7 +186,7 @@ def rdp_group_bound(
     """
     d = require_delta("delta", delta)
     c = group_exponent(group_size)
-    grid, values = _curve(orders, rdp)
+    grid, values = rdp_curve(orders, rdp)
     scale = float(2**c)
     if c == 0:
         usable = np.ones(grid.shape, dtype=bool)
@@ -240,7 +240,7 @@ def approx_dp_group_bound(
     """
     d = require_delta("delta", delta)
     k = require_int("group_size", group_size, minimum=1)
-    grid, values = _curve(orders, rdp)
+    grid, values = rdp_curve(orders, rdp)
     log_delta = math.log(d)
     log_record_delta = log_delta - math.log(k)
     at_delta_over_k = lemma2_epsilons(grid, values, log_record_delta)

@@ -78,7 +78,7 @@ second per ``(noise_multiplier, sampling_rate)`` pair; the result is cached.
 
 
 @functools.lru_cache(maxsize=512)
-def _step_rdp_cached(
+def step_rdp_cached(
     noise_multiplier: float, sampling_rate: float, orders: tuple[float, ...]
 ) -> NDArray[np.float64]:
     acc = RdpAccountant(orders=list(orders))
@@ -118,7 +118,7 @@ def gaussian_rdp(
     z = require_positive("noise_multiplier", noise_multiplier)
     q = require_sampling_rate("sampling_rate", sampling_rate)
     grid = DEFAULT_ORDERS if orders is None else require_orders("orders", orders)
-    return _step_rdp_cached(z, q, tuple(float(a) for a in grid)).copy()
+    return step_rdp_cached(z, q, tuple(float(a) for a in grid)).copy()
 
 
 def rdp_to_epsilon(orders: ArrayLike, rdp: ArrayLike, delta: float) -> tuple[float, float]:
@@ -147,7 +147,7 @@ def rdp_to_epsilon(orders: ArrayLike, rdp: ArrayLike, delta: float) -> tuple[flo
         If ``delta`` is outside (0, 1), or the orders and values do not match.
     """
     d = require_delta("delta", delta)
-    grid, values = _curve(orders, rdp)
+    grid, values = rdp_curve(orders, rdp)
     eps, order = compute_epsilon(grid, values, d)
     eps = float(eps)
     return eps, (float(order) if math.isfinite(eps) else math.nan)
@@ -180,7 +180,7 @@ def lemma2_epsilons(orders: ArrayLike, rdp: ArrayLike, log_delta: float) -> NDAr
     return out
 
 
-def _curve(orders: ArrayLike, rdp: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def rdp_curve(orders: ArrayLike, rdp: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Validate an RDP curve: 1-D orders > 1 and values >= 0 (inf allowed) of the same length."""
     grid = require_order_grid("orders", orders)
     values = np.asarray(rdp, dtype=np.float64)

@@ -39,13 +39,13 @@ from fedprivacy._registry import Registry
 from fedprivacy.data.regression_data import NIO_NOTE, load_regression_dataset
 from fedprivacy.experiments.regression_study_report import (
     LABELS,
-    _findings,
-    _plot_figure,
-    _plot_real,
-    _plot_theory,
-    _row,
-    _theory_markdown,
-    _write,
+    plot_figure,
+    plot_real,
+    plot_theory,
+    result_row,
+    study_findings,
+    theory_markdown,
+    write_figure,
     write_study_results,
 )
 from fedprivacy.experiments.regression_study_specs import (
@@ -55,7 +55,7 @@ from fedprivacy.experiments.regression_study_specs import (
     REGRESSION_EXPERIMENTS,
     SIZES,
     FigureSpec,
-    _panel_label,
+    label_of_panel,
 )
 from fedprivacy.regression.config import RegressionConfig
 from fedprivacy.regression.simulation import RegressionResult, run_regression_grid
@@ -110,8 +110,8 @@ def _figure_rows(
                 results = run_regression_grid(cfg, (cfg.epsilon,), truths=truths, progress=bar)
                 triples += [(value, t, r) for t, r in zip(truths, results, strict=True)]
         for value, truth, res in triples:
-            row = _row(spec.name, spec.panel, value, truth, n, res)
-            row["panel_label"] = _panel_label(spec.panel, value)
+            row = result_row(spec.name, spec.panel, value, truth, n, res)
+            row["panel_label"] = label_of_panel(spec.panel, value)
             row["seconds"] = round(res.seconds, 2)
             rows.append(row)
     return rows
@@ -122,8 +122,10 @@ def _finish_figure(
 ) -> dict[str, Any]:
     rows = [dict(r, figure=spec.name) for r in rows if r["truth"] in spec.truths]
     rows.sort(key=lambda r: (r["truth"], r["value"], r["n"]))
-    png = _plot_figure(spec, rows, out / f"{spec.name}.png")
-    return _write(spec.name, spec.title, spec.paper, rows, _findings(rows), out, [png], seconds)
+    png = plot_figure(spec, rows, out / f"{spec.name}.png")
+    return write_figure(
+        spec.name, spec.title, spec.paper, rows, study_findings(rows), out, [png], seconds
+    )
 
 
 def _run_figure(
@@ -191,18 +193,20 @@ def _run_real(
         )
         results = run_regression_grid(cfg, EPSILONS, silos=silos, progress=bar)
         for eps, res in zip(EPSILONS, results, strict=True):
-            row = _row("regression-real", "epsilon", eps, name, int(sum(res.sizes)), res)
+            row = result_row("regression-real", "epsilon", eps, name, int(sum(res.sizes)), res)
             row["panel_label"] = f"{name}, epsilon = {eps:g}"
             row["seconds"] = round(res.seconds, 2)
             rows.append(row)
-    png = _plot_real(rows, out / "regression-real.png")
+    png = plot_real(rows, out / "regression-real.png")
     paper = (
         "Appendix C (NIO data, not public): noise levels from Theorem 3 with alpha = 0.01, "
         "c = 0.25; " + NIO_NOTE
     )
     title = REGRESSION_EXPERIMENTS["regression-real"]
     seconds = time.perf_counter() - started
-    return _write("regression-real", title, paper, rows, _findings(rows), out, [png], seconds)
+    return write_figure(
+        "regression-real", title, paper, rows, study_findings(rows), out, [png], seconds
+    )
 
 
 def _run_theory(
@@ -221,7 +225,7 @@ def _run_theory(
     if bar is not None:
         bar(1)
     summ = check.summary()
-    png = _plot_theory(check, b, summ["settings"], out / "regression-theory.png")
+    png = plot_theory(check, b, summ["settings"], out / "regression-theory.png")
     rows = []
     for est in ("na_fgd", "ana_fgd"):
         r = summ[est]
@@ -239,9 +243,9 @@ def _run_theory(
     ]
     title = REGRESSION_EXPERIMENTS["regression-theory"]
     seconds = time.perf_counter() - started
-    markdown = _theory_markdown(rows, check.clip_fraction)
+    markdown = theory_markdown(rows, check.clip_fraction)
     extra = {"markdown": markdown, "theory": summ, "findings": checks}
-    return _write("regression-theory", title, paper, [], checks, out, [png], seconds, extra)
+    return write_figure("regression-theory", title, paper, [], checks, out, [png], seconds, extra)
 
 
 #: The runner of every experiment name (:func:`experiment_names`, in that order);

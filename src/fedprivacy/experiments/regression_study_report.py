@@ -1,7 +1,7 @@
 """Reports of the NA-FGD study: result rows, CSV, Markdown, measured findings and plots.
 
 Used by :mod:`fedprivacy.experiments.regression_study`, which runs the experiments: each one's
-``results.csv``, ``results.md`` and ``results.json`` are written by :func:`_write`, its PNG by
+``results.csv``, ``results.md`` and ``results.json`` are written by :func:`write_figure`, its PNG by
 the ``_plot_*`` functions.
 """
 
@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from fedprivacy.experiments.regression_study_specs import FigureSpec, _panel_label  # noqa: E402
+from fedprivacy.experiments.regression_study_specs import FigureSpec, label_of_panel  # noqa: E402
 from fedprivacy.files import atomic_write_json, atomic_write_text, save_figure  # noqa: E402
 from fedprivacy.regression.config import (
     ESTIMATORS,  # noqa: E402
@@ -51,7 +51,7 @@ COLORS = {
 # ---------------------------------------------------------------------------------- tables
 
 
-def _row(
+def result_row(
     figure: str, panel: str, value: float | str, truth: str, n: int, res: RegressionResult
 ) -> dict[str, Any]:
     row: dict[str, Any] = {
@@ -118,7 +118,7 @@ def _markdown(title: str, paper: str, rows: Sequence[Mapping[str, Any]], checks:
     return "\n".join(lines) + "\n"
 
 
-def _findings(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def study_findings(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     out: list[str] = []
 
     def frac(cond: Callable[[Mapping[str, Any]], bool], need: Sequence[str]) -> str | None:
@@ -190,7 +190,7 @@ def _trends(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 # ---------------------------------------------------------------------------------- plots
 
 
-def _theory_markdown(rows: Sequence[Mapping[str, Any]], clip_fraction: float) -> str:
+def theory_markdown(rows: Sequence[Mapping[str, Any]], clip_fraction: float) -> str:
     """``regression-theory``'s table of traces (``rows``: one per estimator) and its caveat."""
     md = [
         "| estimator | tr(empirical) | tr(exact) | tr(paper) | MC s.e. | z (emp vs exact) | "
@@ -214,7 +214,7 @@ def _theory_markdown(rows: Sequence[Mapping[str, Any]], clip_fraction: float) ->
     return "\n".join(md) + "\n"
 
 
-def _plot_figure(spec: FigureSpec, rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
+def plot_figure(spec: FigureSpec, rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
     nrow, ncol = len(spec.truths), len(spec.values)
     fig, axes = plt.subplots(
         nrow, ncol, figsize=(4.2 * ncol, 3.4 * nrow), squeeze=False, constrained_layout=True
@@ -238,7 +238,7 @@ def _plot_figure(spec: FigureSpec, rows: Sequence[Mapping[str, Any]], path: Path
                 ax.fill_between(ns, lower, m + s, color=COLORS[e], alpha=0.2, linewidth=0)
             ax.set_yscale("log")
             ax.set_xticks(ns)
-            ax.set_title(f"{_panel_label(spec.panel, value)} ({truth})", fontsize=9)
+            ax.set_title(f"{label_of_panel(spec.panel, value)} ({truth})", fontsize=9)
             if i == nrow - 1:
                 ax.set_xlabel("local sample size n")
             ax.grid(alpha=0.3)
@@ -254,7 +254,7 @@ def _plot_figure(spec: FigureSpec, rows: Sequence[Mapping[str, Any]], path: Path
     return save_figure(fig, path, tight=True)
 
 
-def _plot_real(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
+def plot_real(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
     """Bars of ``regression-real``: each estimator's error per data set and epsilon."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), constrained_layout=True)
     for ax, name in zip(axes, ("california", "diabetes"), strict=True):
@@ -276,7 +276,7 @@ def _plot_real(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
     return save_figure(fig, path, tight=True)
 
 
-def _plot_theory(check: TheoryCheck, b: int, s: Mapping[str, Any], path: Path) -> Path:
+def plot_theory(check: TheoryCheck, b: int, s: Mapping[str, Any], path: Path) -> Path:
     """``regression-theory``: variance along each eigenvector, empirical against closed forms.
 
     ``b`` is the number of replications and ``s`` the ``settings`` of ``check.summary()``.
@@ -310,7 +310,7 @@ def _plot_theory(check: TheoryCheck, b: int, s: Mapping[str, Any], path: Path) -
 # ---------------------------------------------------------------------------------- files
 
 
-def _write(
+def write_figure(
     name: str,
     title: str,
     paper: str,

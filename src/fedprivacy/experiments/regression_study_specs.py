@@ -44,7 +44,7 @@ class FigureSpec:
     base: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _panel_label(panel: str, value: float) -> str:
+def label_of_panel(panel: str, value: float) -> str:
     if panel == "clients":
         return f"K = {int(value)}"
     if panel == "epsilon":

@@ -152,7 +152,7 @@ def _hyper_text(hyper: dict[str, float | int | None]) -> str:
     return ", ".join(f"{_HYPER_SHORT[k]} {v:g}" for k, v in hyper.items() if v is not None)
 
 
-def _summary(
+def figure_summary(
     spec: FigureSpec, results: list[CurveResult], seeds: list[int], elapsed: float
 ) -> dict[str, Any]:
     rows = []
@@ -317,7 +317,7 @@ def figure_markdown(
     return "\n".join(lines)
 
 
-def _plot(spec: FigureSpec, results: list[CurveResult], path: Path) -> None:
+def plot_curves(spec: FigureSpec, results: list[CurveResult], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")

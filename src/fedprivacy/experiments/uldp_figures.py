@@ -41,8 +41,8 @@ ULDP-AVG-w (the authors' scripts; the paper omits ULDP-NAIVE on MNIST).
 
 Differences from the paper, stated in every report:
 
-* Hyper-parameters are :data:`fedprivacy.uldp.config.DEFAULT_HYPER` (the paper tunes them per
-  method and does not list them; the authors' scripts use e.g. 50 local epochs at
+* Hyper-parameters are :data:`fedprivacy.uldp.hyper_defaults.DEFAULT_HYPER` (the paper tunes
+  them per method and does not list them; the authors' scripts use e.g. 50 local epochs at
   ``eta_l = 0.001`` for Heart Disease).
 * One seed by default (the paper averages 5 runs); ``--seeds 0,1,2,3,4`` gives the paper's count.
 * Creditcard is the generated stand-in ``creditcard-synthetic`` (the Kaggle file is not
@@ -70,9 +70,9 @@ from fedprivacy.data.tabular import load_silo_dataset
 from fedprivacy.errors import ParameterError
 from fedprivacy.experiments.uldp_figure_report import (
     CurveResult,
-    _plot,
-    _summary,
     figure_markdown,
+    figure_summary,
+    plot_curves,
 )
 from fedprivacy.experiments.uldp_figure_specs import FIGURES, Curve, FigureSpec, Panel
 from fedprivacy.experiments.uldp_figure_store import (
@@ -83,7 +83,8 @@ from fedprivacy.experiments.uldp_figure_store import (
 )
 from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.fl.clients import resolve_device
-from fedprivacy.uldp.config import HyperDefaults, UldpConfig
+from fedprivacy.uldp.config import UldpConfig
+from fedprivacy.uldp.hyper_defaults import HyperDefaults
 from fedprivacy.uldp.results import UldpResult
 from fedprivacy.uldp.run import run_uldp
 
@@ -345,12 +346,12 @@ def run_figure(
             results.append(_curve(run, run_panel, curve, at))
     elapsed = time.perf_counter() - started + run.reused_seconds
     png = run.out / f"{spec.name}.png"
-    _plot(spec, results, png)
+    plot_curves(spec, results, png)
     markdown = figure_markdown(
         spec, results, run.seeds, png, elapsed, rounds_override, reused=len(run.reused)
     )
     atomic_write_text(run.out / f"{spec.name}.md", markdown)
-    summary = _summary(spec, results, run.seeds, elapsed)
+    summary = figure_summary(spec, results, run.seeds, elapsed)
     atomic_write_json(run.out / "summary.json", {**summary, "reused": run.reused})
     return markdown
 

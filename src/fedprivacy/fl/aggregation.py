@@ -263,7 +263,7 @@ class _ClearAggregator(Aggregator):
             return AggregateOutcome((), None, None, 0.0, 0, 0.0)
         values, clipped = self._prepare(deltas, weights)
         total = self._total(round_index, users, values, weights)
-        return _outcome(tuple(users), total, clipped, time.perf_counter() - started)
+        return outcome_of(tuple(users), total, clipped, time.perf_counter() - started)
 
     @abstractmethod
     def _total(
@@ -340,9 +340,10 @@ class FloatAggregator(_ClearAggregator):
         return acc
 
 
-def _outcome(
+def outcome_of(
     users: Sequence[int], total: NDArray[np.float64], clipped: int, seconds: float
 ) -> AggregateOutcome:
+    """The outcome of a weighted sum ``total`` whose last entry is the total weight."""
     weight = float(total[-1])
     s = np.asarray(total[:-1], dtype=np.float64)
     if weight <= 0:

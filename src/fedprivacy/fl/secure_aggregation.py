@@ -29,7 +29,7 @@ from fedprivacy.fl.aggregation import (
     AggregateOutcome,
     Aggregator,
     AggregatorOptions,
-    _outcome,
+    outcome_of,
     rounding_rng,
 )
 from fedprivacy.participation.layout import BatchLayout
@@ -295,7 +295,7 @@ class SecureAggregator(Aggregator):
             )
         if result.aggregated:
             total = np.append(result.sum, result.total_weight)
-            out = _outcome(
+            out = outcome_of(
                 tuple(result.aggregated), total, clipped, time.perf_counter() - plan.started
             )
         else:

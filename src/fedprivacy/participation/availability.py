@@ -13,7 +13,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy._validation import require_int, require_probability_vector
 from fedprivacy.errors import ParameterError
-from fedprivacy.participation.ledger import ParticipationLedger, _user_names, participation_matrix
+from fedprivacy.participation.ledger import ParticipationLedger, participation_matrix, user_names
 
 #: Dropout probabilities of the paper's experiments (Section 6, "Modeling dropouts").
 PAPER_DROPOUT_LEVELS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5)
@@ -168,7 +168,7 @@ class TraceAvailability(AvailabilityModel):
         arr.flags.writeable = False
         self._trace = arr
         self.num_users = int(arr.shape[1])
-        self.user_ids = _user_names(user_ids, self.num_users)
+        self.user_ids = user_names(user_ids, self.num_users)
 
     @property
     def rounds(self) -> int:

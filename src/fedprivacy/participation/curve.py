@@ -17,12 +17,12 @@ from numpy.typing import ArrayLike, NDArray
 from fedprivacy._validation import require_binary_matrix
 from fedprivacy.errors import ParameterError
 from fedprivacy.linalg import pivot_rows
-from fedprivacy.participation.privacy import (
+from fedprivacy.participation.t_weak_search import (
     TWeakResult,
-    _official_rref_upper,
-    _reduce,
-    _result,
-    _solve,
+    official_rref_upper,
+    reduce_ledger,
+    search_result,
+    solve,
 )
 
 _FAST_SHARE = 0.4  # of a curve's time limit, for the pass of fast bounds over every round
@@ -105,14 +105,14 @@ class _CurveSearch:
         t0 = time.perf_counter()
         budget = max(min(self.point_time_limit, self.deadline - t0), 1e-3)
         prefix = self.p[: pivots[k - 1] + 1]
-        red = _reduce(prefix, pivots[:k])
+        red = reduce_ledger(prefix, pivots[:k])
         below = [a for a in hi if a <= k]
         hint = None
         if below:  # the lightest witness known on a prefix of the basis rows
             z = hints[min(below, key=lambda a: hi[a])]
             hint = z + [0] * (k - len(z))
         above = [lo[b] for b in lo if b >= k]
-        lower, search = _solve(
+        lower, search = solve(
             red,
             time_limit=budget,
             hint_upper=hint,
@@ -121,7 +121,7 @@ class _CurveSearch:
         )
         assert search.z is not None and search.upper is not None
         lo[k], hi[k], hints[k] = max(lower, lo.get(k, 0)), search.upper, list(search.z)
-        self.evals[pivots[k - 1]] = _result(red, lo[k], search, prefix, search.official, t0)
+        self.evals[pivots[k - 1]] = search_result(red, lo[k], search, prefix, search.official, t0)
         if self.progress is not None:
             self.progress(1)
 
@@ -166,7 +166,7 @@ class _CurveSearch:
             if res is not None:
                 official[start:stop] = res.official_upper
             else:
-                official[start:stop] = _official_rref_upper(_reduce(p[:stop], pivots[:k]))
+                official[start:stop] = official_rref_upper(reduce_ledger(p[:stop], pivots[:k]))
         return lower, upper, official
 
 

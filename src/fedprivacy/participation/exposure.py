@@ -46,8 +46,8 @@ from fedprivacy.errors import FedPrivacyError
 from fedprivacy.linalg import exact_rank
 from fedprivacy.participation.modular import (
     BLAS_ROWS,
-    _nmod_from,
     full_column_rank,
+    nmod_from,
     random_null_vectors,
 )
 
@@ -190,7 +190,7 @@ def _modular_coloops(
     elif full_column_rank(block, _PRIME, gen):
         return list(range(n)), n
     _check_budget(_NULLSPACE_SECONDS * m * n * min(m, n), (m, n), deadline)
-    basis, nullity = _nmod_from(sparse.csr_array(block, dtype=np.int64), _PRIME).nullspace()
+    basis, nullity = nmod_from(sparse.csr_array(block, dtype=np.int64), _PRIME).nullspace()
     nullity = int(nullity)
     if nullity == 0:
         return list(range(n)), n

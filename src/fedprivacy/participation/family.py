@@ -21,7 +21,7 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.participation.fairness import DEFAULT_FAIRNESS_RULE, get_fairness_rule
 from fedprivacy.participation.selectors import (
     Selector,
-    _check_available,
+    check_available,
     validate_batch_parameters,
 )
 
@@ -166,7 +166,7 @@ class ExplicitFamilySelector(Selector):
 
     def available_rows(self, available: ArrayLike) -> NDArray[np.intp]:
         """Return the indices of the rows of ``B`` inside the available set (``B^(t)``)."""
-        return self._rows_inside(_check_available(available, self.num_users))
+        return self._rows_inside(check_available(available, self.num_users))
 
     def _rows_inside(self, avail: NDArray[np.bool_]) -> NDArray[np.intp]:
         return np.flatnonzero(~self._mask[:, ~avail].any(axis=1))

@@ -24,7 +24,7 @@ def participation_matrix(name: str, value: ArrayLike) -> NDArray[np.uint8]:
     return arr
 
 
-def _user_names(user_ids: Sequence[str] | None, num_users: int) -> list[str]:
+def user_names(user_ids: Sequence[str] | None, num_users: int) -> list[str]:
     """``user_ids`` as strings (``num_users`` of them), or ``"0" .. "N-1"`` when omitted."""
     if user_ids is None:
         return [str(i) for i in range(num_users)]
@@ -60,7 +60,7 @@ class ParticipationLedger:
 
     def __init__(self, num_users: int, user_ids: Sequence[str] | None = None) -> None:
         self.num_users = require_int("num_users", num_users, minimum=1)
-        self.user_ids = _user_names(user_ids, self.num_users)
+        self.user_ids = user_names(user_ids, self.num_users)
         if len(set(self.user_ids)) != len(self.user_ids):
             raise ParameterError("user_ids", "names must be distinct")
         self._sets: list[NDArray[np.intp]] = []

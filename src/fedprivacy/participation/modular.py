@@ -42,7 +42,7 @@ def _random_sparse(rows: int, cols: int, p: int, rng: np.random.Generator) -> sp
     return out
 
 
-def _nmod_from(mat: sparse.sparray, p: int) -> flint.nmod_mat:
+def nmod_from(mat: sparse.sparray, p: int) -> flint.nmod_mat:
     coo = sparse.coo_array(mat)
     out = flint.nmod_mat(int(mat.shape[0]), int(mat.shape[1]), p)
     for i, j, v in zip(coo.row.tolist(), coo.col.tolist(), (coo.data % p).tolist(), strict=True):
@@ -65,7 +65,7 @@ def _solve(square: sparse.csr_array, rhs: NDArray[np.int64], p: int) -> NDArray[
         if y is not None:
             return y
     try:
-        solved = _nmod_from(square, p).solve(_nmod_from(sparse.coo_array(rhs), p))
+        solved = nmod_from(square, p).solve(nmod_from(sparse.coo_array(rhs), p))
     except ZeroDivisionError:
         return None
     return _to_numpy(solved)
@@ -126,5 +126,5 @@ def full_column_rank(block: sparse.csr_array, p: int, rng: np.random.Generator) 
     """
     m, n = block.shape
     h = _random_sparse(m, n, p, rng)
-    square = _nmod_from(sparse.csr_array(h.T) @ sparse.csr_array(block, dtype=np.int64), p)
+    square = nmod_from(sparse.csr_array(h.T) @ sparse.csr_array(block, dtype=np.int64), p)
     return int(square.det()) != 0

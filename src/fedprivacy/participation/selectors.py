@@ -87,7 +87,8 @@ def _user_vector(name: str, value: ArrayLike, num_users: int) -> NDArray[Any]:
     return arr
 
 
-def _check_available(available: ArrayLike, num_users: int) -> NDArray[np.bool_]:
+def check_available(available: ArrayLike, num_users: int) -> NDArray[np.bool_]:
+    """``available`` as a boolean vector of ``num_users`` (0/1 accepted)."""
     arr = _user_vector("available", available, num_users)
     if arr.dtype != np.bool_:
         if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
@@ -163,7 +164,7 @@ class Selector(ABC):
             If ``available`` or ``frequency`` does not have length ``num_users``.
 
         """
-        avail = _check_available(available, self.num_users)
+        avail = check_available(available, self.num_users)
         freq = _check_frequency(frequency, self.num_users)
         return self._choose(avail, freq, rng)
 

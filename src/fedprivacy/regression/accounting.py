@@ -71,7 +71,7 @@ def gaussian_epsilon(
 
 
 @functools.lru_cache(maxsize=256)
-def _gaussian_multiplier(epsilon: float, delta: float, steps: int, rate: float) -> float:
+def gaussian_multiplier(epsilon: float, delta: float, steps: int, rate: float) -> float:
     if rate == 1.0:
         return float(noise_multiplier_for(epsilon, delta, steps, lower=1e-3, upper=1e7))
     with quiet_accounting():

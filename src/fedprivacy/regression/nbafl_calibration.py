@@ -24,8 +24,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from fedprivacy._validation import require_int, require_one_of
 from fedprivacy.dp._checks import require_budget, require_delta, require_positive
-from fedprivacy.regression.accounting import _gaussian_multiplier, gaussian_epsilon
-from fedprivacy.regression.privacy import CALIBRATIONS, _sizes
+from fedprivacy.regression.accounting import gaussian_epsilon, gaussian_multiplier
+from fedprivacy.regression.privacy import CALIBRATIONS, check_sizes
 
 __all__ = ["NbAFLNoise", "nbafl_constant", "nbafl_noise"]
 
@@ -123,7 +123,7 @@ def nbafl_noise(
     """
     e, d, t = require_budget(epsilon, delta, rounds, "rounds")
     w = require_positive("clip", clip)
-    m = _sizes(sizes).astype(np.float64)
+    m = check_sizes(sizes).astype(np.float64)
     big_l = t if exposures is None else require_int("exposures", exposures, minimum=1)
     require_one_of("calibration", calibration, CALIBRATIONS)
     k = m.size
@@ -135,7 +135,7 @@ def nbafl_noise(
         if t > big_l * math.sqrt(k):
             down = 2.0 * c * w * math.sqrt(t**2 - big_l**2 * k) / (float(m.min()) * k * e)
     else:
-        up = _gaussian_multiplier(e, d, big_l, 1.0) * sens
+        up = gaussian_multiplier(e, d, big_l, 1.0) * sens
         down = 0.0
     z = up / sens
     eps = max(gaussian_epsilon(float(v), big_l, d) for v in np.unique(np.round(z, 12)))

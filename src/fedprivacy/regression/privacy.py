@@ -59,8 +59,8 @@ from fedprivacy._validation import require_one_of
 from fedprivacy.dp._checks import require_budget, require_positive, require_sampling_rate
 from fedprivacy.errors import ParameterError
 from fedprivacy.regression.accounting import (
-    _gaussian_multiplier,
     gaussian_epsilon,
+    gaussian_multiplier,
     laplace_epsilon,
     laplace_noise_multiplier_for,
 )
@@ -92,7 +92,7 @@ CALIBRATIONS: Final = ("paper", "accountant")
 NEIGHBOURINGS: Final = ("add-remove", "replace")
 
 
-def _sizes(sizes: ArrayLike) -> NDArray[np.int64]:
+def check_sizes(sizes: ArrayLike) -> NDArray[np.int64]:
     arr = np.asarray(sizes)
     if arr.ndim != 1 or arr.size == 0:
         raise ParameterError("sizes", "must be a non-empty 1-D sequence of local sample sizes")
@@ -123,7 +123,7 @@ def record_sensitivity(
     c = require_positive("clip", clip)
     require_one_of("neighbouring", neighbouring, NEIGHBOURINGS)
     factor = 1.0 if neighbouring == "add-remove" else 2.0
-    return factor * c / _sizes(sizes).astype(np.float64)
+    return factor * c / check_sizes(sizes).astype(np.float64)
 
 
 def paper_noise_scale(
@@ -156,7 +156,7 @@ def paper_noise_scale(
     """
     e, d, t = require_budget(epsilon, delta, steps)
     c = require_positive("clip", clip)
-    n = _sizes(sizes).astype(np.float64)
+    n = check_sizes(sizes).astype(np.float64)
     return C_MA * c * math.sqrt(t * math.log(1.0 / d)) / (e * n)
 
 
@@ -271,12 +271,12 @@ def calibrate_client_noise(
     e, d, t = require_budget(epsilon, delta, steps)
     require_one_of("mechanism", mechanism, MECHANISMS)
     require_one_of("calibration", calibration, CALIBRATIONS)
-    n = _sizes(sizes)
+    n = check_sizes(sizes)
     sens = record_sensitivity(clip, n, neighbouring)
     if calibration == "paper":
         scales = paper_noise_scale(e, d, t, clip, n)
     elif mechanism == "gaussian":
-        scales = _gaussian_multiplier(e, d, t, 1.0) * sens
+        scales = gaussian_multiplier(e, d, t, 1.0) * sens
     else:
         scales = laplace_noise_multiplier_for(e, d, t) * sens
     mult = scales / sens
@@ -326,7 +326,7 @@ def dp_sgd_noise_multiplier(
     require_one_of("calibration", calibration, CALIBRATIONS)
     if calibration == "paper":
         return C_MA * q * math.sqrt(t * math.log(1.0 / d)) / e
-    return _gaussian_multiplier(e, d, t, q)
+    return gaussian_multiplier(e, d, t, q)
 
 
 def dp_sgd_epsilon(

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fedprivacy.crypto.keys import KEY_BYTES
-from fedprivacy.crypto.shamir import PRIME, Share, _lagrange_cached, combine_shares
+from fedprivacy.crypto.shamir import PRIME, Share, combine_shares, lagrange_cached
 from fedprivacy.errors import ShamirError
 from fedprivacy.secagg.messages import ShareKind
 from fedprivacy.secagg.snapshot import SEED_BYTES
@@ -112,7 +112,7 @@ def _combine(shares: Sequence[Share], threshold: int) -> bytes | None:
 
 def _value_at(points: Sequence[Share], x: int) -> tuple[int, ...]:
     """The values at ``x`` of the polynomials (one per limb) through ``points`` (Lagrange)."""
-    weights = _lagrange_cached(tuple(a.x for a in points), x).tolist()
+    weights = lagrange_cached(tuple(a.x for a in points), x).tolist()
     limbs = len(points[0].values)
     return tuple(
         sum(w * s.values[k] for w, s in zip(weights, points, strict=True)) % PRIME
