@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from fedprivacy.data.allocation import Allocation
-from fedprivacy.data.allocators import allocate_fixed_silos, allocate_pool, zipf_weights
+from fedprivacy.data.allocators import allocate_pool, zipf_weights
+from fedprivacy.data.fixed_silos import allocate_fixed_silos
 from fedprivacy.errors import ParameterError
 
 HEART_TRAIN = [199, 172, 30, 85]

@@ -1,8 +1,9 @@
 import numpy as np
 import pytest
 
-from fedprivacy.data.allocators import allocate_fixed_silos, allocate_pool
+from fedprivacy.data.allocators import allocate_pool
 from fedprivacy.data.creditcard import creditcard_pool, synthetic_creditcard
+from fedprivacy.data.fixed_silos import allocate_fixed_silos
 from fedprivacy.data.shards import silo_shards
 from fedprivacy.errors import ParameterError
 

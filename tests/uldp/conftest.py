@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from fedprivacy.data.allocators import allocate_fixed_silos
 from fedprivacy.data.creditcard import SYNTHETIC_MARK, synthetic_creditcard
+from fedprivacy.data.fixed_silos import allocate_fixed_silos
 from fedprivacy.data.silo_dataset import SiloDataset
 from fedprivacy.data.tabular import load_silo_dataset
 from fedprivacy.errors import ParameterError

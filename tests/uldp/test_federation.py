@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedprivacy.data.allocators import allocate_fixed_silos
+from fedprivacy.data.fixed_silos import allocate_fixed_silos
 from fedprivacy.data.shards import silo_shards
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.federation import Federation, build_federation

@@ -8,7 +8,7 @@ user for vectorised per-user training (:meth:`Allocation.silo_users`,
 :func:`fedprivacy.data.shards.silo_shards`).
 
 The paper's allocations are made by :func:`fedprivacy.data.allocators.allocate_pool` (a pool
-without silos: MNIST, Creditcard) and :func:`fedprivacy.data.allocators.allocate_fixed_silos`
+without silos: MNIST, Creditcard) and :func:`fedprivacy.data.fixed_silos.allocate_fixed_silos`
 (silos that come with the data: Heart Disease, TCGA-BRCA).
 """
 

@@ -5,7 +5,7 @@ A :class:`SiloDataset` holds, per silo, the training and test features and targe
 - **fixed silos** (``fixed_silos=True``): the silos come with the data, as in FLamby's
   Fed-Heart-Disease (4 hospitals, :mod:`fedprivacy.data.heart_disease`) and Fed-TCGA-BRCA
   (6 regions, :mod:`fedprivacy.data.tcga_brca`). Only users are allocated afterwards
-  (:func:`fedprivacy.data.allocators.allocate_fixed_silos`).
+  (:func:`fedprivacy.data.fixed_silos.allocate_fixed_silos`).
 - **a pool** (``fixed_silos=False``, one pseudo-silo named ``"pool"``): MNIST and Creditcard
   (:mod:`fedprivacy.data.creditcard`). Users *and* silos are allocated afterwards
   (:func:`fedprivacy.data.allocators.allocate_pool`), which makes the silos.

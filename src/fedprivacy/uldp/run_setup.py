@@ -21,7 +21,8 @@ import numpy as np
 import torch
 
 from fedprivacy.data.allocation import Allocation
-from fedprivacy.data.allocators import allocate_fixed_silos, allocate_pool
+from fedprivacy.data.allocators import allocate_pool
+from fedprivacy.data.fixed_silos import allocate_fixed_silos
 from fedprivacy.data.silo_dataset import SiloDataset
 from fedprivacy.data.tabular import load_silo_dataset
 from fedprivacy.fl.local_training import LocalTrainingSpec

@@ -56,7 +56,8 @@ from fedprivacy.files import atomic_write_json
 from fedprivacy.flower.dropin.private_result import RosterError
 from fedprivacy.flower.messaging.grid import RECORD, GridTransport, discover_roster, to_record
 from fedprivacy.flower.messaging.stages import Record, error_reply
-from fedprivacy.flower.nodes.node import Node, StageHandler
+from fedprivacy.flower.nodes.node import Node
+from fedprivacy.flower.nodes.stage_handler import StageHandler
 from fedprivacy.policy import PartyPolicy
 
 if TYPE_CHECKING:

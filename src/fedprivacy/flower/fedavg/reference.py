@@ -94,7 +94,7 @@ def simulate(
     """
     from fedprivacy.fl.secure_aggregation import SecureAggregator
     from fedprivacy.fl.training_config import build_training
-    from fedprivacy.flower.nodes.node import single_threaded
+    from fedprivacy.flower.nodes.stage_handler import single_threaded
     from fedprivacy.participation.availability import TraceAvailability
 
     means: dict[int, NDArray[np.float64]] = {}

@@ -22,17 +22,16 @@ simulation's bit for bit.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fedprivacy.errors import FedPrivacyError, ParameterError
+from fedprivacy.errors import ParameterError
 from fedprivacy.flower.messaging.identity import signed_hello
 from fedprivacy.flower.messaging.joint_draw import on_commit, on_draw, on_reveal
 from fedprivacy.flower.messaging.stages import (
@@ -40,11 +39,8 @@ from fedprivacy.flower.messaging.stages import (
     Stage,
     decode_array,
     encode_array,
-    error_reply,
     field,
-    join_replies,
     model_digest,
-    split_joint,
 )
 from fedprivacy.flower.nodes.node_keys import advertise_epoch, record_mask, share_epoch
 from fedprivacy.flower.nodes.node_policy import (
@@ -57,7 +53,8 @@ from fedprivacy.flower.nodes.node_policy import (
     party_draw,
     train_once,
 )
-from fedprivacy.flower.nodes.party_state import PERSISTENT, load_party_state, save_party_state
+from fedprivacy.flower.nodes.party_state import PERSISTENT
+from fedprivacy.flower.nodes.stage_handler import StageHandler, single_threaded
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg.client import SecAggClient
 from fedprivacy.secagg.errors import MalformedMessageError, OutOfOrderError
@@ -69,28 +66,9 @@ from fedprivacy.secagg.state import dump_client, load_client
 if TYPE_CHECKING:
     from fedprivacy.fl.engine import FederatedTraining
 
-__all__ = ["Contribution", "Node", "StageHandler", "single_threaded", "training_for"]
+__all__ = ["Contribution", "Node", "training_for"]
 
 _LOG = logging.getLogger("fedprivacy.node")
-
-
-@contextlib.contextmanager
-def single_threaded() -> Iterator[None]:
-    """Run torch on one thread inside the block (the previous count is restored).
-
-    Local training is done on one thread everywhere a deployment is compared: on the nodes
-    (separate processes, or Ray actors that run with one thread) and in the reference
-    simulation; float sums over a different number of threads may differ in the last bit, and
-    the stochastic rounding of the encoding can turn that into one unit of the grid.
-    """
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 @functools.lru_cache(maxsize=4)
@@ -151,77 +129,6 @@ class Contribution:
             seed=str(self.seed).encode(),
             model=self.model,
         )
-
-
-class StageHandler:
-    """A node that answers one request per stage and keeps its state in a mapping of bytes.
-
-    Subclasses fill :attr:`handlers` (stage -> method) and hold the party's :attr:`policy`;
-    :meth:`handle` dispatches, and a protocol error leaves the state as it was. The entries
-    that outlive every run come from the policy's state file and go back to it before the
-    reply leaves (:mod:`fedprivacy.flower.nodes.party_state`).
-    """
-
-    policy: PartyPolicy
-    handlers: ClassVar[dict[Stage, Callable[[Any, Record, dict[str, bytes]], Record]]] = {}
-
-    @property
-    def party(self) -> int:
-        """The party's id (a user's or a silo's): it names the party's state file."""
-        raise NotImplementedError
-
-    def handle(self, request: Record, state: MutableMapping[str, bytes]) -> Record:
-        """Answer ``request``; protocol errors become an ``error`` reply, state unchanged.
-
-        A joint request (a round's opening ``advertise``, or ``share`` for a node that reuses
-        its keys, carrying the previous round's unmasking,
-        :func:`~fedprivacy.flower.messaging.stages.joint_request`) is answered as two: the unmasking
-        first, with that round's state, then the opening; each part's error is its own.
-
-        Parameters
-        ----------
-        request : dict
-            The server's request (see :mod:`fedprivacy.flower.messaging.stages`).
-        state : mutable mapping of str to bytes
-            What this node keeps between stages (updated in place).
-
-        Returns
-        -------
-        dict
-            The reply.
-        """
-        carried, request = split_joint(request)
-        if carried:  # round t's unmasking, then round t + 1's first stage
-            opening = request.get("stage") == Stage.ADVERTISE.value or (
-                request.get("stage") == Stage.SHARE.value and "params" in request
-            )
-            if not opening:
-                return error_reply(
-                    MalformedMessageError("only a round's first stage carries an unmasking")
-                )
-            unmasked = self.handle({**carried, "stage": Stage.UNMASK.value}, state)
-            return join_replies(unmasked, self.handle(request, state))
-        try:
-            stage = Stage(field(request, "stage", str))
-        except ValueError:
-            return error_reply(MalformedMessageError(f"unknown stage {request.get('stage')!r}"))
-        except FedPrivacyError as exc:
-            return error_reply(exc)
-        handler = type(self).handlers.get(stage)
-        if handler is None:
-            return error_reply(OutOfOrderError(f"this node does not serve stage {stage.value!r}"))
-        scratch = dict(state)
-        try:
-            load_party_state(self.policy, self.party, scratch)  # what outlives the run wins
-            before = dict(scratch)
-            reply = handler(self, request, scratch)
-            save_party_state(self.policy, self.party, before, scratch)  # before the reply
-        except FedPrivacyError as exc:
-            _LOG.warning("refused %s: %s: %s", stage.value, type(exc).__name__, exc)
-            return error_reply(exc)
-        state.clear()
-        state.update(scratch)
-        return reply
 
 
 @dataclass

@@ -41,7 +41,6 @@ from fedprivacy.errors import PolicyViolationError
 from fedprivacy.flower.faults.node_faults import fault_fires
 from fedprivacy.flower.messaging.identity import signed_hello
 from fedprivacy.flower.messaging.stages import Record, Stage, decode_array, field, model_digest
-from fedprivacy.flower.nodes.node import StageHandler, single_threaded
 from fedprivacy.flower.nodes.node_policy import (
     answer_once,
     consistency_check,
@@ -49,6 +48,7 @@ from fedprivacy.flower.nodes.node_policy import (
     train_once,
 )
 from fedprivacy.flower.nodes.party_state import PERSISTENT
+from fedprivacy.flower.nodes.stage_handler import StageHandler, single_threaded
 from fedprivacy.flower.uldp.silo_policy import check_proposal, proposed_config, silo_noise_std_of
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg.private_weighting.errors import MalformedMessageError, OutOfOrderError
