@@ -41,7 +41,7 @@ def test_roundtrip_through_kaggle_format(table, tmp_path):
     assert "4,000 rows" in back.source
     ds = load_creditcard(tmp_path)  # <data-dir>/creditcard/creditcard.csv
     assert ds.name == "creditcard" and ds.task == "binary"
-    from fedprivacy.data.sources import sha256_file
+    from fedprivacy.data.digests import sha256_file
 
     pinned = read_creditcard(path, sha256=sha256_file(path))
     assert np.array_equal(pinned.labels, table.labels)

@@ -4,8 +4,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fedprivacy.data.digests import clear_digest_cache
 from fedprivacy.data.heart_disease import HEART_CENTERS, HEART_FEATURES, load_heart_disease
-from fedprivacy.data.sources import DATA_ENV, clear_digest_cache
+from fedprivacy.data.sources import DATA_ENV
 from fedprivacy.data.tabular import load_silo_dataset
 from fedprivacy.errors import ChecksumError, DataNotFoundError
 

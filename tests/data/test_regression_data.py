@@ -3,6 +3,7 @@ import shutil
 import numpy as np
 import pytest
 
+from fedprivacy.data.digests import clear_digest_cache
 from fedprivacy.data.regression_data import (
     CALIFORNIA_SILOS,
     NIO_NOTE,
@@ -12,7 +13,7 @@ from fedprivacy.data.regression_data import (
     load_diabetes,
     load_regression_dataset,
 )
-from fedprivacy.data.sources import DATA_ENV, clear_digest_cache
+from fedprivacy.data.sources import DATA_ENV
 from fedprivacy.errors import ChecksumError, DataNotFoundError, ParameterError
 
 NEEDED_DATA = ("california_housing", "diabetes_sklearn")

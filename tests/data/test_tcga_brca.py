@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from fedprivacy.data import sources
+from fedprivacy.data.digests import clear_digest_cache, sha256_file
 from fedprivacy.data.silo_dataset import EVENT, TIME
-from fedprivacy.data.sources import clear_digest_cache
 from fedprivacy.data.tcga_brca import TCGA_REGIONS, load_tcga_brca
 from fedprivacy.errors import ChecksumError, DataNotFoundError
 
@@ -62,7 +62,7 @@ def test_inconsistent_region_detected(data_dir, tmp_path, monkeypatch):
     monkeypatch.setitem(
         sources.KNOWN_FILES,
         rel,
-        type(entry)(entry.relpath, entry.what, entry.url, sha256=sources.sha256_file(split)),
+        type(entry)(entry.relpath, entry.what, entry.url, sha256=sha256_file(split)),
     )
     with pytest.raises(ChecksumError, match="Northeast"):
         load_tcga_brca(tmp_path)

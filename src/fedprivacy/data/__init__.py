@@ -5,6 +5,7 @@ Nothing is downloaded: loaders read a user-supplied data directory (``data_dir``
 published checksum before reading it.
 """
 
+from fedprivacy.data.digests import sha256_file
 from fedprivacy.data.images import (
     DATASETS,
     IMAGE_DATASETS,
@@ -23,7 +24,7 @@ from fedprivacy.data.partition import (
     partition_iid,
     partition_shards,
 )
-from fedprivacy.data.sources import DATA_ENV, resolve_data_dir, sha256_file, verify_file
+from fedprivacy.data.sources import DATA_ENV, resolve_data_dir, verify_file
 
 __all__ = [
     "DATASETS",

@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from fedprivacy.data.sources import KNOWN_FILES, cache_dir, sha256_file, verify_known_file
+from fedprivacy.data.digests import sha256_file
+from fedprivacy.data.sources import KNOWN_FILES, cache_dir, verify_known_file
 from fedprivacy.errors import ChecksumError, DataNotFoundError
 
 __all__ = [

@@ -12,16 +12,13 @@ process, and again only if it changes.
 
 from __future__ import annotations
 
-import functools
-import gzip
-import hashlib
 import os
-import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fedprivacy.errors import ChecksumError, DataNotFoundError, ParameterError
+from fedprivacy.data.digests import file_digest, sha256_file
+from fedprivacy.errors import ChecksumError, DataNotFoundError
 
 #: Environment variable naming the data directory when no directory is passed explicitly.
 DATA_ENV = "FEDPRIVACY_DATA"
@@ -51,9 +48,6 @@ EXPECTED_LAYOUT = f"""\
     cifar-100-python.tar.gz               CIFAR-100, original python version
 MNIST: {MNIST_URL}
 CIFAR: {CIFAR_URL}"""
-
-_CHUNK = 1 << 20
-_ALGORITHMS = ("sha256", "md5")
 
 
 @dataclass(frozen=True)
@@ -294,84 +288,6 @@ def cache_dir() -> Path:
     return Path.home() / ".cache" / "fedprivacy"
 
 
-def _hash_stream(read: Callable[[int], bytes], algorithm: str) -> str:
-    h = hashlib.new(algorithm)
-    while True:
-        chunk = read(_CHUNK)
-        if not chunk:
-            break
-        h.update(chunk)
-    return h.hexdigest()
-
-
-@functools.lru_cache(maxsize=256)
-def _cached_digest(
-    path: str, size: int, mtime_ns: int, algorithm: str, gzip_content: bool
-) -> str | None:
-    # size and mtime_ns are part of the cache key only: a changed file is hashed again.
-    del size, mtime_ns
-    if gzip_content:
-        try:
-            with gzip.open(path, "rb") as fh:
-                return _hash_stream(fh.read, algorithm)
-        except (OSError, EOFError, zlib.error):
-            return None  # not a valid gzip file: cannot match any content digest
-    with open(path, "rb") as fh:
-        return _hash_stream(fh.read, algorithm)
-
-
-def file_digest(path: Path, algorithm: str = "sha256", *, gzip_content: bool = False) -> str | None:
-    """Return the hex digest of a file (streaming, cached on path, size and mtime).
-
-    Parameters
-    ----------
-    path : pathlib.Path
-        The file.
-    algorithm : {"sha256", "md5"}
-        Hash algorithm.
-    gzip_content : bool
-        Hash the decompressed content of a gzip file instead of the file itself.
-
-    Returns
-    -------
-    str or None
-        The lowercase hex digest; ``None`` only when ``gzip_content`` is set and the file is not a
-        valid gzip stream.
-
-    Raises
-    ------
-    ParameterError
-        If ``algorithm`` is not supported.
-    OSError
-        If the file cannot be read.
-    """
-    if algorithm not in _ALGORITHMS:
-        raise ParameterError("algorithm", f"must be one of {_ALGORITHMS}, got {algorithm!r}")
-    p = Path(path).resolve()
-    st = p.stat()
-    return _cached_digest(str(p), st.st_size, st.st_mtime_ns, algorithm, gzip_content)
-
-
-def sha256_file(path: Path) -> str:
-    """Return the SHA-256 hex digest of a file, read in 1 MiB chunks.
-
-    Results are cached per process on ``(path, size, mtime)``.
-
-    Parameters
-    ----------
-    path : pathlib.Path
-        The file.
-
-    Returns
-    -------
-    str
-        Lowercase hex digest.
-    """
-    digest = file_digest(path, "sha256")
-    assert digest is not None
-    return digest
-
-
 def _missing_message(path: Path, what: str, url: str | None) -> str:
     where = f" Download it from {url}." if url else ""
     return f"{what} not found: expected the file {str(path)!r}.{where}"
@@ -467,8 +383,3 @@ def verify_known_file(data_dir: Path, relpath: str) -> Path:
         f"{known.what}: checksum mismatch for {str(path)!r}: " + "; ".join(found) + ". The file "
         f"is corrupt or not the published version; download it again from {known.url}."
     )
-
-
-def clear_digest_cache() -> None:
-    """Forget every cached digest (for tests, or after a file was replaced in place)."""
-    _cached_digest.cache_clear()
