@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fedprivacy.cli.flags import run_directory
-from fedprivacy.cli.options import Use, add_options
+from fedprivacy.cli.options import Use, add_options, config_from_args
 from fedprivacy.errors import ParameterError
 
 
@@ -102,23 +102,19 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     n = args.users
     if n < 3:
         raise ParameterError("--users", f"must be at least 3, got {n}")
-    base = TrainConfig() if args.config is None else TrainConfig.from_toml(args.config)
-    config = base.with_overrides(
+    names = ("rounds", "scheme", "per_round", "target_privacy", "dp", "noise_multiplier", "clip")
+    config = config_from_args(
+        TrainConfig,
+        args,
+        (*names, "noise_mode", "seed"),
         users=n,
-        rounds=args.rounds,
-        scheme=args.scheme,
-        per_round=args.per_round if args.per_round is not None else min(base.per_round, n),
-        target_privacy=args.target_privacy,
         secagg=True if args.secagg else None,
-        dp=args.dp,
-        noise_multiplier=args.noise_multiplier,
-        clip=args.clip,
-        noise_mode=args.noise_mode,
-        seed=args.seed,
         dropout=0.0,
         trainer="loop",
     )
-    config = config.with_overrides(eval_every=min(config.eval_every, config.rounds)).validate()
+    per_round = config.per_round if args.per_round is not None else min(config.per_round, n)
+    eval_every = min(config.eval_every, config.rounds)
+    config = config.with_overrides(per_round=per_round, eval_every=eval_every).validate()
     summary = _deploy(args, config, n, None, range(config.rounds))
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -151,18 +147,10 @@ def cmd_cross_silo(args: argparse.Namespace) -> int:
     from fedprivacy.flower.deploy.deploy_tasks import UldpTask
     from fedprivacy.uldp.config import UldpConfig
 
-    base = UldpConfig() if args.config is None else UldpConfig.from_toml(args.config)
-    given = {
-        "dataset": args.dataset,
-        "method": args.method,
-        "users": args.users,
-        "rounds": args.rounds,
-        "noise_multiplier": args.noise_multiplier,
-        "seed": args.seed,
-        "secure_key_bits": args.secure_key_bits,
-        "insecure_test_keys": True if args.insecure_test_keys else None,
-    }
-    config = base.with_overrides(**{k: v for k, v in given.items() if v is not None})
+    names = ("dataset", "method", "users", "rounds", "noise_multiplier", "seed", "secure_key_bits")
+    config = config_from_args(
+        UldpConfig, args, names, insecure_test_keys=True if args.insecure_test_keys else None
+    )
     if args.config is None and args.method is None:
         config = config.with_overrides(method="ULDP-AVG-w")
     data_dir = None if args.data_dir is None else str(args.data_dir)

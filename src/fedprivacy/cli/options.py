@@ -20,12 +20,16 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from pathlib import PurePath
+from typing import Any, TypeVar
 
 from fedprivacy.cli.flag_table import FLAGS, RENAMED
 from fedprivacy.cli.vocabulary import TAKES_VALUE, Flag, OldSwitch, accept_old_spelling
+from fedprivacy.config import Config
 
-__all__ = ["Use", "add_options", "concept_names"]
+__all__ = ["Use", "add_options", "concept_names", "config_from_args", "given_options"]
+
+C = TypeVar("C", bound=Config)
 
 
 @dataclass(frozen=True)
@@ -100,3 +104,31 @@ def concept_names(uses: Iterable[str | Use], *, without: Iterable[str] = ()) -> 
     skip = set(without)
     names = (u if isinstance(u, str) else u.name for u in uses)
     return tuple(n for n in names if n not in skip)
+
+
+def given_options(args: argparse.Namespace, names: Iterable[str]) -> dict[str, Any]:
+    """The options of ``names`` given on the command line (paths as strings).
+
+    Examples
+    --------
+    >>> given_options(argparse.Namespace(users=9, rounds=None), ["users", "rounds"])
+    {'users': 9}
+    """
+    values = {name: getattr(args, name) for name in names}
+    return {k: str(v) if isinstance(v, PurePath) else v for k, v in values.items() if v is not None}
+
+
+def config_from_args(
+    kind: type[C], args: argparse.Namespace, names: Iterable[str], **fixed: Any
+) -> C:
+    """``--config FILE`` (or the defaults), then the options of ``names`` given, then ``fixed``.
+
+    Examples
+    --------
+    >>> from fedprivacy.fl.training_config import TrainConfig
+    >>> args = argparse.Namespace(config=None, users=9, rounds=None)
+    >>> config_from_args(TrainConfig, args, ["users", "rounds"], seed=3).users
+    9
+    """
+    base = kind() if args.config is None else kind.from_toml(args.config)
+    return base.with_overrides(**given_options(args, names), **fixed)

@@ -7,7 +7,13 @@ import json
 import sys
 from typing import Any
 
-from fedprivacy.cli.options import Use, add_options, concept_names
+from fedprivacy.cli.options import (
+    Use,
+    add_options,
+    concept_names,
+    config_from_args,
+    given_options,
+)
 from fedprivacy.errors import ParameterError
 
 #: Options of the simulated data only (refused with a real ``--dataset``).
@@ -72,20 +78,17 @@ _LABELS = {
 def _config(args: argparse.Namespace) -> Any:
     from fedprivacy.regression.config import RegressionConfig
 
-    base = RegressionConfig.from_toml(args.config) if args.config else RegressionConfig()
-    changes = {name: getattr(args, name) for name in _FIELDS}
-    if (changes["dataset"] or base.dataset) is not None:
-        given = [f"--{n.replace('_', '-')}" for n in _SIMULATION_ONLY if changes[n] is not None]
-        if given:
-            raise ParameterError(
-                given[0],
-                f"describes the simulated data; {', '.join(given)} mean nothing with --dataset",
-            )
-    if changes["data_dir"] is not None:
-        changes["data_dir"] = str(changes["data_dir"])
+    estimators = None
     if args.estimators is not None:
-        changes["estimators"] = tuple(v.strip() for v in args.estimators.split(",") if v.strip())
-    return base.with_overrides(**changes).validate()
+        estimators = tuple(v.strip() for v in args.estimators.split(",") if v.strip())
+    config = config_from_args(RegressionConfig, args, _FIELDS, estimators=estimators)
+    given = [f"--{n.replace('_', '-')}" for n in given_options(args, _SIMULATION_ONLY)]
+    if config.dataset is not None and given:
+        raise ParameterError(
+            given[0],
+            f"describes the simulated data; {', '.join(given)} mean nothing with --dataset",
+        )
+    return config.validate()
 
 
 def _fmt(value: float) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fedprivacy.cli.flag_table import FLAGS
-from fedprivacy.cli.options import Use, add_options, concept_names
+from fedprivacy.cli.options import Use, add_options, concept_names, config_from_args
 from fedprivacy.errors import ParameterError
 
 if TYPE_CHECKING:
@@ -178,8 +178,7 @@ def cmd_train(
         config = resume_config(args.resume, overrides["rounds"])
         out = args.resume
     else:
-        base = TrainConfig() if args.config is None else TrainConfig.from_toml(args.config)
-        config = base.with_overrides(**overrides)
+        config = config_from_args(TrainConfig, args, (), **overrides)
     config = config.with_overrides(data_dir=args.data_dir).validate()
     factory = progress_factory(not args.json and not args.quiet)
     result = run_training(

@@ -10,7 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fedprivacy.cli.flag_table import FLAGS
-from fedprivacy.cli.options import Use, add_options, concept_names
+from fedprivacy.cli.options import (
+    Use,
+    add_options,
+    concept_names,
+    config_from_args,
+    given_options,
+)
 from fedprivacy.errors import ParameterError
 from fedprivacy.uldp.method_names import METHODS
 
@@ -41,28 +47,20 @@ def build_config(args: argparse.Namespace) -> Any:
     """
     from fedprivacy.uldp.config import UldpConfig
 
-    given: dict[str, Any] = {
-        name: (str(v) if name in ("data_dir", "creditcard_path") else v)
-        for name in concept_names(_OPTIONS, without=_NOT_FIELDS)
-        if (v := getattr(args, name)) is not None
-    }
+    names = concept_names(_OPTIONS, without=_NOT_FIELDS)
+    given = given_options(args, names)
     if args.resume is not None:
         return _resumed_config(args, given)
     keys = [k for k in ("secure_key_bits", "insecure_test_keys") if k in given]
     if keys and not given.get("secure_weighting"):
         flag = FLAGS[keys[0]].long
         raise ParameterError(flag, "sets the Paillier key of --secure-weighting; give it too")
-    base = UldpConfig.from_toml(args.config) if args.config else None
-    if base is None:
-        missing = [FLAGS[n].long for n in _REQUIRED if n not in given]
-        if missing:
-            raise ParameterError(
-                missing[0], f"is required (missing: {', '.join(missing)}), or give --config FILE"
-            )
-        config = UldpConfig(**given)
-    else:
-        config = base.with_overrides(**given)
-    return config.validate()
+    missing = [FLAGS[n].long for n in _REQUIRED if n not in given]
+    if args.config is None and missing:
+        raise ParameterError(
+            missing[0], f"is required (missing: {', '.join(missing)}), or give --config FILE"
+        )
+    return config_from_args(UldpConfig, args, names).validate()
 
 
 #: What ``--resume`` may change: how many rounds, where the data are, how it computes.
