@@ -8,7 +8,7 @@ clipping) and, where the parties add noise themselves, has each of them add
 :data:`~fedprivacy.fl.mechanism.MECHANISMS`; nothing else in the package knows it. Each test
 checks that the algorithm really applied it (the updates it aggregated have norm ``clip``, the
 noise has the hook's size), not only that the run finished: FedAvg in process and deployed,
-ULDP-AVG and ULDP-NAIVE.
+ULDP-AVG, ULDP-NAIVE, the cross-silo deployment and the drop-in ``PrivateFedAvg``.
 
 So does one aggregator class (the last tests): in-process FedAvg, the server of a deployed
 plaintext FedAvg round and ULDP-FL's sum over silos aggregate with it.
@@ -16,8 +16,10 @@ plaintext FedAvg round and ULDP-FL's sum over silos aggregate with it.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -28,6 +30,7 @@ import numpy as np
 import pytest
 import torch
 from numpy.typing import NDArray
+from torch.utils.data import TensorDataset
 
 from fedprivacy.fl.aggregation import AggregateOutcome, FloatAggregator
 from fedprivacy.fl.aggregators import AGGREGATORS
@@ -35,6 +38,8 @@ from fedprivacy.fl.mechanism import MECHANISMS, Mechanism
 from fedprivacy.fl.minibatches import epoch_orders
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.fl.training_config import TrainConfig, build_training
+from fedprivacy.flower.dropin.in_process import run_private_fedavg
+from fedprivacy.flower.dropin.private_config import PrivateFedAvgConfig
 from fedprivacy.flower.fedavg.reference import simulate
 from fedprivacy.flower.fedavg.training import DeployedTraining, LiveNodes
 from fedprivacy.flower.messaging.transport import InProcessTransport
@@ -255,6 +260,34 @@ def test_the_cross_silo_deployment_clips_and_noises_with_it(tmp_path: Path) -> N
     assert 0.65 * PARTY_STD < stats["deviation_std"] < 1.35 * PARTY_STD
     # the toy has no noise multiplier: nothing to account, and the report says so
     assert summary["privacy"]["epsilon"] is None
+
+
+def test_the_drop_in_nodes_clip_with_it(caplog: pytest.LogCaptureFixture) -> None:
+    """``PrivateFedAvg`` with secure aggregation: every node scales its update by the toy.
+
+    The nodes' updates are summed under masks, so the check is each node's own account of what
+    it contributed: every update normalised to the clip, the short ones scaled up (which no
+    L2 clip does).
+    """
+    generator = torch.Generator().manual_seed(0)
+    datasets = [
+        TensorDataset(torch.randn(20, 3, generator=generator), torch.randint(0, 2, (20,)))
+        for _ in range(6)
+    ]
+    config = PrivateFedAvgConfig(users=6, per_round=4, rounds=2, dp=NAME, clip=0.05)
+    with caplog.at_level(logging.INFO, logger="fedprivacy"):
+        result = run_private_fedavg(torch.nn.Linear(3, 2), datasets, config, lr=0.1)
+    assert [len(r.aggregated) for r in result.rounds] == [4, 4]
+    norms = [
+        tuple(float(x) for x in m.group(1, 2))
+        for m in (_CONTRIBUTED.search(r.getMessage()) for r in caplog.records)
+        if m is not None
+    ]
+    assert len(norms) == 8 and all(after == pytest.approx(0.05, rel=1e-3) for _, after in norms)
+    assert any(before < 0.05 for before, _ in norms)  # scaled up: the toy's factor, not a clip
+
+
+_CONTRIBUTED = re.compile(r"contributed an update of norm (\S+) \(clipped to (\S+),")
 
 
 # --------------------------------------------------------------------------- aggregators

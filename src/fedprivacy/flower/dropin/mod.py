@@ -38,6 +38,7 @@ from numpy.typing import NDArray
 
 from fedprivacy.dp.mechanisms import clip_l2
 from fedprivacy.errors import FedPrivacyError, ParameterError
+from fedprivacy.fl.mechanism import MECHANISMS, make_mechanism
 from fedprivacy.flower.dropin.arrays import ArrayLayout
 from fedprivacy.flower.messaging.grid import RECORD, Wire
 from fedprivacy.flower.messaging.stages import (
@@ -144,6 +145,29 @@ class ModNode(Node):
             self.policy.check_clip(asked_clip)
         return self.policy.clip
 
+    def _clipped(
+        self, request: Record, delta: NDArray[np.float64], clip: float
+    ) -> NDArray[np.float64]:
+        """The run's registered mechanism's clip factor at the node's ``clip``, never past it.
+
+        Raises
+        ------
+        ParameterError
+            Naming ``mechanism``, if the run's mechanism is not registered in this node's
+            process: the node cannot apply it (it contributes nothing to the round).
+        """
+        import torch
+
+        name, asked = request.get("mechanism", ""), request.get("noise_multiplier", "")
+        if isinstance(name, str) and name:
+            if name not in MECHANISMS:
+                raise ParameterError("mechanism", f"{name!r} is not registered on this node")
+            noise = float(asked) if isinstance(asked, int | float) else None
+            mechanism = make_mechanism(name, noise_multiplier=noise, clip=clip)
+            norm = torch.linalg.vector_norm(torch.from_numpy(delta)).reshape(1)
+            delta = delta * float(mechanism.clip_factors(norm)[0])
+        return clip_l2(delta, clip)[0]
+
     def _train(self, request: Record, state: dict[str, bytes]) -> Record:
         self.policy.check_secure(False)
         r = field(request, "round", int)
@@ -171,7 +195,7 @@ class ModNode(Node):
                 f"the model has {delta.size} parameters, the round's {params.dimension}"
             )
         clip = self._clip(request)
-        values = delta if clip is None else clip_l2(delta, clip)[0]
+        values = delta if clip is None else self._clipped(request, delta, clip)
         bound = np.nextafter(np.nextafter(params.codec.clip, 0.0), 0.0)
         values = np.clip(values, -bound, bound)
         _LOG.info(

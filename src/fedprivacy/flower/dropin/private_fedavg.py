@@ -106,12 +106,14 @@ class _RemoteFedAvg(Algorithm[RoundRecord]):
         )
 
     def model_fields(self, r: int) -> dict[str, Any]:
-        """The app's arrays and training configuration, and the clip the nodes apply."""
-        clip = self.mechanism.clip
+        """The app's arrays and training configuration, and the mechanism the nodes clip with."""
+        m = self.mechanism
         return {
             ARRAYS: self.arrays,
             CONFIG: self.train_config,
-            "clip": "" if clip is None else float(clip),
+            "clip": "" if m.clip is None else float(m.clip),
+            "mechanism": m.name,
+            "noise_multiplier": "" if m.noise_multiplier is None else float(m.noise_multiplier),
         }
 
     def update(self, reply: Record) -> tuple[NDArray[np.float32], float]:
