@@ -57,6 +57,7 @@ from fedprivacy.uldp.run_setup import allocate, initial_model, load_dataset, rou
 
 __all__ = [
     "SiloSide",
+    "check_allocation",
     "check_deployable",
     "deployed_mechanism",
     "plaintext_aggregate",
@@ -105,18 +106,22 @@ def deployed_mechanism(cfg: UldpConfig) -> Mechanism:
     return default
 
 
-def check_users_hold_records(cfg: UldpConfig) -> None:
-    """Refuse a configuration whose allocation leaves a user without records in every silo.
+def check_allocation(cfg: UldpConfig) -> None:
+    """Refuse an allocation Protocol 1 cannot weight: a user with no record, or more than N_max.
 
     Protocol 1 weights user ``u`` by the inverse of its blinded count ``B(N_u) = N_u r_u mod n``;
-    with ``N_u = 0`` there is none, and the setup would fail at 1(f) after the key exchange. The
-    allocation is the same deterministic one the silos make (:func:`silo_side`).
+    with ``N_u = 0`` there is none, and the setup would fail at 1(f) after the key exchange; with
+    ``N_u > N_max`` (:func:`session_parameters`) every round's aggregate would decrypt out of
+    range and be refused. The allocation is the same deterministic one the silos make
+    (:func:`silo_side`).
 
     Raises
     ------
     ParameterError
-        If some user holds no record (``uniform`` spreads too few records over many users).
+        Naming ``users``, if some user holds no record (``uniform`` spreads too few records over
+        many users) or more than ``N_max`` records (too few users for the pool).
     """
+    cfg = cfg.resolved()
     allocation = allocate(cfg, load_dataset(cfg), np.random.default_rng(run_seeds(cfg)[0]))
     active = allocation.active_users()
     if len(active) < cfg.users:
@@ -127,6 +132,15 @@ def check_users_hold_records(cfg: UldpConfig) -> None:
             f"{cfg.distribution} allocation (users {empty[:5].tolist()}...): Protocol 1 cannot "
             "weight them (their blinded count B(N_u) = 0 has no inverse modulo n); use fewer "
             'users or distribution = "zipf"',
+        )
+    n_max = session_parameters(cfg, 1, bytes(16)).n_max
+    most = allocation.max_records_per_user()
+    if most > n_max:
+        raise ParameterError(
+            "users",
+            f"a user holds {most} records over the silos, more than Protocol 1's N_max = {n_max} "
+            f"(at {cfg.secure_key_bits}-bit keys): every round's aggregate would decrypt out of "
+            "range; use more users or larger keys",
         )
 
 

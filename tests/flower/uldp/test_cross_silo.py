@@ -189,7 +189,7 @@ def test_users_without_records_are_refused_before_any_process_starts(
     from fedprivacy.errors import ParameterError
     from fedprivacy.flower.deploy.deploy import deploy
     from fedprivacy.secagg.private_weighting import NotInvertibleError
-    from fedprivacy.uldp.deployment import check_users_hold_records
+    from fedprivacy.uldp.deployment import check_allocation
 
     empty = heart_config(users=160, data_dir=data_dir)  # uniform: some of the users hold nothing
     with pytest.raises(
@@ -201,7 +201,20 @@ def test_users_without_records_are_refused_before_any_process_starts(
     with pytest.raises(NotInvertibleError, match="no records in any silo"):
         run_cross_silo(empty, InProcessTransport(_nodes(empty, data_dir)), tmp_path / "in-process")
     # the paper's Zipf allocation gives each of the 160 users a record
-    check_users_hold_records(heart_config(users=160, distribution="zipf", data_dir=data_dir))
+    check_allocation(heart_config(users=160, distribution="zipf", data_dir=data_dir))
+
+
+def test_a_user_with_more_than_n_max_records_is_refused_before_the_setup(
+    heart_config: ConfigFactory,
+) -> None:
+    """20 users share the synthetic Creditcard pool: every round would decrypt out of range."""
+    from fedprivacy.errors import ParameterError
+    from fedprivacy.uldp.deployment import check_allocation
+
+    crowded = heart_config(dataset="creditcard-synthetic", users=20, silos=3)
+    with pytest.raises(ParameterError, match=r"users: a user holds 1230 records .* N_max = 676"):
+        check_allocation(crowded.validate().resolved())
+    check_allocation(crowded.with_overrides(users=200).validate().resolved())
 
 
 def test_the_deployed_run_accounts_as_the_in_process_run(

@@ -210,16 +210,16 @@ class UldpTask(DeployTask):
         return out if not self.data_dir else f'{out} data-dir="{self.data_dir}"'
 
     def preflight(self) -> None:
-        """Every user must hold a record: Protocol 1 cannot weight one that holds none.
+        """Every user must hold a record, and at most N_max: Protocol 1 weights them.
 
         Raises
         ------
         ParameterError
-            See :func:`fedprivacy.uldp.deployment.check_users_hold_records`.
+            See :func:`fedprivacy.uldp.deployment.check_allocation`.
         """
-        from fedprivacy.uldp.deployment import check_users_hold_records
+        from fedprivacy.uldp.deployment import check_allocation
 
-        check_users_hold_records(self.config.with_overrides(data_dir=self.data_dir))
+        check_allocation(self.config.with_overrides(data_dir=self.data_dir))
 
     @property
     def forges(self) -> tuple[str, ...]:
