@@ -50,7 +50,7 @@ from fedprivacy.flower.uldp.cross_silo_reference import compare_cross_silo
 from fedprivacy.flower.uldp.silo_node import SiloNode
 from fedprivacy.flower.uldp.silo_policy import silo_policy
 from fedprivacy.uldp.config import UldpConfig
-from fedprivacy.uldp.deployment import deployed_mechanism
+from fedprivacy.uldp.deployment import deployed_mechanism, silo_deltas, silo_side
 from fedprivacy.uldp.families import FAMILIES
 from fedprivacy.uldp.families.base import epoch_keys
 from fedprivacy.uldp.federation import Federation, build_federation
@@ -285,6 +285,66 @@ def test_the_drop_in_nodes_clip_with_it(caplog: pytest.LogCaptureFixture) -> Non
     ]
     assert len(norms) == 8 and all(after == pytest.approx(0.05, rel=1e-3) for _, after in norms)
     assert any(before < 0.05 for before, _ in norms)  # scaled up: the toy's factor, not a clip
+
+
+@dataclass
+class Inflate(Mechanism):
+    """A lying server's mechanism: every update scaled up tenfold (a sensitivity of 10 clips)."""
+
+    name: ClassVar[str] = "test-inflate"
+    clip: float = CLIP
+
+    @classmethod
+    def from_options(cls, noise_multiplier: float | None, clip: float | None) -> Mechanism:
+        """Only a clip."""
+        return cls(CLIP if clip is None else clip)
+
+    def clip_factors(self, norms: torch.Tensor) -> torch.Tensor:
+        """Ten, whatever the norm."""
+        return torch.full_like(norms, 10.0)
+
+    def party_std(self, parties: int) -> float:
+        """A negligible noise."""
+        return 1e-12
+
+    def release(self, mean: NDArray[np.float64], aggregated: int) -> NDArray[np.float64]:
+        """The aggregate as it is."""
+        return mean
+
+
+def test_a_mechanism_the_server_names_never_raises_a_partys_sensitivity(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Against a lying server: its mechanism scales within each party's own clip, never past it.
+
+    A drop-in node and a cross-silo silo are asked to apply a mechanism that multiplies every
+    update by ten; what each contributes stays within the clip its own policy bounds.
+    """
+    MECHANISMS.register(Inflate.name, Inflate)
+    generator = torch.Generator().manual_seed(0)
+    datasets = [
+        TensorDataset(torch.randn(20, 3, generator=generator), torch.randint(0, 2, (20,)))
+        for _ in range(6)
+    ]
+    config = PrivateFedAvgConfig(users=6, per_round=4, rounds=1, dp=Inflate.name, clip=0.05)
+    with caplog.at_level(logging.INFO, logger="fedprivacy"):
+        run_private_fedavg(torch.nn.Linear(3, 2), datasets, config, lr=0.1)
+    after = [
+        float(m.group(2))
+        for m in (_CONTRIBUTED.search(r.getMessage()) for r in caplog.records)
+        if m is not None
+    ]
+    assert len(after) == 4 and max(after) <= 0.05
+    data = Path(os.environ.get("FEDPRIVACY_DATA") or Path(__file__).parents[3] / "shared/data")
+    if not (data / "heart_disease").is_dir():
+        pytest.skip(f"needs the shared datasets in {data} (set FEDPRIVACY_DATA)")
+    uldp = UldpConfig(
+        dataset="heart_disease", method="ULDP-AVG-w", users=20, dp=Inflate.name, clip=0.1
+    )
+    side = silo_side(uldp.resolved().to_toml(), str(data))
+    flat = flatten_parameters(side.runner.model).numpy()
+    rows = silo_deltas(side, 0, flat, keys_seed=1)
+    assert rows.any() and np.linalg.norm(rows, axis=1).max() <= 0.1 * (1 + 1e-12)
 
 
 _CONTRIBUTED = re.compile(r"contributed an update of norm (\S+) \(clipped to (\S+),")

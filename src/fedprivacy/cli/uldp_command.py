@@ -267,8 +267,8 @@ _OPTIONS: tuple[str | Use, ...] = (
     Use(
         "dp",
         choices=("distributed", "central"),
-        help="ULDP-AVG/SGD: who adds the noise: distributed (default: the silos) or central "
-        "(the server; no guarantee against it)",
+        help="ULDP-NAIVE/AVG/SGD: who adds the noise: distributed (default: the silos) or "
+        "central (the server; no guarantee against it; not ULDP-NAIVE)",
     ),
     "delta",
     "clip",
