@@ -116,8 +116,6 @@ class UldpResult:
     server_view : dict or None
         What the ledger of user samples reveals to the server
         (:func:`fedprivacy.uldp.algorithm.server_view`).
-    participation : numpy.ndarray of bool or None
-        The ledger's matrix (rounds, users): whom each round aggregated.
     exposed_after_round : numpy.ndarray or None
         Users the server could isolate after each round, under the same view
         (:func:`~fedprivacy.participation.incremental.exposed_counts` of the ledger); the
@@ -142,8 +140,15 @@ class UldpResult:
     epsilon_at: tuple[int, float, float] | None = None
     noise_source: str = ""
     server_view: dict[str, Any] | None = None
-    participation: NDArray[np.bool_] | None = None
     exposed_after_round: NDArray[np.int64] | None = None
+
+    @property
+    def participation(self) -> NDArray[np.bool_]:
+        """The ledger's matrix (rounds, users): whom each round aggregated, from the records."""
+        matrix = np.zeros((len(self.records), self.config.users), dtype=np.bool_)
+        for t, record in enumerate(self.records):
+            matrix[t, list(record.aggregated)] = True
+        return matrix
 
     @property
     def final(self) -> RoundRecord:
@@ -162,19 +167,17 @@ class UldpResult:
         """
         c = self.config
         private = c.method != "DEFAULT" and math.isfinite(self.final.get("epsilon"))
+        amplified = sample_hidden(c)
         against = (
             EPSILON_ADVERSARIES["epsilon_released"]
-            if sample_hidden(c)
+            if amplified
             else ULDP_SERVER_CHOSEN.format(c.scheme)
         )
-        participation = self.participation
-        if participation is None:
-            participation = np.zeros((0, c.users), dtype=np.bool_)
         noise = np.array([r.noise_multiplier for r in self.records], dtype=np.float64)
         ledger = LedgerEpsilons(
-            participation,
+            self.participation,
             noise,
-            sampling_rate=c.effective_sampling_rate if sample_hidden(c) else None,
+            sampling_rate=c.effective_sampling_rate if amplified else None,
             group_epsilon=self.final.get("epsilon") if self.group_size is not None else None,
         )
         mechanism = c.mechanism()  # None: the method's own, whose silos add the noise

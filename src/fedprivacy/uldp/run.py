@@ -163,7 +163,6 @@ def run_uldp(
         secure_weighting=secure_report,
         caveats=privacy_caveats(cfg.method, fed.task.task),
         server_view=server_view(loop.ledger),
-        participation=loop.ledger.matrix().astype(np.bool_),
         exposed_after_round=np.asarray(loop.exposed_after_round, dtype=np.int64),
         noise_source=noise_source(
             cfg.method, cfg.secure_weighting, runner.noise_hidden_from_server

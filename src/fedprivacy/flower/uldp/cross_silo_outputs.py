@@ -111,7 +111,6 @@ def _result(
         caveats=caveats,
         noise_source=NOISE_OS,
         server_view=server_view(outcome.ledger),
-        participation=outcome.ledger.matrix().astype(np.bool_),
         exposed_after_round=exposed_counts(outcome.ledger),
     )
 
