@@ -227,9 +227,12 @@ def _option_lines(tmp: Path) -> Iterator[tuple[argparse.Action, list[str]]]:
 def test_no_command_accepts_an_option_it_never_reads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for module, name in RUNNERS.items():
-        monkeypatch.setattr(importlib.import_module(module), name, _stub)
+    # every module imported before any is patched: one imported while another is patched would
+    # keep the stub it imported by name (demo's run_selection_experiment) for later tests
+    modules = {name: importlib.import_module(module) for module, name in RUNNERS.items()}
     attack = importlib.import_module("fedprivacy.experiments.training_attack")
+    for name, module in modules.items():
+        monkeypatch.setattr(module, name, _stub)
     monkeypatch.setattr(attack, "run_attack_experiment", _stub)
     monkeypatch.setenv("FEDPRIVACY_DATA", str(DATA))
     unread = []

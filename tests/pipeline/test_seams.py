@@ -2,13 +2,16 @@
 
 The toy mechanism scales every update to L2 norm exactly ``clip`` (normalisation instead of
 clipping) and, where the parties add noise themselves, has each of them add
-``PARTY_STD / sqrt(parties)`` (its noise hook,
-:meth:`~fedprivacy.fl.mechanism.Mechanism.party_std`). It is one subclass of
+``PARTY_STD`` in all (its noise hook,
+:attr:`~fedprivacy.fl.mechanism.Mechanism.party_noise`: discrete Gaussians on the grid where
+secure aggregation carries the updates, ``PARTY_STD / sqrt(parties)`` each where the parties add
+theirs in the clear). It is one subclass of
 :class:`~fedprivacy.fl.mechanism.Mechanism` and one registration in
 :data:`~fedprivacy.fl.mechanism.MECHANISMS`; nothing else in the package knows it. Each test
 checks that the algorithm really applied it (the updates it aggregated have norm ``clip``, the
 noise has the hook's size), not only that the run finished: FedAvg in process and deployed,
-ULDP-AVG, ULDP-NAIVE, the cross-silo deployment and the drop-in ``PrivateFedAvg``.
+ULDP-AVG, ULDP-NAIVE, ULDP-GROUP-k, the cross-silo deployment and the drop-in ``PrivateFedAvg``
+(``test_seams_deployed.py``: on real Flower processes, as an operator's plugin).
 
 So does one aggregator class (the last tests): in-process FedAvg, the server of a deployed
 plaintext FedAvg round and ULDP-FL's sum over silos aggregate with it.
@@ -32,6 +35,7 @@ import torch
 from numpy.typing import NDArray
 from torch.utils.data import TensorDataset
 
+from fedprivacy.dp.party_noise import PartyNoise
 from fedprivacy.fl.aggregation import AggregateOutcome, FloatAggregator
 from fedprivacy.fl.aggregators import AGGREGATORS
 from fedprivacy.fl.mechanism import MECHANISMS, Mechanism
@@ -54,6 +58,7 @@ from fedprivacy.uldp.deployment import deployed_mechanism, silo_deltas, silo_sid
 from fedprivacy.uldp.families import FAMILIES
 from fedprivacy.uldp.families.base import epoch_keys
 from fedprivacy.uldp.federation import Federation, build_federation
+from fedprivacy.uldp.group_dp import clipped_per_sample_sum
 from fedprivacy.uldp.methods import MethodRunner
 from fedprivacy.uldp.rounds import RoundHyper
 from fedprivacy.uldp.run import run_uldp
@@ -67,7 +72,7 @@ from fedprivacy.uldp.run_setup import (
 
 NAME = "test-normalise"
 CLIP = 1.15  # ULDP: about half the per-user updates are shorter, half longer
-PARTY_STD = 0.01  # the toy's noise hook: what the parties' noises sum to, per coordinate
+PARTY_STD = 0.002  # the toy's noise hook: what the parties' noises sum to, per coordinate
 
 
 @dataclass
@@ -86,9 +91,10 @@ class Normalise(Mechanism):
         """``clip / norm``."""
         return self.clip / norms.clamp_min(1e-30)
 
-    def party_std(self, parties: int) -> float:
-        """``PARTY_STD / sqrt(parties)`` each: their sum has ``PARTY_STD``."""
-        return PARTY_STD / math.sqrt(parties)
+    @property
+    def party_noise(self) -> PartyNoise:
+        """``PARTY_STD`` in all: discrete on SecAgg's grid, else ``PARTY_STD / sqrt(n)`` each."""
+        return PartyNoise(PARTY_STD / self.clip, self.clip)
 
     def release(self, mean: NDArray[np.float64], aggregated: int) -> NDArray[np.float64]:
         """The aggregate as it is."""
@@ -108,17 +114,25 @@ def _fedavg_config(**changes: object) -> TrainConfig:
 
 
 def test_fedavg_aggregates_the_normalised_updates() -> None:
-    training = build_training(_fedavg_config())
+    """In process with SecAgg: the updates normalised, the parties' grid noise the hook's size."""
+    training = build_training(_fedavg_config(secagg=True))
     seen: list[NDArray[np.float32]] = []
+    residuals: list[float] = []
 
     def record(r: int, outcome: AggregateOutcome, deltas: dict[int, NDArray[np.float32]]) -> None:
         seen.extend(deltas.values())
+        plain = np.mean([d.astype(np.float64) for d in deltas.values()], axis=0)
+        # the noise on the mean: the parties' discrete Gaussians over the aggregated count
+        assert outcome.noise_multiplier is not None
+        expected = outcome.noise_multiplier * CLIP / len(outcome.aggregated)
+        residuals.append(float(np.std(outcome.mean_update - plain)) / expected)
 
     training.on_aggregate = record
     training.run(2)
     norms = [float(np.linalg.norm(d.astype(np.float64))) for d in seen]
     assert len(norms) == 8
     np.testing.assert_allclose(norms, CLIP, rtol=1e-6)
+    assert residuals == pytest.approx([1.0, 1.0], rel=0.1)
 
 
 def test_the_deployed_rounds_apply_it_on_the_nodes() -> None:
@@ -137,10 +151,14 @@ def test_the_deployed_rounds_apply_it_on_the_nodes() -> None:
     trace, layout = deployed.availability.trace, deployed.aggregator.layout  # the nodes' batches
     means = simulate(config, trace, {}, layout)
     assert sorted(deployed.aggregates) == sorted(means) == [0, 1]
-    for r, mean in means.items():
-        assert np.array_equal(deployed.aggregates[r], mean)
+    # round 0 from the same model: the nodes' noise is fresh OS randomness on both sides, two
+    # independent draws of at least PARTY_STD / 4 on the mean of 4 (more: over-provisioned)
+    noise = float(np.std(deployed.aggregates[0] - means[0]))
+    floor = math.sqrt(2) * PARTY_STD / 4
     plain = simulate(replace(config, dp="none", clip=None), trace, {}, layout)
-    assert not np.allclose(plain[0], means[0])  # the toy changed what was aggregated
+    print(noise, floor, float(np.std(plain[0] - means[0])))
+    assert 0.9 * floor < noise < 3 * floor
+    assert float(np.std(plain[0] - means[0])) > 5 * noise  # the toy normalised the updates
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +211,7 @@ def test_uldp_sums_the_normalised_per_user_updates(
     scale = float(expected.abs().max())  # float32 per-user training against float64 sums
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5 * scale)
     out = runner.run_round(flat, np.random.default_rng(7))
-    # the noise hook: each silo adds party_std(3), the sum over silos PARTY_STD per coordinate
+    # the noise hook: each silo adds PARTY_STD / sqrt(3), their sum PARTY_STD per coordinate
     std = float((out.noisy_sum - out.presum).double().std())
     assert std == pytest.approx(PARTY_STD, rel=0.25)
     # no noise multiplier: nothing to account, epsilon infinite against everyone
@@ -219,13 +237,48 @@ def test_uldp_naive_normalises_each_silos_delta_and_adds_its_party_noise(
     deltas = runner.trainer.train(flat, fed.x, fed.y, fed.silo_offsets, orders, hyper.local)
     norms = torch.linalg.vector_norm(deltas.double(), dim=1, keepdim=True)
     torch.testing.assert_close(out.presum.double(), (CLIP * deltas / norms).sum(dim=0))
-    # the noise hook: each of the 3 silos adds party_std(3) times the sensitivity 2 |S| = 6
+    # the noise hook: each of the 3 silos adds PARTY_STD / sqrt(3) times the sensitivity 2 |S| = 6
     std = float((out.noisy_sum - out.presum).double().std())
     assert std == pytest.approx(6 * PARTY_STD, rel=0.25)
     # the default mechanism (distributed, sigma 5) adds its own noise instead of the toy's
     default = MethodRunner("ULDP-NAIVE", fed, hyper)
     again = default.run_round(flat, np.random.default_rng(7), np.random.default_rng(8))
     assert float((again.noisy_sum - again.presum).double().std()) > 100 * std
+
+
+def test_uldp_group_runs_its_dp_sgd_with_it(federation: tuple[UldpConfig, Federation]) -> None:
+    """ULDP-GROUP-k: each record's gradient normalised by the toy, each silo's noise its hook.
+
+    One DP-SGD step a silo over all its kept records (the batch holds them all), so a silo's
+    delta is ``-lr (sum_i f_i g_i + noise) / n_s``: the toy's normalised gradients, by hand,
+    and a noise of ``PARTY_STD`` per coordinate on the silo's sum.
+    """
+    cfg, fed = federation
+    flat = flatten_parameters(fed.task.build_model(1))
+    hyper = round_hyper(cfg)
+    hyper = replace(hyper, local=replace(hyper.local, epochs=1, batch_size=10**6))
+    mechanism = UldpConfig(**{**cfg.to_dict(), "method": "ULDP-GROUP-2", "dp": NAME}).mechanism()
+    runner = MethodRunner("ULDP-GROUP-2", fed, hyper, mechanism=mechanism)
+    assert runner.mechanism is mechanism and isinstance(mechanism, Normalise)
+    out = runner.run_round(flat, np.random.default_rng(7))
+    kept, lr = runner.group_fed, hyper.local.lr
+    assert kept is not None and runner.model is not None
+    expected = torch.zeros_like(flat, dtype=torch.float64)
+    variance = 0.0
+    for silo in range(kept.num_silos):
+        sl = kept.silo_slice(silo)
+        n = sl.stop - sl.start
+        summed = clipped_per_sample_sum(
+            runner.model, kept.task.loss, flat, kept.x[sl], kept.y[sl], mechanism
+        )
+        expected -= lr * summed.double() / n
+        variance += (lr * PARTY_STD / n) ** 2
+    residual = out.presum.double() - expected
+    assert float(residual.pow(2).mean().sqrt()) == pytest.approx(math.sqrt(variance), rel=0.3)
+    # the default mechanism (distributed: L2 clip at C, sigma 5) moves the model otherwise
+    default = MethodRunner("ULDP-GROUP-2", fed, hyper)
+    again = default.run_round(flat, np.random.default_rng(7))
+    assert float((again.presum.double() - expected).abs().max()) > 10 * math.sqrt(variance)
 
 
 def test_the_cross_silo_deployment_clips_and_noises_with_it(tmp_path: Path) -> None:
@@ -303,9 +356,10 @@ class Inflate(Mechanism):
         """Ten, whatever the norm."""
         return torch.full_like(norms, 10.0)
 
-    def party_std(self, parties: int) -> float:
-        """A negligible noise."""
-        return 1e-12
+    @property
+    def party_noise(self) -> PartyNoise:
+        """Noise multiplier 1 at its clip (what matters here is the clip factor)."""
+        return PartyNoise(1.0, self.clip)
 
     def release(self, mean: NDArray[np.float64], aggregated: int) -> NDArray[np.float64]:
         """The aggregate as it is."""

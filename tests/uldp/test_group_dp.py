@@ -14,6 +14,7 @@ from fedprivacy.dp.group_privacy import group_privacy_bounds
 from fedprivacy.dp.rdp import DEFAULT_ORDERS, rdp_to_epsilon
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.local_training import LocalTrainingSpec
+from fedprivacy.fl.mechanism import DistributedDiscreteGaussian
 from fedprivacy.fl.params import flatten_parameters, load_flat_
 from fedprivacy.uldp import group_dp
 from fedprivacy.uldp.federation import Federation
@@ -72,7 +73,8 @@ def test_dp_sgd_silo_records_its_steps(heart_fed: Federation) -> None:
     sl = fed.silo_slice(0)
     n = sl.stop - sl.start
     rng = np.random.default_rng(0)
-    kw = dict(epochs=2, batch_size=16, lr=0.1, clip=1.0, sigma=1.0, history=history, rng=rng)
+    mechanism = DistributedDiscreteGaussian(noise_multiplier=1.0, clip=1.0)
+    kw = dict(epochs=2, batch_size=16, lr=0.1, mechanism=mechanism, history=history, rng=rng)
     delta = dp_sgd_silo(model, fed.task.loss, flat, fed.x[sl], fed.y[sl], **kw)
     steps = math.ceil(n / 16)
     assert history == [(1.0, 1.0 / steps, 2 * steps)]
@@ -96,7 +98,8 @@ def test_clipped_per_sample_sum_matches_a_loop(heart_fed: Federation) -> None:
     model = fed.task.build_model(1)
     flat = flatten_parameters(model)
     x, y = fed.x[:20], fed.y[:20]
-    got = clipped_per_sample_sum(model, fed.task.loss, flat, x, y, 0.3)
+    clip = DistributedDiscreteGaussian(noise_multiplier=1.0, clip=0.3)
+    got = clipped_per_sample_sum(model, fed.task.loss, flat, x, y, clip)
     expected = torch.zeros_like(flat)
     for i in range(20):
         m = copy.deepcopy(model)

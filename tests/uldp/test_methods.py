@@ -313,8 +313,8 @@ def test_central_mechanism_noise_is_the_servers(heart_fed: Federation) -> None:
     # the same Gaussian mechanism for the released models
     assert central.accounting.after(1, 1)[0] == pytest.approx(_epsilons(silo)[0], rel=1e-12)
     assert _epsilons(central)[1] == math.inf and math.isfinite(_epsilons(silo)[1])
-    with pytest.raises(ParameterError, match="at their sensitivity"):
-        MethodRunner("ULDP-NAIVE", heart_fed, hp, mechanism=CentralGaussian(5.0, 0.3))
-    for own in ("DEFAULT", "ULDP-GROUP-2"):
-        with pytest.raises(ParameterError, match="takes no mechanism"):
-            MethodRunner(own, heart_fed, hp, mechanism=CentralGaussian(5.0, 0.3))
+    for silo_level in ("ULDP-NAIVE", "ULDP-GROUP-2"):  # their silos add the noise
+        with pytest.raises(ParameterError, match="at their sensitivity"):
+            MethodRunner(silo_level, heart_fed, hp, mechanism=CentralGaussian(5.0, 0.3))
+    with pytest.raises(ParameterError, match="takes no mechanism"):
+        MethodRunner("DEFAULT", heart_fed, hp, mechanism=CentralGaussian(5.0, 0.3))

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from fedprivacy.fl.local_training import LocalTrainingSpec
+from fedprivacy.fl.mechanism import DistributedDiscreteGaussian
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.uldp.federation import Federation
 from fedprivacy.uldp.group_dp import clipped_per_sample_sum, group_flags
@@ -132,7 +133,7 @@ def test_group_k_moves_a_dp_sgd_step_by_at_most_k_c(heart_fed_zipf: Federation, 
                 flat,
                 f.x[f.silo_slice(s)],
                 f.y[f.silo_slice(s)],
-                C,
+                DistributedDiscreteGaussian(noise_multiplier=1.0, clip=C),
             )
             for s in range(f.num_silos)
         )

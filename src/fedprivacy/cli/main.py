@@ -18,6 +18,7 @@ from fedprivacy.cli.flags import flag_names, with_flag
 from fedprivacy.cli.memory import check_memory
 from fedprivacy.cli.options import Use, add_options
 from fedprivacy.errors import FedPrivacyError, ParameterError, WeakKeyWarning
+from fedprivacy.plugins import load_plugins
 
 
 def _is_terminal(stream: TextIO) -> bool:
@@ -242,6 +243,7 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """
     try:
         _check_out(args)
+        load_plugins()
         with _warnings_as_lines(args.command):
             code: int = args.func(args)
     except FedPrivacyError as exc:

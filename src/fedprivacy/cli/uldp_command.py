@@ -267,8 +267,8 @@ _OPTIONS: tuple[str | Use, ...] = (
     Use(
         "dp",
         choices=("distributed", "central"),
-        help="ULDP-NAIVE/AVG/SGD: who adds the noise: distributed (default: the silos) or "
-        "central (the server; no guarantee against it; not ULDP-NAIVE)",
+        help="all but DEFAULT: who adds the noise: distributed (default: the silos) or "
+        "central (the server; no guarantee against it; not ULDP-NAIVE or GROUP-k)",
     ),
     "delta",
     "clip",

@@ -168,6 +168,23 @@ class PartyNoise:
         require_positive_float("clip", self.clip)
         NOISE_MODES.lookup(self.mode)
 
+    def std(self, parties: int) -> float:
+        """``z C / sqrt(parties)``: each party's continuous Gaussian where no grid carries it.
+
+        Where the parties add their noise in the clear rather than inside secure aggregation
+        (the silos of an in-process ULDP-FL round), ``parties`` such draws sum to ``z C``.
+
+        Examples
+        --------
+        >>> PartyNoise(noise_multiplier=2.0, clip=0.5).std(4)
+        0.5
+        """
+        return (
+            self.noise_multiplier
+            * self.clip
+            / math.sqrt(require_int("parties", parties, minimum=1))
+        )
+
     def codec(self, entry_bound: float, per_round: int, bits: int) -> FixedPointCodec:
         """The codec of a round of at most ``per_round`` parties, with room for their noise.
 

@@ -20,15 +20,16 @@ in :data:`MECHANISMS`; :func:`make_mechanism` builds one.
 The same registered class serves every algorithm: FedAvg calls :meth:`Mechanism.prepare` on the
 users' updates and :meth:`Mechanism.release` on the mean (in process and on every node of a
 Flower deployment); a ULDP-FL method (:mod:`fedprivacy.uldp.families.user_level`) scales each
-user's update by :meth:`Mechanism.clip_factors`, has each silo add :meth:`Mechanism.party_std`
-and calls :meth:`Mechanism.release` on the sum over silos. A new mechanism is one subclass and
-one :data:`MECHANISMS` registration (``tests/test_seams.py`` registers a toy one and runs it in
-all three).
+user's update by :meth:`Mechanism.clip_factors`, has each silo add its share of
+:attr:`Mechanism.party_noise` (:meth:`~fedprivacy.dp.party_noise.PartyNoise.std`, continuous
+where no SecAgg grid carries it) and calls :meth:`Mechanism.release` on the sum over silos.
+A new mechanism is one subclass and one :data:`MECHANISMS` registration
+(``tests/pipeline/test_seams.py`` registers a toy one and runs it in every algorithm and
+deployment).
 """
 
 from __future__ import annotations
 
-import math
 import secrets
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
@@ -82,7 +83,7 @@ class Mechanism(ABC):
 
     A subclass gives :attr:`name`, :meth:`release` and :meth:`from_options`, and
     :meth:`clip_factors` if it clips; :meth:`prepare` (scale by :meth:`clip_factors`, equal
-    weights when :attr:`equal_weights`) and :meth:`party_std` (no noise at the parties) have
+    weights when :attr:`equal_weights`) and :attr:`party_noise` (no noise at the parties) have
     defaults. :attr:`description` and :attr:`who_sees_what` are what the privacy report says.
     """
 
@@ -105,12 +106,18 @@ class Mechanism(ABC):
 
     @property
     def party_noise(self) -> PartyNoise | None:
-        """What each party adds inside secure aggregation (None: nothing)."""
+        """What each party adds (None: nothing): the one noise hook of every algorithm.
+
+        Discrete Gaussians on the encoding's grid where secure aggregation carries the update
+        (FedAvg, the deployments, Protocol 1), continuous ones of
+        :meth:`~fedprivacy.dp.party_noise.PartyNoise.std` where parties add theirs in the clear
+        (the silos of an in-process ULDP-FL round).
+        """
         return None
 
     @property
     def adds_noise_in_aggregation(self) -> bool:
-        """Whether the parties add the noise inside secure aggregation (:attr:`party_noise`)."""
+        """Whether the parties add the noise (:attr:`party_noise`), so the server sees none."""
         return self.party_noise is not None
 
     def accounted_noise(self, outcome: AggregateOutcome) -> float | None:
@@ -122,15 +129,6 @@ class Mechanism(ABC):
         import torch
 
         return torch.ones_like(norms)
-
-    def party_std(self, parties: int) -> float | None:
-        """The standard deviation each of ``parties`` parties adds to the sum (None: nothing).
-
-        Used where the parties add continuous Gaussian noise themselves (the silos of an
-        in-process ULDP-FL round); FedAvg's parties add theirs inside secure aggregation
-        (:attr:`party_noise`).
-        """
-        return None
 
     def prepare(
         self, updates: Updates, weights: dict[int, float]
@@ -311,10 +309,6 @@ class DistributedDiscreteGaussian(_ClippedGaussian):
         """The same mechanism with the noise mode ``mode`` (a name of ``NOISE_MODES``)."""
         NOISE_MODES.lookup(mode)
         return replace(self, noise_mode=mode)
-
-    def party_std(self, parties: int) -> float:
-        """``noise_multiplier * clip / sqrt(parties)``: the parties' noise sums to the target."""
-        return self.noise_multiplier * self.clip / math.sqrt(parties)
 
     def release(self, mean: NDArray[np.float64], aggregated: int) -> NDArray[np.float64]:
         """The mean unchanged: the parties' noise is already in it."""

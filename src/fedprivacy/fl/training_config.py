@@ -251,10 +251,11 @@ class TrainConfig(
             raise ParameterError("fairness", "applies to the multiround scheme only")
         check_fairness_rule(self.fairness_rule, self.fairness)
         if not self.secagg:
-            if self.dp == "distributed":
+            if self.mechanism().adds_noise_in_aggregation:
                 raise ParameterError(
                     "dp",
-                    "distributed DP is added by the parties inside secure aggregation (--secagg)",
+                    f"{self.dp}'s noise is added by the parties inside secure aggregation "
+                    "(--secagg)",
                 )
             if self.secagg_degree is not None:
                 raise ParameterError("secagg_degree", "needs secure aggregation (--secagg)")

@@ -33,6 +33,7 @@ from fedprivacy.fl.gradients import GRADIENTS
 from fedprivacy.fl.mechanism import MECHANISMS, Mechanism, make_mechanism
 from fedprivacy.participation.selectors import SCHEMES, validate_batch_parameters
 from fedprivacy.secagg.params import MIN_PARTICIPANTS
+from fedprivacy.uldp.families import check_mechanism
 from fedprivacy.uldp.hyper_defaults import DEFAULT_HYPER, HyperDefaults
 from fedprivacy.uldp.method_specs import method_spec
 
@@ -303,30 +304,14 @@ class UldpConfig(
             raise ParameterError("max_labels_per_user", "applies to mnist only")
 
     def _validate_dp(self) -> None:
-        """``dp``: a registered mechanism, for the per-user methods, Protocol 1 only with theirs."""
+        """``dp``: a registered mechanism the method can run (:func:`check_mechanism`)."""
         if self.dp is None:
             return
         kind = MECHANISMS.lookup(self.dp)
-        spec = method_spec(self.method)
-        if not spec.takes_mechanism:
-            raise ParameterError(
-                "dp",
-                f"{self.method} takes no mechanism (its noise, if any, is its own); only "
-                "ULDP-NAIVE, ULDP-AVG and ULDP-SGD take one",
-            )
-        if self.dp == "none":
+        if self.dp == "none" and method_spec(self.method).takes_mechanism:
             raise ParameterError("dp", "for training without DP use the DEFAULT method")
         probe = kind.from_options(self.noise_multiplier, 1.0 if self.clip is None else self.clip)
-        if spec.family == "naive" and probe.party_std(2) is None:
-            raise ParameterError(
-                "dp",
-                f"{self.method}'s silos add its noise at their sensitivity: a mechanism "
-                "whose parties add noise (party_std), such as 'distributed'",
-            )
-        if self.secure_weighting and self.dp != "distributed":
-            raise ParameterError(
-                "dp", "the private weighting protocol's silos add the noise: use 'distributed'"
-            )
+        check_mechanism(self.method, probe, self.secure_weighting)
 
     def _validate_aggregation(self) -> None:
         """``secagg`` and its protocol's fields (the aggregator across silos)."""

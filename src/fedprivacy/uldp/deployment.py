@@ -87,11 +87,11 @@ def check_deployable(config: UldpConfig) -> UldpConfig:
             "a cross-silo deployment runs the private weighting protocol: ULDP-AVG-w, "
             f"ULDP-AVG-ws, ULDP-SGD-w or ULDP-SGD-ws, not {cfg.method}",
         )
-    if deployed_mechanism(cfg).party_std(cfg.num_silos) is None:
+    if not deployed_mechanism(cfg).adds_noise_in_aggregation:
         raise ParameterError(
             "dp",
             "each silo of a deployment adds its own noise: a mechanism whose parties add noise "
-            f"(party_std), such as 'distributed', not {cfg.dp!r}",
+            f"(party_noise), such as 'distributed', not {cfg.dp!r}",
         )
     return cfg
 
@@ -145,14 +145,15 @@ def check_allocation(cfg: UldpConfig) -> None:
 
 
 def silo_noise_std(cfg: UldpConfig) -> float:
-    """Each silo's noise standard deviation: the mechanism's ``party_std`` for ``|S|`` silos.
+    """Each silo's noise standard deviation: the mechanism's party noise for ``|S|`` silos.
 
-    ``sigma C / sqrt(|S|)`` (real units) for ``distributed``.
+    ``sigma C / sqrt(|S|)`` (real units) for ``distributed``
+    (:meth:`~fedprivacy.dp.party_noise.PartyNoise.std`).
     """
-    std = deployed_mechanism(cfg).party_std(cfg.num_silos)
-    if std is None:
-        raise ParameterError("dp", "the silos of a deployment add the noise (party_std)")
-    return std
+    noise = deployed_mechanism(cfg).party_noise
+    if noise is None:
+        raise ParameterError("dp", "the silos of a deployment add the noise (party_noise)")
+    return noise.std(cfg.num_silos)
 
 
 def session_parameters(

@@ -13,11 +13,12 @@
 2. **Group size** (:func:`group_size`): ``max`` = the largest ``N_u`` (no record is dropped),
    ``median`` = ``int(median N_u)`` over users with records (the authors' ``int(np.median)``),
    or a number.
-3. **DP-SGD in each silo** (:func:`dp_sgd_silo`) with Opacus: the model is wrapped in
-   :class:`opacus.GradSampleModule` (per-sample gradients), the optimiser in
-   :class:`opacus.optimizers.DPOptimizer` (per-sample clipping to ``C``, Gaussian noise of
-   standard deviation ``sigma * C`` from a seeded torch generator, averaging by the expected
-   batch size). A step hook of the optimiser records each step in the silo's history of
+3. **DP-SGD in each silo** (:func:`dp_sgd_silo`) on the run's mechanism: Opacus'
+   :class:`opacus.GradSampleModule` gives the per-sample gradients, each is scaled by the
+   mechanism's ``clip_factors`` (``distributed``, the default: L2 clipping to ``C``), the silo
+   adds its party noise for one party (``sigma C`` for ``distributed``) per parameter from a
+   seeded torch generator, and the sum is averaged by the expected batch size, as Opacus'
+   ``DPOptimizer`` does. Each step is recorded in the silo's history of
    ``(noise_multiplier, sample_rate, steps)`` (:class:`SiloDpSgdState`, kept across rounds;
    consecutive steps with the same noise and rate are merged, as in Opacus' histories). Batches
    are Poisson samples of the silo's records with rate ``gamma = 1 / ceil(n_s / B)`` and an epoch
@@ -34,7 +35,7 @@
    condition, rounding ``k`` up to a power of two, or Lemma 5). By Proposition 1 it is the
    user-level epsilon. The paper instead reports, for ``k`` not a power of two, the bound of the
    largest power of two *below* ``k``, a lower bound on its own analysis. Opacus is used for the
-   per-sample gradients, clipping and noise only, not for the accounting.
+   per-sample gradients only.
 
 Caveat for TCGA-BRCA: the Cox loss of a batch couples its records (each record is in the
 others' risk sets), so Opacus' "per-sample gradient" of a record (the gradient through its own
@@ -49,9 +50,8 @@ import copy
 import functools
 import math
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -62,9 +62,11 @@ from fedprivacy.dp.accounting import PrivacyAccountant
 from fedprivacy.dp.rdp import DEFAULT_ORDERS, gaussian_rdp
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.losses import MaskedLoss
-from fedprivacy.fl.mechanism import l2_clip_factors
 from fedprivacy.fl.params import load_flat_
 from fedprivacy.uldp.federation import Federation
+
+if TYPE_CHECKING:
+    from fedprivacy.fl.mechanism import Mechanism
 
 __all__ = [
     "History",
@@ -196,12 +198,15 @@ class SiloDpSgdState:
         return list(self.histories[silo])
 
 
-def _opacus() -> tuple[Any, Any]:
+def _grad_sample_module(model: nn.Module, global_flat: torch.Tensor) -> Any:
+    """A copy of ``model`` at ``global_flat`` in Opacus' ``GradSampleModule`` (mean reduction)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from opacus import GradSampleModule
-        from opacus.optimizers import DPOptimizer
-    return GradSampleModule, DPOptimizer
+
+        local = copy.deepcopy(model)
+        load_flat_(local, global_flat)
+        return GradSampleModule(local, loss_reduction="mean")
 
 
 def new_state(num_silos: int) -> SiloDpSgdState:
@@ -209,13 +214,27 @@ def new_state(num_silos: int) -> SiloDpSgdState:
     return SiloDpSgdState([[] for _ in range(num_silos)])
 
 
-def _step_recorder(history: History, sample_rate: float) -> Callable[[Any], None]:
-    """A ``DPOptimizer`` step hook (called with the optimiser) recording each step."""
+def _clipped_sums(
+    gsm: Any, loss: MaskedLoss, x: torch.Tensor, y: torch.Tensor, mechanism: Mechanism
+) -> list[torch.Tensor]:
+    """Per parameter, ``sum_i f_i g_i``: the records' gradients scaled by the clip factors.
 
-    def hook(optimizer: Any) -> None:
-        record_step(history, float(optimizer.noise_multiplier), sample_rate)
-
-    return hook
+    ``g_i`` is record ``i``'s own loss gradient (Opacus' per-sample gradients) and ``f_i`` the
+    mechanism's :meth:`~fedprivacy.fl.mechanism.Mechanism.clip_factors` of its L2 norm.
+    """
+    params = [p for p in gsm._module.parameters()]
+    n = int(x.shape[0])
+    if n == 0:
+        return [torch.zeros_like(p) for p in params]
+    gsm.zero_grad(set_to_none=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Opacus' full backward hooks on inputs without grad
+        value = loss(gsm(x), y, torch.ones(n, dtype=x.dtype, device=x.device))
+        torch.autograd.backward(value)
+    grads = [p.grad_sample.reshape(n, -1) for p in params]
+    norms = torch.stack([g.norm(2, dim=1) for g in grads], dim=1).norm(2, dim=1)
+    factors = mechanism.clip_factors(norms).to(grads[0].dtype)
+    return [(factors @ g).reshape(p.shape) for g, p in zip(grads, params, strict=True)]
 
 
 def dp_sgd_silo(
@@ -228,12 +247,17 @@ def dp_sgd_silo(
     epochs: int,
     batch_size: int,
     lr: float,
-    clip: float,
-    sigma: float,
+    mechanism: Mechanism,
     history: History,
     rng: np.random.Generator,
 ) -> torch.Tensor:
-    """Run DP-SGD (Abadi et al.) on one silo's records with Opacus; return the model delta.
+    """Run DP-SGD (Abadi et al.) on one silo's records; return the model delta.
+
+    Each step scales every sampled record's gradient by the mechanism's clip factors, adds the
+    silo's noise (its party noise for one party,
+    :meth:`~fedprivacy.dp.party_noise.PartyNoise.std`: ``sigma C`` for ``distributed``, drawn
+    per parameter from a torch generator seeded by ``rng``), divides by the expected batch size
+    and takes an SGD step; Opacus gives the per-sample gradients.
 
     Parameters
     ----------
@@ -248,11 +272,11 @@ def dp_sgd_silo(
     epochs, batch_size, lr : int, int, float
         ``Q`` epochs of ``ceil(n / B)`` Poisson-sampled steps (rate ``1 / ceil(n / B)``),
         learning rate ``eta_l``.
-    clip, sigma : float
-        Per-sample clipping bound and noise multiplier.
+    mechanism : Mechanism
+        The per-record clip factors and the silo's noise.
     history : list of (noise_multiplier, sample_rate, steps)
-        The silo's history: every step is recorded in it (:func:`record_step`, from a step hook
-        of the ``DPOptimizer``), across rounds.
+        The silo's history: every step is recorded in it (:func:`record_step`), across rounds;
+        a mechanism without a noise multiplier records 0 (no privacy).
     rng : numpy.random.Generator
         Poisson sampling and the seed of the torch noise generator.
 
@@ -261,34 +285,25 @@ def dp_sgd_silo(
     torch.Tensor
         ``x_Q - x_t``, float32 ``(P,)``.
     """
-    grad_sample_module, dp_optimizer = _opacus()
     n = int(x.shape[0])
     if n == 0:
         return torch.zeros_like(global_flat)
     steps = math.ceil(n / batch_size)
     rate = 1.0 / steps
-    local = copy.deepcopy(model)
-    load_flat_(local, global_flat)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        gsm = grad_sample_module(local, loss_reduction="mean")
-        generator = torch.Generator(device=global_flat.device)
-        generator.manual_seed(int(rng.integers(2**62)))
-        opt = dp_optimizer(
-            torch.optim.SGD(gsm.parameters(), lr=lr),
-            noise_multiplier=sigma,
-            max_grad_norm=clip,
-            expected_batch_size=max(1, round(rate * n)),
-            generator=generator,
-        )
-        opt.attach_step_hook(_step_recorder(history, rate))
-        for _ in range(epochs * steps):
-            pick = torch.from_numpy(np.flatnonzero(rng.random(n) < rate)).to(x.device)
-            xb, yb = x[pick], y[pick]
-            opt.zero_grad()
-            value = loss(gsm(xb), yb, torch.ones(len(pick), dtype=x.dtype, device=x.device))
-            torch.autograd.backward(value)
-            opt.step()
+    party = mechanism.party_noise
+    std = 0.0 if party is None else party.std(1)
+    gsm = _grad_sample_module(model, global_flat)
+    generator = torch.Generator(device=global_flat.device)
+    generator.manual_seed(int(rng.integers(2**62)))
+    expected = max(1, round(rate * n))
+    for _ in range(epochs * steps):
+        pick = torch.from_numpy(np.flatnonzero(rng.random(n) < rate)).to(x.device)
+        sums = _clipped_sums(gsm, loss, x[pick], y[pick], mechanism)
+        with torch.no_grad():
+            for p, total in zip(gsm._module.parameters(), sums, strict=True):
+                noise = torch.normal(0.0, std, p.shape, generator=generator, device=p.device)
+                p.add_((total + noise) / expected, alpha=-lr)
+        record_step(history, mechanism.noise_multiplier or 0.0, rate)
     flat = torch.cat([p.detach().reshape(-1) for p in gsm._module.parameters()])
     return flat - global_flat
 
@@ -299,38 +314,20 @@ def clipped_per_sample_sum(
     global_flat: torch.Tensor,
     x: torch.Tensor,
     y: torch.Tensor,
-    clip: float,
+    mechanism: Mechanism,
 ) -> torch.Tensor:
-    """Return ``sum_i clip_C(g_i)``: the pre-noise sum of one DP-SGD step over all of ``x``.
+    """Return ``sum_i f_i g_i``: the pre-noise sum of one DP-SGD step over all of ``x``.
 
-    Per-sample gradients ``g_i`` come from Opacus' ``GradSampleModule`` (``loss_reduction=
-    "sum"`` on the masked mean loss times the number of rows, i.e. each record's own loss
-    gradient); each is clipped to L2 norm ``C`` with the factor ``min(1, C / ||g_i||)``.
+    The records' own loss gradients scaled by the mechanism's clip factors, as every step of
+    :func:`dp_sgd_silo` sums them.
 
     Returns
     -------
     torch.Tensor
         Float32 ``(P,)``.
     """
-    grad_sample_module, _ = _opacus()
-    local = copy.deepcopy(model)
-    load_flat_(local, global_flat)
-    n = int(x.shape[0])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        gsm = grad_sample_module(local, loss_reduction="sum")
-    if n == 0:
-        return torch.zeros_like(global_flat)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # Opacus' full backward hooks on inputs without grad
-        value = loss(gsm(x), y, torch.ones(n, dtype=x.dtype, device=x.device)) * n
-        torch.autograd.backward(value)
-    per_sample = torch.cat(
-        [p.grad_sample.reshape(n, -1) for p in gsm._module.parameters()],
-        dim=1,
-    )
-    factors = l2_clip_factors(torch.linalg.vector_norm(per_sample, dim=1), clip)
-    return (factors[:, None] * per_sample).sum(dim=0)
+    gsm = _grad_sample_module(model, global_flat)
+    return torch.cat([t.reshape(-1) for t in _clipped_sums(gsm, loss, x, y, mechanism)])
 
 
 @functools.lru_cache(maxsize=256)

@@ -61,9 +61,9 @@ class MethodSpec:
     def takes_mechanism(self) -> bool:
         """Whether a run may name its mechanism.
 
-        Not DEFAULT (no noise), nor ULDP-GROUP-k (record-level DP-SGD's own clip and noise).
+        Not DEFAULT (no noise); ULDP-GROUP-k's DP-SGD clips each record's gradient with it.
         """
-        return self.family not in ("default", "group")
+        return self.family != "default"
 
 
 def _table(*specs: MethodSpec) -> dict[str, MethodSpec]:

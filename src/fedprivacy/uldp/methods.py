@@ -76,7 +76,7 @@ from fedprivacy.fl.aggregators import make_aggregator
 from fedprivacy.fl.local_training import DEFAULT_MAX_ROWS, VectorisedTrainer, require_plain_sgd
 from fedprivacy.fl.mechanism import Mechanism
 from fedprivacy.uldp.accounting import UldpAccounting
-from fedprivacy.uldp.families import FAMILIES, MethodFamily
+from fedprivacy.uldp.families import FAMILIES, MethodFamily, check_mechanism
 from fedprivacy.uldp.federation import Federation
 from fedprivacy.uldp.group_dp import SiloDpSgdState
 from fedprivacy.uldp.method_specs import MethodSpec, method_spec
@@ -214,33 +214,17 @@ class MethodRunner:
         self.accounting = self.family.accounting(self)
 
     def _mechanism(self) -> Mechanism | None:
-        """The given mechanism, checked, or the default one (see the class docstring)."""
+        """The given mechanism, checked (:func:`check_mechanism`), or the family's default."""
         if self.mechanism is None:
             return self.family.default_mechanism(self.hyper)
-        if not self.spec.takes_mechanism:
-            raise ParameterError(
-                "dp",
-                f"{self.spec.name} takes no mechanism (its noise, if any, is its own); only "
-                "ULDP-NAIVE, ULDP-AVG and ULDP-SGD take one",
-            )
-        silos_add_noise = self.mechanism.party_std(self.fed.num_silos) is not None
-        if not silos_add_noise and not self.family.per_user:  # the server's noise: sensitivity C
-            raise ParameterError(
-                "dp",
-                f"{self.spec.name}'s silos add its noise at their sensitivity: a mechanism "
-                "whose parties add noise (party_std), such as 'distributed'",
-            )
-        if self.secure is not None and not silos_add_noise:
-            raise ParameterError(
-                "dp", "the private weighting protocol's silos add the noise: use 'distributed'"
-            )
+        check_mechanism(self.spec.name, self.mechanism, self.secure is not None)
         return self.mechanism
 
     @property
     def noise_hidden_from_server(self) -> bool:
         """Whether the parties (silos) add the noise, so that the server sees only noisy sums."""
         m = self.mechanism
-        return m is None or m.party_std(self.fed.num_silos) is not None
+        return m is None or m.adds_noise_in_aggregation
 
     # -- accounting ------------------------------------------------------------------------
 

@@ -50,6 +50,7 @@ from fedprivacy.secagg.private_weighting.noise import TAIL_SIGMAS
 from fedprivacy.uldp.algorithm import UldpAlgorithm, server_view, uldp_selector
 from fedprivacy.uldp.checkpoint import CONFIG
 from fedprivacy.uldp.config import UldpConfig
+from fedprivacy.uldp.deployment import silo_noise_std
 from fedprivacy.uldp.federation import Federation, build_federation
 from fedprivacy.uldp.method_specs import method_spec
 from fedprivacy.uldp.methods import MethodRunner
@@ -297,7 +298,7 @@ def _secure_weighting(
             "small models (Heart Disease, TCGA-BRCA)",
         )
     assert cfg.clip is not None
-    noise_std = cfg.noise_multiplier * cfg.clip / math.sqrt(fed.num_silos)
+    noise_std = silo_noise_std(cfg)
     sw = SecureWeighting(
         fed.histogram(),
         n_params=n_params,

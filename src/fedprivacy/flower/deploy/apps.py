@@ -58,6 +58,7 @@ from fedprivacy.flower.messaging.grid import RECORD, GridTransport, discover_ros
 from fedprivacy.flower.messaging.stages import Record, error_reply
 from fedprivacy.flower.nodes.node import Node
 from fedprivacy.flower.nodes.stage_handler import StageHandler
+from fedprivacy.plugins import load_plugins
 from fedprivacy.policy import PartyPolicy
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ _LOG = logging.getLogger("fedprivacy.node")
 
 server_app = ServerApp()
 client_app = ClientApp()
+load_plugins(log=_LOG)  # this process's own registrations (its operator's FEDPRIVACY_PLUGINS)
 
 
 def _user(node_config: Any, keys: tuple[str, ...]) -> int:

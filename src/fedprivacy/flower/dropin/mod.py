@@ -51,6 +51,7 @@ from fedprivacy.flower.messaging.stages import (
 )
 from fedprivacy.flower.nodes.node import Contribution, Node
 from fedprivacy.flower.nodes.node_policy import answer_once, train_once
+from fedprivacy.plugins import load_plugins
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg.errors import MalformedMessageError
 from fedprivacy.secagg.params import SecAggParameters
@@ -74,6 +75,7 @@ USER_KEYS = ("fedprivacy-user", "partition-id")
 _PLAINTEXT_REFUSED = 1001  # the Error code of a plaintext round the node's policy refuses
 
 _LOG = logging.getLogger("fedprivacy.node")
+load_plugins(log=_LOG)  # the node operator's own registrations (FEDPRIVACY_PLUGINS)
 
 #: What the app's training returned: the arrays sent, the arrays returned.
 Training = Callable[[], tuple[ArrayRecord, Message]]

@@ -128,12 +128,12 @@ run config
             raise ParameterError(
                 "per_round", f"secure aggregation needs at least {MIN_PARTICIPANTS} users a round"
             )
-        if not self.secagg and self.dp == "distributed":
+        if self.mechanism().adds_noise_in_aggregation and not self.secagg:
             raise ParameterError(
                 "dp",
-                "distributed DP is added by the nodes inside secure aggregation (secagg = true)",
+                f"{self.dp}'s noise is added by the nodes inside secure aggregation "
+                "(secagg = true)",
             )
-        self.mechanism()
         if self.delta is not None:
             require_delta("delta", self.delta)
         return self

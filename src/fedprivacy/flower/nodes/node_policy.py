@@ -67,7 +67,8 @@ def batch_size_of(config: TrainConfig) -> int:
 
 
 def _distributed(config: TrainConfig) -> bool:
-    return config.dp == "distributed"
+    """Whether the run's mechanism has the parties add the noise (``distributed`` or any such)."""
+    return config.mechanism().adds_noise_in_aggregation
 
 
 def training_policy(config: TrainConfig) -> PartyPolicy:
@@ -101,7 +102,8 @@ def check_training(policy: PartyPolicy, config: TrainConfig) -> None:
         if not _distributed(config):
             raise PolicyViolationError(
                 "noise_multiplier",
-                f"dp = {config.dp!r} requested; this party adds its own noise (distributed)",
+                f"dp = {config.dp!r} requested; this party adds its own noise (a mechanism whose "
+                "parties add noise, such as 'distributed')",
             )
         policy.check_noise(config.noise_multiplier)
     if policy.clip is not None:

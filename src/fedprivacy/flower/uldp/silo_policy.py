@@ -218,7 +218,7 @@ def check_proposal(
 def silo_noise_std_of(policy: PartyPolicy, config: UldpConfig) -> float:
     """The standard deviation of the noise a silo adds (real units).
 
-    The policy's floor ``sigma C / sqrt(|S|)``, or the configuration mechanism's ``party_std``
+    The policy's floor ``sigma C / sqrt(|S|)``, or the configuration mechanism's party noise
     where that is larger (so the report the server writes from the configuration is never an
     over-claim); ``C`` is the clip the silo applies (the configuration's, at most the policy's
     once :func:`check_proposal` passed).

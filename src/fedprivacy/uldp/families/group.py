@@ -2,13 +2,13 @@
 
 At most ``k`` records per user are kept (:func:`~fedprivacy.uldp.group_dp.group_flags`); every
 silo runs DP-SGD on them (:func:`~fedprivacy.uldp.group_dp.dp_sgd_silo`, noise and Poisson
-sampling from ``rng``) and ``x_{t+1} = x_t + eta_g * mean_s Delta_s``. The epsilon is that of
+sampling from ``rng``), each record's gradient scaled by the run's mechanism's clip factors and
+the silo's noise its party noise (``distributed`` at ``sigma`` and ``C`` unless the run names
+another), and ``x_{t+1} = x_t + eta_g * mean_s Delta_s``. The epsilon is that of
 the silos' DP-SGD converted to user level (:func:`~fedprivacy.uldp.group_dp.group_epsilon`).
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -25,10 +25,7 @@ from fedprivacy.uldp.group_dp import (
     group_size,
     new_state,
 )
-from fedprivacy.uldp.rounds import RoundHyper, RoundOutput
-
-if TYPE_CHECKING:
-    from fedprivacy.fl.mechanism import Mechanism
+from fedprivacy.uldp.rounds import RoundOutput
 
 __all__ = ["GroupFamily", "GroupRounds"]
 
@@ -38,10 +35,6 @@ class GroupFamily(MethodFamily):
 
     name = "group"
     gaussian_per_round = False
-
-    def default_mechanism(self, hyper: RoundHyper) -> Mechanism | None:
-        """None: the silos' DP-SGD clips and noises each record's gradient (Opacus)."""
-        return None
 
     def setup(self, runner: Runner) -> None:
         """Choose ``k``, keep at most ``k`` records per user, one DP-SGD accountant per silo."""
@@ -64,6 +57,7 @@ class GroupFamily(MethodFamily):
         """DP-SGD in every silo; all randomness from ``rng`` (``noise_rng`` is not used)."""
         fed, h, state = runner.group_fed, runner.hyper, runner.group_state
         assert fed is not None and state is not None and runner.model is not None
+        assert runner.mechanism is not None  # distributed unless the run names another
         deltas = []
         for silo in range(fed.num_silos):
             sl = fed.silo_slice(silo)
@@ -76,8 +70,7 @@ class GroupFamily(MethodFamily):
                 epochs=h.local.epochs,
                 batch_size=h.local.batch_size,
                 lr=h.local.lr,
-                clip=h.clip,
-                sigma=h.noise_multiplier,
+                mechanism=runner.mechanism,
                 history=state.histories[silo],
                 rng=rng,
             )

@@ -36,15 +36,15 @@ class SiloLevelFamily(MethodFamily):
 
         The contributions are the deltas scaled by the mechanism's
         :meth:`~fedprivacy.fl.mechanism.Mechanism.clip_factors`; each silo's noise is the
-        mechanism's :meth:`~fedprivacy.fl.mechanism.Mechanism.party_std` for ``|S|`` parties
-        times :meth:`sensitivity`. The norms are those before clipping.
+        mechanism's party noise (:meth:`~fedprivacy.dp.party_noise.PartyNoise.std`) for ``|S|``
+        parties times :meth:`sensitivity`. The norms are those before clipping.
         """
         mechanism = runner.mechanism
         assert mechanism is not None  # a MethodRunner gives every silo-level family one
         norms = torch.linalg.vector_norm(deltas, dim=1)
         factors = mechanism.clip_factors(norms)
-        party = mechanism.party_std(runner.fed.num_silos)
-        std = 0.0 if party is None else party * self.sensitivity(runner)
+        noise = mechanism.party_noise
+        std = 0.0 if noise is None else noise.std(runner.fed.num_silos) * self.sensitivity(runner)
         clipped = int((factors < 1).sum())
         return deltas * factors[:, None], std, clipped, float(norms.mean())
 

@@ -12,8 +12,8 @@ add their own noise, and its output replaces the noisy sum.
 
 Clipping and noise are the run's mechanism (:class:`~fedprivacy.fl.mechanism.Mechanism`, the
 same registered classes as FedAvg's; ``distributed`` by default): ``clip_C`` is its
-:meth:`~fedprivacy.fl.mechanism.Mechanism.clip_factors`, each silo adds its
-:meth:`~fedprivacy.fl.mechanism.Mechanism.party_std` and the sum over silos goes through its
+:meth:`~fedprivacy.fl.mechanism.Mechanism.clip_factors`, each silo adds its share of its
+:attr:`~fedprivacy.fl.mechanism.Mechanism.party_noise` and the sum over silos goes through its
 :meth:`~fedprivacy.fl.mechanism.Mechanism.release` (``central``: the server adds the noise).
 """
 
@@ -125,7 +125,8 @@ class UserLevelFamily(MethodFamily):
             weights = weights * sampled[None, :]
         s = fed.num_silos
         mechanism = _mechanism(runner)
-        std = mechanism.party_std(s)
+        party = mechanism.party_noise
+        std = None if party is None else party.std(s)
         secure = runner.secure if noise else None
         parts, silo_deltas = self.silo_sums(
             runner, mechanism, global_flat, keys, weights, secure is not None

@@ -1,0 +1,3 @@
+"""``toy_plugin.py`` registers at import: a deployment's processes import it, pytest must not."""
+
+collect_ignore = ["toy_plugin.py"]
