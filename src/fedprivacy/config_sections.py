@@ -53,9 +53,12 @@ fedprivacy.errors.ParameterError: sigma: is now spelled noise_multiplier
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from fedprivacy.errors import ParameterError
+
+if TYPE_CHECKING:
+    from fedprivacy.participation.selectors import Selector
 
 __all__ = [
     "GUARD_MODES",
@@ -147,10 +150,13 @@ class SchemeSection:
     target_privacy: int | None = None
 
     def _check_target_privacy(self) -> None:
-        """``target_privacy``: required by the ``multiround`` scheme, an error for the others."""
-        if self.scheme == "multiround":
+        """``target_privacy``: required by a scheme with batches, an error for the others."""
+        from fedprivacy.participation.selectors import SELECTORS
+
+        kind = SELECTORS.get(self.scheme)
+        if kind is not None and kind.batched:
             if self.target_privacy is None:
-                raise ParameterError("target_privacy", "is required for the multiround scheme")
+                raise ParameterError("target_privacy", f"is required for the {self.scheme} scheme")
         elif self.target_privacy is not None:
             raise ParameterError(
                 "target_privacy", f"only the multiround scheme has batches, not {self.scheme!r}"
@@ -185,6 +191,20 @@ class SelectionSection(SchemeSection):
     fairness_rule: str = DEFAULT_FAIRNESS_RULE
     guard: str | None = None
     guard_target: int | None = None
+
+    def selector(self) -> Selector:
+        """The scheme's selector over these users (checks the scheme, sizes, ``T``, the rule)."""
+        from fedprivacy.participation.selectors import make_selector
+
+        assert self.per_round is not None
+        return make_selector(
+            self.scheme,
+            self.users,
+            self.per_round,
+            self.target_privacy,
+            self.fairness,
+            self.fairness_rule,
+        )
 
     def _check_guard(self) -> None:
         """``guard`` is a mode or None; ``guard_target`` an integer >= 2, only with a guard."""

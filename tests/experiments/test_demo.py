@@ -22,8 +22,8 @@ def test_small_demo_writes_figures_and_table(tmp_path: Path) -> None:
     assert len(rows) == 9  # three baselines, Multi-RoundSecAgg T = 6, 4, 3 under both rules
     for t in (6, 4, 3):
         for label, rule in (
-            (f"Multi-RoundSecAgg (T={t})", "paper"),
-            (f"Multi-RoundSecAgg (T={t}, authors rule)", "authors"),
+            (f"Multi-RoundSecAgg, T={t}", "paper"),
+            (f"Multi-RoundSecAgg, T={t}, authors rule", "authors"),
         ):
             row = rows[label]
             assert row["fairness_rule"] == rule
@@ -31,7 +31,7 @@ def test_small_demo_writes_figures_and_table(tmp_path: Path) -> None:
             assert row["ls_users_reconstructed"] == 0
             key = f"multiround-{t}" + ("" if rule == "paper" else "-authors")
             assert (tmp_path / f"metrics_{key}.csv").exists()
-    assert rows["Random"]["fairness_rule"] is None
+    assert rows["Random selection"]["fairness_rule"] is None
     assert rows["User partition"]["t_weak_lower"] == 12
     saved = json.loads((tmp_path / "summary.json").read_text())
-    assert saved["schemes"][0]["scheme"] == "Random"
+    assert saved["schemes"][0]["scheme"] == "Random selection"

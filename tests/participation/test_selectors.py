@@ -7,6 +7,7 @@ import pytest
 from numpy.typing import NDArray
 
 from fedprivacy.errors import ParameterError
+from fedprivacy.fl.training_config import TrainConfig
 from fedprivacy.participation.family import ExplicitFamilySelector
 from fedprivacy.participation.selectors import (
     SCHEMES,
@@ -317,19 +318,30 @@ def saved_selectors():
 def test_selector_registry(saved_selectors) -> None:
     assert SCHEMES == tuple(SELECTORS) == ("random", "weighted-random", "partition", "multiround")
     with pytest.raises(ParameterError, match="'random' is registered already") as info:
-        SELECTORS.register("random", lambda n, k, t, fair, rule: RandomSelector(k, k))
+        SELECTORS.register("random", RandomSelector)
     assert info.value.name == "scheme"
     assert type(make_selector("random", 10, 2)) is RandomSelector
     calls = []
 
-    def build(n, k, t, fair, rule):
-        calls.append((n, k, t, fair, rule))
-        return UserPartitionSelector(n, k)
+    class Blocks(UserPartitionSelector):
+        """Groups of K, recording the options it was built with."""
 
-    assert SELECTORS.register("blocks", build) is build
-    assert type(make_selector("blocks", 12, 4, 2, fairness=True)) is UserPartitionSelector
+        name = "blocks"
+        label = "Blocks"
+
+        @classmethod
+        def from_options(cls, n, k, t, fair, rule):
+            calls.append((n, k, t, fair, rule))
+            return cls(n, k)
+
+    assert SELECTORS.register("blocks", Blocks) is Blocks
+    blocks = make_selector("blocks", 12, 4, 2, fairness=True)
+    assert type(blocks) is Blocks and blocks.describe() == "Blocks" and blocks.unit == 4
     make_selector("blocks", 12, 4, 2, True, "authors")
     assert calls == [(12, 4, 2, True, "paper"), (12, 4, 2, True, "authors")]
+    # a configuration takes the registered scheme like a built-in one
+    config = TrainConfig(users=12, per_round=4, rounds=1, scheme="blocks")
+    assert config.label == "Blocks" and type(config.selector()) is Blocks
     with pytest.raises(ParameterError) as info:
         make_selector("greedy", 12, 4)
     assert str(info.value) == (

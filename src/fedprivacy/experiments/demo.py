@@ -31,6 +31,7 @@ from fedprivacy.files import atomic_write_json, atomic_write_text
 from fedprivacy.participation.availability import BernoulliDropout
 from fedprivacy.participation.fairness import DEFAULT_FAIRNESS_RULE, FAIRNESS_RULE_NAMES
 from fedprivacy.participation.metrics import batch_partition_cardinality, family_size
+from fedprivacy.participation.selectors import SELECTORS
 
 # the family sizes printed in Table 1 of the paper (T = 3 is misprinted: C(40, 4) = 91,390)
 PAPER_FAMILY_SIZES = {
@@ -94,22 +95,19 @@ def scheme_configs(cfg: DemoConfig) -> list[SelectionConfig]:
 
 
 def _family_key(c: SelectionConfig) -> str:
-    return c.scheme if c.scheme != "multiround" else f"multiround-{c.target_privacy}"
+    return f"{c.scheme}-{c.target_privacy}" if SELECTORS[c.scheme].batched else c.scheme
 
 
 def _key(c: SelectionConfig) -> str:
     """File-name key of a scheme: ``multiround-4`` (paper's rule), ``multiround-4-authors``."""
-    if c.scheme == "multiround" and c.fairness_rule != DEFAULT_FAIRNESS_RULE:
+    if SELECTORS[c.scheme].batched and c.fairness_rule != DEFAULT_FAIRNESS_RULE:
         return f"{_family_key(c)}-{c.fairness_rule}"
     return _family_key(c)
 
 
 def _privacy_level(c: SelectionConfig) -> int:
     """T of batch partitioning that the scheme is a special case of (random: 1, partition: K)."""
-    if c.scheme == "multiround":
-        assert c.target_privacy is not None
-        return c.target_privacy
-    return c.per_round if c.scheme == "partition" else 1
+    return c.selector().unit
 
 
 def least_squares_attack(result: SelectionResult, updates: np.ndarray, window: int) -> AttackRow:

@@ -21,11 +21,11 @@ from fedprivacy.fl.secure_selection import (
 )
 from fedprivacy.participation.availability import AvailabilityModel, make_availability
 from fedprivacy.participation.curve import TWeakCurve, t_weak_curve
-from fedprivacy.participation.fairness import DEFAULT_FAIRNESS_RULE, check_fairness_rule
+from fedprivacy.participation.fairness import check_fairness_rule
 from fedprivacy.participation.guard import PrivacyGuard, guard_summary
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.metrics import exposed_users, t_strong
-from fedprivacy.participation.selectors import SCHEMES, Selector, make_selector
+from fedprivacy.participation.selectors import SELECTORS, Selector, make_selector
 from fedprivacy.pipeline.selection import run_selection
 from fedprivacy.secagg.params import MIN_PARTICIPANTS
 
@@ -69,11 +69,8 @@ class SelectionConfig(Config, SecureAggregationSection, SelectionSection):
 
     def secure_config(self) -> SecureSelectionConfig:
         """Protocol settings of a ``--secagg`` run (batch-atomic by default for multiround)."""
-        multiround = self.scheme == "multiround"
-        policy = self.batch_policy or ("atomic" if multiround else "partial")
-        batch = int(self.target_privacy or 1) if multiround else 1
-        if self.scheme == "partition":  # the whole group is the unit
-            batch = self.per_round
+        selector = self.selector()
+        policy = self.batch_policy or ("atomic" if selector.batched else "partial")
         return SecureSelectionConfig(
             secagg_degree=self.secagg_degree,
             protocol_dropout=self.protocol_dropout,
@@ -81,21 +78,18 @@ class SelectionConfig(Config, SecureAggregationSection, SelectionSection):
             bits=self.bits,
             update_clip=self.update_clip,
             dimension=self.dimension,
-            users_per_batch=batch,
+            users_per_batch=selector.unit,  # T, the whole group of a partition, else 1
         )
 
     def validate(self) -> None:
         """Check every field; raise :class:`ParameterError` naming the first bad one."""
-        if self.scheme not in SCHEMES:
-            raise ParameterError(
-                "scheme", f"must be one of {', '.join(SCHEMES)}, got {self.scheme!r}"
-            )
+        SELECTORS.lookup(self.scheme)
         require_int("users", self.users, minimum=1)
         require_int("per_round", self.per_round, minimum=1, maximum=self.users)
         require_int("rounds", self.rounds, minimum=1)
         require_int("seed", self.seed, minimum=0)
         self._check_target_privacy()
-        if self.fairness and self.scheme != "multiround":
+        if self.fairness and not SELECTORS[self.scheme].batched:
             raise ParameterError("fairness", "applies to the multiround scheme only")
         check_fairness_rule(self.fairness_rule, self.fairness)
         self._check_guard()
@@ -125,17 +119,8 @@ class SelectionConfig(Config, SecureAggregationSection, SelectionSection):
 
     @property
     def label(self) -> str:
-        """Human-readable name of the scheme."""
-        names = {
-            "random": "Random",
-            "weighted-random": "Weighted random",
-            "partition": "User partition",
-        }
-        if self.scheme == "multiround":
-            if self.fairness and self.fairness_rule != DEFAULT_FAIRNESS_RULE:
-                return f"Multi-RoundSecAgg (T={self.target_privacy}, {self.fairness_rule} rule)"
-            return f"Multi-RoundSecAgg (T={self.target_privacy})"
-        return names[self.scheme]
+        """Human-readable name of the scheme (:meth:`Selector.describe`)."""
+        return self.selector().describe()
 
 
 @dataclass

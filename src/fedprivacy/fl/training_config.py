@@ -33,7 +33,8 @@ from fedprivacy.models.registry import FEDAVG_MODELS as MODELS
 from fedprivacy.models.registry import build_model, count_parameters
 from fedprivacy.participation.availability import AvailabilityModel, make_availability
 from fedprivacy.participation.fairness import check_fairness_rule
-from fedprivacy.participation.selectors import SCHEMES, make_selector, validate_batch_parameters
+from fedprivacy.participation.selection_inputs import validate_batch_parameters
+from fedprivacy.participation.selectors import SELECTORS
 from fedprivacy.secagg.multiround import BatchPolicy
 from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD
 
@@ -124,15 +125,8 @@ class TrainConfig(
 
     @property
     def label(self) -> str:
-        """Human-readable scheme name."""
-        names = {
-            "random": "Random selection",
-            "weighted-random": "Weighted random selection",
-            "partition": "User partition",
-        }
-        label = names.get(self.scheme, self.scheme)
-        if self.scheme == "multiround":
-            label = f"Multi-RoundSecAgg, T={self.target_privacy}"
+        """Human-readable scheme name (:meth:`Selector.describe`, then the protocol's options)."""
+        label = self.selector().describe()
         if self.protocol_dropout:
             label += f", {self.protocol_dropout:.0%} drop out in the protocol"
         if self.noise_mode != DEFAULT_NOISE_MODE:
@@ -146,7 +140,7 @@ class TrainConfig(
         require_one_of("dataset", self.dataset, DATASETS)
         require_one_of("model", self.model_name, MODELS)
         require_one_of("partition", self.partition, PARTITIONS)
-        require_one_of("scheme", self.scheme, SCHEMES)
+        SELECTORS.lookup(self.scheme)
         require_one_of("metrics", self.metrics, METRICS_MODES)
         require_one_of("trainer", self.trainer, TRAINERS)
         require_one_of("batch_policy", self.batch_policy, tuple(p.value for p in BatchPolicy))
@@ -247,7 +241,7 @@ class TrainConfig(
 
     def _require_combinations(self) -> None:
         """Options that only mean something with another one are errors without it."""
-        if self.scheme != "multiround" and self.fairness:
+        if self.fairness and not SELECTORS[self.scheme].batched:
             raise ParameterError("fairness", "applies to the multiround scheme only")
         check_fairness_rule(self.fairness_rule, self.fairness)
         if not self.secagg:
@@ -317,14 +311,7 @@ def build_training(
         shards_per_user=config.shards_per_user,
     )
     model = build_model(config.model_name, data.input_shape, data.num_classes, seed=config.seed)
-    selector = make_selector(
-        config.scheme,
-        config.users,
-        config.per_round,
-        target_privacy=config.target_privacy,
-        fairness=config.fairness,
-        fairness_rule=config.fairness_rule,
-    )
+    selector = config.selector()
     if availability is None:
         availability = make_availability(
             config.users, config.dropout, np.random.default_rng([config.seed, 12])

@@ -19,11 +19,8 @@ from numpy.typing import ArrayLike, NDArray
 from fedprivacy._validation import require_binary_matrix, require_int
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.fairness import DEFAULT_FAIRNESS_RULE, get_fairness_rule
-from fedprivacy.participation.selectors import (
-    Selector,
-    check_available,
-    validate_batch_parameters,
-)
+from fedprivacy.participation.selection_inputs import check_available, validate_batch_parameters
+from fedprivacy.participation.selectors import Selector
 
 
 def generate_family(

@@ -26,7 +26,7 @@ from fedprivacy._validation import require_probability_vector
 from fedprivacy.errors import ParameterError
 from fedprivacy.linalg import exact_rank, pivot_rows
 from fedprivacy.participation.ledger import participation_matrix
-from fedprivacy.participation.selectors import validate_batch_parameters
+from fedprivacy.participation.selection_inputs import validate_batch_parameters
 
 __all__ = [
     "batch_partition_cardinality",

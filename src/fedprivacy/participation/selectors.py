@@ -19,14 +19,12 @@ least total participation).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import NDArray
 
 from fedprivacy._registry import Registry
-from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.fairness import (
     DEFAULT_FAIRNESS_RULE,
@@ -37,73 +35,12 @@ from fedprivacy.participation.fairness import (
     select_blocks,
 )
 from fedprivacy.participation.layout import BatchLayout
-
-
-def validate_batch_parameters(
-    num_users: object, per_round: object, target_privacy: object
-) -> tuple[int, int, int]:
-    """Check the batch-partitioning parameters ``(N, K, T)`` and return them as ints.
-
-    Requires ``N >= 1``, ``1 <= K <= N``, ``1 <= T <= K``, ``K % T == 0`` and ``N % T == 0``.
-
-    Raises
-    ------
-    ParameterError
-        Naming the first parameter that violates a condition.
-
-    """
-    n, k = _validate_sizes(num_users, per_round)
-    t = require_int("target_privacy", target_privacy, minimum=1)
-    if t > k:
-        raise ParameterError("target_privacy", f"must lie in [1, per_round] = [1, {k}], got {t}")
-    if k % t:
-        raise ParameterError(
-            "target_privacy", f"must divide per_round = {k} (K/T must be an integer), got {t}"
-        )
-    if n % t:
-        raise ParameterError(
-            "target_privacy", f"must divide num_users = {n} (N/T must be an integer), got {t}"
-        )
-    return n, k, t
-
-
-def _validate_sizes(num_users: object, per_round: object) -> tuple[int, int]:
-    n = require_int("num_users", num_users, minimum=1)
-    k = require_int("per_round", per_round, minimum=1)
-    if k > n:
-        raise ParameterError(
-            "per_round",
-            f"must lie in [1, num_users] = [1, {n}] (must not exceed num_users), got {k}",
-        )
-    return n, k
-
-
-def _user_vector(name: str, value: ArrayLike, num_users: int) -> NDArray[Any]:
-    arr = np.asarray(value)
-    if arr.shape != (num_users,):
-        raise ParameterError(
-            name, f"must be a vector of length num_users = {num_users}, got shape {arr.shape}"
-        )
-    return arr
-
-
-def check_available(available: ArrayLike, num_users: int) -> NDArray[np.bool_]:
-    """``available`` as a boolean vector of ``num_users`` (0/1 accepted)."""
-    arr = _user_vector("available", available, num_users)
-    if arr.dtype != np.bool_:
-        if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
-            raise ParameterError("available", f"must hold booleans or 0/1, got dtype {arr.dtype}")
-        if not np.all((arr == 0) | (arr == 1)):
-            raise ParameterError("available", "entries must be True/False or 0/1")
-        arr = arr != 0
-    return arr
-
-
-def _check_frequency(frequency: ArrayLike, num_users: int) -> NDArray[np.int64]:
-    arr = _user_vector("frequency", frequency, num_users)
-    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
-        raise ParameterError("frequency", f"must hold numbers, got dtype {arr.dtype}")
-    return arr
+from fedprivacy.participation.selection_inputs import (
+    check_available,
+    check_frequency,
+    check_sizes,
+    validate_batch_parameters,
+)
 
 
 class Selector(ABC):
@@ -120,6 +57,14 @@ class Selector(ABC):
     ----------
     name : str
         Scheme name, as accepted by :func:`make_selector`.
+    label : str
+        How reports name the scheme (:meth:`describe` adds its parameters).
+    batched : bool
+        Whether the scheme partitions the users into batches of ``T`` (it takes
+        ``target_privacy`` and ``fairness``).
+    unit : int
+        The fewest users the server ever sees aggregated together: 1, unless the scheme
+        aggregates whole units (a group of ``K``, batches of ``T``).
     num_users : int
         ``N``.
     per_round : int
@@ -128,9 +73,28 @@ class Selector(ABC):
     """
 
     name: ClassVar[str]
+    label: ClassVar[str]
+    batched: ClassVar[bool] = False
+    unit: int = 1
+
+    @classmethod
+    def from_options(
+        cls,
+        num_users: int,
+        per_round: int,
+        target_privacy: int | None,
+        fairness: bool,
+        fairness_rule: str,
+    ) -> Selector:
+        """The selector of :func:`make_selector`'s options (``N`` and ``K`` by default)."""
+        return cls(num_users, per_round)
+
+    def describe(self) -> str:
+        """How reports name this selection (:attr:`label`, with its parameters)."""
+        return self.label
 
     def __init__(self, num_users: int, per_round: int) -> None:
-        self.num_users, self.per_round = _validate_sizes(num_users, per_round)
+        self.num_users, self.per_round = check_sizes(num_users, per_round)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_users={self.num_users}, per_round={self.per_round})"
@@ -165,7 +129,7 @@ class Selector(ABC):
 
         """
         avail = check_available(available, self.num_users)
-        freq = _check_frequency(frequency, self.num_users)
+        freq = check_frequency(frequency, self.num_users)
         return self._choose(avail, freq, rng)
 
     @abstractmethod
@@ -179,6 +143,7 @@ class RandomSelector(Selector):
     """Random selection: ``K`` available users uniformly at random; skip if fewer are available."""
 
     name: ClassVar[str] = "random"
+    label: ClassVar[str] = "Random selection"
 
     def _choose(
         self, avail: NDArray[np.bool_], freq: NDArray[np.int64], rng: np.random.Generator
@@ -198,6 +163,7 @@ class WeightedRandomSelector(Selector):
     """
 
     name: ClassVar[str] = "weighted-random"
+    label: ClassVar[str] = "Weighted random selection"
 
     def _choose(
         self, avail: NDArray[np.bool_], freq: NDArray[np.int64], rng: np.random.Generator
@@ -267,6 +233,7 @@ class UserPartitionSelector(UnitSelector):
     """
 
     name: ClassVar[str] = "partition"
+    label: ClassVar[str] = "User partition"
 
     def __init__(self, num_users: int, per_round: int) -> None:
         super().__init__(num_users, per_round)
@@ -347,6 +314,8 @@ class BatchPartitionSelector(UnitSelector):
     """
 
     name: ClassVar[str] = "multiround"
+    label: ClassVar[str] = "Multi-RoundSecAgg"
+    batched: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -366,11 +335,40 @@ class BatchPartitionSelector(UnitSelector):
         self.unit = t
         self.batches_per_round = k // t
 
+    @classmethod
+    def from_options(
+        cls,
+        num_users: int,
+        per_round: int,
+        target_privacy: int | None,
+        fairness: bool,
+        fairness_rule: str,
+    ) -> Selector:
+        """All five options; ``target_privacy`` is required."""
+        if target_privacy is None:
+            raise ParameterError(
+                "target_privacy", "is required for the 'multiround' scheme (an integer in [1, K])"
+            )
+        return cls(num_users, per_round, target_privacy, fairness, fairness_rule)
+
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(num_users={self.num_users}, per_round={self.per_round}, "
             f"target_privacy={self.target_privacy}, fairness={self.fairness}, "
             f"fairness_rule={self.fairness_rule!r})"
+        )
+
+    def describe(self) -> str:
+        """``Multi-RoundSecAgg, T=4`` (and the fairness rule when it is not the paper's).
+
+        Examples
+        --------
+        >>> BatchPartitionSelector(12, 4, 2, True, "authors").describe()
+        'Multi-RoundSecAgg, T=2, authors rule'
+        """
+        rule = self.fairness and self.fairness_rule != DEFAULT_FAIRNESS_RULE
+        return f"{self.label}, T={self.target_privacy}" + (
+            f", {self.fairness_rule} rule" if rule else ""
         )
 
     def _choose(
@@ -380,29 +378,15 @@ class BatchPartitionSelector(UnitSelector):
         return self._select_units(avail, freq, self.batches_per_round, self._rule, rng)
 
 
-#: Builds a selector from ``(num_users, per_round, target_privacy, fairness, fairness_rule)``;
-#: ``fairness_rule`` is a name of :data:`~fedprivacy.participation.fairness.FAIRNESS_RULES`,
-#: already checked.
-SelectorBuilder = Callable[[int, int, int | None, bool, str], Selector]
-
-#: The builder of every scheme name accepted by :func:`make_selector`.
-SELECTORS: Registry[SelectorBuilder] = Registry("scheme")
-
-
-def _multiround(
-    num_users: int, per_round: int, target_privacy: int | None, fairness: bool, rule: str
-) -> Selector:
-    if target_privacy is None:
-        raise ParameterError(
-            "target_privacy", "is required for the 'multiround' scheme (an integer in [1, K])"
-        )
-    return BatchPartitionSelector(num_users, per_round, target_privacy, fairness, rule)
-
-
-SELECTORS.register("random", lambda n, k, t, fair, rule: RandomSelector(n, k))
-SELECTORS.register("weighted-random", lambda n, k, t, fair, rule: WeightedRandomSelector(n, k))
-SELECTORS.register("partition", lambda n, k, t, fair, rule: UserPartitionSelector(n, k))
-SELECTORS.register("multiround", _multiround)
+#: The selector class of every scheme name accepted by :func:`make_selector`.
+SELECTORS: Registry[type[Selector]] = Registry("scheme")
+for _selector in (
+    RandomSelector,
+    WeightedRandomSelector,
+    UserPartitionSelector,
+    BatchPartitionSelector,
+):
+    SELECTORS.register(_selector.name, _selector)
 
 #: Names accepted by :func:`make_selector` (the built-in schemes of :data:`SELECTORS`).
 SCHEMES: tuple[str, ...] = tuple(SELECTORS)
@@ -422,7 +406,8 @@ def make_selector(
     ----------
     scheme : str
         A name of :data:`SELECTORS`: ``"random"``, ``"weighted-random"``, ``"partition"``,
-        ``"multiround"`` (:data:`SCHEMES`) or one added by ``SELECTORS.register``.
+        ``"multiround"`` (:data:`SCHEMES`) or a :class:`Selector` subclass added by
+        ``SELECTORS.register``.
     num_users, per_round : int
         ``N`` and ``K``.
     target_privacy : int, optional
@@ -454,6 +439,6 @@ def make_selector(
     scheme: must be one of random, weighted-random, partition, multiround; got 'greedy'
 
     """
-    build = SELECTORS.lookup(scheme)
+    kind = SELECTORS.lookup(scheme)
     rule = get_fairness_rule(fairness_rule).name
-    return build(num_users, per_round, target_privacy, fairness, rule)
+    return kind.from_options(num_users, per_round, target_privacy, fairness, rule)

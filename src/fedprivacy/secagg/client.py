@@ -18,7 +18,6 @@ from fedprivacy.crypto.keys import (
     keypair_from_private_bytes,
     private_key_bytes,
 )
-from fedprivacy.crypto.prg import MaskExpander, reduce
 from fedprivacy.crypto.shamir import Share, split_secret
 from fedprivacy.dp.noise_modes import NoiseDraw
 from fedprivacy.dp.party_noise import Components, add_components, draw_components
@@ -33,7 +32,6 @@ from fedprivacy.secagg.consistency_client import ClientConsistency
 from fedprivacy.secagg.derivation import (
     pairwise_mask_key,
     seed_commitment,
-    self_mask_key,
     share_associated_data,
     share_encryption_key,
 )
@@ -45,6 +43,7 @@ from fedprivacy.secagg.errors import (
     UnknownSenderError,
 )
 from fedprivacy.secagg.key_epoch import KeyEpoch
+from fedprivacy.secagg.masking import mask
 from fedprivacy.secagg.messages import (
     SERVER,
     AdvertiseKeys,
@@ -62,7 +61,7 @@ from fedprivacy.secagg.messages import (
     encode_share_plaintext,
 )
 from fedprivacy.secagg.params import SecAggParameters
-from fedprivacy.secagg.party import RoundParty, pairwise_sign
+from fedprivacy.secagg.party import RoundParty
 from fedprivacy.secagg.reveals import reveal_kind
 from fedprivacy.secagg.signed_keys import check_participants, roster_keys, sign_keys
 from fedprivacy.secagg.snapshot import SEED_BYTES, ClientSnapshot, ClientStage
@@ -366,12 +365,7 @@ class SecAggClient(ClientConsistency, RoundParty):
             components = draw_components(noise, p.dimension)
             encoded = add_components(p.codec, encoded, components)
             self._noise = (noise, components) if noise.removable else None
-        expander = MaskExpander(p.vector_length, p.codec.bits)
-        masked = encoded.astype(expander.dtype, copy=True)
-        expander.add_into(masked, self_mask_key(self._seed, p, self.user))
-        for v in sorted(held):
-            expander.combine(masked, self._pair_key(v), pairwise_sign(self.user, v))
-        reduce(masked, p.codec.bits)
+        masked = mask(p, encoded, self._seed, self.user, {v: self._pair_key(v) for v in held})
         if self._epoch is not None:
             self._epoch.record(p.round_index)
         self._held = held

@@ -8,11 +8,10 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from fedprivacy.crypto.keys import agree, keypair_from_private_bytes
-from fedprivacy.crypto.prg import MaskExpander, reduce
 from fedprivacy.crypto.shamir import Share
 from fedprivacy.errors import ParameterError
 from fedprivacy.secagg.consistency_server import ServerConsistency
-from fedprivacy.secagg.derivation import pairwise_mask_key, seed_commitment, self_mask_key
+from fedprivacy.secagg.derivation import pairwise_mask_key, seed_commitment
 from fedprivacy.secagg.errors import (
     DisconnectedSetError,
     DuplicateMessageError,
@@ -23,6 +22,7 @@ from fedprivacy.secagg.errors import (
     UnrecoverableSecretError,
 )
 from fedprivacy.secagg.graph import describe
+from fedprivacy.secagg.masking import unmask_sum
 from fedprivacy.secagg.messages import (
     SERVER,
     AdvertiseKeys,
@@ -40,7 +40,7 @@ from fedprivacy.secagg.messages import (
     check_vector,
 )
 from fedprivacy.secagg.params import SecAggParameters
-from fedprivacy.secagg.party import RoundParty, pairwise_sign
+from fedprivacy.secagg.party import RoundParty
 from fedprivacy.secagg.recovery import BadShare, SecretCheck, SecretRecovery
 from fedprivacy.secagg.result import AggregationResult
 from fedprivacy.secagg.reveals import RevealedShares, check_response, reveal_kind
@@ -397,21 +397,13 @@ class SecAggServer(ServerConsistency, RoundParty):
         private = {v: keypair_from_private_bytes(raw).private for v, raw in mask_keys.items()}
         self._timed("reconstruct", start)
         start = time.perf_counter()
-        expander = MaskExpander(p.vector_length, p.codec.bits)
-        acc = np.zeros(p.vector_length, dtype=expander.dtype)
-        for u in aggregated:
-            np.add(acc, self._inputs[u], out=acc)
-            expander.subtract_from(acc, self_mask_key(seeds[u], p, u))
         for v in fresh:
             for u in sorted(p.neighbours[v] & self._aggregated):
                 agreement = agree(private[v], self._keys.public(u)[1])
                 pair_keys[u, v] = pairwise_mask_key(agreement, p, u, v, self.model)
-        for (u, v), key in sorted(pair_keys.items()):
-            expander.combine(acc, key, -pairwise_sign(u, v))  # undo u's application
+        inputs = {u: self._inputs[u] for u in aggregated}
+        acc = unmask_sum(p, inputs, seeds, pair_keys, self._excess)
         removed = tuple(sorted(self._excess))  # exact noise mode (only aggregated users send it)
-        for u in removed:
-            np.subtract(acc, self._excess[u], out=acc)
-        reduce(acc, p.codec.bits)
         total = p.codec.decode_sum(acc, len(aggregated))
         self._timed("unmask", start)
         self._inputs = {}

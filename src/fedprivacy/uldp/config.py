@@ -31,7 +31,8 @@ from fedprivacy.data.tabular import SILO_DATASETS
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.gradients import GRADIENTS
 from fedprivacy.fl.mechanism import MECHANISMS, Mechanism, make_mechanism
-from fedprivacy.participation.selectors import SCHEMES, validate_batch_parameters
+from fedprivacy.participation.selection_inputs import validate_batch_parameters
+from fedprivacy.participation.selectors import SELECTORS
 from fedprivacy.secagg.params import MIN_PARTICIPANTS
 from fedprivacy.uldp.families import check_mechanism
 from fedprivacy.uldp.hyper_defaults import DEFAULT_HYPER, HyperDefaults
@@ -345,7 +346,7 @@ class UldpConfig(
 
     def _validate_scheme(self) -> None:
         """The user selection options: ``scheme``, ``per_round``, ``target_privacy``."""
-        require_one_of("scheme", self.scheme, ("poisson", *SCHEMES))
+        require_one_of("scheme", self.scheme, ("poisson", *SELECTORS))
         if self.scheme != "poisson" and not method_spec(self.method).sampled:
             raise ParameterError(
                 "scheme",

@@ -31,7 +31,8 @@ from fedprivacy.config_sections import DPSection, SchemeSection, SecureAggregati
 from fedprivacy.dp._checks import require_delta
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.mechanism import Mechanism, make_mechanism
-from fedprivacy.participation.selectors import SCHEMES, validate_batch_parameters
+from fedprivacy.participation.selection_inputs import validate_batch_parameters
+from fedprivacy.participation.selectors import SELECTORS
 from fedprivacy.secagg.multiround import parse_batch_policy
 from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD
 
@@ -104,8 +105,7 @@ run config
 
     def validate(self) -> PrivateFedAvgConfig:
         """Check every field; return ``self``. :class:`ParameterError` names the first bad one."""
-        if self.scheme not in SCHEMES:
-            raise ParameterError("scheme", f"must be one of {', '.join(SCHEMES)}")
+        SELECTORS.lookup(self.scheme)
         users = require_int("users", self.users, minimum=2)
         require_int("per_round", self.per_round, minimum=1, maximum=users)
         require_int("rounds", self.rounds, minimum=1)

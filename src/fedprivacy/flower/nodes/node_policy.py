@@ -35,6 +35,7 @@ from fedprivacy.dp.party_noise import PartyNoise, RoundNoise
 from fedprivacy.errors import PolicyViolationError
 from fedprivacy.flower.messaging.joint_draw import check_batch_layout, check_graph_seed
 from fedprivacy.flower.messaging.noise_request import parse_noise_request
+from fedprivacy.participation.selectors import SELECTORS
 from fedprivacy.policy import PartyPolicy
 from fedprivacy.secagg.consistency import ConsistencyCheck
 from fedprivacy.secagg.errors import MalformedMessageError
@@ -61,7 +62,7 @@ __all__ = [
 
 def batch_size_of(config: TrainConfig) -> int:
     """``T`` of the configuration's batches: 1 unless its aggregated sets are whole batches."""
-    if config.scheme != "multiround" or config.batch_policy == "partial":
+    if not SELECTORS[config.scheme].batched or config.batch_policy == "partial":
         return 1
     return int(config.target_privacy or 1)
 

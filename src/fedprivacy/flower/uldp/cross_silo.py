@@ -60,8 +60,8 @@ from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.pipeline.algorithm import RoundResult
 from fedprivacy.pipeline.loop import FederatedRun
 from fedprivacy.pipeline.record import RoundRecord
+from fedprivacy.secagg.private_weighting.noise import accounted_noise_multiplier
 from fedprivacy.secagg.private_weighting.params import PrivateWeightingParameters
-from fedprivacy.secagg.private_weighting.secure_weighting import accounted_noise_multiplier
 from fedprivacy.secagg.private_weighting.server import PrivateWeightingServer
 from fedprivacy.uldp.algorithm import UldpAlgorithm, uldp_selector
 from fedprivacy.uldp.config import UldpConfig

@@ -74,10 +74,11 @@ from fedprivacy.secagg.private_weighting.params import (
 from fedprivacy.secagg.private_weighting.protocol import (
     RoundOutcome,
     SetupOutcome,
+    phase_seconds,
     run_round,
     run_setup,
 )
-from fedprivacy.secagg.private_weighting.secure_weighting import SecureWeighting, phase_seconds
+from fedprivacy.secagg.private_weighting.secure_weighting import SecureWeighting
 from fedprivacy.secagg.private_weighting.server import PrivateWeightingServer
 from fedprivacy.secagg.private_weighting.silo import PrivateWeightingSilo
 

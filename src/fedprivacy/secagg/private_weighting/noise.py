@@ -32,12 +32,18 @@ True
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from fedprivacy.dp.discrete_gaussian import discrete_gaussian_vector, exact_variance
+from fedprivacy.dp.distributed_discrete import check_negligible, grid_noise_multiplier
 from fedprivacy.errors import ParameterError
 from fedprivacy.secagg.private_weighting.errors import PrivateWeightingError
 
+if TYPE_CHECKING:
+    from fedprivacy.secagg.private_weighting.params import PrivateWeightingParameters
+
 __all__ = [
+    "accounted_noise_multiplier",
     "TAIL_SIGMAS",
     "NoiseTailError",
     "check_noise_std",
@@ -138,3 +144,32 @@ def sample_noise(
             "e^-128 per entry): the round is aborted rather than the draw truncated"
         )
     return values
+
+
+def accounted_noise_multiplier(
+    params: PrivateWeightingParameters, noise_std: float, clip: float
+) -> float:
+    """The noise multiplier of a session's summed silo noise, to account with.
+
+    The one computation for an in-process session and a deployed server, which has the
+    session's public parameters only. The released aggregate is the data term plus ``|S|``
+    independent discrete Gaussians of variance ``sigma_int^2 = (noise_std C_LCM / P)^2``; with
+    integer sensitivity ``Delta`` (grid units) it meets the continuous Gaussian's RDP bound of
+    variance ``|S| sigma_int^2`` plus ``tau d`` (Kairouz, Liu, Steinke 2021), and ``tau d`` is
+    checked to be below ``1e-300``. A user's encoded, weighted delta has L2 norm at most
+    ``C_LCM (C / P + sqrt(d) / 2)`` in grid units (rounding included), so the multiplier is
+    ``sqrt(|S|) noise_std / (C + sqrt(d) P / 2)``
+    (:func:`fedprivacy.dp.distributed_discrete.grid_noise_multiplier`).
+
+    Raises
+    ------
+    ParameterError
+        If ``noise_std`` vanishes on the grid.
+    NonNegligibleTauError
+        If ``tau d >= 1e-300`` (too little noise for the distributed bound).
+    """
+    sigma2 = grid_variance(noise_std, params.precision, params.c_lcm)
+    if sigma2 == 0:
+        raise ParameterError("noise_std", "must be > 0 to account for it")
+    check_negligible(sigma2, params.n_silos, params.n_params)
+    return grid_noise_multiplier(noise_std, params.n_silos, clip, params.precision, params.n_params)

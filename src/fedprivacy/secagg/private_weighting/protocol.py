@@ -31,7 +31,7 @@ from fedprivacy.secagg.private_weighting.messages import Message, encode_message
 from fedprivacy.secagg.private_weighting.server import PrivateWeightingServer
 from fedprivacy.secagg.private_weighting.silo import PrivateWeightingSilo
 
-__all__ = ["RoundOutcome", "SetupOutcome", "run_round", "run_setup"]
+__all__ = ["RoundOutcome", "SetupOutcome", "phase_seconds", "run_round", "run_setup"]
 
 _T = TypeVar("_T")
 
@@ -87,6 +87,36 @@ class RoundOutcome:
     server_cpu_seconds: dict[str, float] = field(default_factory=dict)
     silo_cpu_seconds: tuple[dict[str, float], ...] = ()
     plaintexts: tuple[int, ...] = ()
+
+
+def phase_seconds(outcome: SetupOutcome | RoundOutcome, *, cpu: bool = False) -> dict[str, float]:
+    """Flatten an outcome's timings: ``<phase>_server``, ``<phase>_silo_mean``, ``_silo_max``.
+
+    Parameters
+    ----------
+    outcome : SetupOutcome or RoundOutcome
+        Timings from :func:`run_setup` or :func:`run_round`.
+    cpu : bool
+        Also add the CPU seconds (``<phase>_server_cpu``, ``<phase>_silo_mean_cpu``).
+
+    Returns
+    -------
+    dict of str to float
+        Seconds; silo entries are the mean and the maximum over silos of that silo's seconds.
+    """
+    out = {f"{phase}_server": float(v) for phase, v in outcome.server_seconds.items()}
+    phases = sorted({phase for book in outcome.silo_seconds for phase in book})
+    for phase in phases:
+        values = [book.get(phase, 0.0) for book in outcome.silo_seconds]
+        out[f"{phase}_silo_mean"] = float(np.mean(values))
+        out[f"{phase}_silo_max"] = float(np.max(values))
+    if cpu:
+        for phase, v in outcome.server_cpu_seconds.items():
+            out[f"{phase}_server_cpu"] = float(v)
+        for phase in phases:
+            values = [book.get(phase, 0.0) for book in outcome.silo_cpu_seconds]
+            out[f"{phase}_silo_mean_cpu"] = float(np.mean(values))
+    return out
 
 
 class _Clock:

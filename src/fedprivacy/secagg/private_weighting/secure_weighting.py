@@ -25,10 +25,12 @@ from numpy.typing import ArrayLike, NDArray
 from fedprivacy._validation import require_int
 from fedprivacy.crypto.key_size import DEFAULT_KEY_BITS, check_key_bits
 from fedprivacy.crypto.paillier import PaillierPrivateKey
-from fedprivacy.dp.distributed_discrete import check_negligible, grid_noise_multiplier
 from fedprivacy.errors import ParameterError
 from fedprivacy.secagg.private_weighting.errors import PlaintextRangeError, RecordLimitError
-from fedprivacy.secagg.private_weighting.noise import check_noise_std, grid_variance
+from fedprivacy.secagg.private_weighting.noise import (
+    accounted_noise_multiplier,
+    check_noise_std,
+)
 from fedprivacy.secagg.private_weighting.params import (
     DEFAULT_N_MAX,
     DEFAULT_PRECISION,
@@ -41,65 +43,14 @@ from fedprivacy.secagg.private_weighting.params import (
 from fedprivacy.secagg.private_weighting.protocol import (
     RoundOutcome,
     SetupOutcome,
+    phase_seconds,
     run_round,
     run_setup,
 )
 from fedprivacy.secagg.private_weighting.server import PrivateWeightingServer
 from fedprivacy.secagg.private_weighting.silo import PrivateWeightingSilo
 
-__all__ = ["SecureWeighting", "accounted_noise_multiplier", "phase_seconds"]
-
-
-def phase_seconds(outcome: SetupOutcome | RoundOutcome, *, cpu: bool = False) -> dict[str, float]:
-    """Flatten an outcome's timings: ``<phase>_server``, ``<phase>_silo_mean``, ``_silo_max``.
-
-    Parameters
-    ----------
-    outcome : SetupOutcome or RoundOutcome
-        Timings from :func:`run_setup` or :func:`run_round`.
-    cpu : bool
-        Also add the CPU seconds (``<phase>_server_cpu``, ``<phase>_silo_mean_cpu``).
-
-    Returns
-    -------
-    dict of str to float
-        Seconds; silo entries are the mean and the maximum over silos of that silo's seconds.
-    """
-    out = {f"{phase}_server": float(v) for phase, v in outcome.server_seconds.items()}
-    phases = sorted({phase for book in outcome.silo_seconds for phase in book})
-    for phase in phases:
-        values = [book.get(phase, 0.0) for book in outcome.silo_seconds]
-        out[f"{phase}_silo_mean"] = float(np.mean(values))
-        out[f"{phase}_silo_max"] = float(np.max(values))
-    if cpu:
-        for phase, v in outcome.server_cpu_seconds.items():
-            out[f"{phase}_server_cpu"] = float(v)
-        for phase in phases:
-            values = [book.get(phase, 0.0) for book in outcome.silo_cpu_seconds]
-            out[f"{phase}_silo_mean_cpu"] = float(np.mean(values))
-    return out
-
-
-def accounted_noise_multiplier(
-    params: PrivateWeightingParameters, noise_std: float, clip: float
-) -> float:
-    """The noise multiplier of a session's summed silo noise, to account with.
-
-    See :meth:`SecureWeighting.noise_multiplier`; the one computation for an in-process session
-    and a deployed server, which has the session's public parameters only.
-
-    Raises
-    ------
-    ParameterError
-        If ``noise_std`` vanishes on the grid.
-    NonNegligibleTauError
-        If ``tau d >= 1e-300`` (too little noise for the distributed bound).
-    """
-    sigma2 = grid_variance(noise_std, params.precision, params.c_lcm)
-    if sigma2 == 0:
-        raise ParameterError("noise_std", "must be > 0 to account for it")
-    check_negligible(sigma2, params.n_silos, params.n_params)
-    return grid_noise_multiplier(noise_std, params.n_silos, clip, params.precision, params.n_params)
+__all__ = ["SecureWeighting"]
 
 
 def _histogram(value: ArrayLike) -> NDArray[np.int64]:
@@ -436,33 +387,8 @@ class SecureWeighting:
     def noise_multiplier(self, noise_std: float, clip: float) -> float:
         """The noise multiplier to account with for silo noise ``noise_std`` and L2 clip ``C``.
 
-        The released aggregate is the data term plus ``|S|`` independent discrete Gaussians of
-        variance ``sigma_int^2 = (noise_std C_LCM / P)^2``; with integer sensitivity ``Delta``
-        (grid units) it meets the continuous Gaussian's RDP bound of variance
-        ``|S| sigma_int^2`` plus ``tau d`` (Kairouz, Liu, Steinke 2021), and ``tau d`` is checked
-        to be below ``1e-300``. A user's encoded, weighted delta has L2 norm at most
-        ``C_LCM (C / P + sqrt(d) / 2)`` in grid units (rounding included), so the multiplier is
-        ``sqrt(|S|) noise_std / (C + sqrt(d) P / 2)``, slightly below ``sqrt(|S|) noise_std / C``
-        (:func:`fedprivacy.dp.distributed_discrete.grid_noise_multiplier`).
-
-        Parameters
-        ----------
-        noise_std : float
-            Each silo's noise standard deviation (real units), ``> 0``.
-        clip : float
-            L2 clipping bound of one user's delta.
-
-        Returns
-        -------
-        float
-            The effective noise multiplier.
-
-        Raises
-        ------
-        ParameterError
-            If the session is not set up or an argument is out of range.
-        NonNegligibleTauError
-            If ``tau d >= 1e-300`` (too little noise for the distributed bound).
+        :func:`~fedprivacy.secagg.private_weighting.noise.accounted_noise_multiplier` of this
+        session's parameters (slightly below ``sqrt(|S|) noise_std / C``).
         """
         return accounted_noise_multiplier(self.params, noise_std, clip)
 
