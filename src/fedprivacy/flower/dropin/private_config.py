@@ -12,10 +12,11 @@ Examples
 >>> config = PrivateFedAvgConfig(users=6, per_round=4, scheme="multiround", target_privacy=2)
 >>> config.validate().secagg
 True
->>> PrivateFedAvgConfig(users=6, per_round=4, dp="distributed", secagg=False).validate()
+>>> PrivateFedAvgConfig(users=6, per_round=4, dp="distributed", noise_multiplier=1.0,
+...                     secagg=False).validate()
 Traceback (most recent call last):
 ...
-fedprivacy.errors.ParameterError: dp: distributed DP is added by the nodes inside secure \
+fedprivacy.errors.ParameterError: dp: distributed's noise is added by the nodes inside secure \
 aggregation (secagg = true)
 """
 
