@@ -65,7 +65,7 @@ def bench_selection(rounds: int) -> None:
 
 def bench_uldp(rounds: int, data_dir: Path) -> None:
     from fedprivacy.data.tabular import load_silo_dataset
-    from fedprivacy.fl.local_training import LocalTrainingSpec
+    from fedprivacy.fl.local_spec import LocalTrainingSpec
     from fedprivacy.uldp.algorithm import UldpAlgorithm
     from fedprivacy.uldp.config import UldpConfig
     from fedprivacy.uldp.federation import build_federation

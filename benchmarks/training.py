@@ -47,7 +47,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Subset, TensorDataset
 
-from fedprivacy.fl.local_training import LocalTrainingSpec, VectorisedTrainer
+from fedprivacy.fl.local_spec import LocalTrainingSpec
+from fedprivacy.fl.local_training import VectorisedTrainer
 from fedprivacy.fl.losses import cross_entropy_loss
 from fedprivacy.fl.minibatches import client_orders
 from fedprivacy.fl.params import flatten_parameters, load_flat_

@@ -62,7 +62,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from fedprivacy.data.tabular import load_silo_dataset
 from fedprivacy.errors import ParameterError
-from fedprivacy.fl.local_training import LocalTrainingSpec, VectorisedTrainer
+from fedprivacy.fl.local_spec import LocalTrainingSpec
+from fedprivacy.fl.local_training import VectorisedTrainer
 from fedprivacy.fl.minibatches import epoch_orders
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.fl.training_loops import train_groups_loop

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from fedprivacy.fl.local_training import LocalTrainingSpec
+from fedprivacy.fl.local_spec import LocalTrainingSpec
 from fedprivacy.fl.params import load_flat_
 from fedprivacy.uldp.federation import Federation
 

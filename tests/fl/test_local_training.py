@@ -5,12 +5,8 @@ import pytest
 import torch
 
 from fedprivacy.errors import ParameterError
-from fedprivacy.fl.local_training import (
-    LocalTrainingSpec,
-    VectorisedTrainer,
-    default_max_rows,
-    require_plain_sgd,
-)
+from fedprivacy.fl.local_spec import LocalTrainingSpec, require_plain_sgd
+from fedprivacy.fl.local_training import VectorisedTrainer, default_max_rows
 from fedprivacy.fl.losses import (
     MaskedLoss,
     binary_logistic_loss,

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from fedprivacy.dp.accounting import PrivacyAccountant
-from fedprivacy.fl.local_training import LocalTrainingSpec
+from fedprivacy.fl.local_spec import LocalTrainingSpec
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.participation.availability import AlwaysAvailable
 from fedprivacy.participation.ledger import ParticipationLedger

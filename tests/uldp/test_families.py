@@ -11,7 +11,7 @@ import pytest
 
 from fedprivacy.dp.accounting import PrivacyAccountant
 from fedprivacy.errors import ParameterError
-from fedprivacy.fl.local_training import LocalTrainingSpec
+from fedprivacy.fl.local_spec import LocalTrainingSpec
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.uldp import families
 from fedprivacy.uldp.families import (

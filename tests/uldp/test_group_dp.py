@@ -13,7 +13,7 @@ from fedprivacy.dp.accounting import PrivacyAccountant
 from fedprivacy.dp.group_privacy import group_privacy_bounds
 from fedprivacy.dp.rdp import DEFAULT_ORDERS, rdp_to_epsilon
 from fedprivacy.errors import ParameterError
-from fedprivacy.fl.local_training import LocalTrainingSpec
+from fedprivacy.fl.local_spec import LocalTrainingSpec
 from fedprivacy.fl.mechanism import DistributedDiscreteGaussian
 from fedprivacy.fl.params import flatten_parameters, load_flat_
 from fedprivacy.uldp import group_dp

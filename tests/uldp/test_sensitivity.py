@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedprivacy.fl.local_training import LocalTrainingSpec
+from fedprivacy.fl.local_spec import LocalTrainingSpec
 from fedprivacy.fl.mechanism import DistributedDiscreteGaussian
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.uldp.federation import Federation

@@ -17,7 +17,7 @@ import torch
 from fedprivacy.data.creditcard import SYNTHETIC_MARK
 from fedprivacy.data.silo_dataset import SiloDataset
 from fedprivacy.dp.accounting import PrivacyAccountant
-from fedprivacy.fl.local_training import LocalTrainingSpec
+from fedprivacy.fl.local_spec import LocalTrainingSpec
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.uldp.config import UldpConfig
 from fedprivacy.uldp.federation import Federation

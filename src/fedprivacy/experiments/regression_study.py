@@ -435,26 +435,3 @@ def _run_in_processes(
         futures = {pool.submit(run, job): job for job in jobs}
         for fut in cf.as_completed(futures):
             record(futures[fut], fut.result())
-
-
-def _main() -> None:  # pragma: no cover - manual entry point
-    import argparse
-
-    parser = argparse.ArgumentParser(description="Run the NA-FGD regression study.")
-    parser.add_argument("out", nargs="?", default="results/regression")
-    parser.add_argument("names", nargs="*")
-    parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--replications", type=int, default=None)
-    args = parser.parse_args()
-    res = run_regression_study(
-        args.out,
-        names=args.names or None,
-        workers=args.workers,
-        replications=args.replications,
-        log=lambda s: print(s, flush=True),
-    )
-    print(f"done in {res['seconds']} s wall, {res['cpu_seconds']} s CPU: {', '.join(res['files'])}")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    _main()

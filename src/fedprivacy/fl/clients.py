@@ -34,7 +34,8 @@ from torch import nn
 from fedprivacy.data.images import ImageDataset
 from fedprivacy.data.partition import Partition
 from fedprivacy.errors import ParameterError
-from fedprivacy.fl.local_training import LocalTrainingSpec, VectorisedTrainer
+from fedprivacy.fl.local_spec import LocalTrainingSpec
+from fedprivacy.fl.local_training import VectorisedTrainer
 from fedprivacy.fl.losses import cross_entropy_loss
 from fedprivacy.fl.minibatches import client_orders
 from fedprivacy.fl.params import load_flat_

@@ -31,7 +31,7 @@ from fedprivacy.data.partition import Partition
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import AggregateOutcome, Aggregator
 from fedprivacy.fl.clients import LocalClients
-from fedprivacy.fl.local_training import LocalTrainingSpec
+from fedprivacy.fl.local_spec import LocalTrainingSpec
 from fedprivacy.fl.mechanism import Mechanism, NoMechanism
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.fl.secure_aggregation import SecureAggregator

@@ -4,7 +4,7 @@
 of rows (a FedAvg client, a ULDP-FL user of a silo) the way the papers' code does: a
 :func:`copy.deepcopy` of the model and a :class:`torch.optim.SGD` per group, one ``backward()``
 per batch. They take the same groups (``offsets``), minibatch orders
-(:mod:`fedprivacy.fl.minibatches`) and :class:`~fedprivacy.fl.local_training.LocalTrainingSpec`
+(:mod:`fedprivacy.fl.minibatches`) and :class:`~fedprivacy.fl.local_spec.LocalTrainingSpec`
 as :class:`~fedprivacy.fl.local_training.VectorisedTrainer`, which reproduces them to float
 rounding (``tests/fl/test_local_training.py``). FedAvg's deployed clients
 (:meth:`fedprivacy.fl.engine.FederatedTraining.client_update`) train with
@@ -20,7 +20,7 @@ import torch
 from numpy.typing import ArrayLike
 from torch import nn
 
-from fedprivacy.fl.local_training import LocalTrainingSpec
+from fedprivacy.fl.local_spec import LocalTrainingSpec
 from fedprivacy.fl.losses import MaskedLoss
 from fedprivacy.fl.minibatches import check_offsets
 from fedprivacy.fl.params import flatten_parameters, load_flat_

@@ -43,6 +43,8 @@ import flint
 import numpy as np
 from numpy.typing import NDArray
 
+from fedprivacy.linalg import cross3_mod, dot3_mod, inverse_mod, mulmod
+
 __all__ = ["ModularBound", "modular_lower_bound"]
 
 PRIMES = (2_147_483_647, 2_147_483_629, 2_147_483_587)
@@ -203,23 +205,6 @@ def _partition_bound(
     return total
 
 
-def _mulmod(a: NDArray[np.int64], b: NDArray[np.int64], p: int) -> NDArray[np.int64]:
-    return (a * b) % p
-
-
-def _inverse(x: NDArray[np.int64], p: int) -> NDArray[np.int64]:
-    """Elementwise inverse modulo ``p`` (0 maps to 0), by Fermat's little theorem."""
-    result = np.ones_like(x)
-    base = x % p
-    exponent = p - 2
-    while exponent:
-        if exponent & 1:
-            result = _mulmod(result, base, p)
-        base = _mulmod(base, base, p)
-        exponent >>= 1
-    return np.where(x % p == 0, 0, result)
-
-
 class _Enumerator:
     """Examines the subcodes spanned by ``w`` rows of one systematic generator."""
 
@@ -252,7 +237,7 @@ class _Enumerator:
 
     def pairs(self, g: NDArray[np.int64], deadline: float) -> bool:
         p, w = self.code.prime, self.code.weights
-        inverse = _inverse(g, p)
+        inverse = inverse_mod(g, p)
         idx = np.array(list(itertools.combinations(range(g.shape[0]), 2)), dtype=np.intp)
         total = w.sum()
         for start in range(0, len(idx), _CHUNK):
@@ -261,7 +246,7 @@ class _Enumerator:
             s, t = idx[start : start + _CHUNK, 0], idx[start : start + _CHUNK, 1]
             xs, xt = g[s], g[t]
             # projective key of (x_s, x_t): x_s / x_t, or p for x_t = 0; -1 for the zero column
-            key = np.where(xt != 0, _mulmod(xs, inverse[t], p), p)
+            key = np.where(xt != 0, mulmod(xs, inverse[t], p), p)
             key = np.where((xs == 0) & (xt == 0), -1, key)
             zero_weight = ((key == -1) * w).sum(axis=1)
             best = _heaviest_class(key, w)
@@ -310,9 +295,9 @@ class _Enumerator:
         short = shared.sum(axis=1) < take
         first = np.take_along_axis(points, order[:, :, None], axis=1)
         i, j = np.triu_indices(first.shape[1], 1)
-        normals = _cross_many(first[:, i], first[:, j], p)  # (n, pairs, 3)
+        normals = cross3_mod(first[:, i], first[:, j], p)  # (n, pairs, 3)
         parallel: NDArray[np.bool_] = np.logical_not(normals.any(axis=2))
-        dots = _dot3(normals[:, :, None, :], points[:, None, :, :], p)
+        dots = dot3_mod(normals[:, :, None, :], points[:, None, :, :], p)
         off = ((dots != 0) * ws[:, None, :]).sum(axis=2)
         hit = (normals.all(axis=2) & (off <= budget)).any(axis=1)
         return np.flatnonzero(hit | short | parallel.any(axis=1))
@@ -338,7 +323,7 @@ class _Enumerator:
         if int(ws.sum()) <= budget:  # a plane holding no shared column
             self.found(np.concatenate([alone, shared]))
         together: NDArray[np.bool_] = np.logical_not(
-            _cross_many(x[:, None, :], x[None, :, :], p).any(axis=2)
+            cross3_mod(x[:, None, :], x[None, :, :], p).any(axis=2)
         )
         class_weight = together.astype(np.int64) @ ws
         # a plane holding one class of parallel shared columns (and a generic normal)
@@ -347,32 +332,12 @@ class _Enumerator:
         # a plane spanned by two classes: among any budget + 2 classes, two are on it
         reps = np.flatnonzero(np.argmax(together, axis=1) == np.arange(x.shape[0]))[: budget + 2]
         i, j = np.triu_indices(reps.size, 1)
-        normals = _cross_many(x[reps[i]], x[reps[j]], p)
+        normals = cross3_mod(x[reps[i]], x[reps[j]], p)
         normals = normals[normals.all(axis=1)]
-        dots = _dot3(normals[:, None, :], x[None, :, :], p)
+        dots = dot3_mod(normals[:, None, :], x[None, :, :], p)
         off = (dots != 0) @ ws
         for k in np.flatnonzero(off <= budget):
             self.found(np.concatenate([alone, shared[dots[k] != 0]]))
-
-
-def _dot3(a: NDArray[np.int64], b: NDArray[np.int64], p: int) -> NDArray[np.int64]:
-    """Dot products modulo ``p`` over a last axis of length 3 (broadcasting)."""
-    out = _mulmod(a[..., 0], b[..., 0], p)
-    for k in (1, 2):
-        out = out + _mulmod(a[..., k], b[..., k], p)
-    return out % p
-
-
-def _cross_many(a: NDArray[np.int64], b: NDArray[np.int64], p: int) -> NDArray[np.int64]:
-    """Cross products modulo ``p`` over the last axis (broadcasting)."""
-    return np.stack(
-        [
-            (_mulmod(a[..., 1], b[..., 2], p) - _mulmod(a[..., 2], b[..., 1], p)) % p,
-            (_mulmod(a[..., 2], b[..., 0], p) - _mulmod(a[..., 0], b[..., 2], p)) % p,
-            (_mulmod(a[..., 0], b[..., 1], p) - _mulmod(a[..., 1], b[..., 0], p)) % p,
-        ],
-        axis=-1,
-    )
 
 
 def _heaviest_class(key: NDArray[np.int64], w: NDArray[np.int64]) -> NDArray[np.int64]:

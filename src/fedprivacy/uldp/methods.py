@@ -73,7 +73,8 @@ from torch import nn
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import Aggregator
 from fedprivacy.fl.aggregators import make_aggregator
-from fedprivacy.fl.local_training import DEFAULT_MAX_ROWS, VectorisedTrainer, require_plain_sgd
+from fedprivacy.fl.local_spec import require_plain_sgd
+from fedprivacy.fl.local_training import DEFAULT_MAX_ROWS, VectorisedTrainer
 from fedprivacy.fl.mechanism import Mechanism
 from fedprivacy.uldp.accounting import UldpAccounting
 from fedprivacy.uldp.families import FAMILIES, MethodFamily, check_mechanism

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from fedprivacy.fl.local_training import LocalTrainingSpec
+from fedprivacy.fl.local_spec import LocalTrainingSpec
 
 __all__ = ["RoundHyper", "RoundOutput"]
 
@@ -35,7 +35,7 @@ class RoundHyper:
     local : LocalTrainingSpec
         Local epochs ``Q``, batch size ``B``, local learning rate ``eta_l`` (ULDP-SGD uses none
         of them: one full-batch gradient per user); plain SGD, so momentum and weight decay 0
-        (:func:`~fedprivacy.fl.local_training.require_plain_sgd`).
+        (:func:`~fedprivacy.fl.local_spec.require_plain_sgd`).
     global_lr : float
         ``eta_g``.
     clip : float

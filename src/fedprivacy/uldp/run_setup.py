@@ -25,7 +25,7 @@ from fedprivacy.data.allocators import allocate_pool
 from fedprivacy.data.fixed_silos import allocate_fixed_silos
 from fedprivacy.data.silo_dataset import SiloDataset
 from fedprivacy.data.tabular import load_silo_dataset
-from fedprivacy.fl.local_training import LocalTrainingSpec
+from fedprivacy.fl.local_spec import LocalTrainingSpec
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.participation.sampling import PoissonSampler
 from fedprivacy.uldp.config import UldpConfig

@@ -20,14 +20,15 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from fedprivacy.fl.local_training import require_plain_sgd
+from fedprivacy.fl.local_spec import require_plain_sgd
 from fedprivacy.fl.minibatches import epoch_orders
 from fedprivacy.fl.training_loops import train_groups_loop
 from fedprivacy.uldp.families.base import epoch_keys
 from fedprivacy.uldp.families.user_level import Chunks, SiloData, UserLevelFamily
 
 if TYPE_CHECKING:
-    from fedprivacy.fl.local_training import LocalTrainingSpec, VectorisedTrainer
+    from fedprivacy.fl.local_spec import LocalTrainingSpec
+    from fedprivacy.fl.local_training import VectorisedTrainer
     from fedprivacy.fl.losses import MaskedLoss
     from fedprivacy.uldp.federation import Federation
     from fedprivacy.uldp.rounds import RoundHyper

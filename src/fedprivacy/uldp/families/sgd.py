@@ -25,7 +25,8 @@ from fedprivacy.fl.training_loops import group_gradients_loop
 from fedprivacy.uldp.families.user_level import Chunks, SiloData, UserLevelFamily
 
 if TYPE_CHECKING:
-    from fedprivacy.fl.local_training import LocalTrainingSpec, VectorisedTrainer
+    from fedprivacy.fl.local_spec import LocalTrainingSpec
+    from fedprivacy.fl.local_training import VectorisedTrainer
     from fedprivacy.fl.losses import MaskedLoss
     from fedprivacy.uldp.federation import Federation
     from fedprivacy.uldp.rounds import RoundHyper

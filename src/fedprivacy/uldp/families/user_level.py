@@ -35,7 +35,8 @@ from fedprivacy.uldp.families.base import MethodFamily, Runner, gaussian_noise, 
 from fedprivacy.uldp.rounds import RoundOutput
 
 if TYPE_CHECKING:
-    from fedprivacy.fl.local_training import LocalTrainingSpec, VectorisedTrainer
+    from fedprivacy.fl.local_spec import LocalTrainingSpec
+    from fedprivacy.fl.local_training import VectorisedTrainer
     from fedprivacy.fl.losses import MaskedLoss
     from fedprivacy.fl.mechanism import Mechanism
     from fedprivacy.secagg.private_weighting import SecureWeighting
