@@ -16,7 +16,7 @@ from fedprivacy.secagg.private_weighting.errors import (
 )
 from fedprivacy.secagg.private_weighting.messages import encode_message
 from fedprivacy.secagg.private_weighting.params import PrivateWeightingParameters
-from fedprivacy.secagg.private_weighting.silo import SiloStage
+from fedprivacy.secagg.private_weighting.silo_setup import SiloStage
 from fedprivacy.secagg.private_weighting.state import (
     decode_params,
     dump_silo,

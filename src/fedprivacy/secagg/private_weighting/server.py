@@ -1,4 +1,6 @@
-"""The aggregation server's side of Protocol 1 (the party ``A`` of the paper).
+"""The aggregation server's side of Protocol 1 (the party ``A`` of the paper): its rounds.
+
+The setup, steps 1(a)-(f), is :mod:`.server_setup`.
 
 What the server sees (Theorem 5): the silos' X25519 public keys, the AES-GCM ciphertexts of the
 seed it relays, the doubly blinded histograms ``B'(n_{s,u})`` (each uniform in ``Z_n`` because of
@@ -13,24 +15,18 @@ It chooses the user-level sub-sample itself (as in the paper).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from concurrent.futures import Executor
-from enum import IntEnum
 
-import gmpy2
 import numpy as np
 from gmpy2 import mpz
 from numpy.typing import ArrayLike
 
-from fedprivacy.crypto.aead import NONCE_BYTES, TAG_BYTES
-from fedprivacy.crypto.paillier import PaillierPrivateKey, generate_keypair
+from fedprivacy.crypto.paillier import PaillierPrivateKey
 from fedprivacy.errors import ParameterError
 from fedprivacy.secagg.private_weighting.encoding import decode, signed
 from fedprivacy.secagg.private_weighting.errors import (
     DuplicateMessageError,
     MalformedMessageError,
-    MissingMessagesError,
-    NotInvertibleError,
     OutOfOrderError,
     UnknownSenderError,
     WrongRoundError,
@@ -39,31 +35,16 @@ from fedprivacy.secagg.private_weighting.messages import (
     SERVER,
     BlindedHistogram,
     DhPublicKey,
-    DhRoster,
     EncryptedWeights,
     MaskedUpdate,
     Message,
     MessageKind,
-    PaillierKeyAnnouncement,
-    SeedDelivery,
     SeedShares,
 )
 from fedprivacy.secagg.private_weighting.params import PrivateWeightingParameters
-from fedprivacy.secagg.private_weighting.party import Party
-from fedprivacy.secagg.private_weighting.silo import SEED_BYTES
+from fedprivacy.secagg.private_weighting.server_setup import ServerSetup, ServerStage
 
-__all__ = ["PrivateWeightingServer", "ServerStage"]
-
-
-class ServerStage(IntEnum):
-    """What the server is collecting."""
-
-    NEW = 0
-    KEYS = 1  # 1(a): silos' X25519 public keys
-    SEED = 2  # 1(c): silo 0's encrypted seeds
-    HISTOGRAMS = 3  # 1(e): blinded histograms
-    READY = 4  # between rounds
-    ROUND = 5  # 2(c): masked updates of the current round
+__all__ = ["PrivateWeightingServer"]
 
 
 _STAGE_OF = {
@@ -74,7 +55,7 @@ _STAGE_OF = {
 }
 
 
-class PrivateWeightingServer(Party):
+class PrivateWeightingServer(ServerSetup):
     """The server's state machine.
 
     Call :meth:`start_setup`, feed every silo message to :meth:`receive`, close each step with
@@ -119,54 +100,6 @@ class PrivateWeightingServer(Party):
         self._sampled_count = params.n_users
         # the decrypted signed integers of the last round (the server's own view, before decoding)
         self.last_plaintexts: tuple[int, ...] = ()
-
-    # ------------------------------------------------------------------ views and helpers
-    @property
-    def private_key(self) -> PaillierPrivateKey:
-        """PaillierPrivateKey: The key pair (after :meth:`start_setup`)."""
-        if self._key is None:
-            raise OutOfOrderError("the server has no key before start_setup()")
-        return self._key
-
-    @property
-    def blinded_totals(self) -> tuple[int, ...]:
-        """The server's setup view: ``B(N_u) = r_u N_u mod n`` for every user."""
-        return self._totals
-
-    def _missing(self, received: Mapping[int, object], what: str) -> None:
-        missing = sorted(set(range(self.params.n_silos)) - set(received))
-        if missing:
-            raise MissingMessagesError(f"no {what} yet from silos {missing[:10]}")
-
-    # ------------------------------------------------------------------ 1(a)
-    def start_setup(self) -> dict[int, PaillierKeyAnnouncement]:
-        """Step 1(a): generate the Paillier key pair and announce the public key.
-
-        Returns
-        -------
-        dict of int to PaillierKeyAnnouncement
-            One announcement per silo.
-
-        Raises
-        ------
-        OutOfOrderError
-            If the setup already started.
-        PlaintextRangeError
-            If the modulus cannot hold the worst-case aggregate.
-        """
-        if self.stage is not ServerStage.NEW:
-            raise OutOfOrderError("the setup has already started")
-        if self._key is None:
-            self._key = generate_keypair(
-                self.params.key_bits, insecure_small_key=self.params.insecure_small_key
-            )
-        n = self._key.public_key.n
-        self.params.check_modulus(n)
-        self.stage = ServerStage.KEYS
-        return {
-            s: PaillierKeyAnnouncement(self._header(MessageKind.PAILLIER_KEY, s), n)
-            for s in range(self.params.n_silos)
-        }
 
     # ------------------------------------------------------------------ receiving
     def receive(self, message: Message | bytes) -> None:
@@ -215,32 +148,6 @@ class PrivateWeightingServer(Party):
         else:  # pragma: no cover - excluded by _STAGE_OF
             raise UnknownSenderError(f"unexpected {h.kind.name}")
 
-    def _receive_seed_shares(self, msg: SeedShares) -> None:
-        sender = msg.header.sender
-        if sender != 0:
-            raise UnknownSenderError(f"only silo 0 distributes the seed, not silo {sender}")
-        if self._seed_shares is not None:
-            raise DuplicateMessageError("silo 0 already sent the encrypted seeds")
-        recipients = [r for r, _ in msg.ciphertexts]
-        if sorted(recipients) != list(range(1, self.params.n_silos)):
-            raise MalformedMessageError("the encrypted seeds must address every other silo once")
-        for _, blob in msg.ciphertexts:
-            if len(blob) != NONCE_BYTES + SEED_BYTES + TAG_BYTES:
-                raise MalformedMessageError("an encrypted seed has the wrong length")
-        self._seed_shares = dict(msg.ciphertexts)
-
-    def _receive_histogram(self, msg: BlindedHistogram) -> None:
-        n = self.private_key.public_key.n
-        if len(msg.values) != self.params.n_users:
-            raise MalformedMessageError(
-                f"a histogram has {len(msg.values)} entries, not {self.params.n_users}"
-            )
-        if any(not 0 <= v < n for v in msg.values):
-            raise MalformedMessageError("a blinded histogram entry is not in Z_n")
-        if msg.header.sender in self._histograms:
-            raise DuplicateMessageError(f"silo {msg.header.sender} already sent its histogram")
-        self._histograms[msg.header.sender] = msg.values
-
     def _receive_update(self, msg: MaskedUpdate) -> None:
         pk = self.private_key.public_key
         if len(msg.ciphertexts) != self.params.n_params:
@@ -253,91 +160,6 @@ class PrivateWeightingServer(Party):
         if msg.header.sender in self._updates:
             raise DuplicateMessageError(f"silo {msg.header.sender} already sent its update")
         self._updates[msg.header.sender] = values
-
-    # ------------------------------------------------------------------ 1(b), 1(c)
-    def finish_keys(self) -> dict[int, DhRoster]:
-        """Step 1(b): relay every silo's X25519 public key to every silo.
-
-        Returns
-        -------
-        dict of int to DhRoster
-            One roster per silo.
-
-        Raises
-        ------
-        OutOfOrderError
-            If the server is not collecting keys.
-        MissingMessagesError
-            If a silo has not sent its key.
-        """
-        if self.stage is not ServerStage.KEYS:
-            raise OutOfOrderError(f"not collecting keys (stage {self.stage.name})")
-        self._missing(self._dh, "public key")
-        keys = tuple((s, *self._dh[s]) for s in sorted(self._dh))
-        self.stage = ServerStage.SEED
-        return {
-            s: DhRoster(self._header(MessageKind.DH_ROSTER, s), keys)
-            for s in range(self.params.n_silos)
-        }
-
-    def finish_seed(self) -> dict[int, SeedDelivery]:
-        """Step 1(c): relay silo 0's encrypted seed to every other silo.
-
-        Returns
-        -------
-        dict of int to SeedDelivery
-            One delivery per silo (empty for silo 0, which made the seed).
-
-        Raises
-        ------
-        OutOfOrderError
-            If the server is not relaying the seed.
-        MissingMessagesError
-            If silo 0 has not sent the encrypted seeds.
-        """
-        if self.stage is not ServerStage.SEED:
-            raise OutOfOrderError(f"not relaying the seed (stage {self.stage.name})")
-        if self._seed_shares is None:
-            raise MissingMessagesError("silo 0 has not sent the encrypted seeds")
-        self.stage = ServerStage.HISTOGRAMS
-        kind = MessageKind.SEED_DELIVERY
-        out = {0: SeedDelivery(self._header(kind, 0), ())}
-        for s, blob in self._seed_shares.items():
-            out[s] = SeedDelivery(self._header(kind, s), ((0, blob),))
-        return out
-
-    # ------------------------------------------------------------------ 1(e), 1(f)
-    def finish_histograms(self) -> None:
-        """Steps 1(e)-(f): ``B(N_u) = sum_s B'(n_{s,u}) mod n`` and its inverse modulo ``n``.
-
-        Raises
-        ------
-        OutOfOrderError
-            If the server is not collecting histograms.
-        MissingMessagesError
-            If a silo has not sent its histogram.
-        NotInvertibleError
-            If some ``B(N_u)`` has no inverse: ``N_u = 0`` (a user without records, who has no
-            weight ``n_{s,u} / N_u``) or ``gcd(r_u, n) != 1``.
-        """
-        if self.stage is not ServerStage.HISTOGRAMS:
-            raise OutOfOrderError(f"not collecting histograms (stage {self.stage.name})")
-        self._missing(self._histograms, "blinded histogram")
-        n = self.private_key.public_key.n_mpz
-        totals = [mpz(0)] * self.params.n_users
-        for values in self._histograms.values():
-            totals = [(t + v) % n for t, v in zip(totals, values, strict=True)]
-        inverses = []
-        for u, t in enumerate(totals):
-            if t == 0 or gmpy2.gcd(t, n) != 1:
-                raise NotInvertibleError(
-                    f"B(N_u) of user {u} is not invertible modulo n: the user has no records "
-                    "in any silo (N_u = 0; drop such users) or gcd(r_u, n) != 1"
-                )
-            inverses.append(gmpy2.invert(t, n))
-        self._totals = tuple(int(t) for t in totals)
-        self._inverses = inverses
-        self.stage = ServerStage.READY
 
     # ------------------------------------------------------------------ 2(a)
     def start_round(

@@ -55,7 +55,8 @@ from fedprivacy.errors import FedPrivacyError, InvalidKeyError
 from fedprivacy.secagg.private_weighting.errors import MalformedMessageError, WrongSessionError
 from fedprivacy.secagg.private_weighting.messages import pack_integers, read_integers
 from fedprivacy.secagg.private_weighting.params import PrivateWeightingParameters
-from fedprivacy.secagg.private_weighting.silo import SEED_BYTES, PrivateWeightingSilo, SiloStage
+from fedprivacy.secagg.private_weighting.silo import PrivateWeightingSilo
+from fedprivacy.secagg.private_weighting.silo_setup import SEED_BYTES, SiloStage
 from fedprivacy.wire import MessageFormat
 
 __all__ = ["decode_params", "dump_silo", "encode_params", "load_silo"]
