@@ -3,8 +3,8 @@
 Usage: python experiments/guard_study.py [--rounds 500] [--search-seconds 0.25]
                                         [--out docs/results/guard]
 
-Writes ``table.md``, ``rows.json`` and ``guard_study.png`` into ``--out`` and prints the table; one line per
-finished run on stderr while it works.
+Writes ``table.md``, ``rows.json`` and ``guard_study.png`` into ``--out`` and prints the table;
+one line per finished run on stderr while it works.
 """
 
 from __future__ import annotations
