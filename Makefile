@@ -30,8 +30,8 @@ docs: install
 	$(BIN)/mkdocs build --strict --site-dir build/site
 
 lint: install
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples experiments
+	$(BIN)/ruff format --check src tests benchmarks examples experiments
 
 typecheck: install
 	$(BIN)/mypy
