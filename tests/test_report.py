@@ -187,3 +187,36 @@ def test_train_with_distributed_dp_accounts_the_noise_really_aggregated(capsys, 
     assert "Distributed DP" in text and "wrapped around the modulus" in text
     assert max(released) > 0.9  # over-provisioned, and explained where it appears:
     assert "above the 0.9 requested: each party adds enough noise" in text
+
+
+def test_a_secret_batch_lowers_only_the_models_observers_epsilon() -> None:
+    """Multi-RoundSecAgg: random allocation over the batch schedule, for the models' observers."""
+    from fedprivacy.dp.allocation import AllocationSchedule, allocation_epsilon
+    from fedprivacy.participation.selectors import make_selector
+    from fedprivacy.report_inputs import HIDDEN_BATCH, NOT_HIDDEN, hidden_batches
+
+    selector = make_selector("multiround", 8, 4, 2)
+    batches, why = hidden_batches(selector, fairness=False)
+    assert why is None and batches is not None
+    rng = np.random.default_rng(0)
+    rows = [selector.select(np.ones(8, bool), np.zeros(8, np.int64), rng) for _ in range(6)]
+    participation = np.zeros((6, 8), dtype=bool)
+    for t, users in enumerate(rows):
+        participation[t, users] = True
+    noise = np.full(6, 1.5)
+    ledger = LedgerEpsilons(participation, round_noise=noise, batches=batches)
+    r = privacy_report(
+        DistributedDiscreteGaussian(noise_multiplier=1.5, clip=1.0),
+        1e-5,
+        ledger,
+        aggregation="secagg",
+    )
+    assert r.epsilon_released is not None and r.epsilon_server is not None
+    assert r.epsilon_released < r.epsilon_server == r.epsilon
+    runs = participation[:, batches].any(axis=2)
+    expected = allocation_epsilon(AllocationSchedule(runs, noise), 1e-5, samples=200_000, seed=0)
+    assert r.epsilon_released == expected.epsilon
+    assert HIDDEN_BATCH in r.caveats and "against whoever sees only" in r.to_markdown()
+    # the fairness rule and a selection without batches: no amplification, and the reason
+    assert hidden_batches(make_selector("multiround", 8, 4, 2, True), True)[1] is not None
+    assert NOT_HIDDEN.format(why="x").startswith("The epsilon against whoever sees only")

@@ -8,13 +8,15 @@ ledger (:class:`LedgerEpsilons`), with a :class:`~fedprivacy.fl.mechanism.Mechan
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 from numpy.typing import NDArray
 
 from fedprivacy.dp.accountants import AccountantKind
+from fedprivacy.participation.selectors import Selector, UnitSelector
 
-__all__ = ["LedgerEpsilons", "Method"]
+__all__ = ["HIDDEN_BATCH", "NOT_HIDDEN", "LedgerEpsilons", "Method", "hidden_batches"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,11 @@ class LedgerEpsilons:
         ULDP-GROUP-k: every user's epsilon by group privacy of the silos' record-level DP-SGD
         (:func:`~fedprivacy.uldp.group_dp.group_epsilon`), its own rule: its rounds are not
         per-user Gaussian mechanisms.
+    batches : ndarray of int, shape (batches, T), optional
+        The users of each batch, when every user's batch is uniformly random and hidden from
+        whoever sees only the released models (Multi-RoundSecAgg): their epsilon is random
+        allocation over the batch schedule (:func:`~fedprivacy.dp.allocation.allocation_epsilon`;
+        :func:`hidden_batches` decides). None: no amplification is claimed.
 
     Examples
     --------
@@ -92,3 +99,47 @@ class LedgerEpsilons:
     wrap_log_probability: NDArray[np.float64] | None = None
     sampling_rate: float | None = None
     group_epsilon: float | None = None
+    batches: NDArray[np.intp] | None = None
+
+
+#: Why the models' observers get the server's epsilon, by selection (no batches to hide in).
+NOT_HIDDEN: Final = (
+    "The epsilon against whoever sees only the released models is the server's: {why}."
+)
+#: Whom the random-allocation epsilon is against and what it assumes (:attr:`batches`).
+HIDDEN_BATCH: Final = (
+    "The epsilon against whoever sees only the released models (the public, a downstream user, "
+    "an auditor), who may know which batches ran in each round but not which users are in "
+    "them, assumes each user's batch is uniformly random and secret (a deployment's nodes draw "
+    "the layout jointly; an in-process run groups users by id, so there it describes the "
+    "deployed run): random allocation over the batch schedule, a Monte Carlo upper confidence "
+    "bound. It never holds against the server or the parties, who know the batches."
+)
+
+
+def hidden_batches(
+    selector: Selector, fairness: bool
+) -> tuple[NDArray[np.intp] | None, str | None]:
+    """The batches a user hides in from the models' observers, or why there are none.
+
+    Multi-RoundSecAgg's batches hide a user when its batch is uniform and secret and the
+    schedule of which batches run does not depend on who is in them: true of the uniform
+    selection, not of the fairness rule (it picks batches by their users' participation) nor of
+    a selection without batches (random selection's amplification by sampling is not claimed
+    here).
+
+    Examples
+    --------
+    >>> from fedprivacy.participation.selectors import make_selector
+    >>> batches, why = hidden_batches(make_selector("multiround", 8, 4, 2), False)
+    >>> batches.shape, why
+    ((4, 2), None)
+    >>> hidden_batches(make_selector("random", 8, 4), False)[1]
+    'Random selection has no batches to hide a user in'
+    """
+    if not selector.batched:
+        return None, f"{selector.describe()} has no batches to hide a user in"
+    if fairness:
+        return None, "the fairness rule picks batches by their users' participation"
+    assert isinstance(selector, UnitSelector)
+    return selector.units, None

@@ -341,8 +341,11 @@ def comparison_markdown(
     ]
     dp = any(r.has_dp for r in rows)
     if dp:
-        lines[-2] += " exposed users | per-user epsilon: max (median) | noise multiplier |"
-        lines[-1] += "---|---|---|"
+        lines[-2] += (
+            " exposed users | per-user epsilon: max (median) | epsilon, models' observers |"
+            " noise multiplier |"
+        )
+        lines[-1] += "---|---|---|---|"
     for r in rows:
         paper = "-" if r.paper_value is None else f"{r.paper_value:.2f} %"
         ours = f"{r.mean:.2f} %" + (f" ± {r.std:.2f}" if len(r.seeds) > 1 else "")
@@ -354,15 +357,19 @@ def comparison_markdown(
         if dp:
             line += f" {', '.join('-' if v is None else str(v) for v in r.exposed_users)} |"
             eps = _per_seed(r.privacy, "per_user_epsilon", "{max:.3g} ({median:.3g})")
+            released = _per_seed(r.privacy, "epsilon_released", "{:.3g}")
             noise = _per_seed(r.privacy, "accounted_noise_multiplier", "{min:.3g} to {max:.3g}")
-            line += f" {eps} | {noise} |"
+            line += f" {eps} | {released} | {noise} |"
         lines.append(line)
     if dp:
         delta = next(p["delta"] for r in rows for p in r.privacy if p.get("delta") is not None)
         lines += [
             "",
             f"Epsilon at delta = {delta:g} per user, each composing only the rounds it was "
-            "aggregated in; noise multiplier: of the released aggregates (distributed DP holds "
+            "aggregated in (against the server); against the models' observers, who do not know "
+            "which users are in a batch: random allocation over the batch schedule (the "
+            "server's where there are no batches); noise multiplier: of the released aggregates "
+            "(distributed DP holds "
             "the noise of the parties really aggregated, at least the target). T_weak: the "
             "fewest users in any sum the server can compute from all its aggregates.",
         ]
@@ -370,8 +377,15 @@ def comparison_markdown(
 
 
 def _per_seed(privacy: Sequence[dict[str, Any]], key: str, template: str) -> str:
-    """``template`` filled from each seed's ``privacy[key]`` (``-`` where absent), comma-joined."""
-    return ", ".join("-" if p.get(key) is None else template.format(**p[key]) for p in privacy)
+    """``template`` filled from each seed's ``privacy[key]`` (``-`` where absent), comma-joined.
+
+    A mapping fills the template's names, anything else its one placeholder.
+    """
+    values = [p.get(key) for p in privacy]
+    return ", ".join(
+        "-" if v is None else template.format(**v) if isinstance(v, Mapping) else template.format(v)
+        for v in values
+    )
 
 
 def comparison_csv(rows: Sequence[ReproductionRow]) -> str:

@@ -20,6 +20,7 @@ from fedprivacy.participation.metrics import t_strong
 from fedprivacy.participation.privacy_filter import PrivacyFilter, filter_summary
 from fedprivacy.pipeline.record import RoundRecord
 from fedprivacy.report import LedgerEpsilons, PrivacyReport, privacy_report
+from fedprivacy.report_inputs import NOT_HIDDEN, hidden_batches
 from fedprivacy.report_sentences import aggregation_of
 
 __all__ = ["TrainingResult"]
@@ -45,6 +46,8 @@ class TrainingResult:
         """The run's privacy report (server's view and released models), computed once."""
         tr = self.training
         curve = self.curve
+        batches, why = hidden_batches(tr.selector, self.config.fairness)
+        dp = tr.mechanism.noise_multiplier is not None
         return privacy_report(
             tr.mechanism,
             self.config.target_delta,
@@ -54,6 +57,7 @@ class TrainingResult:
                 wrap_log_probability=np.array(
                     [r.wrap_log_probability for r in tr.records], dtype=np.float64
                 ),
+                batches=batches,
             ),
             aggregation=aggregation_of(self.config.secagg, tr.authenticated),
             server_view=None
@@ -63,6 +67,7 @@ class TrainingResult:
                 "t_strong": t_strong(tr.ledger.matrix()),
                 "exposed_users": len(self.exposed),
             },
+            caveats=(NOT_HIDDEN.format(why=why),) if why is not None and dp else (),
         )
 
     def summary(self) -> dict[str, Any]:

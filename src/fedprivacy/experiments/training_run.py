@@ -221,7 +221,11 @@ def _privacy_sentences(result: TrainingResult) -> list[str]:
 def _epsilon_text(privacy: dict[str, Any]) -> str:
     if privacy["epsilon"] is None:
         return "no DP (no guarantee)"
-    return f"{privacy['epsilon']:.3g} at {privacy['delta']:g} ({privacy['mechanism']} DP)"
+    text = f"{privacy['epsilon']:.3g} at {privacy['delta']:g} ({privacy['mechanism']} DP)"
+    released = privacy["epsilon_released"]
+    if released is not None and released != privacy["epsilon"]:
+        text += f"; {released:.3g} against whoever sees only the models"
+    return text
 
 
 def write_outputs(
