@@ -193,30 +193,65 @@ def test_a_secret_batch_lowers_only_the_models_observers_epsilon() -> None:
     """Multi-RoundSecAgg: random allocation over the batch schedule, for the models' observers."""
     from fedprivacy.dp.allocation import AllocationSchedule, allocation_epsilon
     from fedprivacy.participation.selectors import make_selector
-    from fedprivacy.report_inputs import HIDDEN_BATCH, NOT_HIDDEN, hidden_batches
+    from fedprivacy.report_inputs import HIDDEN_BATCH, hidden_selection
 
     selector = make_selector("multiround", 8, 4, 2)
-    batches, why = hidden_batches(selector, fairness=False)
-    assert why is None and batches is not None
+    hidden = hidden_selection(selector, fairness=False, dropout="heterogeneous")
+    assert hidden.batches is not None and hidden.caveat == HIDDEN_BATCH
     rng = np.random.default_rng(0)
-    rows = [selector.select(np.ones(8, bool), np.zeros(8, np.int64), rng) for _ in range(6)]
     participation = np.zeros((6, 8), dtype=bool)
-    for t, users in enumerate(rows):
-        participation[t, users] = True
+    for t in range(6):
+        participation[t, selector.select(np.ones(8, bool), np.zeros(8, np.int64), rng)] = True
     noise = np.full(6, 1.5)
-    ledger = LedgerEpsilons(participation, round_noise=noise, batches=batches)
-    r = privacy_report(
-        DistributedDiscreteGaussian(noise_multiplier=1.5, clip=1.0),
-        1e-5,
-        ledger,
-        aggregation="secagg",
-    )
+    ledger = LedgerEpsilons(participation, round_noise=noise, batches=hidden.batches)
+    mechanism = DistributedDiscreteGaussian(noise_multiplier=1.5, clip=1.0)
+    r = privacy_report(mechanism, 1e-5, ledger, aggregation="secagg")
     assert r.epsilon_released is not None and r.epsilon_server is not None
     assert r.epsilon_released < r.epsilon_server == r.epsilon
-    runs = participation[:, batches].any(axis=2)
+    runs = participation[:, hidden.batches].any(axis=2)
     expected = allocation_epsilon(AllocationSchedule(runs, noise), 1e-5, samples=200_000, seed=0)
     assert r.epsilon_released == expected.epsilon
-    assert HIDDEN_BATCH in r.caveats and "against whoever sees only" in r.to_markdown()
-    # the fairness rule and a selection without batches: no amplification, and the reason
-    assert hidden_batches(make_selector("multiround", 8, 4, 2, True), True)[1] is not None
-    assert NOT_HIDDEN.format(why="x").startswith("The epsilon against whoever sees only")
+    assert "against anyone who sees only the released models" in r.to_markdown()
+    # the fairness rule picks by participation: no amplification, and the report says why
+    fair = hidden_selection(make_selector("multiround", 8, 4, 2, True), True, 0.0)
+    assert fair.batches is None and "fairness rule" in fair.caveat
+
+
+def test_a_hidden_uniform_selection_is_the_sub_sampled_gaussian_of_dp_accounting() -> None:
+    """Random selection, everyone available: K of N a round; the same as dp-accounting's PLD."""
+    from fedprivacy.participation.selectors import make_selector
+    from fedprivacy.report_inputs import HIDDEN_SAMPLE, hidden_selection
+
+    hidden = hidden_selection(make_selector("random", 40, 10), False, 0.0)
+    assert hidden.sampling_rate == 0.25 and hidden.caveat == HIDDEN_SAMPLE
+    participation = np.zeros((30, 40), dtype=bool)
+    participation[:, :10] = True  # who was selected does not matter to the models' observers
+    ledger = LedgerEpsilons(participation, sampling_rate=hidden.sampling_rate)
+    r = privacy_report(CentralGaussian(2.0, 1.0), 1e-5, ledger, aggregation="plaintext")
+    accountant = dp_accounting.pld.PLDAccountant()
+    event = dp_accounting.PoissonSampledDpEvent(0.25, dp_accounting.GaussianDpEvent(2.0))
+    accountant.compose(event, 30)
+    assert r.epsilon == pytest.approx(accountant.get_epsilon(1e-5), rel=0.01)
+    assert r.epsilon_server is None  # central: the server adds the noise itself
+    hidden = hidden_selection(make_selector("random", 40, 10), False, "heterogeneous")
+    assert hidden.sampling_rate is None and "availability" in hidden.caveat
+
+
+def test_a_wrapped_selection_hides_what_its_scheme_hides() -> None:
+    """A privacy filter (an epsilon budget) picks among the scheme's choices: same batches."""
+    from fedprivacy.participation.ledger import ParticipationLedger
+    from fedprivacy.participation.privacy_filter import PrivacyFilter
+    from fedprivacy.participation.selectors import make_selector
+    from fedprivacy.report_inputs import hidden_selection
+
+    inner = make_selector("multiround", 8, 4, 2)
+    wrapped = PrivacyFilter(
+        inner,
+        ParticipationLedger(8),
+        budget=15.0,
+        noise_multiplier=1.0,
+        delta=1e-5,
+        accountant="pld",
+    )
+    hidden = hidden_selection(wrapped, False, 0.0)
+    assert hidden.batches is not None and np.array_equal(hidden.batches, inner.units)

@@ -32,7 +32,7 @@ from fedprivacy.dp.per_user import per_user_epsilons, per_user_epsilons_by_round
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.mechanism import MECHANISMS, Mechanism
 from fedprivacy.participation.privacy import TWeakResult
-from fedprivacy.report_inputs import HIDDEN_BATCH, LedgerEpsilons, Method
+from fedprivacy.report_inputs import LedgerEpsilons, Method
 from fedprivacy.report_sentences import (
     VIEW_CAVEATS,
     Aggregation,
@@ -443,8 +443,6 @@ def privacy_report(
     else:
         notes.append(PER_USER_EPSILON if epsilons.group_epsilon is None else GROUP_PRIVACY)
         figures = _from_ledger(epsilons, mechanism, noise, delta)
-        if epsilons.batches is not None:
-            notes.append(HIDDEN_BATCH)
     if noise is not None and mechanism.who_sees_what:
         notes.append(mechanism.who_sees_what)
     view = server_view or {}

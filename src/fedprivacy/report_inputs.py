@@ -14,9 +14,18 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fedprivacy.dp.accountants import AccountantKind
-from fedprivacy.participation.selectors import Selector, UnitSelector
+from fedprivacy.participation.selectors import RandomSelector, Selector, UnitSelector
+from fedprivacy.participation.units import innermost
 
-__all__ = ["HIDDEN_BATCH", "NOT_HIDDEN", "LedgerEpsilons", "Method", "hidden_batches"]
+__all__ = [
+    "HIDDEN_BATCH",
+    "HIDDEN_SAMPLE",
+    "NOT_HIDDEN",
+    "Hidden",
+    "LedgerEpsilons",
+    "Method",
+    "hidden_selection",
+]
 
 
 @dataclass(frozen=True)
@@ -113,33 +122,81 @@ HIDDEN_BATCH: Final = (
     "them, assumes each user's batch is uniformly random and secret (a deployment's nodes draw "
     "the layout jointly; an in-process run groups users by id, so there it describes the "
     "deployed run): random allocation over the batch schedule, a Monte Carlo upper confidence "
-    "bound. It never holds against the server or the parties, who know the batches."
+    "bound; the observer does not know who was available in a round. It never holds against "
+    "the server or the parties, who know the batches."
+)
+#: Whom the sub-sampled epsilon of a hidden uniform selection is against (random selection).
+HIDDEN_SAMPLE: Final = (
+    "The epsilon against whoever sees only the released models (the public, a downstream user, "
+    "an auditor), who does not know who was selected: each round selects K of the N users "
+    "uniformly, so a user is in it with probability K / N, independently of the other rounds "
+    "(the sub-sampled Gaussian mechanism, dp-accounting). It never holds against the server, "
+    "which selects."
 )
 
 
-def hidden_batches(
-    selector: Selector, fairness: bool
-) -> tuple[NDArray[np.intp] | None, str | None]:
-    """The batches a user hides in from the models' observers, or why there are none.
+@dataclass(frozen=True)
+class Hidden:
+    """What whoever sees only the released models does not know of the selection.
 
-    Multi-RoundSecAgg's batches hide a user when its batch is uniform and secret and the
-    schedule of which batches run does not depend on who is in them: true of the uniform
-    selection, not of the fairness rule (it picks batches by their users' participation) nor of
-    a selection without batches (random selection's amplification by sampling is not claimed
-    here).
+    Attributes
+    ----------
+    batches : ndarray of int, shape (batches, T), or None
+        Secret batches a user hides in (:attr:`LedgerEpsilons.batches`).
+    sampling_rate : float or None
+        A user's chance to be selected in a round, independently of the other rounds, when the
+        selection is uniform and hidden (:attr:`LedgerEpsilons.sampling_rate`).
+    why : str or None
+        Why neither applies: the report's caveat (:data:`NOT_HIDDEN`).
+    """
+
+    batches: NDArray[np.intp] | None = None
+    sampling_rate: float | None = None
+    why: str | None = None
+
+    @property
+    def caveat(self) -> str:
+        """The report's sentence on the models' observers' epsilon: its assumption, or why not."""
+        if self.batches is not None:
+            return HIDDEN_BATCH
+        if self.sampling_rate is not None:
+            return HIDDEN_SAMPLE
+        return NOT_HIDDEN.format(why=self.why)
+
+
+def hidden_selection(selector: Selector, fairness: bool, dropout: object) -> Hidden:
+    """What a run's selection hides from the models' observers, or why it hides nothing.
+
+    * Multi-RoundSecAgg's uniform selection: the batches (random allocation), when each user's
+      batch is uniform and secret and the observer does not know who was available;
+    * random selection with everyone available (``dropout`` 0): ``K`` of ``N`` uniformly each
+      round, so a user is in a round with probability ``K / N``, independently of the other
+      rounds: the sub-sampled Gaussian at that rate;
+    * nothing otherwise: the fairness rule and weighted random selection pick by participation;
+      a user partition's group is the least served; random selection among the available
+      users gives each a chance that depends on its availability.
 
     Examples
     --------
     >>> from fedprivacy.participation.selectors import make_selector
-    >>> batches, why = hidden_batches(make_selector("multiround", 8, 4, 2), False)
-    >>> batches.shape, why
-    ((4, 2), None)
-    >>> hidden_batches(make_selector("random", 8, 4), False)[1]
-    'Random selection has no batches to hide a user in'
+    >>> hidden_selection(make_selector("multiround", 8, 4, 2), False, 0.0).batches.shape
+    (4, 2)
+    >>> hidden_selection(make_selector("random", 8, 2), False, 0.0).sampling_rate
+    0.25
+    >>> hidden_selection(make_selector("random", 8, 2), False, "heterogeneous").why[:40]
+    'random selection among the available use'
     """
-    if not selector.batched:
-        return None, f"{selector.describe()} has no batches to hide a user in"
-    if fairness:
-        return None, "the fairness rule picks batches by their users' participation"
-    assert isinstance(selector, UnitSelector)
-    return selector.units, None
+    selector = innermost(selector)  # a guard or a privacy filter picks among its choices
+    if selector.batched:
+        if fairness:
+            return Hidden(why="the fairness rule picks batches by their users' participation")
+        assert isinstance(selector, UnitSelector)
+        return Hidden(batches=selector.units)
+    if selector.name == RandomSelector.name:
+        if isinstance(dropout, int | float) and float(dropout) == 0.0:
+            return Hidden(sampling_rate=selector.per_round / selector.num_users)
+        return Hidden(
+            why="random selection among the available users gives each a chance that depends "
+            "on its availability"
+        )
+    return Hidden(why=f"{selector.describe()} picks by participation")

@@ -20,7 +20,7 @@ from fedprivacy.participation.metrics import t_strong
 from fedprivacy.participation.privacy_filter import PrivacyFilter, filter_summary
 from fedprivacy.pipeline.record import RoundRecord
 from fedprivacy.report import LedgerEpsilons, PrivacyReport, privacy_report
-from fedprivacy.report_inputs import NOT_HIDDEN, hidden_batches
+from fedprivacy.report_inputs import hidden_selection
 from fedprivacy.report_sentences import aggregation_of
 
 __all__ = ["TrainingResult"]
@@ -46,7 +46,7 @@ class TrainingResult:
         """The run's privacy report (server's view and released models), computed once."""
         tr = self.training
         curve = self.curve
-        batches, why = hidden_batches(tr.selector, self.config.fairness)
+        hidden = hidden_selection(tr.selector, self.config.fairness, self.config.dropout)
         dp = tr.mechanism.noise_multiplier is not None
         return privacy_report(
             tr.mechanism,
@@ -57,7 +57,8 @@ class TrainingResult:
                 wrap_log_probability=np.array(
                     [r.wrap_log_probability for r in tr.records], dtype=np.float64
                 ),
-                batches=batches,
+                sampling_rate=hidden.sampling_rate,
+                batches=hidden.batches,
             ),
             aggregation=aggregation_of(self.config.secagg, tr.authenticated),
             server_view=None
@@ -67,7 +68,7 @@ class TrainingResult:
                 "t_strong": t_strong(tr.ledger.matrix()),
                 "exposed_users": len(self.exposed),
             },
-            caveats=(NOT_HIDDEN.format(why=why),) if why is not None and dp else (),
+            caveats=(hidden.caveat,) if dp else (),
         )
 
     def summary(self) -> dict[str, Any]:

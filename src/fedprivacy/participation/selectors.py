@@ -73,7 +73,7 @@ class Selector(ABC):
     """
 
     name: ClassVar[str]
-    label: ClassVar[str]
+    label: ClassVar[str] = ""
     batched: ClassVar[bool] = False
     unit: int = 1
 
@@ -90,8 +90,8 @@ class Selector(ABC):
         return cls(num_users, per_round)
 
     def describe(self) -> str:
-        """How reports name this selection (:attr:`label`, with its parameters)."""
-        return self.label
+        """How reports name this selection (:attr:`label`, else :attr:`name`; its parameters)."""
+        return self.label or self.name
 
     def __init__(self, num_users: int, per_round: int) -> None:
         self.num_users, self.per_round = check_sizes(num_users, per_round)

@@ -15,12 +15,13 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.participation.layout import BatchLayout
 from fedprivacy.participation.selectors import Selector, UnitSelector
 
-__all__ = ["unit_index", "unit_size", "use_layout"]
+__all__ = ["innermost", "unit_index", "unit_size", "use_layout"]
 
 
-def _innermost(selector: Selector) -> Selector:
-    inner = getattr(selector, "selector", None)  # a wrapper: the guard, the privacy filter
-    return _innermost(inner) if isinstance(inner, Selector) else selector
+def innermost(selector: Selector) -> Selector:
+    """The scheme's own selector inside its wrappers (the guard, the privacy filter)."""
+    inner = getattr(selector, "selector", None)
+    return innermost(inner) if isinstance(inner, Selector) else selector
 
 
 def unit_size(selector: Selector) -> int:
@@ -32,7 +33,7 @@ def unit_size(selector: Selector) -> int:
     >>> unit_size(BatchPartitionSelector(6, 4, 2)), unit_size(RandomSelector(6, 4))
     (2, 1)
     """
-    inner = _innermost(selector)
+    inner = innermost(selector)
     return inner.unit if isinstance(inner, UnitSelector) else 1
 
 
@@ -43,7 +44,7 @@ def unit_index(selector: Selector) -> NDArray[np.intp]:
     >>> unit_index(BatchPartitionSelector(6, 4, 2)).tolist()
     [0, 0, 1, 1, 2, 2]
     """
-    inner = _innermost(selector)
+    inner = innermost(selector)
     if not isinstance(inner, UnitSelector):
         return np.arange(selector.num_users, dtype=np.intp)
     if inner.layout is None:
@@ -67,7 +68,7 @@ def use_layout(selector: Selector, layout: BatchLayout) -> None:
     >>> selector.units.tolist()
     [[3, 0], [2, 1]]
     """
-    inner = _innermost(selector)
+    inner = innermost(selector)
     if isinstance(inner, UnitSelector):
         if len(layout.order) != inner.num_users:
             raise ParameterError(
