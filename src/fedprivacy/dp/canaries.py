@@ -10,7 +10,7 @@ and ``N(0, s^2)``, the run behaves like a ``mu / s``-GDP mechanism for a canary,
 (:func:`~fedprivacy.dp.gaussian_pld.gaussian_epsilon`). It costs no extra training and assumes
 nothing of the model; it measures what the *code* does, so a mechanism that adds less noise than
 it claims, or clips nothing, shows an ``epsilon_hat`` above its accountant's epsilon
-(:mod:`fedprivacy.pipeline.canary_audit`). A bootstrap over the canaries gives an interval.
+(:mod:`fedprivacy.fl.canary_audit`). A bootstrap over the canaries gives an interval.
 
 ``epsilon_hat`` is an estimate for the final model only (not every round's release), so an honest
 mechanism's is expected well below the accountant's bound.

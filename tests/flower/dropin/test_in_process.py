@@ -109,3 +109,25 @@ def test_every_node_is_authenticated_in_process() -> None:
     assert [e["answered"] for e in signed] == [4, 4]
     assert result.authenticated
     assert not any("NO NODE AUTHENTICATION" in c for c in result.report().caveats)
+
+
+def test_the_final_report_gives_the_models_observers_their_own_epsilon() -> None:
+    """Batches the nodes drew: random allocation for the models' observers, once, at the end."""
+    config = _config(
+        users=8,
+        per_round=4,
+        rounds=3,
+        scheme="multiround",
+        target_privacy=2,
+        dp="distributed",
+        noise_multiplier=2.0,
+        clip=1.0,
+    )
+    result = run_private_fedavg(TwoHeads(), _datasets(8), config, lr=0.1)
+    report = result.report(time_limit=5.0)
+    assert report.epsilon_released is not None and report.epsilon_server is not None
+    assert report.epsilon_released < report.epsilon_server
+    assert any("uniformly random and secret" in c for c in report.caveats)
+    # the live reports after each round give the server's number only (no Monte Carlo)
+    live = [e for e in result.events if e.get("event") == "privacy"]
+    assert len(live) == 3 and all("epsilon" in e for e in live)

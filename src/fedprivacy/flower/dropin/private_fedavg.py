@@ -57,6 +57,7 @@ from fedprivacy.participation.units import unit_size, use_layout
 from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
 from fedprivacy.pipeline.loop import FederatedRun
 from fedprivacy.pipeline.record import RoundRecord
+from fedprivacy.report_inputs import hidden_selection
 
 __all__ = ["PrivateFedAvg", "PrivateFedAvgConfig", "PrivateFedAvgResult"]
 
@@ -273,6 +274,9 @@ class PrivateFedAvg:
             exchange.events,
             dict(roster or {}),
             authenticated=self.signers is not None,
+            # who is live is the nodes' own business, not the models' observers': a random
+            # selection among them is not a uniform sample of all users
+            hidden=hidden_selection(selector, False, "live nodes"),
         )
 
         def after_round(_: RoundResult[RoundRecord]) -> None:

@@ -27,6 +27,7 @@ from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.privacy import t_weak
 from fedprivacy.pipeline.record import RoundRecord
 from fedprivacy.report import LedgerEpsilons, PrivacyReport, privacy_report
+from fedprivacy.report_inputs import Hidden
 from fedprivacy.report_sentences import aggregation_of
 
 __all__ = ["PrivateFedAvgResult", "RosterError"]
@@ -80,6 +81,9 @@ class PrivateFedAvgResult:
     authenticated: bool = True
     """Whether the nodes' keys were signed (the server held the federation's roster): without,
     the report says that a server lying about the keys could have read any single input."""
+    hidden: Hidden | None = None
+    """What the selection hides from whoever sees only the models (the final report's second
+    epsilon; the live reports after each round give the server's only)."""
 
     def report(
         self, time_limit: float | None = None, *, view: AuditView | None = None
@@ -100,14 +104,22 @@ class PrivateFedAvgResult:
             }
         column = np.array([[r.noise_multiplier, r.wrap_log_probability] for r in self.rounds])
         column = column.reshape(-1, 2)
+        mechanism = self.config.mechanism()
+        hidden = self.hidden if view is None else None
+        dp = mechanism.noise_multiplier is not None and hidden is not None
         return privacy_report(
-            self.config.mechanism(),
+            mechanism,
             self.config.target_delta,
             LedgerEpsilons(
-                p.astype(bool), round_noise=column[:, 0], wrap_log_probability=column[:, 1]
+                p.astype(bool),
+                round_noise=column[:, 0],
+                wrap_log_probability=column[:, 1],
+                sampling_rate=None if hidden is None else hidden.sampling_rate,
+                batches=None if hidden is None else hidden.batches,
             ),
             aggregation=aggregation_of(self.config.secagg, self.authenticated),
             server_view=server_view,
+            caveats=(hidden.caveat,) if dp and hidden is not None else (),
         )
 
     def live_privacy(self, view: AuditView) -> dict[str, Any]:

@@ -13,7 +13,7 @@ it was aggregated in at the noise multiplier the mechanism says it released
 (:meth:`~fedprivacy.fl.mechanism.Mechanism.accounted_noise`).
 
 A mechanism whose noise is smaller than it claims, or which does not clip, shows an
-``epsilon_hat`` above that epsilon (``tests/pipeline/test_canary_audit.py`` breaks three on
+``epsilon_hat`` above that epsilon (``tests/fl/test_canary_audit.py`` breaks three on
 purpose); an honest one stays below it.
 
 Examples
