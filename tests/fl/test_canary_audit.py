@@ -22,8 +22,8 @@ from numpy.typing import NDArray
 
 from fedprivacy.dp.party_noise import PartyNoise
 from fedprivacy.fl.aggregation import AggregateOutcome
-from fedprivacy.fl.mechanism import CentralGaussian, DistributedDiscreteGaussian, Mechanism
 from fedprivacy.fl.canary_audit import audit_mechanism
+from fedprivacy.fl.mechanism import CentralGaussian, DistributedDiscreteGaussian, Mechanism
 
 Z = 6.0  # the claimed noise multiplier: about epsilon 2 for the most-used canary
 SETTING = dict(users=100, per_round=40, rounds=20, canaries=50, dimension=300, seed=0)
