@@ -100,5 +100,5 @@ def test_a_broken_mechanism_fails_the_audit(
 )
 def test_an_honest_mechanism_passes_it(mechanism: Mechanism, options: dict[str, object]) -> None:
     audit = audit_mechanism(mechanism, **SETTING, **options)  # type: ignore[arg-type]
-    assert 1.0 < audit.epsilon < 3.0
+    assert 0.5 < audit.epsilon < 3.0  # over-provisioned noise: more than claimed, so below 1
     assert audit.passed  # the interval reaches down to the claim (its point is noisy: 50 canaries)
