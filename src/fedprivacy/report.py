@@ -310,9 +310,9 @@ def _from_ledger(
     else:
         noise_of_round = np.where(used, noise, np.nan)
     released = noise_of_round[np.isfinite(noise_of_round)]
+    users = ledger.participation[:, : ledger.users]  # the canaries are nobody's epsilon
     eps, rdp = (
-        _per_user(ledger.participation, noise_of_round, delta, kind)
-        for kind in (mechanism.accountant, "rdp")
+        _per_user(users, noise_of_round, delta, kind) for kind in (mechanism.accountant, "rdp")
     )
     per_user = spread(eps)
     releases = released if ledger.round_noise is None else ledger.round_noise

@@ -95,7 +95,10 @@ class LedgerEpsilons:
         The users of each batch, when every user's batch is uniformly random and hidden from
         whoever sees only the released models (Multi-RoundSecAgg): their epsilon is random
         allocation over the batch schedule (:func:`~fedprivacy.dp.allocation.allocation_epsilon`;
-        :func:`hidden_batches` decides). None: no amplification is claimed.
+        :func:`hidden_selection` decides). None: no amplification is claimed.
+    users : int, optional
+        The users whose epsilons the report states: the ledger's first ``users`` columns (the
+        others are canaries, :mod:`fedprivacy.fl.canary_users`); None: every column.
 
     Examples
     --------
@@ -109,6 +112,7 @@ class LedgerEpsilons:
     sampling_rate: float | None = None
     group_epsilon: float | None = None
     batches: NDArray[np.intp] | None = None
+    users: int | None = None
 
 
 #: Why the models' observers get the server's epsilon, by selection (no batches to hide in).

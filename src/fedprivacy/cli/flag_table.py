@@ -71,6 +71,12 @@ _POPULATION = (
         "take its epsilon past this budget",
         type=float,
     ),
+    Flag(
+        "--canaries",
+        "with --dp: add M canary users (each sends a fixed random direction at the clip) and "
+        "report epsilon_hat, the empirical epsilon of the final model (default 0: none)",
+        type=int,
+    ),
     Flag("--seed", "random seed (default 0)", type=int),
     Flag("--silos", "number of silos", short="-S", type=int),
     Flag("--distribution", "records per user (default uniform)", choices=("uniform", "zipf")),

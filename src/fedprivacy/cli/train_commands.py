@@ -49,6 +49,7 @@ _TRAIN_OPTIONS = (
     Use("delta", help="with --dp: the per-user delta (default 1e-5)"),
     "noise_mode",
     "epsilon_budget",
+    "canaries",
     "secagg_degree",
     "protocol_dropout",
     "batch_policy",

@@ -12,8 +12,9 @@ import numpy as np
 import torch
 
 from fedprivacy.fl.engine import FederatedTraining, summarise_records
+from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.fl.training_config import TrainConfig
-from fedprivacy.models.registry import count_parameters
+from fedprivacy.models.registry import build_model, count_parameters
 from fedprivacy.participation.curve import TWeakCurve
 from fedprivacy.participation.guard import PrivacyGuard, guard_summary
 from fedprivacy.participation.metrics import t_strong
@@ -59,6 +60,7 @@ class TrainingResult:
                 ),
                 sampling_rate=hidden.sampling_rate,
                 batches=hidden.batches,
+                users=self.config.users,
             ),
             aggregation=aggregation_of(self.config.secagg, tr.authenticated),
             server_view=None
@@ -70,6 +72,17 @@ class TrainingResult:
             },
             caveats=(hidden.caveat,) if dp else (),
         )
+
+    def _epsilon_hat(self) -> dict[str, float] | None:
+        """The canaries' estimate (:mod:`fedprivacy.fl.canary_users`); None without canaries."""
+        tr, c = self.training, self.config
+        if tr.canaries is None:
+            return None
+        data = tr.dataset
+        model = build_model(c.model_name, data.input_shape, data.num_classes, seed=c.seed)
+        change = (tr.global_flat.detach().cpu() - flatten_parameters(model)).numpy()
+        est = tr.canaries.estimate(change, c.target_delta, seed=c.seed)
+        return {"epsilon": est.epsilon, "low": est.low, "high": est.high, "canaries": est.canaries}
 
     def summary(self) -> dict[str, Any]:
         """The ``--json`` output and ``summary.json``."""
@@ -109,6 +122,7 @@ class TrainingResult:
             "mean_aggregate_seconds": base["mean_aggregate_seconds"],
             "seconds": self.seconds,
             **self._guard(),
+            "epsilon_hat": self._epsilon_hat(),
             "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
             "torch": torch.__version__,
             "threads": torch.get_num_threads(),

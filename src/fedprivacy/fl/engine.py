@@ -30,6 +30,7 @@ from fedprivacy.data.images import ImageDataset
 from fedprivacy.data.partition import Partition
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import AggregateOutcome, Aggregator
+from fedprivacy.fl.canary_users import CanaryUsers
 from fedprivacy.fl.clients import LocalClients
 from fedprivacy.fl.local_spec import LocalTrainingSpec
 from fedprivacy.fl.mechanism import Mechanism, NoMechanism
@@ -137,10 +138,12 @@ class FederatedTraining(Algorithm[RoundRecord]):
         None
     )
     mechanism: Mechanism = field(default_factory=NoMechanism)
+    canaries: CanaryUsers | None = None
 
     def __post_init__(self) -> None:
         n = self.num_users = self.selector.num_users
-        if self.partition.num_users != n or self.availability.num_users != n:
+        extra = 0 if self.canaries is None else self.canaries.count  # no data: not partitioned
+        if self.partition.num_users + extra != n or self.availability.num_users != n:
             raise ParameterError(
                 "users",
                 f"selector ({n}), partition ({self.partition.num_users}) and availability "
@@ -158,7 +161,8 @@ class FederatedTraining(Algorithm[RoundRecord]):
         )
         self.trainer = self.clients.trainer
         self.torch_device = self.clients.torch_device
-        self.weights = self.clients.weights  # w_u in (0, 1], proportional to n_u
+        # w_u in (0, 1], proportional to n_u (a canary's: 1; the DP mechanisms weigh equally)
+        self.weights = np.concatenate([self.clients.weights, np.ones(extra)])
         self.global_flat = flatten_parameters(self.model)
         self.ledger = ParticipationLedger(n)
         self.loop: FederatedRun[RoundRecord] = FederatedRun(
@@ -283,9 +287,12 @@ class FederatedTraining(Algorithm[RoundRecord]):
         r = round_index
         started = time.perf_counter()
         rng = round_rng(self.seed, r, _BATCHES)
-        trained = self.clients.deltas(self.global_flat, selected, self._round_spec(r), rng)
+        users = selected if self.canaries is None else selected[selected < self.canaries.first]
+        trained = self.clients.deltas(self.global_flat, users, self._round_spec(r), rng)
         diff = trained.cpu().numpy()
-        deltas = {int(u): diff[i] for i, u in enumerate(selected)}
+        deltas = {int(u): diff[i] for i, u in enumerate(users)}
+        if self.canaries is not None:  # no data to train: each sends its direction
+            deltas.update(self.canaries.updates(selected))
         train_s = time.perf_counter() - started
         deltas, weights = self.mechanism.prepare(
             deltas, {u: float(self.weights[u]) for u in deltas}

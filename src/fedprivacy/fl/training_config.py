@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ from fedprivacy.dp._checks import require_delta
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import ENCODINGS
 from fedprivacy.fl.aggregators import section_aggregator
+from fedprivacy.fl.canary_users import CanaryUsers
 from fedprivacy.fl.engine import FederatedTraining, LearningRateSchedule
 from fedprivacy.fl.local_spec import LocalTrainingSpec
 from fedprivacy.fl.mechanism import Mechanism, make_mechanism
@@ -92,6 +93,10 @@ class TrainConfig(
     epsilon_budget : float or None
         With DP: no user's epsilon may pass it; a user (a whole batch under ``multiround``) is
         retired before the round that would (:mod:`fedprivacy.participation.privacy_filter`).
+    canaries : int
+        With DP, in process: canary users added after the ``users``, selected like anyone,
+        sending a fixed random direction at the clip; the summary's ``epsilon_hat``
+        (:mod:`fedprivacy.fl.canary_users`). 0: none.
     """
 
     dataset: str = "digits"
@@ -117,6 +122,7 @@ class TrainConfig(
     metrics_time_limit: float = 60.0
     encoding: str = "fixed-point"
     epsilon_budget: float | None = None
+    canaries: int = 0
 
     @property
     def model_name(self) -> str:
@@ -214,8 +220,15 @@ class TrainConfig(
             require_int("local_lr_milestones", m, minimum=1)
 
     def _check_dp(self) -> None:
-        """The mechanism, its delta and the epsilon budget (one round must fit in it)."""
-        self.mechanism()
+        """The mechanism, its delta, the epsilon budget (one round must fit) and the canaries."""
+        mechanism = self.mechanism()
+        if require_int("canaries", self.canaries, minimum=0):
+            if mechanism.noise_multiplier is None:
+                raise ParameterError("canaries", "measure a DP mechanism: give --dp")
+            if self.target_privacy is not None:
+                validate_batch_parameters(
+                    self.users + self.canaries, self.per_round, self.target_privacy
+                )
         if self.delta is not None:
             if self.dp == "none":
                 raise ParameterError("delta", "needs a DP mechanism (--dp central or distributed)")
@@ -311,12 +324,21 @@ def build_training(
         shards_per_user=config.shards_per_user,
     )
     model = build_model(config.model_name, data.input_shape, data.num_classes, seed=config.seed)
-    selector = config.selector()
+    population = config.users + config.canaries
+    selector = replace(config, users=population).selector()
     if availability is None:
         availability = make_availability(
-            config.users, config.dropout, np.random.default_rng([config.seed, 12])
+            population, config.dropout, np.random.default_rng([config.seed, 12])
         )
     mechanism = config.mechanism()
+    if config.canaries:  # users without data after the partition's
+        hooks["canaries"] = CanaryUsers.draw(
+            first=config.users,
+            count=config.canaries,
+            dimension=count_parameters(model),
+            clip=1.0 if mechanism.clip is None else mechanism.clip,
+            seed=config.seed,
+        )
     aggregator = section_aggregator(
         config,
         per_round=config.per_round,

@@ -98,6 +98,10 @@ class FedAvgTask(DeployTask):
     name = "fedavg"
 
     def __init__(self, config: TrainConfig) -> None:
+        if config.canaries:
+            raise ParameterError(
+                "canaries", "are inserted in process (fedprivacy train), not in a deployment"
+            )
         self.config = config
 
     def check_node_auth(self, node_auth: bool) -> None:
