@@ -126,6 +126,7 @@ class ReproductionRow:
     fairness_gap: list[float] = field(default_factory=list)
     exposed_users: list[int | None] = field(default_factory=list)
     privacy: list[dict[str, Any]] = field(default_factory=list)  # the runs' privacy objects
+    epsilon_hat: list[dict[str, Any] | None] = field(default_factory=list)  # with canaries
 
     @property
     def has_dp(self) -> bool:
@@ -151,6 +152,7 @@ class ReproductionRow:
         self.fairness_gap.append(float(summary["fairness_gap"]))
         self.exposed_users.append(summary.get("exposed_users"))
         self.privacy.append(dict(summary.get("privacy") or {}))
+        self.epsilon_hat.append(summary.get("epsilon_hat"))
 
     def to_dict(self) -> dict[str, Any]:
         """The row in ``comparison.json``."""
@@ -167,6 +169,7 @@ class ReproductionRow:
             "fairness_gap": self.fairness_gap,
             "exposed_users": self.exposed_users,
             "privacy": self.privacy,
+            "epsilon_hat": self.epsilon_hat,
         }
 
 
@@ -340,12 +343,16 @@ def comparison_markdown(
         "|---|---|---|---|---|---|---|---|",
     ]
     dp = any(r.has_dp for r in rows)
+    canaries = any(e is not None for r in rows for e in r.epsilon_hat)
     if dp:
         lines[-2] += (
             " exposed users | per-user epsilon: max (median) | epsilon, models' observers |"
             " noise multiplier |"
         )
         lines[-1] += "---|---|---|---|"
+    if canaries:
+        lines[-2] += " epsilon_hat (interval) |"
+        lines[-1] += "---|"
     for r in rows:
         paper = "-" if r.paper_value is None else f"{r.paper_value:.2f} %"
         ours = f"{r.mean:.2f} %" + (f" ± {r.std:.2f}" if len(r.seeds) > 1 else "")
@@ -360,6 +367,9 @@ def comparison_markdown(
             released = _per_seed(r.privacy, "epsilon_released", "{:.3g}")
             noise = _per_seed(r.privacy, "accounted_noise_multiplier", "{min:.3g} to {max:.3g}")
             line += f" {eps} | {released} | {noise} |"
+        if canaries:
+            hats = [{"e": e} for e in r.epsilon_hat]  # None where a run had no canaries
+            line += " " + _per_seed(hats, "e", "{epsilon:.3g} ({low:.3g}-{high:.3g})") + " |"
         lines.append(line)
     if dp:
         delta = next(p["delta"] for r in rows for p in r.privacy if p.get("delta") is not None)
@@ -371,7 +381,13 @@ def comparison_markdown(
             "server's where there are no batches); noise multiplier: of the released aggregates "
             "(distributed DP holds "
             "the noise of the parties really aggregated, at least the target). T_weak: the "
-            "fewest users in any sum the server can compute from all its aggregates.",
+            "fewest users in any sum the server can compute from all its aggregates."
+            + (
+                " epsilon_hat: the canaries' empirical epsilon of the final model (one-shot "
+                "estimation, a 95 % bootstrap interval), set against the models' observers' bound."
+                if canaries
+                else ""
+            ),
         ]
     return "\n".join(lines) + "\n"
 
