@@ -24,8 +24,10 @@ def test_a_run_with_canaries_reports_epsilon_hat_and_only_the_users_epsilons(
     assert est["canaries"] == 10 and est["low"] <= est["epsilon"] <= est["high"]
     ledger = np.loadtxt(tmp_path / "participation.csv", delimiter=",", skiprows=1)  # type: ignore[operator]
     assert ledger.shape == (6, 30) and ledger[:, 20:].any()  # the canaries were selected
-    # the report's per-user epsilons are the 20 users' (a never-selected user counts 0)
+    # the report's per-user epsilons and the server's view are the 20 users': the canaries'
+    # updates are known to whoever inserted them (6 rounds, 20 users: nobody isolated)
     assert out["users"] == 20 and out["privacy"]["per_user_epsilon"]["max"] > 0
+    assert out["t_weak"] is not None and out["exposed_users"] == 0
 
 
 def test_canaries_need_a_dp_mechanism_and_stay_in_process() -> None:

@@ -67,7 +67,7 @@ class TrainingResult:
             if curve is None
             else {
                 "t_weak": curve.final,
-                "t_strong": t_strong(tr.ledger.matrix()),
+                "t_strong": t_strong(tr.ledger.matrix()[:, : self.config.users]),
                 "exposed_users": len(self.exposed),
             },
             caveats=(hidden.caveat,) if dp else (),

@@ -144,13 +144,14 @@ def finished(
     """The result of ``training`` after its rounds, in process or deployed.
 
     The server's view (the ``T_weak`` curve and the exposed users) is computed from the ledger
-    once the run has all ``config.rounds`` rounds (unless ``config.metrics`` is ``none``);
-    ``started`` is the run's ``time.perf_counter()`` at its start.
+    once the run has all ``config.rounds`` rounds (unless ``config.metrics`` is ``none``), over
+    the ``config.users`` users: canaries' updates are known to whoever inserted them, so their
+    columns leave the view; ``started`` is the run's ``time.perf_counter()`` at its start.
     """
     curve = None
     exposed: list[int] = []
     if training.round == config.rounds and config.metrics != "none":
-        p = training.ledger.matrix()
+        p = training.ledger.matrix()[:, : config.users]
         curve = t_weak_curve(
             p,
             time_limit=config.metrics_time_limit,
