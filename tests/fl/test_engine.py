@@ -4,7 +4,7 @@ import torch
 
 from fedprivacy.data.images import load_dataset
 from fedprivacy.errors import ParameterError
-from fedprivacy.fl.engine import LearningRateSchedule
+from fedprivacy.fl.local_spec import LearningRateSchedule
 from fedprivacy.fl.training_config import TrainConfig, build_training
 
 DIGITS = load_dataset("digits")

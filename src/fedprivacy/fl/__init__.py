@@ -19,7 +19,8 @@ if TYPE_CHECKING:
         Aggregator,
         PlaintextAggregator,
     )
-    from fedprivacy.fl.engine import FederatedTraining, LearningRateSchedule
+    from fedprivacy.fl.engine import FederatedTraining
+    from fedprivacy.fl.local_spec import LearningRateSchedule
     from fedprivacy.fl.local_training import VectorisedTrainer
     from fedprivacy.fl.mechanism import MECHANISMS, Mechanism, make_mechanism
     from fedprivacy.fl.secure_aggregation import SecureAggregator
@@ -32,7 +33,7 @@ _LAZY = {
     "PlaintextAggregator": "fedprivacy.fl.aggregation",
     "SecureAggregator": "fedprivacy.fl.secure_aggregation",
     "FederatedTraining": "fedprivacy.fl.engine",
-    "LearningRateSchedule": "fedprivacy.fl.engine",
+    "LearningRateSchedule": "fedprivacy.fl.local_spec",
     "RoundRecord": "fedprivacy.pipeline.record",
     "VectorisedTrainer": "fedprivacy.fl.local_training",
     "MECHANISMS": "fedprivacy.fl.mechanism",

@@ -32,7 +32,7 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import AggregateOutcome, Aggregator
 from fedprivacy.fl.canary_users import CanaryUsers
 from fedprivacy.fl.clients import LocalClients
-from fedprivacy.fl.local_spec import LocalTrainingSpec
+from fedprivacy.fl.local_spec import LearningRateSchedule, LocalTrainingSpec
 from fedprivacy.fl.mechanism import Mechanism, NoMechanism
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.fl.secure_aggregation import SecureAggregator
@@ -56,23 +56,6 @@ _SELECTION, _BATCHES, _PROTOCOL = 1, 2, 3
 def round_rng(seed: int, round_index: int, purpose: int) -> np.random.Generator:
     """The generator of one purpose in one round: independent of everything before it."""
     return np.random.default_rng([seed, round_index, purpose])
-
-
-@dataclass(frozen=True)
-class LearningRateSchedule:
-    """Step decay: ``lr * decay ** (number of milestones <= round)``.
-
-    The paper decays the CIFAR learning rate to ``0.4 lr`` at rounds 400 and 800.
-    """
-
-    lr: float
-    decay: float = 1.0
-    milestones: tuple[int, ...] = ()
-
-    def __call__(self, round_index: int) -> float:
-        """The learning rate of ``round_index``."""
-        passed = sum(1 for m in self.milestones if round_index >= m)
-        return float(self.lr * self.decay**passed)
 
 
 @dataclass

@@ -1,8 +1,9 @@
-"""What local training does: minibatch SGD's hyper-parameters, the one spec of every trainer.
+"""What local training does: minibatch SGD's hyper-parameters and their learning rate over rounds.
 
 :class:`LocalTrainingSpec` is taken by :class:`~fedprivacy.fl.local_training.VectorisedTrainer`
 and its oracles (:mod:`fedprivacy.fl.training_loops`); :func:`require_plain_sgd` is ULDP-FL's
-check (its paper's per-user training is plain SGD).
+check (its paper's per-user training is plain SGD); :class:`LearningRateSchedule` is FedAvg's
+step decay of the local learning rate over rounds.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from fedprivacy._validation import require_int, require_number
 from fedprivacy.errors import ParameterError
 
-__all__ = ["LocalTrainingSpec", "require_plain_sgd"]
+__all__ = ["LearningRateSchedule", "LocalTrainingSpec", "require_plain_sgd"]
 
 
 @dataclass(frozen=True)
@@ -112,3 +113,20 @@ def require_plain_sgd(spec: LocalTrainingSpec) -> LocalTrainingSpec:
         if value != 0:
             raise ParameterError(name, f"must be 0: per-user training is plain SGD, got {value!r}")
     return spec
+
+
+@dataclass(frozen=True)
+class LearningRateSchedule:
+    """Step decay: ``lr * decay ** (number of milestones <= round)``.
+
+    The paper decays the CIFAR learning rate to ``0.4 lr`` at rounds 400 and 800.
+    """
+
+    lr: float
+    decay: float = 1.0
+    milestones: tuple[int, ...] = ()
+
+    def __call__(self, round_index: int) -> float:
+        """The learning rate of ``round_index``."""
+        passed = sum(1 for m in self.milestones if round_index >= m)
+        return float(self.lr * self.decay**passed)

@@ -26,8 +26,8 @@ from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import ENCODINGS
 from fedprivacy.fl.aggregators import section_aggregator
 from fedprivacy.fl.canary_users import CanaryUsers
-from fedprivacy.fl.engine import FederatedTraining, LearningRateSchedule
-from fedprivacy.fl.local_spec import LocalTrainingSpec
+from fedprivacy.fl.engine import FederatedTraining
+from fedprivacy.fl.local_spec import LearningRateSchedule, LocalTrainingSpec
 from fedprivacy.fl.mechanism import Mechanism, make_mechanism
 from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.models.registry import FEDAVG_MODELS as MODELS
