@@ -196,7 +196,7 @@ def test_a_secret_batch_lowers_only_the_models_observers_epsilon() -> None:
     from fedprivacy.report_inputs import HIDDEN_BATCH, hidden_selection
 
     selector = make_selector("multiround", 8, 4, 2)
-    hidden = hidden_selection(selector, fairness=False, dropout="heterogeneous")
+    hidden = hidden_selection(selector, fairness=False, everyone_available=False)
     assert hidden.batches is not None and hidden.caveat == HIDDEN_BATCH
     rng = np.random.default_rng(0)
     participation = np.zeros((6, 8), dtype=bool)
@@ -213,7 +213,7 @@ def test_a_secret_batch_lowers_only_the_models_observers_epsilon() -> None:
     assert r.epsilon_released == expected.epsilon
     assert "against anyone who sees only the released models" in r.to_markdown()
     # the fairness rule picks by participation: no amplification, and the report says why
-    fair = hidden_selection(make_selector("multiround", 8, 4, 2, True), True, 0.0)
+    fair = hidden_selection(make_selector("multiround", 8, 4, 2, True), True, True)
     assert fair.batches is None and "fairness rule" in fair.caveat
 
 
@@ -222,7 +222,7 @@ def test_a_hidden_uniform_selection_is_the_sub_sampled_gaussian_of_dp_accounting
     from fedprivacy.participation.selectors import make_selector
     from fedprivacy.report_inputs import HIDDEN_SAMPLE, hidden_selection
 
-    hidden = hidden_selection(make_selector("random", 40, 10), False, 0.0)
+    hidden = hidden_selection(make_selector("random", 40, 10), False, True)
     assert hidden.sampling_rate == 0.25 and hidden.caveat == HIDDEN_SAMPLE
     participation = np.zeros((30, 40), dtype=bool)
     participation[:, :10] = True  # who was selected does not matter to the models' observers
@@ -233,7 +233,7 @@ def test_a_hidden_uniform_selection_is_the_sub_sampled_gaussian_of_dp_accounting
     accountant.compose(event, 30)
     assert r.epsilon == pytest.approx(accountant.get_epsilon(1e-5), rel=0.01)
     assert r.epsilon_server is None  # central: the server adds the noise itself
-    hidden = hidden_selection(make_selector("random", 40, 10), False, "heterogeneous")
+    hidden = hidden_selection(make_selector("random", 40, 10), False, False)
     assert hidden.sampling_rate is None and "availability" in hidden.caveat
 
 
@@ -253,7 +253,7 @@ def test_a_wrapped_selection_hides_what_its_scheme_hides() -> None:
         delta=1e-5,
         accountant="pld",
     )
-    hidden = hidden_selection(wrapped, False, 0.0)
+    hidden = hidden_selection(wrapped, False, True)
     assert hidden.batches is not None and np.array_equal(hidden.batches, inner.units)
 
 

@@ -168,12 +168,13 @@ class Hidden:
         return NOT_HIDDEN.format(why=self.why)
 
 
-def hidden_selection(selector: Selector, fairness: bool, dropout: object) -> Hidden:
+def hidden_selection(selector: Selector, fairness: bool, everyone_available: bool) -> Hidden:
     """What a run's selection hides from the models' observers, or why it hides nothing.
 
     * Multi-RoundSecAgg's uniform selection: the batches (random allocation), when each user's
       batch is uniform and secret and the observer does not know who was available;
-    * random selection with everyone available (``dropout`` 0): ``K`` of ``N`` uniformly each
+    * random selection with everyone available (``everyone_available``: no dropout, which would
+      make a user's chance depend on its availability): ``K`` of ``N`` uniformly each
       round, so a user is in a round with probability ``K / N``, independently of the other
       rounds: the sub-sampled Gaussian at that rate;
     * nothing otherwise: the fairness rule and weighted random selection pick by participation;
@@ -183,11 +184,11 @@ def hidden_selection(selector: Selector, fairness: bool, dropout: object) -> Hid
     Examples
     --------
     >>> from fedprivacy.participation.selectors import make_selector
-    >>> hidden_selection(make_selector("multiround", 8, 4, 2), False, 0.0).batches.shape
+    >>> hidden_selection(make_selector("multiround", 8, 4, 2), False, True).batches.shape
     (4, 2)
-    >>> hidden_selection(make_selector("random", 8, 2), False, 0.0).sampling_rate
+    >>> hidden_selection(make_selector("random", 8, 2), False, True).sampling_rate
     0.25
-    >>> hidden_selection(make_selector("random", 8, 2), False, "heterogeneous").why[:40]
+    >>> hidden_selection(make_selector("random", 8, 2), False, False).why[:40]
     'random selection among the available use'
     """
     selector = innermost(selector)  # a guard or a privacy filter picks among its choices
@@ -196,8 +197,8 @@ def hidden_selection(selector: Selector, fairness: bool, dropout: object) -> Hid
             return Hidden(why="the fairness rule picks batches by their users' participation")
         assert isinstance(selector, UnitSelector)
         return Hidden(batches=selector.units)
-    if selector.name == RandomSelector.name:
-        if isinstance(dropout, int | float) and float(dropout) == 0.0:
+    if isinstance(selector, RandomSelector):
+        if everyone_available:
             return Hidden(sampling_rate=selector.per_round / selector.num_users)
         return Hidden(
             why="random selection among the available users gives each a chance that depends "

@@ -40,6 +40,7 @@ True
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -192,9 +193,8 @@ def _delta_at(
     return float(f.mean()), float(f.std(ddof=1) / math.sqrt(f.size))
 
 
-def _epsilon_where(target: float, delta_of: object, high: float) -> float:
+def _epsilon_where(target: float, delta_of: Callable[[float], float], high: float) -> float:
     """The smallest epsilon in ``[0, high]`` at which the decreasing ``delta_of`` is <= target."""
-    assert callable(delta_of)
     if delta_of(0.0) <= target:
         return 0.0
     lo, hi = 0.0, high

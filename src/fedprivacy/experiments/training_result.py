@@ -47,7 +47,8 @@ class TrainingResult:
         """The run's privacy report (server's view and released models), computed once."""
         tr = self.training
         curve = self.curve
-        hidden = hidden_selection(tr.selector, self.config.fairness, self.config.dropout)
+        available = not isinstance(self.config.dropout, str) and float(self.config.dropout) == 0
+        hidden = hidden_selection(tr.selector, self.config.fairness, available)
         dp = tr.mechanism.noise_multiplier is not None
         return privacy_report(
             tr.mechanism,

@@ -36,6 +36,7 @@ from fedprivacy.dp.canaries import CanaryEstimate, canary_directions, epsilon_ha
 from fedprivacy.dp.per_user import per_user_epsilons_by_round
 from fedprivacy.fl.aggregators import make_aggregator
 from fedprivacy.fl.mechanism import Mechanism
+from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.participation.selectors import make_selector
 
 __all__ = ["CanaryAudit", "audit_mechanism"]
@@ -93,8 +94,8 @@ def audit_mechanism(
         seed=seed,
         party_noise=mechanism.party_noise,
     )
-    if secagg:
-        aggregator.check_dimension(dimension)  # type: ignore[attr-defined]
+    if isinstance(aggregator, SecureAggregator):
+        aggregator.check_dimension(dimension)
     change = np.zeros(dimension)
     participation = np.zeros((rounds, users), dtype=bool)
     noise = np.full(rounds, np.nan)

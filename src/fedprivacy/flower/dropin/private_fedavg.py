@@ -276,7 +276,7 @@ class PrivateFedAvg:
             authenticated=self.signers is not None,
             # who is live is the nodes' own business, not the models' observers': a random
             # selection among them is not a uniform sample of all users
-            hidden=hidden_selection(selector, False, "live nodes"),
+            hidden=hidden_selection(selector, False, everyone_available=False),
         )
 
         def after_round(_: RoundResult[RoundRecord]) -> None:
