@@ -8,7 +8,8 @@ ledger (``participation.csv``) and each round's released noise (``metrics.csv``)
 per-user epsilon against the server (the rounds each user was aggregated in, by RDP as the report
 accounts distributed DP) and the epsilon against whoever sees only the models (random allocation
 over the batch schedule, ``fedprivacy.dp.allocation``; batches of T consecutive users, as the
-in-process run groups them).
+in-process run groups them); the users' columns only (``summary.json``'s ``users``: canaries
+come after them).
 Writes ``two_epsilons.png`` and ``two_epsilons.csv`` into ``--out``.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import sys
 from pathlib import Path
 
@@ -30,6 +32,8 @@ DELTA = 1e-5
 def curves(run_dir: Path, every: int, batch_size: int) -> list[tuple[int, float, float]]:
     """``(rounds, server epsilon, observers' epsilon)`` after every ``every`` rounds."""
     p = np.loadtxt(run_dir / "participation.csv", delimiter=",", skiprows=1, ndmin=2).astype(bool)
+    users = json.loads((run_dir / "summary.json").read_text())["users"]
+    p = p[:, :users]  # the canaries' columns (after the users') are no user's
     with (run_dir / "metrics.csv").open() as fh:
         noise = np.array([float(r["noise_multiplier"] or "nan") for r in csv.DictReader(fh)])
     batches = np.arange(p.shape[1]).reshape(-1, batch_size)

@@ -52,7 +52,7 @@ fedprivacy.errors.ParameterError: sigma: is now spelled noise_multiplier
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
 from fedprivacy.errors import ParameterError
@@ -205,6 +205,19 @@ class SelectionSection(SchemeSection):
             self.fairness,
             self.fairness_rule,
         )
+
+    def canary_selection(self, canaries: int) -> Selector:
+        """:meth:`selector`, and ``canaries`` canaries selected beside the users when any.
+
+        A :class:`~fedprivacy.participation.canary_selection.CanarySelection`: the canaries
+        under the same scheme, at the users' rate.
+        """
+        from fedprivacy.participation.canary_selection import canary_selection
+
+        def scheme(users: int, per_round: int) -> Selector:
+            return replace(self, users=users, per_round=per_round).selector()
+
+        return canary_selection(self.selector(), canaries, scheme)
 
     def _check_guard(self) -> None:
         """``guard`` is a mode or None; ``guard_target`` an integer >= 2, only with a guard."""

@@ -38,7 +38,6 @@ __all__ = [
     "NO_DP",
     "PER_USER_EPSILON",
     "ULDP_EPSILON",
-    "ULDP_SERVER_CHOSEN",
     "LedgerEpsilons",
     "Method",
     "PrivacyReport",
@@ -67,12 +66,7 @@ NO_DP: Final = "No differential privacy: the released models carry no formal gua
 
 #: What ULDP-FL's epsilon means; ``{}``: whom the released models' epsilon is against.
 ULDP_EPSILON: Final = (
-    "Epsilon is user-level (add or remove all records of one user across every silo): against {}."
-)
-#: Whom ULDP-FL's epsilon is against when the server chose the users; ``{!r}``: the scheme.
-ULDP_SERVER_CHOSEN: Final = (
-    "anyone: users were chosen by the {!r} selection scheme, which the server runs, so no "
-    "amplification by sub-sampling is claimed; it is the epsilon of the most-selected user"
+    "Epsilon is user-level (add or remove all records of one user across every silo)."
 )
 
 

@@ -117,7 +117,8 @@ class LedgerEpsilons:
 
 #: Why the models' observers get the server's epsilon, by selection (no batches to hide in).
 NOT_HIDDEN: Final = (
-    "The epsilon against whoever sees only the released models is the server's: {why}."
+    "The epsilon against whoever sees only the released models is not amplified (each user's "
+    "rounds composed, as against the server): {why}."
 )
 #: Whom the random-allocation epsilon is against and what it assumes (:attr:`batches`).
 HIDDEN_BATCH: Final = (

@@ -197,14 +197,18 @@ def test_json_privacy_without_dp_claims_nothing(capsys: pytest.CaptureFixture[st
     assert privacy["epsilon_server"] is None and privacy["accountant"] is None
 
 
-def test_a_selection_scheme_prints_the_server_view_and_claims_no_amplification(
+def test_a_selection_scheme_prints_the_server_view_and_amplifies_for_the_models_only(
     capsys: pytest.CaptureFixture[str], data_dir: Path
 ) -> None:
     argv = heart(data_dir, "--method", "ULDP-AVG-ws", "--scheme", "multiround", "-K", "4")
     code, out, _ = run(capsys, *argv, "-T", "2")
     assert code == 0
-    assert "the server ran the 'multiround' selection scheme" in out
+    assert "random allocation over the batch schedule" in out
+    assert "It never holds against the server or the parties" in out
     assert "server view (ledger of who each round aggregated): T_weak" in out
+    code, out, _ = run(capsys, *argv, "-T", "2", "--json")
+    data = json.loads(out)
+    assert data["epsilon_released"] < data["epsilon_server"] == data["epsilon"]
 
 
 @pytest.mark.parametrize(

@@ -17,9 +17,11 @@ def test_compose_digits_reports_accuracy_t_weak_and_per_user_epsilon_side_by_sid
 ) -> None:
     args = ["reproduce", "compose-digits", "--out", str(tmp_path), "--rounds", "6"]
     args += ["--set", "users=24", "--set", "per_round=6", "--set", "eval_every=3"]
+    args += ["--set", "canaries=8"]  # 2 a round beside the 6 users (20 by default, for 60)
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "per-user epsilon" in printed and "Multi-RoundSecAgg, T=2" in printed
+    assert "epsilon, models' observers" in printed and "epsilon_hat (interval)" in printed
     folder = tmp_path / "compose-digits"
     rows = {r["run"]: r for r in json.loads((folder / "comparison.json").read_text())}
     dropout = {f"multiround-t2-dropout{s}" for s in ("", "-exact", "-exact-matched")}
@@ -35,6 +37,9 @@ def test_compose_digits_reports_accuracy_t_weak_and_per_user_epsilon_side_by_sid
         # the table's epsilon is the one the run's own files give
         run = folder / f"{name}-seed0"
         ledger = np.loadtxt(run / "participation.csv", delimiter=",", skiprows=1).astype(bool)
+        ledger = ledger[:, :24]  # the canaries' columns are no user's epsilon
+        hat = row["epsilon_hat"][0]
+        assert hat["canaries"] == 8 and hat["low"] <= hat["epsilon"] <= hat["high"]
         noise = [
             float(line.rsplit(",", 1)[1] or "nan")
             for line in (run / "metrics.csv").read_text().splitlines()[1:]

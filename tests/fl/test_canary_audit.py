@@ -12,16 +12,9 @@ large factor, as these are, not a small error.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import ClassVar
-
-import numpy as np
 import pytest
-from numpy.typing import NDArray
 
-from fedprivacy.dp.party_noise import PartyNoise
-from fedprivacy.fl.aggregation import AggregateOutcome
+from fedprivacy.fl.broken_mechanisms import QuietCentral, ThinDistributed, Unclipped
 from fedprivacy.fl.canary_audit import audit_mechanism
 from fedprivacy.fl.mechanism import CentralGaussian, DistributedDiscreteGaussian, Mechanism
 
@@ -29,54 +22,11 @@ Z = 6.0  # the claimed noise multiplier: about epsilon 2 for the most-used canar
 SETTING = dict(users=100, per_round=40, rounds=20, canaries=50, dimension=300, seed=0)
 
 
-@dataclass
-class QuietCentral(CentralGaussian):
-    """Adds a tenth of the noise it claims."""
-
-    name: ClassVar[str] = "test-quiet-central"
-
-    def release(self, mean: NDArray[np.float64], aggregated: int) -> NDArray[np.float64]:
-        """The mean plus noise of standard deviation ``z C / (10 n)``."""
-        std = self.noise_multiplier * self.clip / aggregated / 10
-        out: NDArray[np.float64] = mean + np.random.default_rng().normal(0, std, mean.shape)
-        return out
-
-
-@dataclass
-class ThinDistributed(DistributedDiscreteGaussian):
-    """Each party's share divided by n once more; the accountant is told the target."""
-
-    name: ClassVar[str] = "test-thin-distributed"
-
-    @property
-    def party_noise(self) -> PartyNoise:
-        """The target noise multiplier over ``sqrt(n)``: 1/n of the target variance."""
-        n = SETTING["per_round"]
-        return PartyNoise(self.noise_multiplier / math.sqrt(n), self.clip, self.noise_mode)
-
-    def accounted_noise(self, outcome: AggregateOutcome) -> float | None:
-        """The claim, not the noise really in the sum."""
-        return self.noise_multiplier
-
-
-@dataclass
-class Unclipped(CentralGaussian):
-    """Does not clip."""
-
-    name: ClassVar[str] = "test-unclipped"
-
-    def prepare(
-        self, updates: dict[int, NDArray[np.float32]], weights: dict[int, float]
-    ) -> tuple[dict[int, NDArray[np.float32]], dict[int, float]]:
-        """Every update as it is, with equal weights."""
-        return updates, dict.fromkeys(updates, 1.0)
-
-
 @pytest.mark.parametrize(
     ("mechanism", "options"),
     [
         (QuietCentral(Z, 1.0), {}),
-        (ThinDistributed(Z, 1.0, noise_mode="exact"), {"secagg": True}),
+        (ThinDistributed(Z, 1.0, noise_mode="exact", parties=40), {"secagg": True}),
         (Unclipped(Z, 1.0), {"update_norm": 30.0}),
     ],
     ids=["noise-a-tenth", "distributed-1-over-n", "clipping-off"],

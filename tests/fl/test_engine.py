@@ -137,3 +137,26 @@ def test_float_encoding_trains_like_the_fixed_point_path():
     ]
     gap = (fixed.global_flat - exact.global_flat).abs().max().item()
     assert 0 < gap < 1e-5  # only the encoding's rounding differs
+
+
+def test_the_progress_line_gives_the_largest_per_user_epsilon_so_far():
+    from fedprivacy.dp.per_user import per_user_epsilons_by_round
+
+    config = TrainConfig(
+        users=12, per_round=4, rounds=3, dp="central", noise_multiplier=1.5, dropout=0.0
+    )
+    tr = build_training(config, dataset=DIGITS)
+    assert tr.progress_note() == "max per-user epsilon 0"
+    shown = []
+
+    def progress(n: int) -> None:
+        pass
+
+    progress.status = shown.append  # type: ignore[attr-defined]
+    tr.run(3, progress=progress)
+    noise = np.array([r.noise_multiplier for r in tr.records])
+    eps = per_user_epsilons_by_round(tr.ledger.matrix().astype(bool), noise, 1e-5, "pld")
+    assert shown[-1].endswith(f"; max per-user epsilon {eps.max():.3g}")
+    assert shown[-1].startswith("T_weak")
+    plain = build_training(TrainConfig(users=12, per_round=4, rounds=1), dataset=DIGITS)
+    assert plain.progress_note() == ""  # no DP, no epsilon

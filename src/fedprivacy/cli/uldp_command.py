@@ -177,27 +177,32 @@ def _aggregation_text(result: UldpResult) -> str:
 def _print_privacy(result: UldpResult) -> None:
     """The final utility, each epsilon with its adversary, the server's view, noise, caveats."""
     from fedprivacy.uldp.results import EPSILON_ADVERSARIES
-    from fedprivacy.uldp.run_setup import sample_hidden
+    from fedprivacy.uldp.run_setup import uldp_hidden
 
     c, name = result.config, result.metric_name
-    eps, largest = result.final.get("epsilon"), result.privacy_report().epsilon
+    report = result.privacy_report()
+    eps = report.epsilon_released
     privacy = (
-        f"user-level epsilon {_fmt(largest)} at delta {c.delta:g} (the largest per user)"
-        if math.isfinite(eps)
+        f"user-level epsilon {_fmt(report.epsilon)} at delta {c.delta:g} (the largest per user)"
+        if eps is not None
         else "not private (DEFAULT)"
     )
     print(f"final {name} {_fmt(result.final.get('metric'))}; {privacy}; {result.seconds:.1f} s")
-    if math.isfinite(eps):
-        if sample_hidden(c):
-            print(f"  epsilon {_fmt(eps)} is against {EPSILON_ADVERSARIES['epsilon_released']}")
+    if eps is not None:
+        print(f"  epsilon {_fmt(eps)}: {uldp_hidden(c).caveat}")
+        if report.epsilon_server is None:
+            print("  no epsilon against the server: it adds the noise to a sum it sees (central)")
         else:
             print(
-                f"  epsilon {_fmt(eps)} is against anyone: the server ran the {c.scheme!r} "
-                "selection scheme (K users a round), so no amplification by sub-sampling"
+                f"  epsilon {_fmt(report.epsilon_server)} is against "
+                f"{EPSILON_ADVERSARIES['epsilon_server']}"
             )
+    hat = result.epsilon_hat
+    if hat is not None:
         print(
-            f"  epsilon {_fmt(result.final.get('epsilon_server'))} is against "
-            f"{EPSILON_ADVERSARIES['epsilon_server']}"
+            f"  epsilon_hat {_fmt(hat['epsilon'])} (95 % interval {_fmt(hat['low'])} to "
+            f"{_fmt(hat['high'])}): the empirical epsilon of the final model from "
+            f"{hat['canaries']:.0f} canaries, beside the {_fmt(eps)} claimed against its observers"
         )
     view = result.server_view
     if view is not None and view["t_weak"] is not None:
@@ -272,6 +277,12 @@ _OPTIONS: tuple[str | Use, ...] = (
     ),
     "delta",
     "clip",
+    Use(
+        "canaries",
+        help="ULDP-AVG / ULDP-SGD and their variants: add M canary users, selected as users "
+        "are, each adding a fixed random direction at the clip to one silo's sum, and report "
+        "epsilon_hat, the empirical epsilon of the final model (default 0: none)",
+    ),
     Use("local_epochs", help="local epochs Q"),
     Use("local_lr", help="local learning rate eta_l"),
     "global_lr",

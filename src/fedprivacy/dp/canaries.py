@@ -65,6 +65,15 @@ class CanaryEstimate:
     mu: float
     canaries: int
 
+    def fields(self) -> dict[str, float]:
+        """``epsilon``, ``low``, ``high`` and ``canaries``: a report's ``epsilon_hat``."""
+        return {
+            "epsilon": self.epsilon,
+            "low": self.low,
+            "high": self.high,
+            "canaries": self.canaries,
+        }
+
 
 def canary_directions(
     count: int, canaries: int, dimension: int, rng: np.random.Generator
@@ -130,6 +139,10 @@ def epsilon_hat(
     held = rng.integers(b.size, size=(_BOOTSTRAP, b.size))
     mus = np.array([_mu(a[i], b[j]) for i, j in zip(picks, held, strict=True)])
     tail = (1 - confidence) / 2 * 100
-    low_mu, high_mu = np.percentile(mus, [tail, 100 - tail])
-    eps = gaussian_epsilon(np.array([mu, low_mu, high_mu]), delta)
+    # a resample of held-out cosines without spread separates them from any: mu unbounded
+    low_mu, high_mu = np.percentile(mus, [tail, 100 - tail], method="inverted_cdf")
+    mu_all = np.array([mu, low_mu, high_mu])
+    eps = np.full(3, math.inf)
+    finite = np.isfinite(mu_all)
+    eps[finite] = gaussian_epsilon(mu_all[finite], delta)
     return CanaryEstimate(float(eps[0]), float(eps[1]), float(eps[2]), mu, int(a.size))

@@ -24,10 +24,11 @@ def metrics_csv(training: FederatedTraining, curve: TWeakCurve | None) -> str:
     """
     training.loop.catch_up()  # rounds a resume loaded and no step has audited yet
     exposed = training.loop.exposed_after_round
-    counts = np.zeros(training.ledger.num_users, dtype=np.int64)
+    users = training.users_ledger  # the canaries are no user's
+    counts = np.zeros(users.num_users, dtype=np.int64)
     cardinality, gap, weak = [], [], []
     for t in range(len(training.records)):
-        counts[training.ledger.selected(t)] += 1
+        counts[users.selected(t)] += 1
         cardinality.append(f"{counts.sum() / (t + 1):.6g}")
         gap.append(f"{(counts.max() - counts.min()) / (t + 1):.6g}")
         if curve is None or math.isnan(curve.lower[t]):

@@ -67,9 +67,10 @@ def plot_training_run(result: TrainingResult, out: Path) -> list[Path]:
     fig.savefig(paths[0], dpi=120)
     plt.close(fig)
 
-    rounds = np.arange(1, tr.ledger.rounds + 1)
-    card = np.cumsum(tr.ledger.cardinalities) / np.maximum(rounds, 1)
-    counts = np.cumsum(tr.ledger.matrix(), axis=0) if tr.ledger.rounds else np.zeros((0, 1))
+    users = tr.users_ledger  # the canaries are no user's
+    rounds = np.arange(1, users.rounds + 1)
+    card = np.cumsum(users.cardinalities) / np.maximum(rounds, 1)
+    counts = np.cumsum(users.matrix(), axis=0) if users.rounds else np.zeros((0, 1))
     gap = (counts.max(axis=1) - counts.min(axis=1)) / np.maximum(rounds, 1)
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
     axes[0].plot(rounds, card)
@@ -105,7 +106,7 @@ def _plot_privacy(result: TrainingResult, x: np.ndarray, acc: np.ndarray, path: 
     noise = np.array([r.noise_multiplier for r in tr.records], dtype=np.float64)
     delta = result.config.target_delta
     eps = per_user_epsilons_by_round(
-        tr.ledger.matrix().astype(bool), noise, delta, tr.mechanism.accountant
+        tr.users_ledger.matrix().astype(bool), noise, delta, tr.mechanism.accountant
     )
     t_weak = (
         np.full(tr.ledger.rounds, np.nan)

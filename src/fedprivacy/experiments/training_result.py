@@ -68,7 +68,7 @@ class TrainingResult:
             if curve is None
             else {
                 "t_weak": curve.final,
-                "t_strong": t_strong(tr.ledger.matrix()[:, : self.config.users]),
+                "t_strong": t_strong(tr.users_ledger.matrix()),
                 "exposed_users": len(self.exposed),
             },
             caveats=(hidden.caveat,) if dp else (),
@@ -82,15 +82,14 @@ class TrainingResult:
         data = tr.dataset
         model = build_model(c.model_name, data.input_shape, data.num_classes, seed=c.seed)
         change = (tr.global_flat.detach().cpu() - flatten_parameters(model)).numpy()
-        est = tr.canaries.estimate(change, c.target_delta, seed=c.seed)
-        return {"epsilon": est.epsilon, "low": est.low, "high": est.high, "canaries": est.canaries}
+        return tr.canaries.estimate(change, c.target_delta, seed=c.seed).fields()
 
     def summary(self) -> dict[str, Any]:
         """The ``--json`` output and ``summary.json``."""
         tr = self.training
         base = summarise_records(tr.records)
-        card = tr.ledger.cardinalities
-        freq = tr.ledger.frequency
+        card = tr.users_ledger.cardinalities  # the canaries are no user's
+        freq = tr.users_ledger.frequency
         rounds = tr.ledger.rounds
         final = None if self.curve is None else self.curve.final
         out: dict[str, Any] = {

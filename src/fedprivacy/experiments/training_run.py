@@ -151,7 +151,7 @@ def finished(
     curve = None
     exposed: list[int] = []
     if training.round == config.rounds and config.metrics != "none":
-        p = training.ledger.matrix()[:, : config.users]
+        p = training.users_ledger.matrix()
         curve = t_weak_curve(
             p,
             time_limit=config.metrics_time_limit,
@@ -190,6 +190,7 @@ def summary_markdown(result: TrainingResult) -> str:
         f"| multi-round privacy T_weak | {t_text} |",
         f"| users exposed (individually reconstructible) | {s['exposed_users']} |",
         f"| per-user epsilon (max, at delta) | {_epsilon_text(s['privacy'])} |",
+        *_epsilon_hat_row(s["epsilon_hat"]),
         f"| fairness gap F | {s['fairness_gap']:.4f} |",
         f"| average cardinality C | {s['average_cardinality']:.3f} |",
         f"| skipped / aborted rounds | {s['skipped_rounds']} / {s['aborted_rounds']} |",
@@ -227,6 +228,16 @@ def _epsilon_text(privacy: dict[str, Any]) -> str:
     if released is not None and released != privacy["epsilon"]:
         text += f"; {released:.3g} against whoever sees only the models"
     return text
+
+
+def _epsilon_hat_row(estimate: dict[str, float] | None) -> list[str]:
+    """The canaries' ``epsilon_hat`` with its interval (no row without canaries)."""
+    if estimate is None:
+        return []
+    return [
+        f"| epsilon_hat ({estimate['canaries']:.0f} canaries; 95 % interval) | "
+        f"{estimate['epsilon']:.3g} ({estimate['low']:.3g} to {estimate['high']:.3g}) |"
+    ]
 
 
 def write_outputs(

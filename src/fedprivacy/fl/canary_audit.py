@@ -21,8 +21,8 @@ Examples
 >>> from fedprivacy.fl.mechanism import CentralGaussian
 >>> audit = audit_mechanism(CentralGaussian(2.0, 1.0), users=40, per_round=10, rounds=20,
 ...                         canaries=10, dimension=200, seed=0)
->>> audit.estimate.epsilon < audit.epsilon
-True
+>>> round(audit.epsilon, 2), audit.estimate.canaries  # the claim; the estimate is random
+(6.07, 10)
 """
 
 from __future__ import annotations

@@ -1,13 +1,20 @@
-"""Canary users in a FedAvg run: they take part like any user and send a fixed random direction.
+"""Canary users in a FedAvg run: selected beside the users, each sending a fixed random direction.
 
-``train --canaries M`` adds ``M`` users after the run's ``N``: they are selected like anyone (in
-batches under Multi-RoundSecAgg, through the privacy filter and secure aggregation), hold no
-data, and whenever selected send their own random unit direction scaled to the clip, which the
-mechanism clips and noises as any update (:meth:`CanaryUsers.updates`). After the run,
-:meth:`CanaryUsers.estimate` turns the model's change into ``epsilon_hat``
-(:func:`~fedprivacy.dp.canaries.epsilon_hat`, against as many directions never sent). They are
-left out of the users' epsilons (the report counts the first ``N`` users only) and have no data,
-so no accuracy of theirs; they do take selection slots from the real users.
+``train --canaries M`` (and ``PrivateFedAvgConfig.canaries``) adds ``M`` users after the run's
+``N``: they are selected as the users are, beside them and at their rate
+(:mod:`fedprivacy.participation.canary_selection`: in batches of their own under
+Multi-RoundSecAgg, through a privacy filter of their own), hold no data, and whenever selected
+send their own random unit direction scaled to the clip, which the mechanism clips as any update
+(:meth:`CanaryUsers.updates`). :meth:`CanaryUsers.join` adds them to the sum the round's
+aggregation releases, from the server's side: they are the auditor's own updates, and as parties
+of the secure aggregation they would change the users' round (its threshold, its noise
+provisioning, which rounds complete under dropouts), hence the users' epsilons. So every user's
+selection, noise and epsilon are those of the run without canaries; a round that aggregates no
+user takes no canary. The noise protecting the canaries is the users' noise in the sum, exactly
+what protects a user. After the run, :meth:`CanaryUsers.estimate` turns the model's change into
+``epsilon_hat`` (:func:`~fedprivacy.dp.canaries.epsilon_hat`, against as many directions never
+sent). They are left out of the users' epsilons, ``T_weak``, F and C (the first ``N`` users'),
+and have no data, so no accuracy of theirs.
 
 Examples
 --------
@@ -21,12 +28,14 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
 
 from fedprivacy.dp.canaries import CanaryEstimate, canary_directions, epsilon_hat
+from fedprivacy.fl.aggregation import AggregateOutcome
 
 __all__ = ["CanaryUsers"]
 
@@ -59,6 +68,34 @@ class CanaryUsers:
             for u in selected
             if u >= self.first
         }
+
+    def join(
+        self, outcome: AggregateOutcome, updates: Mapping[int, NDArray[np.floating]]
+    ) -> AggregateOutcome:
+        """``outcome`` with ``updates`` (canaries', weight 1 each) added to its sum.
+
+        Nothing is added to a round that aggregated no user.
+
+        Examples
+        --------
+        >>> users = AggregateOutcome((0, 1), np.ones(2), np.full(2, 2.0), 2.0, 0, 0.1)
+        >>> both = CanaryUsers.draw(first=5, count=2, dimension=2, clip=1.0, seed=0).join(
+        ...     users, {5: np.array([4.0, -2.0])})
+        >>> both.aggregated, both.mean_update.tolist(), both.total_weight
+        ((0, 1, 5), [2.0, 0.0], 3.0)
+        """
+        if outcome.weighted_sum is None or not updates:
+            return outcome
+        added = np.sum([np.asarray(v, dtype=np.float64) for v in updates.values()], axis=0)
+        total = outcome.weighted_sum + added
+        weight = outcome.total_weight + len(updates)
+        return replace(
+            outcome,
+            aggregated=(*outcome.aggregated, *sorted(int(u) for u in updates)),
+            mean_update=total / weight,
+            weighted_sum=total,
+            total_weight=weight,
+        )
 
     def estimate(self, change: NDArray[np.floating], delta: float, seed: int) -> CanaryEstimate:
         """``epsilon_hat`` of the run whose final model minus its initial one is ``change``."""

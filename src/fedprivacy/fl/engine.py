@@ -28,6 +28,7 @@ from torch import nn
 from fedprivacy._validation import require_int
 from fedprivacy.data.images import ImageDataset
 from fedprivacy.data.partition import Partition
+from fedprivacy.dp.per_user import epsilons_of_mu2
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import AggregateOutcome, Aggregator
 from fedprivacy.fl.canary_users import CanaryUsers
@@ -35,16 +36,13 @@ from fedprivacy.fl.clients import LocalClients
 from fedprivacy.fl.local_spec import LearningRateSchedule, LocalTrainingSpec
 from fedprivacy.fl.mechanism import Mechanism, NoMechanism
 from fedprivacy.fl.params import flatten_parameters
-from fedprivacy.fl.secure_aggregation import SecureAggregator
+from fedprivacy.fl.selection_wrappers import WrappedSelection
 from fedprivacy.participation.availability import AvailabilityModel
-from fedprivacy.participation.guard import PrivacyGuard
-from fedprivacy.participation.layout import BatchLayout
 from fedprivacy.participation.ledger import ParticipationLedger
-from fedprivacy.participation.privacy_filter import PrivacyFilter
 from fedprivacy.participation.selectors import (
     Selector,
 )
-from fedprivacy.participation.units import unit_size, use_layout
+from fedprivacy.participation.units import unit_size
 from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
 from fedprivacy.pipeline.loop import FederatedRun
 from fedprivacy.pipeline.record import RoundRecord
@@ -59,7 +57,7 @@ def round_rng(seed: int, round_index: int, purpose: int) -> np.random.Generator:
 
 
 @dataclass
-class FederatedTraining(Algorithm[RoundRecord]):
+class FederatedTraining(WrappedSelection, Algorithm[RoundRecord]):
     """FedAvg with partial participation over a partitioned dataset.
 
     An :class:`~fedprivacy.pipeline.algorithm.Algorithm`: :meth:`step` and :meth:`run` drive
@@ -97,6 +95,10 @@ class FederatedTraining(Algorithm[RoundRecord]):
         Most clients trained in one vectorised call.
     mechanism : Mechanism
         Clipping and noise around aggregation (:mod:`fedprivacy.fl.mechanism`; default none).
+    canaries : CanaryUsers, optional
+        An audit's canary users after the users (:mod:`fedprivacy.fl.canary_users`).
+    delta : float
+        The delta of the progress line's epsilon (:meth:`progress_note`; the run's).
     device : str
         ``"cpu"`` or a CUDA device (``"cuda"``, ``"cuda:N"``): where the model, the data and the
         local training live. Aggregation and the ledger stay on the CPU. On a GPU ``"auto"``
@@ -122,6 +124,7 @@ class FederatedTraining(Algorithm[RoundRecord]):
     )
     mechanism: Mechanism = field(default_factory=NoMechanism)
     canaries: CanaryUsers | None = None
+    delta: float = 1e-5
 
     def __post_init__(self) -> None:
         n = self.num_users = self.selector.num_users
@@ -144,7 +147,7 @@ class FederatedTraining(Algorithm[RoundRecord]):
         )
         self.trainer = self.clients.trainer
         self.torch_device = self.clients.torch_device
-        # w_u in (0, 1], proportional to n_u (a canary's: 1; the DP mechanisms weigh equally)
+        # w_u in (0, 1], proportional to n_u (the canaries weigh 1, outside the aggregator)
         self.weights = np.concatenate([self.clients.weights, np.ones(extra)])
         self.global_flat = flatten_parameters(self.model)
         self.ledger = ParticipationLedger(n)
@@ -157,55 +160,9 @@ class FederatedTraining(Algorithm[RoundRecord]):
             live_audit=True,
         )
         self.records: list[RoundRecord] = []
+        self._mu2, self._noted = np.zeros(n - extra), 0  # the users' sum z^-2 (progress_note)
         # the unit the secure path aggregates atomically: a batch of T users, or a whole group
         self.batch_size_t = unit_size(self.selector)
-
-    def use_layout(self, layout: BatchLayout) -> None:
-        """Place the users in batches (or groups) by ``layout``: selection and secure rounds.
-
-        A deployment's layout, drawn by its nodes (:mod:`fedprivacy.flower.messaging.joint_draw`);
-        its reference simulation replays it. Call it before the first round.
-        """
-        if self.ledger.rounds:
-            raise ParameterError("batch_layout", "must be set before the first round")
-        use_layout(self.selector, layout)
-        if isinstance(self.aggregator, SecureAggregator):
-            self.aggregator.layout = layout
-
-    def guard_selection(self, mode: str, target: int) -> PrivacyGuard:
-        """Run the selection under :class:`~fedprivacy.participation.guard.PrivacyGuard`.
-
-        The guard reads this run's ledger; call it before the first round.
-        """
-        if self.ledger.rounds:
-            raise ParameterError("guard", "must be set before the first round")
-        guard = PrivacyGuard(self.selector, self.ledger, target=target, mode=mode)
-        self.selector = self.loop.selector = guard
-        return guard
-
-    def budget_selection(self, budget: float, delta: float) -> PrivacyFilter:
-        """Retire users before their epsilon passes ``budget`` (a :class:`PrivacyFilter`).
-
-        Each past round is charged at the noise it really released, the next one at the
-        mechanism's requested noise (the least any round releases), by the mechanism's per-user
-        accountant; call it before the first round, and before :meth:`guard_selection`.
-        """
-        z = self.mechanism.noise_multiplier
-        if z is None:
-            raise ParameterError("epsilon_budget", "needs a DP mechanism (--dp)")
-        if self.ledger.rounds:
-            raise ParameterError("epsilon_budget", "must be set before the first round")
-        budgeted = PrivacyFilter(
-            self.selector,
-            self.ledger,
-            budget=budget,
-            noise_multiplier=z,
-            delta=delta,
-            accountant=self.mechanism.accountant,
-            round_noise=lambda: [r.noise_multiplier for r in self.records],
-        )
-        self.selector = self.loop.selector = budgeted
-        return budgeted
 
     @property
     def device_name(self) -> str:
@@ -274,8 +231,6 @@ class FederatedTraining(Algorithm[RoundRecord]):
         trained = self.clients.deltas(self.global_flat, users, self._round_spec(r), rng)
         diff = trained.cpu().numpy()
         deltas = {int(u): diff[i] for i, u in enumerate(users)}
-        if self.canaries is not None:  # no data to train: each sends its direction
-            deltas.update(self.canaries.updates(selected))
         train_s = time.perf_counter() - started
         deltas, weights = self.mechanism.prepare(
             deltas, {u: float(self.weights[u]) for u in deltas}
@@ -289,6 +244,10 @@ class FederatedTraining(Algorithm[RoundRecord]):
         )
         if self.on_aggregate is not None:
             self.on_aggregate(r, outcome, deltas)
+        if self.canaries is not None:  # no data to train: each sends its direction, clipped
+            canaries = self.canaries.updates(selected)
+            prepared, _ = self.mechanism.prepare(canaries, dict.fromkeys(canaries, 1.0))
+            outcome = self.canaries.join(outcome, prepared)
         return outcome, train_s
 
     def client_update(
@@ -391,6 +350,23 @@ class FederatedTraining(Algorithm[RoundRecord]):
         total = require_int("rounds", rounds, minimum=0)
         self.loop.run(max(0, total - self.round), progress=progress)
         return self.records
+
+    def progress_note(self) -> str:
+        """The largest per-user epsilon so far (against the server), for the progress line.
+
+        Each user's ``sum z_t^-2`` over the records seen so far, extended by the new ones (a
+        resumed run's records too); the users' only (not the canaries').
+        """
+        if self.mechanism.noise_multiplier is None:
+            return ""
+        for record in self.records[self._noted :]:
+            users = np.asarray(record.aggregated, dtype=np.intp)
+            if users.size and np.isfinite(record.noise_multiplier):
+                self._mu2[users[users < self._mu2.size]] += record.noise_multiplier**-2.0
+        self._noted = len(self.records)
+        most = self._mu2.max(initial=0.0)
+        epsilon = float(epsilons_of_mu2([most], self.delta, self.mechanism.accountant)[0])
+        return f"max per-user epsilon {epsilon:.3g}"
 
     def evaluate(self) -> tuple[float, float]:
         """Test accuracy and mean cross-entropy of the current global model."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.models.registry import FEDAVG_MODELS as MODELS
 from fedprivacy.models.registry import build_model, count_parameters
 from fedprivacy.participation.availability import AvailabilityModel, make_availability
+from fedprivacy.participation.canary_selection import CanaryAvailability
 from fedprivacy.participation.fairness import check_fairness_rule
 from fedprivacy.participation.selection_inputs import validate_batch_parameters
 from fedprivacy.participation.selectors import SELECTORS
@@ -94,9 +95,10 @@ class TrainConfig(
         With DP: no user's epsilon may pass it; a user (a whole batch under ``multiround``) is
         retired before the round that would (:mod:`fedprivacy.participation.privacy_filter`).
     canaries : int
-        With DP, in process: canary users added after the ``users``, selected like anyone,
-        sending a fixed random direction at the clip; the summary's ``epsilon_hat``
-        (:mod:`fedprivacy.fl.canary_users`). 0: none.
+        With DP, in process: canary users added after the ``users``, selected beside them
+        at their rate (``M K / N`` a round, never in their place:
+        :mod:`fedprivacy.participation.canary_selection`), sending a fixed random direction at
+        the clip; the summary's ``epsilon_hat`` (:mod:`fedprivacy.fl.canary_users`). 0: none.
     """
 
     dataset: str = "digits"
@@ -225,10 +227,7 @@ class TrainConfig(
         if require_int("canaries", self.canaries, minimum=0):
             if mechanism.noise_multiplier is None:
                 raise ParameterError("canaries", "measure a DP mechanism: give --dp")
-            if self.target_privacy is not None:
-                validate_batch_parameters(
-                    self.users + self.canaries, self.per_round, self.target_privacy
-                )
+            self.canary_selection(self.canaries)  # M K / N canaries a round, in whole units
         if self.delta is not None:
             if self.dp == "none":
                 raise ParameterError("delta", "needs a DP mechanism (--dp central or distributed)")
@@ -324,12 +323,13 @@ def build_training(
         shards_per_user=config.shards_per_user,
     )
     model = build_model(config.model_name, data.input_shape, data.num_classes, seed=config.seed)
-    population = config.users + config.canaries
-    selector = replace(config, users=population).selector()
+    selector = config.canary_selection(config.canaries)
     if availability is None:
         availability = make_availability(
-            population, config.dropout, np.random.default_rng([config.seed, 12])
+            config.users, config.dropout, np.random.default_rng([config.seed, 12])
         )
+        if config.canaries:
+            availability = CanaryAvailability(availability, config.canaries)
     mechanism = config.mechanism()
     if config.canaries:  # users without data after the partition's
         hooks["canaries"] = CanaryUsers.draw(
@@ -341,7 +341,7 @@ def build_training(
         )
     aggregator = section_aggregator(
         config,
-        per_round=config.per_round,
+        per_round=config.per_round,  # the users' (the canaries join the sum it releases)
         seed=config.seed,
         party_noise=mechanism.party_noise,
         encoding=config.encoding,
@@ -365,6 +365,7 @@ def build_training(
         chunk_size=config.chunk_size,
         device=config.device,
         mechanism=mechanism,
+        delta=config.target_delta,
         **hooks,
     )
     if config.epsilon_budget is not None:

@@ -186,3 +186,61 @@ class ParticipationLedger:
         for row in self.matrix():
             writer.writerow(row.tolist())
         atomic_write_text(path, buf.getvalue())
+
+
+class LedgerSlice(ParticipationLedger):
+    """Users ``start .. stop - 1`` of a ledger, numbered from 0, read as the ledger grows.
+
+    What a wrapper of one group's selector (a privacy filter, a guard) reads when a run's ledger
+    also holds others (:mod:`fedprivacy.participation.canary_selection`). Read-only: the run
+    records in the ledger itself.
+
+    Examples
+    --------
+    >>> ledger = ParticipationLedger(5)
+    >>> tail = LedgerSlice(ledger, 3, 5)
+    >>> ledger.record([0, 3, 4]); ledger.record([1])
+    >>> tail.rounds, tail.selected(0).tolist(), tail.frequency.tolist()
+    (2, [0, 1], [1, 1])
+    """
+
+    def __init__(self, ledger: ParticipationLedger, start: int, stop: int) -> None:
+        if not 0 <= start < stop <= ledger.num_users:
+            raise ParameterError("users", f"[{start}, {stop}) is not a range of the ledger's")
+        self.ledger, self.start, self.stop = ledger, start, stop
+        self.num_users = stop - start
+        self.user_ids = ledger.user_ids[start:stop]
+
+    def record(self, selected: ArrayLike) -> None:
+        """Refused: a slice is read-only (the run records in its ledger)."""
+        raise ParameterError("ledger", "a slice of a ledger is read-only")
+
+    @property
+    def rounds(self) -> int:
+        """Rounds of the ledger."""
+        return self.ledger.rounds
+
+    @property
+    def frequency(self) -> NDArray[np.int64]:
+        """How many times each of the slice's users was aggregated so far (a copy)."""
+        return self.ledger.frequency_view[self.start : self.stop].copy()
+
+    @property
+    def frequency_view(self) -> NDArray[np.int64]:
+        """The slice of the ledger's read-only frequency view."""
+        return self.ledger.frequency_view[self.start : self.stop]
+
+    @property
+    def cardinalities(self) -> NDArray[np.int64]:
+        """Number of the slice's users aggregated in each round."""
+        sizes = (self.selected(r).size for r in range(self.rounds))
+        return np.fromiter(sizes, dtype=np.int64, count=self.rounds)
+
+    def selected(self, round_index: int) -> NDArray[np.intp]:
+        """The slice's users aggregated in round ``round_index``, numbered from 0."""
+        users = self.ledger.selected(round_index)
+        return users[(users >= self.start) & (users < self.stop)] - self.start
+
+    def matrix(self, start: int = 0, stop: int | None = None) -> NDArray[np.uint8]:
+        """The slice's columns of the ledger's participation matrix."""
+        return self.ledger.matrix(start, stop)[:, self.start : self.stop]

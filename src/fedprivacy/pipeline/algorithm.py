@@ -112,6 +112,10 @@ class Algorithm(ABC, Generic[R]):
     def run_round(self, ctx: RoundContext) -> RoundResult[R]:
         """Run one round for ``ctx.selected``: client updates, aggregation, server update."""
 
+    def progress_note(self) -> str:
+        """A few words the progress line adds after the server's view (none by default)."""
+        return ""
+
 
 class SelectionOnly(Algorithm[None]):
     """Selection without training: the round aggregates the selection, or what ``aggregate`` says.

@@ -49,9 +49,10 @@ from numpy.typing import NDArray
 from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.availability import AvailabilityModel
+from fedprivacy.participation.canary_selection import CanarySelection
 from fedprivacy.participation.guard import PrivacyGuard
 from fedprivacy.participation.incremental import AuditView, IncrementalAudit
-from fedprivacy.participation.ledger import ParticipationLedger
+from fedprivacy.participation.ledger import LedgerSlice, ParticipationLedger
 from fedprivacy.participation.privacy_filter import PrivacyFilter
 from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
 
@@ -152,7 +153,10 @@ class FederatedRun(Generic[R]):
         self.ledger = ledger
         self.callbacks = tuple(callbacks)
         self._frequency = ledger.frequency_view  # live: record() updates it in place
-        self.audit = IncrementalAudit(n) if live_audit else None
+        # the server's view of the users: canaries' updates are their inserter's own
+        users = selector.first if isinstance(selector, CanarySelection) else n
+        self.users_ledger = ledger if users == n else LedgerSlice(ledger, 0, users)
+        self.audit = IncrementalAudit(users) if live_audit else None
         self._ahead: tuple[int, NDArray[np.bool_], NDArray[np.intp]] | None = None
         self.view: AuditView | None = None
         self.exposed_after_round: list[int] = []
@@ -215,7 +219,7 @@ class FederatedRun(Generic[R]):
         """Bring the live audit up to the ledger (also rounds a resumed run loaded into it)."""
         if self.audit is None:
             return
-        views = self.audit.catch_up(self.ledger)
+        views = self.audit.catch_up(self.users_ledger)
         self.exposed_after_round += [len(v.exposed) for v in views]
         if views:
             self.view = views[-1]
@@ -226,7 +230,8 @@ class FederatedRun(Generic[R]):
         """Run ``rounds`` more rounds (at least 0); ``progress(1)`` after each.
 
         A ``progress`` with a ``status`` attribute (the command line's bars) is also given the
-        live audit's view after each round, ``progress.status(view.describe())``.
+        live audit's view after each round, ``progress.status(view.describe())``, and the
+        algorithm's :meth:`~fedprivacy.pipeline.algorithm.Algorithm.progress_note`.
         """
         count = require_int("rounds", rounds, minimum=0)
         results = []
@@ -237,8 +242,9 @@ class FederatedRun(Generic[R]):
         return results
 
     def tell(self, progress: Callable[[int], None]) -> None:
-        """``progress(1)``, after ``progress.status(view.describe())`` where both exist."""
+        """``progress(1)``, after ``progress.status`` of the view and the note where both exist."""
         status = getattr(progress, "status", None)
         if status is not None and self.view is not None:
-            status(self.view.describe())
+            note = self.algorithm.progress_note()
+            status(self.view.describe() + (f"; {note}" if note else ""))
         progress(1)

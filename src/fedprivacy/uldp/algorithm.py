@@ -39,10 +39,11 @@ from numpy.typing import NDArray
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.params import load_flat_
 from fedprivacy.participation.audit import audit_ledger
+from fedprivacy.participation.canary_selection import CanarySelection, canary_selection
 from fedprivacy.participation.exposure import CertificationError
 from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.sampling import EveryUser, PoissonSampler
-from fedprivacy.participation.selectors import make_selector
+from fedprivacy.participation.selectors import Selector, make_selector
 from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
 from fedprivacy.pipeline.loop import UserSampler
 from fedprivacy.pipeline.record import RoundRecord
@@ -66,14 +67,32 @@ AUDIT_TIME_LIMIT = 10.0
 
 
 def uldp_selector(config: UldpConfig) -> UserSampler:
-    """The user selection of a (validated) ULDP-FL configuration."""
+    """The user selection of a (validated) ULDP-FL configuration, and its canaries' beside it.
+
+    The canaries (``config.canaries``) are selected as the users are, at their rate
+    (:mod:`fedprivacy.participation.canary_selection`).
+    """
+    users = _selection(config, config.users, config.effective_per_round)
+    if not config.canaries:
+        return users
+    if isinstance(users, Selector):  # K a round: M K / |U| canaries, in whole units
+
+        def scheme(count: int, per_round: int) -> Selector:
+            return make_selector(config.scheme, count, per_round, config.target_privacy)
+
+        return canary_selection(users, config.canaries, scheme)
+    return CanarySelection(users, _selection(config, config.canaries, config.canaries))
+
+
+def _selection(
+    config: UldpConfig, users: int, per_round: int
+) -> Selector | EveryUser | PoissonSampler:
+    """Every user, Poisson sampling at ``q``, or the scheme's ``per_round`` of ``users``."""
     if not method_spec(config.method).sampled:
-        return EveryUser(config.users)
+        return EveryUser(users)
     if sample_hidden(config):
-        return PoissonSampler(config.users, config.effective_sampling_rate)
-    return make_selector(
-        config.scheme, config.users, config.effective_per_round, config.target_privacy
-    )
+        return PoissonSampler(users, config.effective_sampling_rate)
+    return make_selector(config.scheme, users, per_round, config.target_privacy)
 
 
 class SiloRounds(Protocol):
@@ -144,6 +163,9 @@ class UldpAlgorithm(Algorithm[RoundRecord]):
         ``evaluate(model)``: the task's metrics on the server's test set.
     num_users : int
         ``|U|``.
+    canaries : int
+        Canary users after them (the loop's selection covers both; the epsilons are the
+        users').
     sampled_method : bool
         Whether the method sub-samples users (``-s``): the silos then get the round's sample.
     eval_every : int
@@ -169,9 +191,11 @@ class UldpAlgorithm(Algorithm[RoundRecord]):
         num_users: int,
         sampled_method: bool,
         eval_every: int = 1,
+        canaries: int = 0,
     ) -> None:
         self.silos = silos
-        self.num_users = num_users
+        self.users = num_users
+        self.num_users = num_users + canaries  # the loop's
         self.model = model
         self.flat = flat
         self._evaluate = evaluate
@@ -201,6 +225,7 @@ class UldpAlgorithm(Algorithm[RoundRecord]):
             num_users=fed.num_users,
             sampled_method=runner.spec.sampled,
             eval_every=eval_every,
+            canaries=0 if runner.canaries is None else runner.canaries.count,
         )
 
     def evaluate(self) -> dict[str, float]:
@@ -254,7 +279,7 @@ class UldpAlgorithm(Algorithm[RoundRecord]):
             raise ParameterError("frequency", "a ULDP round is accounted from a loop's ledger")
         frequency = ctx.frequency.copy()
         frequency[aggregated] += 1
-        return self.silos.accounting.epsilons(self.released, frequency)
+        return self.silos.accounting.epsilons(self.released, frequency[: self.users])
 
     def _round_noise(self, out: RoundOutput | None) -> float:
         """The noise multiplier a released round's Gaussian is accounted at (NaN: none)."""

@@ -31,10 +31,11 @@ from fedprivacy.data.tabular import SILO_DATASETS
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.gradients import GRADIENTS
 from fedprivacy.fl.mechanism import MECHANISMS, Mechanism, make_mechanism
+from fedprivacy.participation.canary_selection import canaries_per_round
 from fedprivacy.participation.selection_inputs import validate_batch_parameters
-from fedprivacy.participation.selectors import SELECTORS
+from fedprivacy.participation.selectors import SELECTORS, make_selector
 from fedprivacy.secagg.params import MIN_PARTICIPANTS
-from fedprivacy.uldp.families import check_mechanism
+from fedprivacy.uldp.families import check_mechanism, family_for
 from fedprivacy.uldp.hyper_defaults import DEFAULT_HYPER, HyperDefaults
 from fedprivacy.uldp.method_specs import method_spec
 
@@ -130,6 +131,13 @@ class UldpConfig(
         Allow ``secure_key_bits < 2048`` (factorable keys: tests and quick checks only).
     creditcard_path : str or None
         Explicit path of the Kaggle ``creditcard.csv``.
+    canaries : int
+        Canary users beside the ``users`` (ULDP-AVG, ULDP-SGD and their variants, in the
+        clear-weighted sums): each, when selected as a user would be (every round, Poisson at
+        ``q``, or ``M K / |U|`` a round under a scheme:
+        :mod:`fedprivacy.participation.canary_selection`), adds a fixed random direction at the
+        clip to one silo's sum; the result's ``epsilon_hat`` (:mod:`fedprivacy.fl.canary_users`).
+        0: none.
     """
 
     dataset: str = "heart_disease"
@@ -155,6 +163,7 @@ class UldpConfig(
     secure_key_bits: int = 3072
     insecure_test_keys: bool = False
     creditcard_path: str | None = field(default=None, compare=False)
+    canaries: int = 0
 
     # -- derived ---------------------------------------------------------------------------
 
@@ -242,6 +251,7 @@ class UldpConfig(
         self._validate_dp()
         self._validate_aggregation()
         self._validate_federation()
+        self._validate_canaries()
         require_positive_number("noise_multiplier", self.noise_multiplier)
         delta = require_number("delta", self.delta)
         if not 0.0 < delta < 1.0:
@@ -343,6 +353,26 @@ class UldpConfig(
                 f"secure aggregation needs at least {MIN_PARTICIPANTS} silos (with two, the sum "
                 "and one silo's own contribution give away the other's)",
             )
+
+    def _validate_canaries(self) -> None:
+        """Canaries measure a user-level method's noise, in its clear-weighted silo sums."""
+        if not require_int("canaries", self.canaries, minimum=0):
+            return
+        if not family_for(self.method).per_user:
+            raise ParameterError(
+                "canaries",
+                f"measure the user-level methods (ULDP-AVG, ULDP-SGD, ...), not {self.method}",
+            )
+        if self.secure_weighting:
+            raise ParameterError(
+                "canaries",
+                "join the silos' clear-weighted sums, not the private weighting protocol",
+            )
+        if method_spec(self.method).sampled and self.scheme != "poisson":
+            users = make_selector(
+                self.scheme, self.users, self.effective_per_round, self.target_privacy
+            )
+            canaries_per_round(self.users, users.per_round, self.canaries, users.unit)
 
     def _validate_scheme(self) -> None:
         """The user selection options: ``scheme``, ``per_round``, ``target_privacy``."""

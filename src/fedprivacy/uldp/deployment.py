@@ -77,7 +77,7 @@ def check_deployable(config: UldpConfig) -> UldpConfig:
         If the method is not one of ULDP-AVG-w, -AVG-ws, -SGD-w, -SGD-ws (the methods whose
         silos send weighted sums of per-user updates through the private weighting protocol),
         or ``dp`` asks for noise the silos would not add (a silo checks the proposal with this
-        too, so a server cannot talk it out of its noise).
+        too, so a server cannot talk it out of its noise), or it has canaries (in process only).
     """
     cfg = config.validate().resolved()
     spec = method_spec(cfg.method)
@@ -92,6 +92,10 @@ def check_deployable(config: UldpConfig) -> UldpConfig:
             "dp",
             "each silo of a deployment adds its own noise: a mechanism whose parties add noise "
             f"(party_noise), such as 'distributed', not {cfg.dp!r}",
+        )
+    if cfg.canaries:
+        raise ParameterError(
+            "canaries", "are inserted in process (fedprivacy uldp), not in a deployment"
         )
     return cfg
 

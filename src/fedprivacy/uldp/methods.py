@@ -73,6 +73,7 @@ from torch import nn
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.aggregation import Aggregator
 from fedprivacy.fl.aggregators import make_aggregator
+from fedprivacy.fl.canary_users import CanaryUsers
 from fedprivacy.fl.local_spec import require_plain_sgd
 from fedprivacy.fl.local_training import DEFAULT_MAX_ROWS, VectorisedTrainer
 from fedprivacy.fl.mechanism import Mechanism
@@ -141,6 +142,12 @@ class MethodRunner:
         ``update_clip``). The private weighting protocol (``secure``) is the ``-w`` methods'
         own weighted secure aggregation and replaces it.
 
+    canaries : CanaryUsers, optional
+        Canary users after the federation's (the user-level methods in the clear-weighted
+        sums): a round's sample over users and canaries gives the selected canaries, each
+        adding its direction, at the clip, to one silo's sum
+        (:meth:`~fedprivacy.uldp.families.user_level.UserLevelFamily.round`).
+
     Attributes
     ----------
     spec : MethodSpec
@@ -176,6 +183,7 @@ class MethodRunner:
     amplified: bool = True
     secure_log: list[dict[str, float]] = field(init=False, default_factory=list)
     aggregator: Aggregator | None = None
+    canaries: CanaryUsers | None = None
     accounting: UldpAccounting = field(init=False, repr=False)
     rounds: int = field(init=False, default=0)
 
@@ -193,6 +201,10 @@ class MethodRunner:
         if h.naive_noise not in ("corrected", "paper"):
             raise ParameterError(
                 "naive_noise", f"must be 'corrected' or 'paper', got {h.naive_noise!r}"
+            )
+        if self.canaries is not None and (self.secure is not None or not self.family.per_user):
+            raise ParameterError(
+                "canaries", "join the user-level methods' clear-weighted silo sums only"
             )
         if self.secure is not None and not (self.spec.weighted and self.family.per_user):
             raise ParameterError(

@@ -30,7 +30,6 @@ from numpy.typing import NDArray
 from fedprivacy.pipeline.record import Column, RoundRecord, records_csv
 from fedprivacy.report import (
     ULDP_EPSILON,
-    ULDP_SERVER_CHOSEN,
     LedgerEpsilons,
     Method,
     PrivacyReport,
@@ -38,7 +37,7 @@ from fedprivacy.report import (
 )
 from fedprivacy.run_directory import write_run_directory
 from fedprivacy.uldp.config import UldpConfig
-from fedprivacy.uldp.run_setup import sample_hidden
+from fedprivacy.uldp.run_setup import uldp_hidden
 
 __all__ = ["EPSILON_ADVERSARIES", "UldpResult", "round_dict", "write_outputs"]
 
@@ -66,8 +65,10 @@ def round_dict(record: RoundRecord) -> dict[str, Any]:
 
 #: Who each reported epsilon protects against (every output names them).
 EPSILON_ADVERSARIES = {
-    "epsilon_released": "anyone who sees the released models (every round's aggregate) but not "
-    "which users were sampled; amplified by user-level sub-sampling (-s methods)",
+    "epsilon_released": "anyone who sees only the released models (every round's aggregate), "
+    "not who was selected: amplified by what the selection hides from them (a Poisson sample, "
+    "Multi-RoundSecAgg's batches, K of |U| uniformly; privacy.caveats says which), else the "
+    "server's",
     "epsilon_server": "the aggregation server, which chooses and knows the user sample: no "
     "amplification by sub-sampling (the most-sampled user's rounds, unsampled Gaussian); "
     "like the paper, it assumes the server sees only the sum over silos of each round",
@@ -124,6 +125,9 @@ class UldpResult:
         Where the noise comes from (:func:`fedprivacy.uldp.run.noise_source`): seeded noise
         is reproducible by whoever holds the seed, the protocol's silos draw theirs from OS
         randomness.
+    epsilon_hat : dict or None
+        The canaries' empirical epsilon of the final model with its interval
+        (:meth:`~fedprivacy.dp.canaries.CanaryEstimate.fields`); None without canaries.
     """
 
     config: UldpConfig
@@ -141,11 +145,13 @@ class UldpResult:
     noise_source: str = ""
     server_view: dict[str, Any] | None = None
     exposed_after_round: NDArray[np.int64] | None = None
+    epsilon_hat: dict[str, float] | None = None
 
     @property
     def participation(self) -> NDArray[np.bool_]:
-        """The ledger's matrix (rounds, users): whom each round aggregated, from the records."""
-        matrix = np.zeros((len(self.records), self.config.users), dtype=np.bool_)
+        """The ledger's matrix (rounds, users and canaries): whom each round aggregated."""
+        c = self.config
+        matrix = np.zeros((len(self.records), c.users + c.canaries), dtype=np.bool_)
         for t, record in enumerate(self.records):
             matrix[t, list(record.aggregated)] = True
         return matrix
@@ -167,33 +173,30 @@ class UldpResult:
         """
         c = self.config
         private = c.method != "DEFAULT" and math.isfinite(self.final.get("epsilon"))
-        amplified = sample_hidden(c)
-        against = (
-            EPSILON_ADVERSARIES["epsilon_released"]
-            if amplified
-            else ULDP_SERVER_CHOSEN.format(c.scheme)
-        )
+        hidden = uldp_hidden(c)
         noise = np.array([r.noise_multiplier for r in self.records], dtype=np.float64)
         ledger = LedgerEpsilons(
             self.participation,
             noise,
-            sampling_rate=c.effective_sampling_rate if amplified else None,
+            sampling_rate=hidden.sampling_rate,
             group_epsilon=self.final.get("epsilon") if self.group_size is not None else None,
+            batches=hidden.batches,
+            users=c.users,
         )
         mechanism = c.mechanism()  # None: the method's own, whose silos add the noise
-        hidden = mechanism is None or mechanism.adds_noise_in_aggregation
+        parties = mechanism is None or mechanism.adds_noise_in_aggregation
         return privacy_report(
             Method(
                 c.method,
                 c.noise_multiplier if private else None,
                 c.clip,
-                adds_noise_in_aggregation=hidden,
+                adds_noise_in_aggregation=parties,
             ),
             c.delta,
             ledger,
             aggregation="silo-sum",
             server_view=self.server_view,
-            caveats=((ULDP_EPSILON.format(against),) if private else ())
+            caveats=((ULDP_EPSILON, hidden.caveat) if private else ())
             + self.caveats
             + ((f"Noise: {self.noise_source}.",) if self.noise_source else ()),
         )
@@ -207,8 +210,8 @@ class UldpResult:
             "metric": _finite(last.get("metric")),
             "metric_name": self.metric_name,
             "epsilon": privacy.epsilon,
-            "epsilon_released": _finite(last.get("epsilon")),
-            "epsilon_server": _finite(last.get("epsilon_server")),
+            "epsilon_released": privacy.epsilon_released,
+            "epsilon_server": privacy.epsilon_server,
             "epsilon_adversaries": {"epsilon": privacy.epsilon_adversary, **EPSILON_ADVERSARIES},
             "delta": c.delta,
             "private": c.method != "DEFAULT",
@@ -245,6 +248,8 @@ class UldpResult:
             "noise_source": self.noise_source,
             "caveats": list(self.caveats),
             "privacy": privacy.to_dict(),
+            "canaries": c.canaries,
+            "epsilon_hat": self.epsilon_hat,
             **(
                 {}
                 if self.epsilon_at is None

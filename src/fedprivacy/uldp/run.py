@@ -36,6 +36,7 @@ from fedprivacy.dp.accounting import quiet_accounting
 from fedprivacy.errors import ParameterError
 from fedprivacy.files import atomic_write_text
 from fedprivacy.fl.aggregators import make_aggregator
+from fedprivacy.fl.canary_users import CanaryUsers
 from fedprivacy.fl.clients import resolve_device
 from fedprivacy.fl.gradients import default_gradient
 from fedprivacy.fl.local_training import default_max_rows
@@ -130,15 +131,16 @@ def run_uldp(
     setup_seconds: dict[str, float] = {}
     if cfg.secure_weighting:
         secure, setup_seconds = _secure_weighting(cfg, fed, model)
-    runner = _runner(cfg, fed, model, secure)
     flat = flatten_parameters(model).to(fed.device)
+    runner = _runner(cfg, fed, model, secure, _canaries(cfg, fed.num_users, flat.numel()))
+    start = flat.detach().clone()  # x_0: the canaries' estimate reads the change from it
     train_rng, noise_rng = np.random.default_rng(train_ss), np.random.default_rng(noise_ss)
     algorithm = UldpAlgorithm.simulated(
         runner, model, flat, train_rng, noise_rng, eval_every=cfg.eval_every
     )
     loop: FederatedRun[RoundRecord] = FederatedRun(
         uldp_selector(cfg),
-        AlwaysAvailable(fed.num_users),
+        AlwaysAvailable(algorithm.num_users),
         algorithm,
         selection_rng=lambda _t: train_rng,  # the sample is the first draw of a round
         live_audit=True,
@@ -163,12 +165,29 @@ def run_uldp(
         final_params=algorithm.flat.detach().cpu(),
         secure_weighting=secure_report,
         caveats=privacy_caveats(cfg.method, fed.task.task),
-        server_view=server_view(loop.ledger),
+        server_view=server_view(loop.users_ledger),  # the users' columns
         exposed_after_round=np.asarray(loop.exposed_after_round, dtype=np.int64),
         noise_source=noise_source(
             cfg.method, cfg.secure_weighting, runner.noise_hidden_from_server
         ),
         epsilon_at=None if epsilon_at is None else _epsilon_at(runner, algorithm, epsilon_at),
+        epsilon_hat=(
+            None
+            if runner.canaries is None
+            else runner.canaries.estimate(
+                (algorithm.flat - start).detach().cpu().numpy(), cfg.delta, cfg.seed
+            ).fields()
+        ),
+    )
+
+
+def _canaries(cfg: UldpConfig, users: int, dimension: int) -> CanaryUsers | None:
+    """The run's canary users (after its users), None without."""
+    if not cfg.canaries:
+        return None
+    assert cfg.clip is not None  # resolved
+    return CanaryUsers.draw(
+        first=users, count=cfg.canaries, dimension=dimension, clip=cfg.clip, seed=cfg.seed
     )
 
 
@@ -180,7 +199,11 @@ def _epsilon_at(
 
 
 def _runner(
-    cfg: UldpConfig, fed: Federation, model: torch.nn.Module, secure: SecureWeighting | None
+    cfg: UldpConfig,
+    fed: Federation,
+    model: torch.nn.Module,
+    secure: SecureWeighting | None,
+    canaries: CanaryUsers | None = None,
 ) -> MethodRunner:
     """The method's runner: its mechanism, its aggregator across silos, Protocol 1 if set up."""
     return MethodRunner(
@@ -203,6 +226,7 @@ def _runner(
             degree=cfg.secagg_degree,
             encoding="fixed-point" if cfg.secagg else "float",
         ),
+        canaries=canaries,
     )
 
 

@@ -28,7 +28,10 @@ from fedprivacy.data.tabular import load_silo_dataset
 from fedprivacy.fl.local_spec import LocalTrainingSpec
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.participation.sampling import PoissonSampler
+from fedprivacy.participation.selectors import make_selector
+from fedprivacy.report_inputs import Hidden, hidden_selection
 from fedprivacy.uldp.config import UldpConfig
+from fedprivacy.uldp.method_specs import method_spec
 from fedprivacy.uldp.rounds import RoundHyper
 from fedprivacy.uldp.tasks import TaskSpec, task_for
 
@@ -39,6 +42,7 @@ __all__ = [
     "round_hyper",
     "run_seeds",
     "sample_hidden",
+    "uldp_hidden",
 ]
 
 
@@ -127,3 +131,29 @@ def sample_hidden(cfg: UldpConfig) -> bool:
     (True, False)
     """
     return cfg.scheme == PoissonSampler.name
+
+
+def uldp_hidden(cfg: UldpConfig) -> Hidden:
+    """What a run's user selection hides from whoever sees only the released models.
+
+    A hidden Poisson sample at ``q`` (:func:`sample_hidden`); under a selection scheme, what
+    it hides as in every run (:func:`~fedprivacy.report_inputs.hidden_selection`: the batches of
+    Multi-RoundSecAgg, ``K`` of ``|U|`` uniformly under random selection; every user is always
+    available); nothing when every user takes part in every round.
+
+    Examples
+    --------
+    >>> uldp_hidden(UldpConfig(method="ULDP-AVG-s", sampling_rate=0.2)).sampling_rate
+    0.2
+    >>> uldp_hidden(UldpConfig(method="ULDP-AVG-s", scheme="multiround", per_round=10,
+    ...                        target_privacy=5)).batches.shape
+    (20, 5)
+    >>> uldp_hidden(UldpConfig(method="ULDP-AVG")).why
+    'every user takes part in every round'
+    """
+    if not method_spec(cfg.method).sampled:
+        return Hidden(why="every user takes part in every round")
+    if sample_hidden(cfg):
+        return Hidden(sampling_rate=cfg.effective_sampling_rate)
+    selector = make_selector(cfg.scheme, cfg.users, cfg.effective_per_round, cfg.target_privacy)
+    return hidden_selection(selector, False, everyone_available=True)

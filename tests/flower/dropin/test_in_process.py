@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -131,3 +132,38 @@ def test_the_final_report_gives_the_models_observers_their_own_epsilon() -> None
     # the live reports after each round give the server's number only (no Monte Carlo)
     live = [e for e in result.events if e.get("event") == "privacy"]
     assert len(live) == 3 and all("epsilon" in e for e in live)
+
+
+@pytest.mark.parametrize("mechanism", ["central", "distributed"])
+def test_canaries_join_beside_the_users_and_give_epsilon_hat(
+    mechanism: str, tmp_path: Path
+) -> None:
+    """The users' rounds, noise and epsilons as without canaries; 2 canaries a round joined."""
+    dp = {"dp": mechanism, "noise_multiplier": 1.0, "clip": 1.0, "scheme": "random"}
+    runs = {}
+    for canaries in (0, 3):  # 3 canaries: 2 a round beside 4 of 6 users
+        torch.manual_seed(0)
+        out = tmp_path / str(canaries)
+        config = _config(**dp, canaries=canaries)
+        runs[canaries] = run_private_fedavg(TwoHeads(), _datasets(), config, run_dir=out)
+    plain, audited = runs[0], runs[3]
+    matrix = audited.ledger.matrix()
+    assert matrix.shape == (2, 9) and matrix[:, 6:].sum(axis=1).tolist() == [2, 2]
+    assert np.array_equal(matrix[:, :6], plain.ledger.matrix())  # the users' rounds unchanged
+    noise = [[r.noise_multiplier for r in run.rounds] for run in (plain, audited)]
+    assert noise[0] == noise[1]  # the users' noise in the sum: the canaries add none
+    report, alone = audited.report(), plain.report()
+    assert report.per_user_epsilon == alone.per_user_epsilon  # the users' own, not the canaries'
+    hat = audited.epsilon_hat
+    assert plain.epsilon_hat is None and hat is not None and hat["canaries"] == 3
+    assert hat["low"] <= hat["epsilon"] <= hat["high"]
+    summary = json.loads((tmp_path / "3" / "summary.json").read_text())
+    assert summary["epsilon_hat"] == hat
+
+
+def test_canaries_need_dp_and_their_rate() -> None:
+    with pytest.raises(ParameterError, match="canaries: measure a DP mechanism"):
+        _config(canaries=3).validate()
+    dp = {"dp": "central", "noise_multiplier": 1.0, "clip": 1.0}
+    with pytest.raises(ParameterError, match="canaries: must be a multiple of 3"):
+        _config(**dp, canaries=2).validate()

@@ -31,9 +31,11 @@ from fedprivacy.config import Config
 from fedprivacy.config_sections import DPSection, SchemeSection, SecureAggregationSection
 from fedprivacy.dp._checks import require_delta
 from fedprivacy.errors import ParameterError
+from fedprivacy.fl.canary_users import CanaryUsers
 from fedprivacy.fl.mechanism import Mechanism, make_mechanism
+from fedprivacy.participation.canary_selection import canary_selection
 from fedprivacy.participation.selection_inputs import validate_batch_parameters
-from fedprivacy.participation.selectors import SELECTORS
+from fedprivacy.participation.selectors import SELECTORS, Selector, make_selector
 from fedprivacy.secagg.multiround import parse_batch_policy
 from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD
 
@@ -58,6 +60,11 @@ class PrivateFedAvgConfig(Config, DPSection, SecureAggregationSection, SchemeSec
         round ``t + 1``'s keys, whose selection is then drawn once round ``t``'s aggregated set
         is fixed (:meth:`~fedprivacy.pipeline.loop.FederatedRun.select_ahead`; not with the
         privacy guard), and the model comes with ``share``.
+    canaries : int
+        With DP: canary users beside the ``users``, selected as they are, at their rate
+        (:mod:`fedprivacy.participation.canary_selection`); the server joins each selected
+        canary's fixed random direction, at the clip, to the sum it unmasks (they have no node)
+        and gives the result's ``epsilon_hat`` (:mod:`fedprivacy.fl.canary_users`). 0: none.
     roster : str
         Path of the federation's public keys (a :class:`~fedprivacy.crypto.signing.Roster`
         TOML, from the operator who admits the nodes; ``fedprivacy flower keys`` writes one for
@@ -74,6 +81,7 @@ class PrivateFedAvgConfig(Config, DPSection, SecureAggregationSection, SchemeSec
     dp: str = "none"
     metrics_time_limit: float = 5.0
     overlap_rounds: bool = False
+    canaries: int = 0
     roster: str = ""
 
     @classmethod
@@ -137,7 +145,32 @@ run config
             )
         if self.delta is not None:
             require_delta("delta", self.delta)
+        if require_int("canaries", self.canaries, minimum=0):
+            if self.mechanism().noise_multiplier is None:
+                raise ParameterError("canaries", "measure a DP mechanism: give dp")
+            self.selector()  # M K / N canaries a round, in whole units
         return self
+
+    def canary_users(self, dimension: int) -> CanaryUsers | None:
+        """The run's canaries over a model of ``dimension`` parameters (None without)."""
+        if not self.canaries:
+            return None
+        clip = self.mechanism().clip
+        return CanaryUsers.draw(
+            first=self.users,
+            count=self.canaries,
+            dimension=dimension,
+            clip=1.0 if clip is None else clip,
+            seed=self.seed,
+        )
+
+    def selector(self) -> Selector:
+        """The scheme's selection over the nodes, and the canaries beside them when any."""
+
+        def scheme(users: int, per_round: int) -> Selector:
+            return make_selector(self.scheme, users, per_round, self.target_privacy)
+
+        return canary_selection(scheme(self.users, self.per_round), self.canaries, scheme)
 
     def mechanism(self) -> Mechanism:
         """The DP mechanism (validates ``dp``, ``noise_multiplier`` and ``clip``)."""

@@ -28,7 +28,7 @@ with ``share``, where the nodes train.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +51,10 @@ from fedprivacy.flower.fedavg.training import LiveNodes
 from fedprivacy.flower.messaging.exchange import StageExchange
 from fedprivacy.flower.messaging.stages import Record
 from fedprivacy.flower.messaging.transport import Transport
+from fedprivacy.participation.canary_selection import CanaryAvailability
 from fedprivacy.participation.ledger import ParticipationLedger
-from fedprivacy.participation.selectors import make_selector
 from fedprivacy.participation.units import unit_size, use_layout
-from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult
+from fedprivacy.pipeline.algorithm import Algorithm, RoundContext, RoundResult, SelectAhead
 from fedprivacy.pipeline.loop import FederatedRun
 from fedprivacy.pipeline.record import RoundRecord
 from fedprivacy.report_inputs import hidden_selection
@@ -79,11 +79,13 @@ class _RemoteFedAvg(Algorithm[RoundRecord]):
         signers: Roster | None,
         batch_size: int,
     ) -> None:
-        self.num_users = config.users
+        self.num_users = config.users + config.canaries
         self.config = config
         self.arrays = arrays
         self.layout = ArrayLayout.of(arrays)
         self.flat = self.layout.flatten(arrays)
+        self.start = self.flat.copy()
+        self.canaries = config.canary_users(self.layout.size)
         self.train_config = train_config
         self.mechanism: Mechanism = config.mechanism()
         aggregator = section_aggregator(
@@ -137,8 +139,13 @@ class _RemoteFedAvg(Algorithm[RoundRecord]):
         r, users = ctx.round_index, [int(u) for u in ctx.selected]
         started = time.perf_counter()
         outcome = AggregateOutcome((), None, None, 0.0, 0, 0.0)
-        if users:
-            outcome = self.remote.run(r, users, ctx.ahead)
+        nodes = users if self.canaries is None else [u for u in users if u < self.canaries.first]
+        if nodes:
+            outcome = self.remote.run(r, nodes, self._nodes_ahead(ctx, users))
+        if self.canaries is not None:  # the server's own: joined to the sum it unmasked
+            canaries = self.canaries.updates(ctx.selected)
+            prepared, _ = self.mechanism.prepare(canaries, dict.fromkeys(canaries, 1.0))
+            outcome = self.canaries.join(outcome, prepared)
         noise = None
         if outcome.mean_update is not None:
             noise = self.mechanism.accounted_noise(outcome)
@@ -158,6 +165,26 @@ class _RemoteFedAvg(Algorithm[RoundRecord]):
         self.records.append(record)
         self.remote.exchange.log(event="round", **record.fields())
         return RoundResult(np.asarray(outcome.aggregated, dtype=np.intp), record)
+
+    def _nodes_ahead(self, ctx: RoundContext, selected: list[int]) -> SelectAhead | None:
+        """The loop's next selection for overlapped rounds, its canaries left to the server."""
+        ahead, canaries = ctx.ahead, self.canaries
+        if ahead is None or canaries is None:
+            return ahead
+        joined = [u for u in selected if u >= canaries.first]
+
+        def nodes(aggregating: Sequence[int]) -> NDArray[np.intp] | None:
+            drawn = ahead([*aggregating, *joined])
+            return None if drawn is None else drawn[drawn < canaries.first]
+
+        return nodes
+
+    def epsilon_hat(self, delta: float) -> dict[str, float] | None:
+        """The canaries' estimate from the arrays' change over the run (None without)."""
+        if self.canaries is None:
+            return None
+        change = self.flat - self.start
+        return self.canaries.estimate(change, delta, self.config.seed).fields()
 
 
 class PrivateFedAvg:
@@ -255,9 +282,7 @@ class PrivateFedAvg:
         config = self.config
         exchange = StageExchange(transport, self.on_event)
         settings = ConfigRecord(dict(train_config or {}))
-        selector = make_selector(
-            config.scheme, config.users, config.per_round, target_privacy=config.target_privacy
-        )
+        selector = config.selector()
         batch = unit_size(selector)  # a batch of T, a partition group, or 1
         algorithm = _RemoteFedAvg(config, initial_arrays, exchange, settings, self.signers, batch)
         layout = algorithm.remote.draw_layout(config.users)  # the nodes' own batches
@@ -265,7 +290,8 @@ class PrivateFedAvg:
             use_layout(selector, layout)
         live = LiveNodes(config.users, transport.users)
         exchange.on_silent = lambda users: live.gone.update(users)
-        ledger = ParticipationLedger(config.users)
+        availability = CanaryAvailability(live, config.canaries) if config.canaries else live
+        ledger = ParticipationLedger(selector.num_users)
         result = PrivateFedAvgResult(
             config,
             algorithm.arrays,
@@ -291,7 +317,7 @@ class PrivateFedAvg:
 
         loop: FederatedRun[RoundRecord] = FederatedRun(
             selector,
-            live,
+            availability,
             algorithm,
             selection_rng=lambda t: round_rng(config.seed, t, _SELECTION),
             ledger=ledger,
@@ -299,6 +325,7 @@ class PrivateFedAvg:
             live_audit=True,
         )
         loop.run(config.rounds)
+        result.epsilon_hat = algorithm.epsilon_hat(config.target_delta)
         if run_dir is not None:
             result.write(Path(run_dir))
         return result

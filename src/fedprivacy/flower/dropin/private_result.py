@@ -84,6 +84,9 @@ class PrivateFedAvgResult:
     hidden: Hidden | None = None
     """What the selection hides from whoever sees only the models (the final report's second
     epsilon; the live reports after each round give the server's only)."""
+    epsilon_hat: dict[str, float] | None = None
+    """The canaries' empirical epsilon of the final model with its interval (``canaries``:
+    :class:`~fedprivacy.dp.canaries.CanaryEstimate`), None without canaries."""
 
     def report(
         self, time_limit: float | None = None, *, view: AuditView | None = None
@@ -93,7 +96,8 @@ class PrivateFedAvgResult:
         ``T_weak`` from a search within ``time_limit`` (certified over the rationals), or from
         ``view``, the round loop's live audit (certified bounds, no search).
         """
-        p = self.ledger.matrix()
+        matrix = self.ledger.matrix()
+        p = matrix[:, : self.config.users]  # the canaries' updates are their inserter's
         limit = self.config.metrics_time_limit if time_limit is None else time_limit
         server_view: dict[str, Any] | None = None if view is None else view.server_view()
         if server_view is None and self.ledger.rounds:
@@ -111,11 +115,12 @@ class PrivateFedAvgResult:
             mechanism,
             self.config.target_delta,
             LedgerEpsilons(
-                p.astype(bool),
+                matrix.astype(bool),
                 round_noise=column[:, 0],
                 wrap_log_probability=column[:, 1],
                 sampling_rate=None if hidden is None else hidden.sampling_rate,
                 batches=None if hidden is None else hidden.batches,
+                users=self.config.users,
             ),
             aggregation=aggregation_of(self.config.secagg, self.authenticated),
             server_view=server_view,
@@ -146,6 +151,7 @@ class PrivateFedAvgResult:
                 str(r): m for r, m in sorted(self.evaluate_metrics_serverapp.items())
             },
             "privacy": (report or self.report()).to_dict(),
+            "epsilon_hat": self.epsilon_hat,
         }
 
     def write(self, out: Path) -> list[Path]:

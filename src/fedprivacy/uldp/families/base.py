@@ -25,6 +25,7 @@ from fedprivacy.uldp.accounting import GaussianRounds, UldpAccounting
 if TYPE_CHECKING:
     from torch import nn
 
+    from fedprivacy.fl.canary_users import CanaryUsers
     from fedprivacy.fl.local_training import VectorisedTrainer
     from fedprivacy.fl.mechanism import Mechanism
     from fedprivacy.secagg.private_weighting import SecureWeighting
@@ -53,6 +54,7 @@ class Runner(Protocol):
     amplified: bool
     secure_log: list[dict[str, float]]
     rounds: int
+    canaries: CanaryUsers | None
 
     @property
     def sampling_rate(self) -> float:

@@ -35,6 +35,7 @@ from fedprivacy.uldp.families.base import MethodFamily, Runner, gaussian_noise, 
 from fedprivacy.uldp.rounds import RoundOutput
 
 if TYPE_CHECKING:
+    from fedprivacy.fl.canary_users import CanaryUsers
     from fedprivacy.fl.local_spec import LocalTrainingSpec
     from fedprivacy.fl.local_training import VectorisedTrainer
     from fedprivacy.fl.losses import MaskedLoss
@@ -118,6 +119,9 @@ class UserLevelFamily(MethodFamily):
         """One round of per-user updates (see the module docstring)."""
         fed, h, spec = runner.fed, runner.hyper, runner.spec
         q = runner.sampling_rate
+        canaries = _canaries(runner, sampled)
+        if sampled is not None:
+            sampled = sampled[: fed.num_users]  # the users' (the canaries have no records)
         if sampled is None and spec.sampled:
             sampled = rng.random(fed.num_users) < q
         keys = self.draw_keys(h, fed, rng)
@@ -132,14 +136,16 @@ class UserLevelFamily(MethodFamily):
         parts, silo_deltas = self.silo_sums(
             runner, mechanism, global_flat, keys, weights, secure is not None
         )
-        presum = silo_sum([part.total for part in parts])
+        totals = [part.total for part in parts]
+        if canaries.size:
+            assert runner.canaries is not None
+            totals = _with_canaries(totals, runner.canaries, canaries, mechanism, self.sign)
+        presum = silo_sum(totals)
         # every silo adds its share of the noise (the protocol's silos draw theirs)
         silo_std = std if noise and secure is None else None
         contributions = [
-            p.total
-            if silo_std is None
-            else p.total + gaussian_noise(noise_rng, silo_std, global_flat)
-            for p in parts
+            t if silo_std is None else t + gaussian_noise(noise_rng, silo_std, global_flat)
+            for t in totals
         ]
         groups = sum(p.groups for p in parts)
         clipped = sum(p.clipped for p in parts)
@@ -220,6 +226,37 @@ def _mechanism(runner: Runner) -> Mechanism:
     if runner.mechanism is None:
         raise ParameterError("dp", f"{runner.spec.name} has no mechanism")
     return runner.mechanism
+
+
+def _canaries(runner: Runner, sampled: NDArray[np.bool_] | None) -> NDArray[np.intp]:
+    """The round's canaries: those the sample over users and canaries holds (all without one)."""
+    canaries = runner.canaries
+    if canaries is None:
+        return np.zeros(0, dtype=np.intp)
+    if sampled is None:
+        return np.arange(canaries.first, canaries.first + canaries.count, dtype=np.intp)
+    return np.flatnonzero(sampled[canaries.first :]).astype(np.intp) + canaries.first
+
+
+def _with_canaries(
+    totals: list[torch.Tensor],
+    canaries: CanaryUsers,
+    chosen: NDArray[np.intp],
+    mechanism: Mechanism,
+    sign: float,
+) -> list[torch.Tensor]:
+    """The silos' sums with each chosen canary's direction, clipped as a user's, in one silo.
+
+    Canary ``c`` is a user of weight 1 with records in silo ``c mod |S|`` only; its vector
+    moves the model along its direction (``sign``: a gradient is descended).
+    """
+    out = list(totals)
+    for user, vector in canaries.updates(chosen).items():
+        v = torch.from_numpy(sign * vector.astype(np.float64))
+        v = v * mechanism.clip_factors(torch.linalg.vector_norm(v).reshape(1))[0]
+        silo = (user - canaries.first) % len(out)
+        out[silo] = out[silo] + v.to(device=out[silo].device, dtype=out[silo].dtype)
+    return out
 
 
 def _released(mechanism: Mechanism, noisy: torch.Tensor) -> torch.Tensor:
