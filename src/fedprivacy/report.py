@@ -155,6 +155,10 @@ class PrivacyReport:
         """JSON-friendly form (the attributes, caveats as a list)."""
         return {**asdict(self), "caveats": list(self.caveats)}
 
+    def __str__(self) -> str:
+        """The readable report (:meth:`to_markdown`): ``print(result.report())``."""
+        return self.to_markdown()
+
     def to_markdown(self) -> str:
         """``privacy.md``: what the server could learn, what the released models reveal."""
         lines = [

@@ -9,6 +9,7 @@ guard guards the users, a filter retires canaries as it retires users.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from fedprivacy.errors import ParameterError
@@ -27,7 +28,7 @@ from fedprivacy.pipeline.record import RoundRecord
 if TYPE_CHECKING:
     from fedprivacy.pipeline.loop import FederatedRun
 
-__all__ = ["WrappedSelection"]
+__all__ = ["WrappedSelection", "budget_filter"]
 
 
 class WrappedSelection:
@@ -72,24 +73,12 @@ class WrappedSelection:
         mechanism's requested noise (the least any round releases), by the mechanism's per-user
         accountant; call it before the first round, and before :meth:`guard_selection`.
         """
-        z = self.mechanism.noise_multiplier
-        if z is None:
-            raise ParameterError("epsilon_budget", "needs a DP mechanism (--dp)")
         if self.ledger.rounds:
             raise ParameterError("epsilon_budget", "must be set before the first round")
-        budgeted = self._wrap(
-            lambda s, ledger: PrivacyFilter(
-                s,
-                ledger,
-                budget=budget,
-                noise_multiplier=z,
-                delta=delta,
-                accountant=self.mechanism.accountant,
-                round_noise=lambda: [r.noise_multiplier for r in self.records],
-            ),
-            canaries=True,  # a canary retires as a user would
+        self.selector, budgeted = budget_filter(
+            self.selector, self.ledger, budget, delta, self.mechanism, lambda: self.records
         )
-        assert isinstance(budgeted, PrivacyFilter)
+        self.loop.selector = self.selector
         return budgeted
 
     def _wrap(self, wrapper: Wrapper, *, canaries: bool) -> Selector:
@@ -103,3 +92,40 @@ class WrappedSelection:
     def users_ledger(self) -> ParticipationLedger:
         """The users' columns of the ledger: all of it, but the canaries'."""
         return self.loop.users_ledger
+
+
+def budget_filter(
+    selector: Selector,
+    ledger: ParticipationLedger,
+    budget: float,
+    delta: float,
+    mechanism: Mechanism,
+    records: Callable[[], Sequence[RoundRecord]],
+) -> tuple[Selector, PrivacyFilter]:
+    """``selector`` under a privacy filter of ``budget``, and the users' filter.
+
+    Rounds are charged at the noise their ``records()`` say they released; with canaries the
+    canaries get a filter of their own (a canary retires as a user would).
+    """
+    z = mechanism.noise_multiplier
+    if z is None:
+        raise ParameterError("epsilon_budget", "needs a DP mechanism (--dp)")
+
+    def wrapper(s: Selector, columns: ParticipationLedger) -> Selector:
+        return PrivacyFilter(
+            s,
+            columns,
+            budget=budget,
+            noise_multiplier=z,
+            delta=delta,
+            accountant=mechanism.accountant,
+            round_noise=lambda: [r.noise_multiplier for r in records()],
+        )
+
+    if isinstance(selector, CanarySelection):
+        users = selector.wrap(wrapper, ledger, canaries=True)
+        assert isinstance(users, PrivacyFilter)
+        return selector, users
+    wrapped = wrapper(selector, ledger)
+    assert isinstance(wrapped, PrivacyFilter)
+    return wrapped, wrapped

@@ -35,6 +35,7 @@ from fedprivacy.models.registry import build_model, count_parameters
 from fedprivacy.participation.availability import AvailabilityModel, make_availability
 from fedprivacy.participation.canary_selection import CanaryAvailability
 from fedprivacy.participation.fairness import check_fairness_rule
+from fedprivacy.participation.privacy_filter import check_budget
 from fedprivacy.participation.selection_inputs import validate_batch_parameters
 from fedprivacy.participation.selectors import SELECTORS
 from fedprivacy.secagg.multiround import BatchPolicy
@@ -233,23 +234,8 @@ class TrainConfig(
                 raise ParameterError("delta", "needs a DP mechanism (--dp central or distributed)")
             require_delta("delta", self.delta)
         if self.epsilon_budget is not None:
-            if self.dp == "none":
-                raise ParameterError("epsilon_budget", "needs a DP mechanism (--dp)")
-            require_positive_number("epsilon_budget", self.epsilon_budget)
-            self._check_budget_holds_a_round()
-
-    def _check_budget_holds_a_round(self) -> None:
-        """Refuse, before any work, a budget that one round at the requested noise passes."""
-        from fedprivacy.participation.privacy_filter import max_rounds
-
-        mechanism = self.mechanism()
-        z = mechanism.noise_multiplier
-        assert self.epsilon_budget is not None and z is not None
-        if max_rounds(self.epsilon_budget, z, self.target_delta, mechanism.accountant) < 1:
-            raise ParameterError(
-                "epsilon_budget",
-                f"{self.epsilon_budget:g} holds not even one round at noise multiplier {z:g}",
-            )
+            z, accountant = mechanism.noise_multiplier, mechanism.accountant
+            check_budget(self.epsilon_budget, z, self.target_delta, accountant)
 
     def _require_combinations(self) -> None:
         """Options that only mean something with another one are errors without it."""

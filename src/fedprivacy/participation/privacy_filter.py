@@ -60,7 +60,40 @@ from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.selectors import Selector
 from fedprivacy.participation.units import unit_index
 
-__all__ = ["PrivacyFilter", "Retirement", "budget_markdown", "filter_summary", "max_rounds"]
+__all__ = [
+    "PrivacyFilter",
+    "Retirement",
+    "budget_markdown",
+    "check_budget",
+    "filter_summary",
+    "max_rounds",
+]
+
+
+def check_budget(
+    budget: object, noise_multiplier: float | None, delta: float, accountant: AccountantKind
+) -> float:
+    """``epsilon_budget``, refused without DP, unless positive, or if one round passes it.
+
+    Examples
+    --------
+    >>> check_budget(3.0, 5.0, 1e-5, "pld")
+    3.0
+    >>> check_budget(0.1, 1.0, 1e-5, "pld")
+    Traceback (most recent call last):
+    ...
+    fedprivacy.errors.ParameterError: epsilon_budget: 0.1 holds not even one round at noise \
+multiplier 1
+    """
+    if noise_multiplier is None:
+        raise ParameterError("epsilon_budget", "needs a DP mechanism (--dp)")
+    value = require_positive("epsilon_budget", budget)
+    if max_rounds(value, noise_multiplier, delta, accountant) < 1:
+        raise ParameterError(
+            "epsilon_budget",
+            f"{value:g} holds not even one round at noise multiplier {noise_multiplier:g}",
+        )
+    return value
 
 
 def max_rounds(

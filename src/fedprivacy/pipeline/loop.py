@@ -201,12 +201,15 @@ class FederatedRun(Generic[R]):
         PrivacyGuard`, which must see what round ``t`` really aggregated before it lets round
         ``t + 1`` go ahead.
         """
-        if isinstance(self.selector, PrivacyGuard):
+        parts = _parts(self.selector)
+        if any(isinstance(part, PrivacyGuard) for part, _ in parts):
             return None
         t = self.round + 1
         users = np.asarray(list(aggregating), dtype=np.intp)
-        if isinstance(self.selector, PrivacyFilter):
-            self.selector.expect_round(users)  # charged before the draw, not after the round
+        for part, first in parts:  # charged before the draw, not after the round
+            if isinstance(part, PrivacyFilter):
+                mine = users[(users >= first) & (users < first + part.num_users)]
+                part.expect_round(mine - first)
         frequency = self._frequency.copy()
         frequency[users] += 1
         rng = self.selection_rng(t)
@@ -248,3 +251,10 @@ class FederatedRun(Generic[R]):
             note = self.algorithm.progress_note()
             status(self.view.describe() + (f"; {note}" if note else ""))
         progress(1)
+
+
+def _parts(selector: UserSampler) -> list[tuple[UserSampler, int]]:
+    """The selections a round draws and the first user of each: the users' and the canaries'."""
+    if isinstance(selector, CanarySelection):
+        return [(selector.selector, 0), (selector.canaries, selector.first)]
+    return [(selector, 0)]

@@ -72,9 +72,30 @@ def test_a_users_own_policy_file_is_enforced_on_its_node(tmp_path: Path) -> None
     assert result.rounds[0].aggregated == (1, 2, 3, 4, 5)  # the others' round goes on
 
 
-def test_one_dataset_per_user_is_required() -> None:
-    with pytest.raises(ParameterError, match="one dataset per user: 5 given, users = 6"):
-        run_private_fedavg(TwoHeads(), _datasets(5), _config())
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"datasets": 5}, "datasets: one dataset per user: 5 given, users = 6"),
+        ({"tuples": True}, r"datasets\[0\]: must be a torch Dataset .* got a tuple"),
+        ({"lr": -1.0}, "lr: must be a finite number > 0, got -1.0"),
+        ({"local_epochs": 0}, "local_epochs: must be >= 1"),
+        ({"num_rounds": 3}, r"num_rounds: the rounds are the configuration's"),
+    ],
+)
+def test_a_bad_argument_is_refused_naming_it_before_any_node(
+    change: dict[str, object], match: str
+) -> None:
+    datasets: list[object] = list(_datasets(int(change.pop("datasets", 6))))  # type: ignore[call-overload]
+    if change.pop("tuples", False):
+        datasets = [tuple(d.tensors) for d in datasets]  # type: ignore[attr-defined]
+    with pytest.raises(ParameterError, match=match):
+        run_private_fedavg(TwoHeads(), datasets, _config(), **change)  # type: ignore[arg-type]
+
+
+def test_printing_the_report_gives_the_readable_report() -> None:
+    result = run_private_fedavg(TwoHeads(), _datasets(), _config(rounds=1))
+    report = result.report()
+    assert str(report) == report.to_markdown() and "T_weak" in str(report)
 
 
 def test_the_clip_is_the_nodes_own_whatever_the_server_asks(tmp_path: Path) -> None:

@@ -279,3 +279,50 @@ def test_options_that_would_be_ignored_on_flower_are_refused_before_any_node() -
         PrivateFedAvg(PrivateFedAvgConfig(protocol_dropout=0.1))
     with pytest.raises(ParameterError, match="per_round: is spelled per-round"):
         PrivateFedAvgConfig.from_run_config({"users": 6, "per_round": 4})
+
+
+@pytest.mark.parametrize(
+    ("run_config", "match"),
+    [
+        ({"per-rond": 6}, "per-rond: is not a key of PrivateFedAvg; did you mean per-round?"),
+        ({"rounds": 3, "num-server-rounds": 4}, "sets the same as rounds: give one of them"),
+        ({"allow-plaintext": True}, "allow-plaintext: is a key of a node's own policy"),
+        ({"min-threshold": 3}, "min-threshold: is a key of a node's own policy"),
+        ({"dp": "distributed"}, "noise-multiplier: "),  # named as the run config spells it
+        ({"dp": "none", "epsilon-budget": 5.0}, "epsilon-budget: needs a DP mechanism"),
+        (
+            {"dp": "central", "noise-multiplier": 1.0, "epsilon-budget": 0.1},
+            "epsilon-budget: 0.1 holds not even one round",
+        ),
+    ],
+)
+def test_a_run_config_key_that_would_run_silently_wrong_is_refused_as_written(
+    run_config: dict[str, object], match: str
+) -> None:
+    from fedprivacy.errors import ParameterError
+
+    with pytest.raises(ParameterError, match=match):
+        PrivateFedAvgConfig.from_run_config({"users": 6, **run_config})
+    # the app's own keys stay the app's, even close to nothing of ours
+    config = PrivateFedAvgConfig.from_run_config({"users": 6, "lr": 0.1, "local-epochs": 2})
+    assert config.users == 6
+
+
+def test_the_servers_epsilon_budget_retires_users_before_it_is_passed() -> None:
+    import torch
+    from torch.utils.data import TensorDataset
+
+    from fedprivacy.flower import run_private_fedavg
+
+    g = torch.Generator().manual_seed(0)
+    users = [
+        TensorDataset(torch.randn(10, 3, generator=g), torch.randint(0, 2, (10,), generator=g))
+        for _ in range(6)
+    ]
+    run_config = {"users": 6, "per-round": 4, "num-server-rounds": 6, "dp": "central"}
+    run_config |= {"noise-multiplier": 2.0, "clip": 1.0, "epsilon-budget": 4.0}
+    config = PrivateFedAvgConfig.from_run_config(run_config)
+    result = run_private_fedavg(torch.nn.Linear(3, 2), users, config)
+    report = result.report()
+    assert report.per_user_epsilon is not None and 0 < report.per_user_epsilon["max"] <= 4.0
+    assert sum(len(r.aggregated) for r in result.rounds) < 6 * 4  # some were retired

@@ -30,6 +30,7 @@ Examples
 from __future__ import annotations
 
 import copy
+import math
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -41,6 +42,7 @@ from flwr.clientapp import ClientApp
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from fedprivacy._validation import require_int
 from fedprivacy.errors import ParameterError
 from fedprivacy.flower.dropin.app_transport import ClientAppTransport
 from fedprivacy.flower.dropin.mod import MOD_WIRE, fedprivacy_mod
@@ -86,6 +88,44 @@ def _client_app(
     return app
 
 
+#: Arguments of Flower's habits, and where they belong here.
+_ELSEWHERE = {
+    "num_rounds": "the rounds are the configuration's: PrivateFedAvgConfig(rounds=...)",
+    "num_server_rounds": "the rounds are the configuration's: PrivateFedAvgConfig(rounds=...)",
+    "rounds": "the rounds are the configuration's: PrivateFedAvgConfig(rounds=...)",
+}
+
+
+def _check_arguments(
+    datasets: Sequence[Any],
+    config: PrivateFedAvgConfig,
+    lr: float,
+    local_epochs: int,
+    batch_size: int,
+    unknown: Mapping[str, Any],
+) -> None:
+    """Refuse what the run cannot use, naming the argument (before any node is set up)."""
+    for name in unknown:
+        why = _ELSEWHERE.get(name, "not an argument of run_private_fedavg")
+        raise ParameterError(name, why)
+    if len(datasets) != config.users:
+        raise ParameterError(
+            "datasets", f"one dataset per user: {len(datasets)} given, users = {config.users}"
+        )
+    for u, dataset in enumerate(datasets):
+        if not isinstance(dataset, Dataset):
+            kind = type(dataset).__name__
+            raise ParameterError(
+                f"datasets[{u}]",
+                f"must be a torch Dataset yielding (inputs, targets), got a {kind}: wrap "
+                "tensors as TensorDataset(x, y)",
+            )
+    if isinstance(lr, bool) or not (isinstance(lr, int | float) and math.isfinite(lr) and lr > 0):
+        raise ParameterError("lr", f"must be a finite number > 0, got {lr!r}")
+    require_int("local_epochs", local_epochs, minimum=1)
+    require_int("batch_size", batch_size, minimum=1)
+
+
 def _authenticated_nodes(
     folder: Path, users: int, policy_files: Mapping[int, str | Path]
 ) -> tuple[dict[int, dict[str, Any]], Path]:
@@ -119,6 +159,7 @@ def run_private_fedavg(
     policy_files: Mapping[int, str | Path] | None = None,
     evaluate_fn: EvaluateFn | None = None,
     run_dir: str | Path | None = None,
+    **unknown: Any,
 ) -> PrivateFedAvgResult:
     """Train ``model`` with private FedAvg over ``datasets`` (user ``u`` holds ``datasets[u]``).
 
@@ -145,12 +186,12 @@ def run_private_fedavg(
     Raises
     ------
     ParameterError
-        If the number of datasets is not ``config.users``.
+        Naming the argument: a number of datasets other than ``config.users``, a dataset that
+        is not a ``torch.utils.data.Dataset`` (an ``(x, y)`` tuple: wrap it in
+        ``TensorDataset(x, y)``), a learning rate, epoch count or batch size out of range, or an
+        argument this function does not take (``num_rounds``: the configuration's ``rounds``).
     """
-    if len(datasets) != config.users:
-        raise ParameterError(
-            "datasets", f"one dataset per user: {len(datasets)} given, users = {config.users}"
-        )
+    _check_arguments(datasets, config, lr, local_epochs, batch_size, unknown)
     app = _client_app(model, datasets, local_epochs, batch_size, loss)
     with tempfile.TemporaryDirectory(prefix="fedprivacy-nodes-") as folder:
         nodes, roster = _authenticated_nodes(Path(folder), config.users, policy_files or {})

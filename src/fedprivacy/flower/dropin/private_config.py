@@ -33,7 +33,9 @@ from fedprivacy.dp._checks import require_delta
 from fedprivacy.errors import ParameterError
 from fedprivacy.fl.canary_users import CanaryUsers
 from fedprivacy.fl.mechanism import Mechanism, make_mechanism
+from fedprivacy.flower.dropin.run_config import FLOWER_ROUNDS, as_written, configuration_values
 from fedprivacy.participation.canary_selection import canary_selection
+from fedprivacy.participation.privacy_filter import check_budget
 from fedprivacy.participation.selection_inputs import validate_batch_parameters
 from fedprivacy.participation.selectors import SELECTORS, Selector, make_selector
 from fedprivacy.secagg.multiround import parse_batch_policy
@@ -60,6 +62,10 @@ class PrivateFedAvgConfig(Config, DPSection, SecureAggregationSection, SchemeSec
         round ``t + 1``'s keys, whose selection is then drawn once round ``t``'s aggregated set
         is fixed (:meth:`~fedprivacy.pipeline.loop.FederatedRun.select_ahead`; not with the
         privacy guard), and the model comes with ``share``.
+    epsilon_budget : float or None
+        With DP: the server's privacy filter, as ``train --epsilon-budget``: a user (a whole batch
+        under ``multiround``) is retired before the round that would take its epsilon past it
+        (:mod:`fedprivacy.participation.privacy_filter`). Each node's own budget is its policy's.
     canaries : int
         With DP: canary users beside the ``users``, selected as they are, at their rate
         (:mod:`fedprivacy.participation.canary_selection`); the server joins each selected
@@ -81,6 +87,7 @@ class PrivateFedAvgConfig(Config, DPSection, SecureAggregationSection, SchemeSec
     dp: str = "none"
     metrics_time_limit: float = 5.0
     overlap_rounds: bool = False
+    epsilon_budget: float | None = None
     canaries: int = 0
     roster: str = ""
 
@@ -89,8 +96,11 @@ class PrivateFedAvgConfig(Config, DPSection, SecureAggregationSection, SchemeSec
         """The configuration in a Flower app's run config (``[tool.flwr.app.config]``).
 
         Its keys are the fields spelled with hyphens (``per-round``, ``target-privacy``,
-        ``noise-multiplier``, ...), ``num-server-rounds`` (Flower's name) for ``rounds``; the
-        app's other keys (its learning rate, ...) are its own and are left to it.
+        ``noise-multiplier``, ``epsilon-budget``, ...), ``num-server-rounds`` (Flower's name)
+        for ``rounds``; the app's other keys (its learning rate, ...) are its own and are left
+        to it, except one that looks like a typo of fedprivacy's, two keys for one setting or a
+        node's policy key (:mod:`fedprivacy.flower.dropin.run_config`). Errors name the keys as
+        written.
 
         Examples
         --------
@@ -103,14 +113,19 @@ class PrivateFedAvgConfig(Config, DPSection, SecureAggregationSection, SchemeSec
         ...
         fedprivacy.errors.ParameterError: noise_multiplier: is spelled noise-multiplier in a \
 run config
+        >>> PrivateFedAvgConfig.from_run_config({"users": 6, "per-rond": 6})
+        Traceback (most recent call last):
+        ...
+        fedprivacy.errors.ParameterError: per-rond: is not a key of PrivateFedAvg; did you mean \
+per-round? (the app's own keys are left to the app)
         """
         names = {f.name.replace("_", "-"): f.name for f in fields(cls)}
-        names["num-server-rounds"] = "rounds"
-        for key in run_config:
-            if "_" in key and key.replace("_", "-") in names:
-                raise ParameterError(key, f"is spelled {key.replace('_', '-')} in a run config")
-        values = {names[k]: v for k, v in run_config.items() if k in names}
-        return cls.from_mapping(values).validate()
+        names[FLOWER_ROUNDS] = "rounds"
+        values = configuration_values(run_config, names)
+        try:
+            return cls.from_mapping(values).validate()
+        except ParameterError as exc:
+            raise as_written(exc, names) from None
 
     def validate(self) -> PrivateFedAvgConfig:
         """Check every field; return ``self``. :class:`ParameterError` names the first bad one."""
@@ -145,6 +160,9 @@ run config
             )
         if self.delta is not None:
             require_delta("delta", self.delta)
+        if self.epsilon_budget is not None:
+            m = self.mechanism()
+            check_budget(self.epsilon_budget, m.noise_multiplier, self.target_delta, m.accountant)
         if require_int("canaries", self.canaries, minimum=0):
             if self.mechanism().noise_multiplier is None:
                 raise ParameterError("canaries", "measure a DP mechanism: give dp")

@@ -42,6 +42,7 @@ from fedprivacy.fl.aggregators import section_aggregator
 from fedprivacy.fl.engine import round_rng
 from fedprivacy.fl.mechanism import Mechanism, Updates
 from fedprivacy.fl.secure_aggregation import SecureAggregator
+from fedprivacy.fl.selection_wrappers import budget_filter
 from fedprivacy.flower.dropin.arrays import ArrayLayout
 from fedprivacy.flower.dropin.mod import ARRAYS, CONFIG, MOD_WIRE
 from fedprivacy.flower.dropin.private_config import PrivateFedAvgConfig
@@ -292,6 +293,15 @@ class PrivateFedAvg:
         exchange.on_silent = lambda users: live.gone.update(users)
         availability = CanaryAvailability(live, config.canaries) if config.canaries else live
         ledger = ParticipationLedger(selector.num_users)
+        if config.epsilon_budget is not None:  # the server's filter (each node has its own)
+            selector, _ = budget_filter(
+                selector,
+                ledger,
+                config.epsilon_budget,
+                config.target_delta,
+                algorithm.mechanism,
+                lambda: algorithm.records,
+            )
         result = PrivateFedAvgResult(
             config,
             algorithm.arrays,
