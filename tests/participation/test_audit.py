@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from fedprivacy.participation import audit
@@ -65,6 +65,40 @@ def test_batch_logs_get_the_exact_batch_size(size: int, batch_log: BatchLog) -> 
     assert (res.t_weak.lower, res.t_weak.upper) == (size, size) == (res.exposure.t_strong,) * 2
     combo = np.asarray(res.t_weak.witness, dtype=object) @ p.astype(object)
     assert np.flatnonzero(combo != 0).tolist() == list(res.t_weak.support)
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_a_quotient_of_full_column_rank_gives_the_exact_t_weak_without_search(
+    data: st.DataObject, batch_log: BatchLog
+) -> None:
+    """Random batch logs: where the classes' columns are independent, T_weak = T_strong exactly.
+
+    The rank is checked here independently (floating point, small matrices); the audit may
+    neither search (no cells) nor look for a batch's witness, so its exactness comes from the
+    rank certificate alone (without it 199 of 275 such logs stay intervals).
+    """
+    size, batches = data.draw(st.integers(2, 4)), data.draw(st.integers(2, 30))
+    per_round = data.draw(st.integers(1, batches))
+    rounds = data.draw(st.integers(batches, 3 * batches))
+    p = batch_log(batches, size, per_round, rounds, data.draw(st.integers(0, 2**31)))
+    used = p[:, p.any(axis=0)]
+    quotient = np.unique(used, axis=1)  # one column per class of identical columns
+    assume(np.linalg.matrix_rank(quotient.astype(float)) == quotient.shape[1])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(audit, "SEARCH_CELLS", 0)
+        mp.setattr(audit, "_class_bound", lambda *_: None)
+        res = audit_ledger(ParticipationLedger.from_matrix(p), time_limit=20)
+    assert res.exposure.exposed.size == 0 and res.fast_t_weak
+    assert res.t_weak.lower == res.t_weak.upper == res.exposure.t_strong
+    assert len(res.t_weak.support) == res.t_weak.upper
+
+
+def test_the_issues_batch_log_is_exact(batch_log: BatchLog) -> None:
+    """1,500 batches of 2 over 1,600 rounds of 20 batches: [2, 40] before the rank test."""
+    p = batch_log(1500, 2, 20, 1600, seed=0)
+    res = audit_ledger(ParticipationLedger.from_matrix(p), time_limit=30)
+    assert (res.t_weak.lower, res.t_weak.upper) == (2, 2)
 
 
 def test_one_column_per_batch_exposed_means_t_weak_one(batch_log: BatchLog) -> None:

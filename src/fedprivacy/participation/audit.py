@@ -13,6 +13,11 @@ class's size), because every vector of the row space is constant on a class. The
 * a class whose indicator lies in the row space (the server can compute the sum of a batch)
   gives ``T_weak <=`` its size, with an exact witness ``z``; with equal batches and one batch so
   exposed, the interval closes at the batch size;
+* a block of the quotient (its connected rounds and classes) with full column rank isolates
+  every class in it (the row space then holds each class's indicator), so ``T_weak <=`` its
+  smallest class: a certificate (its rank modulo a prime is its number of classes; a rank
+  modulo a prime never exceeds the rank) rather than a witness ``z``; when the whole quotient
+  has full column rank, ``T_weak`` is exactly the smallest class, ``T_strong``;
 * every round is a row-space vector, so the lightest nonempty round is an upper bound;
 * the exact search of :func:`fedprivacy.participation.privacy.t_weak` runs when these bounds
   leave an interval and the quotient (rounds x classes) is small enough for the budget:
@@ -28,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
+from scipy.sparse.csgraph import connected_components
 
 from fedprivacy.errors import ParameterError
 from fedprivacy.participation.exposure import (
@@ -37,6 +43,7 @@ from fedprivacy.participation.exposure import (
     exposure_witness,
 )
 from fedprivacy.participation.ledger import ParticipationLedger
+from fedprivacy.participation.modular import nmod_from
 from fedprivacy.participation.privacy import TWeakResult, t_weak
 
 __all__ = ["SEARCH_CELLS", "SEARCH_SECONDS", "WITNESS_ROWS", "AuditResult", "audit_ledger"]
@@ -51,6 +58,10 @@ _DENSE_CELLS = 50_000_000
 WITNESS_ROWS = 1_000
 #: Classes of the smallest multi-user size tried for a batch witness.
 _CLASS_TRIES = 4
+#: Seconds per ``rounds x classes^2`` of a rank test modulo a prime (0.43 s for 1,600 x 1,500).
+_RANK_SECONDS = 1.3e-10
+#: The prime of the rank test (20 bits: FLINT eliminates fastest; a proof whatever the prime).
+_PRIME = 1048573
 
 
 @dataclass(frozen=True)
@@ -62,7 +73,8 @@ class AuditResult:
     exposure : ExposureReport
     t_weak : TWeakResult
         ``rank`` is 0 when the fast path was taken (the rank was not computed). ``witness`` is
-        empty only when ``upper == 1`` rests on the exposure analysis's certificate alone.
+        empty when the upper bound rests on a certificate alone: the exposure analysis's
+        (``upper == 1``) or a full-column-rank block's (``support`` is then the class).
     fast_t_weak : bool
         Whether ``T_weak`` came from the bounds above only (they were already exact, or the
         quotient was too large for the exact search within the budget).
@@ -139,6 +151,40 @@ def _class_bound(mat: sparse.csr_array, exposure: ExposureReport, deadline: floa
     return None
 
 
+def _isolable_class(
+    mat: sparse.csr_array, exposure: ExposureReport, deadline: float
+) -> _Bound | None:
+    """The smallest class of a full-column-rank block of the quotient (no witness ``z``).
+
+    Blocks whose classes are all batch candidates (any other holds a class the row space
+    cannot isolate, so it is not of full rank) are tried smallest class first, each only if its
+    rank test fits before ``deadline`` (about ``rounds x classes^2`` operations).
+    """
+    candidates = set(exposure.batch_candidates.tolist())
+    if not candidates:
+        return None
+    csc = sparse.csc_array(mat)
+    members = column_classes(csc)
+    quotient = sparse.csr_array(csc[:, [c[0] for c in members]], dtype=np.int64)
+    m = quotient.shape[0]
+    graph = sparse.bmat([[None, quotient], [quotient.T, None]], format="csr")
+    _, labels = connected_components(graph, directed=False)
+    blocks = [np.flatnonzero(labels[m:] == b) for b in np.unique(labels[m:])]
+    blocks = [cols for cols in blocks if all(members[c][0] in candidates for c in cols)]
+    for cols in sorted(blocks, key=lambda cols: min(len(members[c]) for c in cols)):
+        rows = np.flatnonzero(labels[:m] == labels[m + cols[0]])
+        n, r = float(cols.size), float(rows.size)
+        if rows.size < cols.size:  # fewer rounds than classes: never full rank
+            continue
+        if time.perf_counter() + _RANK_SECONDS * r * n * n > deadline:
+            continue
+        block = sparse.csr_array(quotient[rows][:, cols])
+        if nmod_from(block, _PRIME).rank() == cols.size:  # rank mod p <= rank: a proof
+            smallest = min(cols.tolist(), key=lambda c: len(members[c]))
+            return _Bound(len(members[smallest]), (), tuple(members[smallest]))
+    return None
+
+
 def _fast_t_weak(mat: sparse.csr_array, exposure: ExposureReport, deadline: float) -> TWeakResult:
     """``T_weak`` from the bounds of the module docstring (no search)."""
     if exposure.t_strong is None:
@@ -151,7 +197,11 @@ def _fast_t_weak(mat: sparse.csr_array, exposure: ExposureReport, deadline: floa
         if bound is not None and bound.size == 1:
             return TWeakResult(1, 1, bound.z, bound.support)
         return TWeakResult(1, 1, (), (user,))
-    found = [_lightest_round(mat), _class_bound(mat, exposure, deadline)]
+    found = [
+        _lightest_round(mat),
+        _class_bound(mat, exposure, deadline),
+        _isolable_class(mat, exposure, deadline),
+    ]
     best = min((b for b in found if b is not None), key=lambda b: b.size)
     lower = min(max(2, exposure.t_strong), best.size)
     return TWeakResult(lower, best.size, best.z, best.support)
