@@ -231,6 +231,12 @@ class SelectionSection(SchemeSection):
             raise ParameterError("guard_target", f"must be at least 2, got {self.guard_target}")
         if self.guard is None:
             raise ParameterError("guard_target", "is the target of --guard; give --guard")
+        if self.per_round is not None and self.guard_target > self.per_round:
+            raise ParameterError(
+                "guard_target",
+                f"must be at most per_round = {self.per_round}: a round of K users is itself a "
+                "sum of K, so every round would be refused",
+            )
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import csv
+import errno
 import io
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 from fedprivacy.participation.incremental import AuditView, IncrementalAudit
@@ -96,6 +98,8 @@ def follow_log(args: argparse.Namespace) -> int:
     """Follow ``args.file`` until it has been idle for ``args.idle`` seconds (or Ctrl-C)."""
     from fedprivacy.run_directory import write_run_directory
 
+    if not Path(args.file).exists():  # a log never written is a mistake, not an idle follow
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(args.file))
     follow, printer = LogFollower(args.file), _Printer(args)
     idle = IDLE_SECONDS if args.idle is None else args.idle
     rounds = follow.poll()  # a directory, a gzip or a malformed first line: refused before output

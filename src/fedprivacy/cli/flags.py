@@ -94,6 +94,8 @@ def run_directory(value: str) -> Path:
     """
     from fedprivacy.run_directory import check_run_directory
 
+    if not value.strip():
+        raise argparse.ArgumentTypeError("is empty: give a folder (. for this one)")
     try:
         return check_run_directory(value)
     except ParameterError as exc:

@@ -226,6 +226,29 @@ def _check_out(args: argparse.Namespace) -> None:
     )
 
 
+def _os_error(exc: OSError) -> str:
+    """``exc`` in one line: what went wrong and the path."""
+    what = exc.strerror or type(exc).__name__
+    return f"{what}: {exc.filename}" if exc.filename else what
+
+
+def _option_of_path(parser: argparse.ArgumentParser, args: argparse.Namespace, path: Any) -> str:
+    """``"--out: "`` (or a positional's name) when ``path`` is that option's path or under it."""
+    if path is None:
+        return ""
+    target = Path(os.fsdecode(path)).absolute()
+    for action in parser._actions:  # noqa: SLF001 - argparse exposes no public list
+        value = getattr(args, action.dest, None)
+        if not isinstance(value, str | Path) or not str(value):
+            continue
+        given = Path(value).absolute()
+        if target == given or given in target.parents:
+            longs = [o for o in action.option_strings if o.startswith("--")]
+            name = (longs or action.option_strings or [action.dest])[0]
+            return f"{name}: "
+    return ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fedprivacy`` command."""
     parser = build_parser()
@@ -250,12 +273,13 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         flags = flag_names(_subparser(parser, args), args.command)
         print(f"fedprivacy {_name(args)}: error: {with_flag(exc, flags)}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
-        print(f"fedprivacy {_name(args)}: error: {exc}", file=sys.stderr)
-        return 2
     except BrokenPipeError:  # the reader (e.g. `| head`) closed the pipe: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:  # a path of the command line that cannot be read or written
+        where = _option_of_path(_subparser(parser, args), args, exc.filename)
+        print(f"fedprivacy {_name(args)}: error: {where}{_os_error(exc)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM where a command turns it into one
         print(f"fedprivacy {_name(args)}: interrupted", file=sys.stderr)
         return 130

@@ -144,6 +144,19 @@ def _print_err(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+#: Options that shape one partition only, and that partition.
+_PARTITION_OPTIONS = {"beta": "dirichlet", "shared": "data-sharing"}
+
+
+def _check_given(args: argparse.Namespace, config: Any) -> None:
+    """Refuse options given on the command line that this run would not use."""
+    for name, partition in _PARTITION_OPTIONS.items():
+        if getattr(args, name, None) is not None and config.partition != partition:
+            raise ParameterError(
+                name, f"applies to --partition {partition}, not {config.partition}"
+            )
+
+
 def cmd_train(
     args: argparse.Namespace,
     progress_factory: Callable[[bool], Callable[[str, int], Callable[[int], None]] | None],
@@ -181,6 +194,7 @@ def cmd_train(
     else:
         config = config_from_args(TrainConfig, args, (), **overrides)
     config = config.with_overrides(data_dir=args.data_dir).validate()
+    _check_given(args, config)
     factory = progress_factory(not args.json and not args.quiet)
     result = run_training(
         config,

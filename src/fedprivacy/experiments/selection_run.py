@@ -27,7 +27,7 @@ from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.selectors import SELECTORS, Selector, make_selector
 from fedprivacy.pipeline.selection import run_selection
-from fedprivacy.secagg.params import MIN_PARTICIPANTS
+from fedprivacy.secagg.params import MIN_PARTICIPANTS, check_degree
 
 MetricsMode = Literal["exact", "bounds", "none"]
 METRICS_MODES: tuple[str, ...] = ("exact", "bounds", "none")
@@ -105,6 +105,8 @@ class SelectionConfig(Config, SecureAggregationSection, SelectionSection):
             )
         if self.secagg:
             self.secure_config().validate()
+            if self.secagg_degree is not None:
+                check_degree(self.secagg_degree, self.per_round)
             if self.per_round < MIN_PARTICIPANTS:
                 raise ParameterError(
                     "per_round",

@@ -102,7 +102,7 @@ def run_training(
     started = time.perf_counter()
     config.validate()
     if stop_after_rounds is not None:
-        require_int("stop_after", stop_after_rounds, minimum=1)
+        require_int("stop_after", stop_after_rounds, minimum=1, maximum=config.rounds)
     out = None if out_dir is None else Path(out_dir)
     training = build_training(config, dataset)
     if resume:

@@ -39,7 +39,7 @@ from fedprivacy.participation.privacy_filter import check_budget
 from fedprivacy.participation.selection_inputs import validate_batch_parameters
 from fedprivacy.participation.selectors import SELECTORS
 from fedprivacy.secagg.multiround import BatchPolicy
-from fedprivacy.secagg.params import MIN_PARTICIPANTS, MIN_THRESHOLD
+from fedprivacy.secagg.params import MIN_PARTICIPANTS, check_degree
 
 DEFAULT_MODELS = {"digits": "mlp", "mnist": "mnist-cnn", "cifar10": "lenet", "cifar100": "vgg11"}
 METRICS_MODES = ("exact", "bounds", "none")
@@ -176,7 +176,7 @@ class TrainConfig(
         if self.chunk_size is not None:
             require_int("chunk_size", self.chunk_size, minimum=1)
         if self.secagg_degree is not None:
-            require_int("secagg_degree", self.secagg_degree, minimum=MIN_THRESHOLD)
+            check_degree(self.secagg_degree, self.per_round)
         if self.secagg and self.per_round < MIN_PARTICIPANTS:
             raise ParameterError(
                 "per_round", f"secure aggregation needs at least {MIN_PARTICIPANTS} users a round"
@@ -221,6 +221,10 @@ class TrainConfig(
             raise ParameterError("weight_decay", f"must be >= 0, got {self.weight_decay}")
         for m in self.local_lr_milestones:
             require_int("local_lr_milestones", m, minimum=1)
+        if self.local_lr_decay != 1.0 and not self.local_lr_milestones:
+            raise ParameterError(
+                "local_lr_decay", "needs the rounds at which it applies (--local-lr-milestones)"
+            )
 
     def _check_dp(self) -> None:
         """The mechanism, its delta, the epsilon budget (one round must fit) and the canaries."""

@@ -118,7 +118,7 @@ def run_uldp(
     started = time.perf_counter()
     cfg = config.validate().resolved()
     if stop_after_rounds is not None:
-        require_int("stop_after", stop_after_rounds, minimum=1)
+        require_int("stop_after", stop_after_rounds, minimum=1, maximum=cfg.rounds)
     if resume:
         checkpoint.check_resumable(cfg)
     device = resolve_device(cfg.device)  # a clear error before any work when CUDA is missing
