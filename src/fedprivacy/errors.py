@@ -55,6 +55,10 @@ class WeakKeyWarning(UserWarning):
     """A key is accepted but below the recommended size (e.g. a 2048-bit Paillier modulus)."""
 
 
+class NoiseWarning(UserWarning):
+    """A run's DP noise is expected to swamp the updates it protects (it will learn little)."""
+
+
 class PolicyViolationError(ParameterError):
     """A request asks a party for less than its own operator's policy allows.
 

@@ -17,7 +17,7 @@ from fedprivacy import __version__
 from fedprivacy.cli.flags import flag_names, with_flag
 from fedprivacy.cli.memory import check_memory
 from fedprivacy.cli.options import Use, add_options
-from fedprivacy.errors import FedPrivacyError, ParameterError, WeakKeyWarning
+from fedprivacy.errors import FedPrivacyError, NoiseWarning, ParameterError, WeakKeyWarning
 from fedprivacy.plugins import load_plugins
 
 
@@ -155,7 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 @contextlib.contextmanager
 def _warnings_as_lines(command: str) -> Iterator[None]:
-    """Print each distinct :class:`WeakKeyWarning` once, as ``fedprivacy CMD: warning: ...``.
+    """Print each distinct :class:`WeakKeyWarning` or :class:`NoiseWarning` once, in one line.
+
+    As ``fedprivacy CMD: warning: ...``.
 
     A warning raised at several layers (a weak key is checked by the config, the session and the
     key generation) reaches the user as one line, without Python's source-line decoration.
@@ -170,7 +172,7 @@ def _warnings_as_lines(command: str) -> Iterator[None]:
         file: TextIO | None = None,
         line: str | None = None,
     ) -> None:
-        if not issubclass(category, WeakKeyWarning):
+        if not issubclass(category, WeakKeyWarning | NoiseWarning):
             previous(message, category, filename, lineno, file, line)
             return
         text = str(message)
@@ -180,6 +182,7 @@ def _warnings_as_lines(command: str) -> Iterator[None]:
 
     with warnings.catch_warnings():
         warnings.simplefilter("always", WeakKeyWarning)
+        warnings.simplefilter("always", NoiseWarning)
         previous = warnings.showwarning
         warnings.showwarning = show
         try:

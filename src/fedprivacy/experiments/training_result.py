@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from fedprivacy.fl.engine import FederatedTraining, summarise_records
+from fedprivacy.fl.noise_check import swamped
 from fedprivacy.fl.params import flatten_parameters
 from fedprivacy.fl.training_config import TrainConfig
 from fedprivacy.models.registry import build_model, count_parameters
@@ -71,8 +72,15 @@ class TrainingResult:
                 "t_strong": t_strong(tr.users_ledger.matrix()),
                 "exposed_users": len(self.exposed),
             },
-            caveats=(hidden.caveat,) if dp else (),
+            caveats=(hidden.caveat, *self._swamped()) if dp else (),
         )
+
+    def _swamped(self) -> tuple[str, ...]:
+        """The sentence of :mod:`fedprivacy.fl.noise_check` when the noise swamps the updates."""
+        tr = self.training
+        dimension = count_parameters(tr.model)
+        sentence = swamped(tr.mechanism, dimension=dimension, per_round=self.config.per_round)
+        return () if sentence is None else (sentence,)
 
     def _epsilon_hat(self) -> dict[str, float] | None:
         """The canaries' estimate (:mod:`fedprivacy.fl.canary_users`); None without canaries."""

@@ -29,6 +29,7 @@ from fedprivacy.fl.canary_users import CanaryUsers
 from fedprivacy.fl.engine import FederatedTraining
 from fedprivacy.fl.local_spec import LearningRateSchedule, LocalTrainingSpec
 from fedprivacy.fl.mechanism import Mechanism, make_mechanism
+from fedprivacy.fl.noise_check import warn_if_swamped
 from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.models.registry import FEDAVG_MODELS as MODELS
 from fedprivacy.models.registry import build_model, count_parameters
@@ -338,6 +339,7 @@ def build_training(
     )
     if isinstance(aggregator, SecureAggregator):
         aggregator.check_dimension(count_parameters(model))
+    warn_if_swamped(mechanism, dimension=count_parameters(model), per_round=config.per_round)
     training = training_class(
         model=model,
         spec=config.local_spec(),

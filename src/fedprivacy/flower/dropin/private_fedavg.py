@@ -41,6 +41,7 @@ from fedprivacy.fl.aggregation import AggregateOutcome
 from fedprivacy.fl.aggregators import section_aggregator
 from fedprivacy.fl.engine import round_rng
 from fedprivacy.fl.mechanism import Mechanism, Updates
+from fedprivacy.fl.noise_check import warn_if_swamped
 from fedprivacy.fl.secure_aggregation import SecureAggregator
 from fedprivacy.fl.selection_wrappers import budget_filter
 from fedprivacy.flower.dropin.arrays import ArrayLayout
@@ -97,6 +98,7 @@ class _RemoteFedAvg(Algorithm[RoundRecord]):
         )
         if isinstance(aggregator, SecureAggregator):
             aggregator.check_dimension(self.layout.size)
+        warn_if_swamped(self.mechanism, dimension=self.layout.size, per_round=config.per_round)
         self.records: list[RoundRecord] = []
         self.remote = FedAvgRound(
             exchange,

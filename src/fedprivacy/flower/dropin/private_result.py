@@ -20,6 +20,9 @@ from flwr.app import ArrayRecord
 
 from fedprivacy.errors import FedPrivacyError
 from fedprivacy.files import atomic_write_json, atomic_write_text
+from fedprivacy.fl.mechanism import Mechanism
+from fedprivacy.fl.noise_check import swamped
+from fedprivacy.flower.dropin.arrays import ArrayLayout
 from fedprivacy.flower.dropin.private_config import PrivateFedAvgConfig
 from fedprivacy.participation.incremental import AuditView
 from fedprivacy.participation.ledger import ParticipationLedger
@@ -124,8 +127,14 @@ class PrivateFedAvgResult:
             ),
             aggregation=aggregation_of(self.config.secagg, self.authenticated),
             server_view=server_view,
-            caveats=(hidden.caveat,) if dp and hidden is not None else (),
+            caveats=(hidden.caveat, *self._swamped(mechanism)) if dp and hidden is not None else (),
         )
+
+    def _swamped(self, mechanism: Mechanism) -> tuple[str, ...]:
+        """The sentence of :mod:`fedprivacy.fl.noise_check` when the noise swamps the updates."""
+        size = ArrayLayout.of(self.arrays).size
+        sentence = swamped(mechanism, dimension=size, per_round=self.config.per_round)
+        return () if sentence is None else (sentence,)
 
     def live_privacy(self, view: AuditView) -> dict[str, Any]:
         """The ``privacy`` event after a round: the live audit's view and the largest epsilon."""
