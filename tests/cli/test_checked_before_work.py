@@ -40,6 +40,8 @@ def _refusal(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
         (["train", "--rounds", "1", "--out", "/proc/fedprivacy-x"], "error: --out: "),
         (["audit", "/nonexistent/log.csv"], "file: No such file or directory"),
         (["audit", "/nonexistent/log.csv", "--follow"], "file: No such file or directory"),
+        (["flower", "deploy", "-N", "4", "--tls", "--no-tls"], "--no-tls contradicts --tls"),
+        (["train", "--rounds", "1", "--update-clip", "1e-30"], "--update-clip: 1e-30 would round"),
         (["account", "-z", "1e300", "-T", "10", "--delta", "1e-5"], "--noise-multiplier: must"),
         (
             ["account", "-z", "1e300", "-T", "10", "--delta", "1e-5", "--accountant", "pld"],

@@ -17,10 +17,15 @@ Examples
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from fedprivacy.cli.flags import DEFAULT_FAIRNESS_RULE, dropout, positive_seconds, run_directory
+from fedprivacy.cli.flags import (
+    DEFAULT_FAIRNESS_RULE,
+    Either,
+    dropout,
+    positive_seconds,
+    run_directory,
+)
 from fedprivacy.cli.vocabulary import Flag, Renamed
 
 __all__ = ["FLAGS", "RENAMED", "THEMES"]
@@ -282,13 +287,13 @@ _DEPLOYMENT = (
     Flag(
         "--tls",
         "TLS between every process (default; --no-tls: plaintext gRPC)",
-        action=argparse.BooleanOptionalAction,
+        action=Either,
         default=True,
     ),
     Flag(
         "--node-auth",
         "SuperNode authentication and signed node identities (default: on, off with --simulation)",
-        action=argparse.BooleanOptionalAction,
+        action=Either,
     ),
     Flag(
         "--simulation",

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from fedprivacy.errors import FedPrivacyError, ParameterError
 
 __all__ = [
     "ALIASES",
+    "Either",
     "DEFAULT_FAIRNESS_RULE",
     "dropout",
     "flag_names",
@@ -80,6 +82,39 @@ def with_flag(exc: FedPrivacyError, flags: dict[str, str]) -> str:
     if flag is None or not text.startswith(prefix):
         return text
     return f"{flag}: {text[len(prefix) :]}"
+
+
+class Either(argparse.BooleanOptionalAction):
+    """``--x`` / ``--no-x``; both in one command line is an error (else the last would win).
+
+    Examples
+    --------
+    >>> parser = argparse.ArgumentParser(prog="p", exit_on_error=False)
+    >>> _ = parser.add_argument("--tls", action=Either, default=True)
+    >>> parser.parse_args(["--no-tls"]).tls
+    False
+    >>> parser.parse_args(["--tls", "--no-tls"])
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentError: argument --tls/--no-tls: --no-tls contradicts --tls
+    """
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        """Set the flag, unless its other spelling was given before."""
+        given: dict[str, str] = getattr(namespace, "_either_given", {})
+        earlier = given.get(self.dest)
+        if earlier is not None and option_string is not None and earlier != option_string:
+            raise argparse.ArgumentError(self, f"{option_string} contradicts {earlier}")
+        if option_string is not None:
+            given[self.dest] = option_string
+            namespace._either_given = given  # noqa: SLF001 - the parse's own record
+        super().__call__(parser, namespace, values, option_string)
 
 
 def run_directory(value: str) -> Path:

@@ -47,6 +47,9 @@ METRICS_MODES = ("exact", "bounds", "none")
 TRAINERS = ("auto", "vectorised", "loop")
 _DEVICE = re.compile(r"cpu|cuda(:[0-9]+)?")
 DEFAULT_DELTA = 1e-5
+#: The smallest entry-wise update clip: float32 has 24 bits, so an entry below about 1e-7 of a
+#: parameter's magnitude is lost when added to it; 1e-6 keeps parameters of size 1 moving.
+MIN_UPDATE_CLIP = 1e-6
 
 
 @dataclass(frozen=True)
@@ -215,6 +218,12 @@ class TrainConfig(
         """Local SGD's learning rate, its decay and milestones, momentum and weight decay."""
         for name in ("local_lr", "update_clip", "beta", "metrics_time_limit"):
             require_positive_number(name, getattr(self, name))
+        if self.update_clip < MIN_UPDATE_CLIP:
+            raise ParameterError(
+                "update_clip",
+                f"{self.update_clip:g} would round every update to nothing: an entry that small "
+                f"vanishes when added to a float32 parameter (at least {MIN_UPDATE_CLIP:g})",
+            )
         require_positive_number("local_lr_decay", self.local_lr_decay)
         if not 0.0 <= self.momentum < 1.0:
             raise ParameterError("momentum", f"must lie in [0, 1), got {self.momentum}")
