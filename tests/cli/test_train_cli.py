@@ -28,7 +28,9 @@ def test_train_json_reports_accuracy_parameters_and_t_weak(capsys, tmp_path):
     assert out["parameters"] == 64 * 128 + 128 + 128 * 10 + 10
     assert 0 <= out["test_accuracy"] <= 1
     assert out["t_weak"] >= 2
-    assert (tmp_path / "run" / "summary.md").is_file()
+    summary = (tmp_path / "run" / "summary.md").read_text()
+    assert "| fairness gap F |" in summary and "F: the fairness gap" in summary  # defined
+    assert "C: the average cardinality" in summary
 
 
 def test_train_from_config_file_with_override_and_resume(capsys, tmp_path):

@@ -65,7 +65,7 @@ def test_a_dp_training_run_states_epsilon_delta_and_noise_on_every_plot(  # type
     for fig in (accuracy, privacy):
         title = _titles(fig)
         assert "epsilon" in title and "delta 1e-05" in title and "noise multiplier 1.2" in title
-    assert "what the server's view reveals" in participation.get_suptitle()
+    assert "who took part (C, F) and what the server can compute" in participation.get_suptitle()
 
 
 def test_training_plots_without_dp_are_titled_and_state_no_epsilon(  # type: ignore[no-untyped-def]

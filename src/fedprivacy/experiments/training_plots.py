@@ -87,7 +87,8 @@ def plot_training_run(result: TrainingResult, out: Path) -> list[Path]:
     _integer_axes(axes[0], axes[1])
     _integer_axes(axes[2], y=True)
     fig.suptitle(
-        f"{result.config.label}: what the server's view reveals over the rounds", fontsize=9
+        f"{result.config.label}: who took part (C, F) and what the server can compute (T_weak)",
+        fontsize=9,
     )
     fig.tight_layout()
     paths.append(out / "participation.png")

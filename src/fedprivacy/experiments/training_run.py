@@ -198,6 +198,9 @@ def summary_markdown(result: TrainingResult) -> str:
         f"{s['mean_aggregate_seconds']:.3f} |",
         f"| total seconds | {s['seconds']:.1f} |",
         "",
+        "F: the fairness gap, (most - fewest rounds a user was aggregated in) / rounds. "
+        "C: the average cardinality, users aggregated a round.",
+        "",
     ]
     return "\n".join(lines)
 

@@ -180,6 +180,9 @@ def test_canaries_join_beside_the_users_and_give_epsilon_hat(
     assert hat["low"] <= hat["epsilon"] <= hat["high"]
     summary = json.loads((tmp_path / "3" / "summary.json").read_text())
     assert summary["epsilon_hat"] == hat
+    # every run's participation.csv: users u0, u1, ... (the canaries after them)
+    header = (tmp_path / "3" / "participation.csv").read_text().splitlines()[0]
+    assert header == ",".join(f"u{u}" for u in range(9))
 
 
 def test_canaries_need_dp_and_their_rate() -> None:

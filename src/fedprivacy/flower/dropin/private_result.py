@@ -168,13 +168,9 @@ class PrivateFedAvgResult:
         out.mkdir(parents=True, exist_ok=True)
         report = self.report()
         summary = self.to_dict(report)
-        p = self.ledger.matrix()
-        header = ",".join(f"user_{u}" for u in range(p.shape[1]))
-        rows = "\n".join(",".join(str(int(v)) for v in row) for row in p)
         files = {
             "summary.json": summary,
             "privacy.md": report.to_markdown(),
-            "participation.csv": f"{header}\n{rows}\n",
             "events.jsonl": "".join(json.dumps(e, default=str) + "\n" for e in self.events),
         }
         for name, content in files.items():
@@ -182,4 +178,5 @@ class PrivateFedAvgResult:
                 atomic_write_text(out / name, content)
             else:
                 atomic_write_json(out / name, content)
-        return [out / name for name in files]
+        self.ledger.to_csv(out / "participation.csv")  # every run's format: users u0, u1, ...
+        return [out / name for name in (*files, "participation.csv")]
