@@ -295,6 +295,30 @@ class SecAggProtocolSection:
     bits: int = 32
     update_clip: float = 1.0
 
+    def check_secagg_degree(self, per_round: int | None) -> None:
+        """``secagg_degree``, if given: at least 2, below the ``K = per_round`` of a round.
+
+        Examples
+        --------
+        >>> SecAggProtocolSection(secagg_degree=1000).check_secagg_degree(4)
+        Traceback (most recent call last):
+        ...
+        fedprivacy.errors.ParameterError: secagg_degree: must be at most per_round - 1 = 3 \
+(each party's neighbours among the K of a round), got 1000
+        """
+        from fedprivacy._validation import require_int
+        from fedprivacy.secagg.params import MIN_THRESHOLD
+
+        if self.secagg_degree is None:
+            return
+        d = require_int("secagg_degree", self.secagg_degree, minimum=MIN_THRESHOLD)
+        if per_round is not None and d > per_round - 1:
+            raise ParameterError(
+                "secagg_degree",
+                f"must be at most per_round - 1 = {per_round - 1} (each party's neighbours "
+                f"among the K of a round), got {d}",
+            )
+
 
 @dataclass(frozen=True)
 class SecureAggregationSection(SecAggProtocolSection):

@@ -27,7 +27,7 @@ from fedprivacy.participation.ledger import ParticipationLedger
 from fedprivacy.participation.metrics import exposed_users, t_strong
 from fedprivacy.participation.selectors import SELECTORS, Selector, make_selector
 from fedprivacy.pipeline.selection import run_selection
-from fedprivacy.secagg.params import MIN_PARTICIPANTS, check_degree
+from fedprivacy.secagg.params import MIN_PARTICIPANTS
 
 MetricsMode = Literal["exact", "bounds", "none"]
 METRICS_MODES: tuple[str, ...] = ("exact", "bounds", "none")
@@ -106,7 +106,7 @@ class SelectionConfig(Config, SecureAggregationSection, SelectionSection):
         if self.secagg:
             self.secure_config().validate()
             if self.secagg_degree is not None:
-                check_degree(self.secagg_degree, self.per_round)
+                self.check_secagg_degree(self.per_round)
             if self.per_round < MIN_PARTICIPANTS:
                 raise ParameterError(
                     "per_round",

@@ -51,6 +51,8 @@ class TrainingResult:
         available = not isinstance(self.config.dropout, str) and float(self.config.dropout) == 0
         hidden = hidden_selection(tr.selector, self.config.fairness, available)
         dp = tr.mechanism.noise_multiplier is not None
+        k = self.config.per_round
+        noise = swamped(tr.mechanism, dimension=count_parameters(tr.model), per_round=k)
         return privacy_report(
             tr.mechanism,
             self.config.target_delta,
@@ -72,15 +74,8 @@ class TrainingResult:
                 "t_strong": t_strong(tr.users_ledger.matrix()),
                 "exposed_users": len(self.exposed),
             },
-            caveats=(hidden.caveat, *self._swamped()) if dp else (),
+            caveats=(hidden.caveat, *noise) if dp else (),
         )
-
-    def _swamped(self) -> tuple[str, ...]:
-        """The sentence of :mod:`fedprivacy.fl.noise_check` when the noise swamps the updates."""
-        tr = self.training
-        dimension = count_parameters(tr.model)
-        sentence = swamped(tr.mechanism, dimension=dimension, per_round=self.config.per_round)
-        return () if sentence is None else (sentence,)
 
     def _epsilon_hat(self) -> dict[str, float] | None:
         """The canaries' estimate (:mod:`fedprivacy.fl.canary_users`); None without canaries."""

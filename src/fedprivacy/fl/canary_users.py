@@ -28,7 +28,6 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -36,6 +35,7 @@ from numpy.typing import NDArray
 
 from fedprivacy.dp.canaries import CanaryEstimate, canary_directions, epsilon_hat
 from fedprivacy.fl.aggregation import AggregateOutcome
+from fedprivacy.fl.mechanism import Mechanism
 
 __all__ = ["CanaryUsers"]
 
@@ -70,28 +70,32 @@ class CanaryUsers:
         }
 
     def join(
-        self, outcome: AggregateOutcome, updates: Mapping[int, NDArray[np.floating]]
+        self, outcome: AggregateOutcome, selected: NDArray[np.intp], mechanism: Mechanism
     ) -> AggregateOutcome:
-        """``outcome`` with ``updates`` (canaries', weight 1 each) added to its sum.
+        """``outcome`` with the selected canaries' updates, clipped by ``mechanism``, added.
 
-        Nothing is added to a round that aggregated no user.
+        Each weighs 1; nothing is added to a round that aggregated no user.
 
         Examples
         --------
+        >>> from fedprivacy.fl.mechanism import CentralGaussian
         >>> users = AggregateOutcome((0, 1), np.ones(2), np.full(2, 2.0), 2.0, 0, 0.1)
-        >>> both = CanaryUsers.draw(first=5, count=2, dimension=2, clip=1.0, seed=0).join(
-        ...     users, {5: np.array([4.0, -2.0])})
-        >>> both.aggregated, both.mean_update.tolist(), both.total_weight
-        ((0, 1, 5), [2.0, 0.0], 3.0)
+        >>> canaries = CanaryUsers.draw(first=5, count=2, dimension=2, clip=1.0, seed=0)
+        >>> both = canaries.join(users, np.array([0, 1, 5]), CentralGaussian(1.0, 1.0))
+        >>> both.aggregated, both.total_weight, round(float(np.linalg.norm(
+        ...     both.weighted_sum - users.weighted_sum)), 6)
+        ((0, 1, 5), 3.0, 1.0)
         """
+        updates = self.updates(selected)
         if outcome.weighted_sum is None or not updates:
             return outcome
-        added = np.sum([np.asarray(v, dtype=np.float64) for v in updates.values()], axis=0)
+        clipped, _ = mechanism.prepare(updates, dict.fromkeys(updates, 1.0))
+        added = np.sum([np.asarray(v, dtype=np.float64) for v in clipped.values()], axis=0)
         total = outcome.weighted_sum + added
-        weight = outcome.total_weight + len(updates)
+        weight = outcome.total_weight + len(clipped)
         return replace(
             outcome,
-            aggregated=(*outcome.aggregated, *sorted(int(u) for u in updates)),
+            aggregated=(*outcome.aggregated, *sorted(int(u) for u in clipped)),
             mean_update=total / weight,
             weighted_sum=total,
             total_weight=weight,

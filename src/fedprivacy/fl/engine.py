@@ -245,9 +245,7 @@ class FederatedTraining(WrappedSelection, Algorithm[RoundRecord]):
         if self.on_aggregate is not None:
             self.on_aggregate(r, outcome, deltas)
         if self.canaries is not None:  # no data to train: each sends its direction, clipped
-            canaries = self.canaries.updates(selected)
-            prepared, _ = self.mechanism.prepare(canaries, dict.fromkeys(canaries, 1.0))
-            outcome = self.canaries.join(outcome, prepared)
+            outcome = self.canaries.join(outcome, selected, self.mechanism)
         return outcome, train_s
 
     def client_update(

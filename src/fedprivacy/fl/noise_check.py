@@ -8,14 +8,14 @@ updates aligned, each at the clip). Their ratio, ``z sqrt(d) / K``, is what
 noise, whatever the model learns locally, and the run will learn little (a 2-layer MLP of 800
 parameters, 4 users a round at ``z = 1``: ratio 7, test accuracy 0.69 fell to 0.30).
 :func:`warn_if_swamped` warns once (:class:`~fedprivacy.errors.NoiseWarning`, one line on the
-command line) and returns the sentence the report adds.
+command line); :func:`swamped` is the sentence the report adds.
 
 Examples
 --------
 >>> from fedprivacy.fl.mechanism import CentralGaussian
 >>> round(noise_to_signal(CentralGaussian(1.0, 1.0), dimension=800, per_round=4), 2)
 7.07
->>> print(swamped(CentralGaussian(1.0, 1.0), dimension=800, per_round=4))  # doctest: +ELLIPSIS
+>>> print(*swamped(CentralGaussian(1.0, 1.0), dimension=800, per_round=4))  # doctest: +ELLIPSIS
 The noise is about 7.1 times the largest clipped update...
 """
 
@@ -41,22 +41,20 @@ def noise_to_signal(mechanism: Mechanism, *, dimension: int, per_round: int) -> 
     return z * math.sqrt(dimension) / per_round
 
 
-def swamped(mechanism: Mechanism, *, dimension: int, per_round: int) -> str | None:
-    """The report's sentence when the noise swamps the updates (None when it does not)."""
+def swamped(mechanism: Mechanism, *, dimension: int, per_round: int) -> tuple[str, ...]:
+    """The report's sentence when the noise swamps the updates (none when it does not)."""
     ratio = noise_to_signal(mechanism, dimension=dimension, per_round=per_round)
     if ratio is None or ratio <= SWAMPED:
-        return None
+        return ()
     return (
         f"The noise is about {ratio:.2g} times the largest clipped update each round releases "
         f"(z sqrt(d) / K = {mechanism.noise_multiplier:g} x sqrt({dimension}) / {per_round}): "
         "the run will learn little; select more users a round, or add less noise (a larger "
-        "clip helps only if the updates are larger than the clip)."
+        "clip helps only if the updates are larger than the clip).",
     )
 
 
-def warn_if_swamped(mechanism: Mechanism, *, dimension: int, per_round: int) -> str | None:
-    """:func:`swamped`, also warned (:class:`~fedprivacy.errors.NoiseWarning`) before the run."""
-    sentence = swamped(mechanism, dimension=dimension, per_round=per_round)
-    if sentence is not None:
+def warn_if_swamped(mechanism: Mechanism, *, dimension: int, per_round: int) -> None:
+    """Warn (:class:`~fedprivacy.errors.NoiseWarning`) before a run whose noise swamps it."""
+    for sentence in swamped(mechanism, dimension=dimension, per_round=per_round):
         warnings.warn(NoiseWarning(sentence), stacklevel=2)
-    return sentence

@@ -26,7 +26,7 @@ from fedprivacy.participation.selectors import Selector
 from fedprivacy.pipeline.record import Column, RoundRecord, metric_column, records_csv
 from fedprivacy.pipeline.selection import run_selection
 from fedprivacy.secagg.multiround import RoundObserver, parse_batch_policy
-from fedprivacy.secagg.params import MIN_PARTICIPANTS, check_degree
+from fedprivacy.secagg.params import MIN_PARTICIPANTS
 
 __all__ = [
     "SecureSelectionConfig",
@@ -123,7 +123,7 @@ class SecureSelectionConfig(Config, SecAggProtocolSection):
             raise ParameterError("protocol_dropout", "must lie in [0, 1)")
         parse_batch_policy(self.batch_policy)
         if self.secagg_degree is not None:
-            check_degree(self.secagg_degree, None)  # the selection's K: the caller's
+            self.check_secagg_degree(None)  # the selection's K: the caller's
 
 
 def run_secure_selection(

@@ -40,7 +40,7 @@ from fedprivacy.participation.privacy_filter import check_budget
 from fedprivacy.participation.selection_inputs import validate_batch_parameters
 from fedprivacy.participation.selectors import SELECTORS
 from fedprivacy.secagg.multiround import BatchPolicy
-from fedprivacy.secagg.params import MIN_PARTICIPANTS, check_degree
+from fedprivacy.secagg.params import MIN_PARTICIPANTS
 
 DEFAULT_MODELS = {"digits": "mlp", "mnist": "mnist-cnn", "cifar10": "lenet", "cifar100": "vgg11"}
 METRICS_MODES = ("exact", "bounds", "none")
@@ -180,7 +180,7 @@ class TrainConfig(
         if self.chunk_size is not None:
             require_int("chunk_size", self.chunk_size, minimum=1)
         if self.secagg_degree is not None:
-            check_degree(self.secagg_degree, self.per_round)
+            self.check_secagg_degree(self.per_round)
         if self.secagg and self.per_round < MIN_PARTICIPANTS:
             raise ParameterError(
                 "per_round", f"secure aggregation needs at least {MIN_PARTICIPANTS} users a round"

@@ -428,26 +428,3 @@ class SecAggParameters:
     def share_point(self, user: int) -> int:
         """The Shamir evaluation point of ``user`` (its id plus one)."""
         return user + 1
-
-
-def check_degree(degree: object, per_round: int | None) -> int:
-    """A SecAgg+ degree: at least :data:`MIN_THRESHOLD`, below the ``K`` parties of a round.
-
-    Examples
-    --------
-    >>> check_degree(4, 12)
-    4
-    >>> check_degree(1000, 4)
-    Traceback (most recent call last):
-    ...
-    fedprivacy.errors.ParameterError: secagg_degree: must be at most per_round - 1 = 3 (each \
-party's neighbours among the K of a round), got 1000
-    """
-    d = require_int("secagg_degree", degree, minimum=MIN_THRESHOLD)
-    if per_round is not None and d > per_round - 1:
-        raise ParameterError(
-            "secagg_degree",
-            f"must be at most per_round - 1 = {per_round - 1} (each party's neighbours among "
-            f"the K of a round), got {d}",
-        )
-    return d

@@ -39,7 +39,7 @@ from fedprivacy.participation.privacy_filter import check_budget
 from fedprivacy.participation.selection_inputs import validate_batch_parameters
 from fedprivacy.participation.selectors import SELECTORS, Selector, make_selector
 from fedprivacy.secagg.multiround import parse_batch_policy
-from fedprivacy.secagg.params import MIN_PARTICIPANTS, check_degree
+from fedprivacy.secagg.params import MIN_PARTICIPANTS
 
 __all__ = ["PrivateFedAvgConfig"]
 
@@ -147,7 +147,7 @@ per-round? (the app's own keys are left to the app)
         if self.target_privacy is not None:
             validate_batch_parameters(users, self.per_round, self.target_privacy)
         if self.secagg_degree is not None:
-            check_degree(self.secagg_degree, self.per_round)
+            self.check_secagg_degree(self.per_round)
         if self.secagg and self.per_round < MIN_PARTICIPANTS:
             raise ParameterError(
                 "per_round", f"secure aggregation needs at least {MIN_PARTICIPANTS} users a round"

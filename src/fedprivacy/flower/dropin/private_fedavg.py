@@ -146,9 +146,7 @@ class _RemoteFedAvg(Algorithm[RoundRecord]):
         if nodes:
             outcome = self.remote.run(r, nodes, self._nodes_ahead(ctx, users))
         if self.canaries is not None:  # the server's own: joined to the sum it unmasked
-            canaries = self.canaries.updates(ctx.selected)
-            prepared, _ = self.mechanism.prepare(canaries, dict.fromkeys(canaries, 1.0))
-            outcome = self.canaries.join(outcome, prepared)
+            outcome = self.canaries.join(outcome, ctx.selected, self.mechanism)
         noise = None
         if outcome.mean_update is not None:
             noise = self.mechanism.accounted_noise(outcome)

@@ -20,7 +20,6 @@ from flwr.app import ArrayRecord
 
 from fedprivacy.errors import FedPrivacyError
 from fedprivacy.files import atomic_write_json, atomic_write_text
-from fedprivacy.fl.mechanism import Mechanism
 from fedprivacy.fl.noise_check import swamped
 from fedprivacy.flower.dropin.arrays import ArrayLayout
 from fedprivacy.flower.dropin.private_config import PrivateFedAvgConfig
@@ -114,6 +113,8 @@ class PrivateFedAvgResult:
         mechanism = self.config.mechanism()
         hidden = self.hidden if view is None else None
         dp = mechanism.noise_multiplier is not None and hidden is not None
+        size, k = ArrayLayout.of(self.arrays).size, self.config.per_round
+        noise = swamped(mechanism, dimension=size, per_round=k)
         return privacy_report(
             mechanism,
             self.config.target_delta,
@@ -127,14 +128,8 @@ class PrivateFedAvgResult:
             ),
             aggregation=aggregation_of(self.config.secagg, self.authenticated),
             server_view=server_view,
-            caveats=(hidden.caveat, *self._swamped(mechanism)) if dp and hidden is not None else (),
+            caveats=(hidden.caveat, *noise) if dp and hidden is not None else (),
         )
-
-    def _swamped(self, mechanism: Mechanism) -> tuple[str, ...]:
-        """The sentence of :mod:`fedprivacy.fl.noise_check` when the noise swamps the updates."""
-        size = ArrayLayout.of(self.arrays).size
-        sentence = swamped(mechanism, dimension=size, per_round=self.config.per_round)
-        return () if sentence is None else (sentence,)
 
     def live_privacy(self, view: AuditView) -> dict[str, Any]:
         """The ``privacy`` event after a round: the live audit's view and the largest epsilon."""
